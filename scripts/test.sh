@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite through ctest:
+#   1. Release build, all tests;
+#   2. ASan+UBSan build, all tests;
+#   3. TSan build, engine and server tests (label "engine");
+#   4. the GGUF reader fuzzer for 60 s (KVSERVE_FUZZ_SECONDS).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+JOBS=${JOBS:-$(nproc)}
+FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-60}
+start=$(date +%s)
+stage() { echo "=== $1 ($(( $(date +%s) - start )) s elapsed)"; }
+
+stage "release build"
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/release -j "$JOBS"
+stage "release tests"
+(cd build/release && ctest --output-on-failure -j "$JOBS")
+
+stage "asan+ubsan build"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_SANITIZE=address,undefined -DKVSERVE_BENCH=OFF >/dev/null
+cmake --build build/asan -j "$JOBS"
+stage "asan+ubsan tests"
+(cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 KVSERVE_SANITIZED=1 ctest --output-on-failure -j "$JOBS")
+
+stage "tsan build (engine label)"
+cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_SANITIZE=thread -DKVSERVE_BENCH=OFF >/dev/null
+mapfile -t tsan_targets < <(cd build/tsan && ctest -N -L engine | sed -n 's/^ *Test *#[0-9]*: //p')
+cmake --build build/tsan -j "$JOBS" --target "${tsan_targets[@]}"
+stage "tsan tests"
+(cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" KVSERVE_SANITIZED=1 ctest --output-on-failure -L engine -j "$JOBS")
+
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  stage "fuzz gguf reader for ${FUZZ_SECONDS}s"
+  cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DKVSERVE_FUZZ=ON -DKVSERVE_BENCH=OFF >/dev/null
+  cmake --build build/fuzz -j "$JOBS" --target gguf_fuzzer
+  mkdir -p build/fuzz/corpus
+  build/fuzz/src/gguf/gguf_fuzzer -max_total_time="$FUZZ_SECONDS" -max_len=65536 -rss_limit_mb=2048 \
+    build/fuzz/corpus src/gguf/fuzz_seeds 2>&1 | tail -n 5
+fi
+stage "all tests passed"

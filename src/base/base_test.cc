@@ -1,0 +1,80 @@
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/dtype.h"
+#include "base/fp16.h"
+#include "base/status.h"
+#include "base/thread_pool.h"
+
+namespace kvs {
+namespace {
+
+StatusOr<int> ParsePositive(int x) {
+  if (x <= 0) return InvalidArgument("x must be positive, got {}", x);
+  return x;
+}
+
+Status UseIt(int x, int* out) {
+  KVS_ASSIGN_OR_RETURN(*out, ParsePositive(x));
+  return Status::Ok();
+}
+
+TEST(StatusTest, ErrorsCarryCodeAndMessage) {
+  int out = 0;
+  EXPECT_TRUE(UseIt(3, &out).ok());
+  EXPECT_EQ(out, 3);
+  Status s = UseIt(-1, &out);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.ToString(), "INVALID_ARGUMENT: x must be positive, got -1");
+  EXPECT_EQ(s.WithContext("loading").message(), "loading: x must be positive, got -1");
+}
+
+TEST(DTypeTest, KnownIdsAndSizes) {
+  EXPECT_EQ(RowBytes(DType::kQ8_0, 64), 68);
+  EXPECT_EQ(RowBytes(DType::kQ4_K, 512), 288);
+  EXPECT_EQ(RowBytes(DType::kQ6_K, 256), 210);
+  EXPECT_FALSE(GetDTypeTraits(99).has_value());
+  EXPECT_EQ(DTypeFromName("q4_k"), DType::kQ4_K);
+}
+
+TEST(Fp16Test, RoundTripsEveryHalf) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = F16ToF32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(F32ToF16(f), h) << h;
+  }
+}
+
+TEST(Fp16Test, RoundsToNearestEven) {
+  EXPECT_EQ(F32ToF16(1.0f), 0x3c00);
+  EXPECT_EQ(F32ToF16(65504.0f), 0x7bff);
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);  // rounds up to inf
+  EXPECT_EQ(F32ToF16(1.0f + 1.0f / 2048), 0x3c00);  // tie -> even
+  EXPECT_EQ(F32ToF16(1.0f + 3.0f / 2048), 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(F32ToF16(5.96046448e-08f), 0x0001);     // smallest subnormal
+  EXPECT_EQ(F32ToF16(2.98023224e-08f), 0x0000);     // tie at half of it -> even (0)
+  EXPECT_EQ(F32ToBF16(1.0f), 0x3f80);
+  EXPECT_EQ(BF16ToF32(0x3f80), 1.0f);
+}
+
+TEST(ThreadPoolTest, RunsEveryThreadAndCoversRanges) {
+  for (int n : {1, 2, 3, 4}) {
+    ThreadPool pool(n);
+    for (int iter = 0; iter < 200; ++iter) {
+      std::vector<int> hits(1000, 0);
+      pool.ParallelFor(1000, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (int h : hits) ASSERT_EQ(h, 1);
+    }
+    std::atomic<int> calls{0};
+    pool.Run([&](int, int nth) { EXPECT_EQ(nth, n); calls++; });
+    EXPECT_EQ(calls.load(), n);
+  }
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,41 @@
+// Helpers for tests: where ../shared and the build tree are.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+namespace kvs::testing {
+
+// Path of a file under ../shared, or "" when ../shared (or the file) is absent.
+inline std::string SharedPath(const std::string& rel) {
+  const char* dir = std::getenv("KVSERVE_SHARED_DIR");
+  std::filesystem::path p = dir ? std::filesystem::path(dir) : std::filesystem::path("../shared");
+  p /= rel;
+  return std::filesystem::exists(p) ? p.string() : std::string();
+}
+
+inline std::string SourceDir() {
+  const char* dir = std::getenv("KVSERVE_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+inline std::string BinaryDir() {
+  const char* dir = std::getenv("KVSERVE_BINARY_DIR");
+  return dir ? dir : ".";
+}
+
+// A fresh temporary directory for one test.
+inline std::filesystem::path TempDir(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("kvserve_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+}  // namespace kvs::testing
+
+// Skips the test cleanly with a message when a ../shared file is missing.
+#define KVS_REQUIRE_SHARED(var, rel)                                              \
+  const std::string var = ::kvs::testing::SharedPath(rel);                        \
+  if (var.empty()) GTEST_SKIP() << "../shared/" << (rel) << " is absent; skipping"
