@@ -1,0 +1,54 @@
+// Portable kernel API. Every function has a scalar reference implementation
+// and, where it matters, AVX2/FMA (and AVX-512) variants; the variant is
+// chosen once at start-up from GetCpuFeatures() (KVSERVE_FORCE_SCALAR=1
+// forces scalar). Callers never see which one runs.
+// Thread-safety: all functions are reentrant; MatMul uses the given pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/dtype.h"
+#include "base/thread_pool.h"
+
+namespace kvs::kernels {
+
+// ---- Quantization formats (bit-compatible with GGUF files written by
+// llama.cpp's quantizer). n must be a multiple of the type's block size.
+// QuantizeRow writes RowBytes(t, n) bytes.
+void QuantizeRow(DType t, const float* x, void* y, int64_t n);
+void DequantizeRow(DType t, const void* x, float* y, int64_t n);
+bool CanQuantize(DType t);  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K
+
+// A weight matrix W [rows, cols] stored row-major, each row in `type`
+// (row_bytes = RowBytes(type, cols)). Data is not owned (usually the mmap).
+struct MatView {
+  DType type = DType::kF32;
+  const void* data = nullptr;
+  int64_t rows = 0;  // output features
+  int64_t cols = 0;  // input features
+};
+
+// y[m, w.rows] = x[m, w.cols] · W^T. x and y are dense row-major f32.
+// Activations are converted internally to what the weight type's dot
+// product needs (e.g. Q8_0/Q8_K blocks), as llama.cpp does.
+void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
+
+// ---- Elementwise and row ops on f32 (x and out may alias unless noted).
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]
+void RmsNorm(const float* x, const float* w, float* out, int64_t n, float eps);
+// out[i] = silu(gate[i]) * up[i]
+void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = a[i] + b[i]
+void Add(const float* a, const float* b, float* out, int64_t n);
+// y[i] += a * x[i]
+void Axpy(float a, const float* x, float* y, int64_t n);
+float Dot(const float* a, const float* b, int64_t n);
+// In-place softmax over n values; returns nothing, numerically stable.
+void Softmax(float* x, int64_t n);
+
+// Converts a row between f32 and a storage type (F32, F16, BF16, Q8_0) for
+// the KV cache; n multiple of the block size.
+void ConvertRowFromF32(DType t, const float* x, void* y, int64_t n);
+
+}  // namespace kvs::kernels
