@@ -1,0 +1,122 @@
+// The serving engine on a real model (stories260K through the CPU backend):
+// at temperature 0 every request's output is the same alone and batched with
+// 15 others of mixed lengths, with and without prefix caching, and with
+// preemption forced by a tiny KV pool.
+#include <map>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu_runner.h"
+#include "base/test_util.h"
+#include "engine/engine.h"
+
+namespace kvs::backend {
+namespace {
+
+struct Setup {
+  int num_blocks = 256;
+  bool prefix_caching = true;
+  int max_batch = 16;
+  int chunk = 64;  // max_num_batched_tokens
+};
+
+std::unique_ptr<engine::Engine> MakeEngine(const std::string& path, const Setup& s) {
+  auto model = model::LlamaModel::Load(path);
+  EXPECT_TRUE(model.ok());
+  CpuRunnerOptions ro;
+  ro.threads = 2;
+  ro.num_blocks = s.num_blocks;
+  ro.kv_dtype = DType::kF32;
+  ro.max_batch_tokens = s.chunk;
+  auto runner = CpuRunner::Create(std::move(*model), ro);
+  EXPECT_TRUE(runner.ok());
+  engine::EngineConfig ec;
+  ec.max_num_batched_tokens = s.chunk;
+  ec.max_batch_size = s.max_batch;
+  ec.max_context_length = 1024;
+  ec.enable_prefix_caching = s.prefix_caching;
+  ec.eos_token_ids = {};  // run every request to max_tokens
+  auto e = engine::Engine::Create(ec, std::move(*runner));
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return std::move(*e);
+}
+
+std::vector<std::vector<int32_t>> Prompts() {
+  std::mt19937 rng(99);
+  std::vector<std::vector<int32_t>> prompts;
+  // A shared 100-token prefix for half of them, so prefix caching has work.
+  std::vector<int32_t> shared = {1};
+  for (int i = 0; i < 99; ++i) shared.push_back(3 + static_cast<int32_t>(rng() % 500));
+  for (int r = 0; r < 16; ++r) {
+    std::vector<int32_t> p = r % 2 ? shared : std::vector<int32_t>{1};
+    const int extra = 3 + static_cast<int>(rng() % 150);
+    for (int i = 0; i < extra; ++i) p.push_back(3 + static_cast<int32_t>(rng() % 500));
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+std::vector<int32_t> Collect(engine::RequestStream& s) {
+  std::vector<int32_t> out;
+  for (;;) {
+    auto c = s.Next();
+    EXPECT_TRUE(c.ok());
+    out.insert(out.end(), c->token_ids.begin(), c->token_ids.end());
+    if (c->finished()) {
+      EXPECT_EQ(c->finish_reason, engine::FinishReason::kLength) << c->error.ToString();
+      return out;
+    }
+  }
+}
+
+std::vector<std::vector<int32_t>> RunAll(const std::string& path, const Setup& s, bool one_at_a_time,
+                                         int64_t* preemptions = nullptr) {
+  auto e = MakeEngine(path, s);
+  const auto prompts = Prompts();
+  std::vector<std::vector<int32_t>> outs(prompts.size());
+  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    engine::Request r;
+    r.prompt_token_ids = prompts[i];
+    r.sampling.temperature = 0.0f;
+    r.sampling.max_tokens = 24;
+    auto st = e->Submit(r);
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    if (one_at_a_time) {
+      while (e->Step()) {}
+      outs[i] = Collect(**st);
+    } else {
+      streams.push_back(*st);
+    }
+  }
+  if (!one_at_a_time) {
+    while (e->Step()) {}
+    for (size_t i = 0; i < streams.size(); ++i) outs[i] = Collect(*streams[i]);
+  }
+  EXPECT_EQ(e->TEST_CheckInvariants(), "");
+  if (preemptions) *preemptions = e->GetStats().num_preemptions;
+  return outs;
+}
+
+TEST(EngineRealModelTest, BatchedOutputEqualsAloneWithAndWithoutPrefixCacheAndUnderPreemption) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  Setup alone_setup;
+  alone_setup.prefix_caching = false;
+  const auto alone = RunAll(path, alone_setup, true);
+  for (const auto& o : alone) ASSERT_EQ(o.size(), 24u);
+
+  Setup batched;  // prefix caching on (the default)
+  EXPECT_EQ(RunAll(path, batched, false), alone) << "batched, prefix caching on";
+  batched.prefix_caching = false;
+  EXPECT_EQ(RunAll(path, batched, false), alone) << "batched, prefix caching off";
+
+  Setup tiny;  // 30 blocks of 16 = 480 slots for 16 requests of up to ~270 tokens
+  tiny.num_blocks = 30;
+  int64_t preemptions = 0;
+  EXPECT_EQ(RunAll(path, tiny, false, &preemptions), alone) << "tiny pool";
+  EXPECT_GT(preemptions, 0) << "the tiny pool was meant to force preemption";
+}
+
+}  // namespace
+}  // namespace kvs::backend

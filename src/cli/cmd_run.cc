@@ -1,0 +1,144 @@
+// `kvserve run`: generate text for one prompt through the serving engine
+// (the same API the HTTP server uses). stdout gets the prompt followed by the
+// generated text; diagnostics and speed figures go to stderr.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "backend/cpu_runner.h"
+#include "cli/command.h"
+#include "cli/default_model.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvs::cli {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt = "Once upon a time";
+  int n_predict = 128;
+  float temp = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  int64_t seed = -1;
+  int threads = 0;
+  int ctx = 0;
+  std::string kv_dtype = "f16";
+  bool ignore_eos = false;
+};
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int RunGenerate(RunOptions o) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_load = Clock::now();
+  if (o.model.empty()) o.model = DefaultModelPath();
+  if (o.model.empty()) {
+    std::fprintf(stderr, "error: %s\n", kNoModelMessage);
+    return 1;
+  }
+  auto kv = DTypeFromName(o.kv_dtype);
+  if (!kv) return Fail(InvalidArgument("unknown --kv-dtype '{}' (f32, f16, bf16, q8_0)", o.kv_dtype));
+  auto model_or = model::LlamaModel::Load(o.model);
+  if (!model_or.ok()) return Fail(model_or.status());
+  auto tok_or = tok::Tokenizer::FromGguf((*model_or)->file());
+  if (!tok_or.ok()) return Fail(tok_or.status().WithContext("tokenizer"));
+  const tok::Tokenizer& tok = **tok_or;
+  const model::ModelConfig cfg = (*model_or)->config();
+
+  std::vector<int32_t> prompt = tok.Encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
+  if (prompt.empty()) return Fail(InvalidArgument("the prompt encodes to no tokens"));
+  const int ctx = o.ctx > 0 ? o.ctx : std::max<int>(cfg.context_length, static_cast<int>(prompt.size()) + o.n_predict);
+  const int block = 16;
+  backend::CpuRunnerOptions ro;
+  ro.threads = o.threads;
+  ro.block_size = block;
+  ro.num_blocks = (ctx + block - 1) / block + 1;
+  ro.kv_dtype = *kv;
+  ro.max_batch_tokens = 512;
+  auto runner = backend::CpuRunner::Create(std::move(*model_or), ro);
+  if (!runner.ok()) return Fail(runner.status());
+  const int threads = (*runner)->pool().size();
+  engine::EngineConfig ec;
+  ec.max_num_batched_tokens = 512;
+  ec.max_batch_size = 1;
+  ec.max_context_length = ctx;
+  ec.eos_token_ids = tok.end_of_generation_ids();
+  auto engine_or = engine::Engine::Create(ec, std::move(*runner));
+  if (!engine_or.ok()) return Fail(engine_or.status());
+  engine::Engine& engine = **engine_or;
+  std::fprintf(stderr, "kvserve run: %s\nmodel: %s\nload: %.1f ms, threads %d, kv %s, prompt %zu tokens\n",
+               o.model.c_str(), cfg.Describe().c_str(),
+               std::chrono::duration<double, std::milli>(Clock::now() - t_load).count(), threads,
+               o.kv_dtype.c_str(), prompt.size());
+  KVS_CHECK(engine.Start().ok());
+
+  engine::Request req;
+  req.prompt_token_ids = prompt;
+  req.sampling.temperature = o.temp;
+  req.sampling.top_k = o.top_k;
+  req.sampling.top_p = o.top_p;
+  req.sampling.min_p = o.min_p;
+  req.sampling.repetition_penalty = o.repeat_penalty;
+  req.sampling.max_tokens = o.n_predict;
+  req.sampling.ignore_eos = o.ignore_eos;
+  if (o.seed >= 0) req.sampling.seed = static_cast<uint64_t>(o.seed);
+  auto stream = engine.Submit(std::move(req));
+  if (!stream.ok()) return Fail(stream.status());
+
+  std::fputs(o.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  tok::IncrementalDecoder dec(tok, /*skip_special=*/true, /*at_sequence_start=*/false);
+  engine::StreamChunk last;
+  int generated = 0;
+  for (;;) {
+    auto chunk = (*stream)->Next();
+    if (!chunk.ok()) return Fail(chunk.status());
+    for (int32_t id : chunk->token_ids) {
+      std::fputs(dec.Add(id).c_str(), stdout);
+      ++generated;
+    }
+    std::fflush(stdout);
+    if (chunk->finished()) {
+      last = std::move(*chunk);
+      break;
+    }
+  }
+  std::fputs(dec.Flush().c_str(), stdout);
+  std::fputs("\n", stdout);
+  engine.Stop();
+  if (last.finish_reason == engine::FinishReason::kError) return Fail(last.error);
+  const double ttft = last.timings.ttft_s, e2e = last.timings.e2e_s;
+  std::fprintf(stderr, "prompt: %d tokens in %.1f ms (%.1f t/s); generated %d tokens in %.1f ms (%.1f t/s); finish: %s\n",
+               last.num_prompt_tokens, ttft * 1e3, ttft > 0 ? last.num_prompt_tokens / ttft : 0.0, generated,
+               (e2e - ttft) * 1e3, e2e > ttft && generated > 1 ? (generated - 1) / (e2e - ttft) : 0.0,
+               engine::FinishReasonName(last.finish_reason));
+  return 0;
+}
+
+Registrar reg({"run", "Generate text for a prompt", [](CLI::App* app) {
+                 auto o = std::make_shared<RunOptions>();
+                 app->add_option("-m,--model", o->model, "GGUF model file (default: the bundled model)");
+                 app->add_option("-p,--prompt", o->prompt, "Prompt text");
+                 app->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->check(CLI::PositiveNumber);
+                 app->add_option("--temp", o->temp, "Temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+                 app->add_option("--top-k", o->top_k, "Top-k (0: off)")->check(CLI::NonNegativeNumber);
+                 app->add_option("--top-p", o->top_p, "Top-p (1: off)")->check(CLI::Range(0.0, 1.0));
+                 app->add_option("--min-p", o->min_p, "Min-p (0: off)")->check(CLI::Range(0.0, 1.0));
+                 app->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1: off)");
+                 app->add_option("-s,--seed", o->seed, "Random seed (-1: random)");
+                 app->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
+                 app->add_option("-c,--ctx-size", o->ctx, "Context length (0: the model's)")->check(CLI::NonNegativeNumber);
+                 app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
+                 app->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after end-of-sequence");
+                 return [o] { return RunGenerate(*o); };
+               }});
+
+}  // namespace
+}  // namespace kvs::cli

@@ -1,0 +1,134 @@
+// Builds the per-variant kernel tables. This file is compiled without ISA
+// flags: it only takes the addresses of the variant functions, it never
+// runs them.
+#include "kernels/dispatch.h"
+
+#include "base/cpu.h"
+#include "base/status.h"
+#include "kernels/isa_decls.h"
+
+namespace kvs::kernels {
+namespace {
+
+int64_t RoundUp64(int64_t n) { return (n + 63) / 64 * 64; }
+
+#define KVS_FILL_TABLE(ns, t)                           \
+  do {                                                  \
+    (t).tile[static_cast<int>(WType::kF32)] = ns::TileF32;   \
+    (t).tile[static_cast<int>(WType::kF16)] = ns::TileF16;   \
+    (t).tile[static_cast<int>(WType::kBF16)] = ns::TileBF16; \
+    (t).tile[static_cast<int>(WType::kQ8_0)] = ns::TileQ8_0; \
+    (t).tile[static_cast<int>(WType::kQ4_0)] = ns::TileQ4_0; \
+    (t).tile[static_cast<int>(WType::kQ4_K)] = ns::TileQ4_K; \
+    (t).tile[static_cast<int>(WType::kQ6_K)] = ns::TileQ6_K; \
+    (t).quantize_acts = ns::QuantizeActs;               \
+    (t).rms_norm = ns::RmsNorm;                         \
+    (t).silu_mul = ns::SiluMul;                         \
+    (t).add = ns::Add;                                  \
+    (t).axpy = ns::Axpy;                                \
+    (t).dot = ns::Dot;                                  \
+    (t).softmax = ns::Softmax;                          \
+    (t).convert_from_f32 = ns::ConvertFromF32;          \
+  } while (0)
+
+KernelTable MakeScalarTable() {
+  KernelTable t;
+  t.isa = Isa::kScalar;
+  t.row_granule = 1;
+  KVS_FILL_TABLE(scalar, t);
+  return t;
+}
+
+KernelTable MakeAvx2Table() {
+  KernelTable t;
+  t.isa = Isa::kAvx2;
+  t.row_granule = 16;
+  KVS_FILL_TABLE(avx2, t);
+  return t;
+}
+
+KernelTable MakeAvx512Table() {
+  KernelTable t;
+  t.isa = Isa::kAvx512;
+  t.row_granule = 32;
+  KVS_FILL_TABLE(avx512, t);
+  return t;
+}
+
+#undef KVS_FILL_TABLE
+
+bool HasAvx2() {
+  const CpuFeatures& f = GetCpuFeatures();
+  return f.avx2 && f.fma && f.f16c;
+}
+
+bool HasAvx512() {
+  const CpuFeatures& f = GetCpuFeatures();
+  return HasAvx2() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
+}
+
+}  // namespace
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+bool ToWType(DType t, WType* out) {
+  switch (t) {
+    case DType::kF32: *out = WType::kF32; return true;
+    case DType::kF16: *out = WType::kF16; return true;
+    case DType::kBF16: *out = WType::kBF16; return true;
+    case DType::kQ8_0: *out = WType::kQ8_0; return true;
+    case DType::kQ4_0: *out = WType::kQ4_0; return true;
+    case DType::kQ4_K: *out = WType::kQ4_K; return true;
+    case DType::kQ6_K: *out = WType::kQ6_K; return true;
+    default: return false;
+  }
+}
+
+ActLayout MakeActLayout(WType w, int64_t cols) {
+  ActLayout l;
+  l.wtype = w;
+  l.cols = cols;
+  switch (w) {
+    case WType::kQ8_0:
+    case WType::kQ4_0: l.act_block = 32; l.aux_group = 32; break;
+    case WType::kQ4_K: l.act_block = 256; l.aux_group = 32; break;
+    case WType::kQ6_K: l.act_block = 256; l.aux_group = 16; break;
+    default: KVS_CHECK_MSG(false, "MakeActLayout: not a quantized weight type");
+  }
+  l.qs_off = 0;
+  l.d_off = RoundUp64(cols);
+  l.aux_off = l.d_off + RoundUp64(cols / l.act_block * 4);
+  l.row_stride = l.aux_off + RoundUp64(cols / l.aux_group * 4);
+  return l;
+}
+
+const KernelTable* GetKernelTable(Isa isa) {
+  static const KernelTable scalar_table = MakeScalarTable();
+  static const KernelTable avx2_table = MakeAvx2Table();
+  static const KernelTable avx512_table = MakeAvx512Table();
+  switch (isa) {
+    case Isa::kScalar: return &scalar_table;
+    case Isa::kAvx2: return HasAvx2() ? &avx2_table : nullptr;
+    case Isa::kAvx512: return HasAvx512() ? &avx512_table : nullptr;
+  }
+  return nullptr;
+}
+
+const KernelTable& ActiveKernels() {
+  static const KernelTable* active = [] {
+    for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+      if (const KernelTable* t = GetKernelTable(isa)) return t;
+    }
+    return GetKernelTable(Isa::kScalar);
+  }();
+  return *active;
+}
+
+}  // namespace kvs::kernels

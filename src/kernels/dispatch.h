@@ -1,0 +1,99 @@
+// Kernel variants and how MatMul drives them (internal to kernels/ and its
+// tests). Each instruction-set variant (scalar, AVX2+FMA+F16C,
+// AVX-512F/BW/VL+VNNI) provides a KernelTable of plain function pointers;
+// ActiveKernels() picks the best one the CPU supports once, at first use.
+// Tests and benchmarks call GetKernelTable(isa) to run a specific variant.
+// Thread-safety: tables are immutable after construction; every function in
+// them is reentrant.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/dtype.h"
+#include "base/thread_pool.h"
+#include "kernels/kernels.h"
+
+namespace kvs::kernels {
+
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+inline constexpr int kNumIsas = 3;
+const char* IsaName(Isa isa);
+
+// Weight types MatMul supports, as a dense index into per-type tables.
+enum class WType { kF32 = 0, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+inline constexpr int kNumWTypes = 7;
+// False for types MatMul does not support.
+bool ToWType(DType t, WType* out);
+
+// Activation rows quantized for the integer dot product of one weight type.
+// Every row occupies `row_stride` bytes (a multiple of 64) of one buffer:
+//   [qs_off]  int8  qs[cols]           Q8_0 values (Q8_0/Q4_0 weights) or
+//                                      Q8_K values (Q4_K/Q6_K weights)
+//   [d_off]   float d[cols/act_block]  block scale; for Q8_0 the f16-rounded
+//                                      scale, as the Q8_0 block stores it
+//   [aux_off] per-group correction terms the kernels fold in:
+//      Q8_0 weights: int32 [cols/32]  -128 * sum(qs of the block)
+//      Q4_0 weights: int32 [cols/32]  -8 * sum(qs of the block)
+//      Q6_K weights: int32 [cols/16]  -32 * sum(qs of the 16-group)
+//      Q4_K weights: float [cols/32]  d * sum(qs of the 32-group)
+// All variants produce identical bytes for identical input.
+struct ActLayout {
+  WType wtype = WType::kQ8_0;
+  int64_t cols = 0;
+  int act_block = 32;   // elements per activation scale
+  int aux_group = 32;   // elements per aux entry
+  int64_t qs_off = 0;
+  int64_t d_off = 0;
+  int64_t aux_off = 0;
+  int64_t row_stride = 0;
+};
+// Only for quantized weight types; cols a multiple of the weight block size.
+ActLayout MakeActLayout(WType w, int64_t cols);
+
+// One thread's share of a MatMul: weight rows [0, rows) starting at `w`
+// against all m activation rows.
+//   y[i * ldy + r] = dot(W row r, activation row i)
+struct TileArgs {
+  const uint8_t* w = nullptr;  // [rows, row_bytes] first weight row of the tile
+  int64_t row_bytes = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t m = 0;
+  const float* x = nullptr;        // [m, ldx] f32 activations (float weight types)
+  int64_t ldx = 0;
+  const uint8_t* acts = nullptr;   // [m, layout.row_stride] (quantized types)
+  const ActLayout* layout = nullptr;
+  float* y = nullptr;              // [m, ldy], pointing at column 0 of the tile
+  int64_t ldy = 0;
+};
+using TileFn = void (*)(const TileArgs& args);
+
+struct KernelTable {
+  Isa isa = Isa::kScalar;
+  // Rows a tile's row count should be a multiple of, except for the last.
+  int row_granule = 1;
+  TileFn tile[kNumWTypes] = {};
+  // x [m, ldx] -> buf [m, layout.row_stride]
+  void (*quantize_acts)(const ActLayout& layout, const float* x, int64_t ldx, int64_t m,
+                        uint8_t* buf) = nullptr;
+  void (*rms_norm)(const float* x, const float* w, float* out, int64_t n, float eps) = nullptr;
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
+  void (*add)(const float* a, const float* b, float* out, int64_t n) = nullptr;
+  void (*axpy)(float a, const float* x, float* y, int64_t n) = nullptr;
+  float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
+  void (*softmax)(float* x, int64_t n) = nullptr;
+  // F32, F16, BF16, Q8_0; same bytes as QuantizeRow.
+  void (*convert_from_f32)(DType t, const float* x, void* y, int64_t n) = nullptr;
+};
+
+// nullptr when this CPU (or KVSERVE_FORCE_SCALAR=1) rules the variant out.
+const KernelTable* GetKernelTable(Isa isa);
+// The best supported variant, chosen once.
+const KernelTable& ActiveKernels();
+
+// MatMul through a given variant (same contract as MatMul).
+void MatMulWith(const KernelTable& k, const MatView& w, const float* x, int64_t m, float* y,
+                ThreadPool& pool);
+
+}  // namespace kvs::kernels

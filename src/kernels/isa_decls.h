@@ -1,0 +1,38 @@
+// Declarations of the functions each instruction-set variant defines
+// (namespaces scalar, avx2, avx512). dispatch.cc puts them into the
+// KernelTables; the AVX variants live in files compiled with per-file ISA
+// flags and must only be called when the CPU supports them.
+#pragma once
+
+#include <cstdint>
+
+#include "base/dtype.h"
+#include "kernels/dispatch.h"
+
+#define KVS_DECLARE_ISA_KERNELS(ns)                                                       \
+  namespace ns {                                                                          \
+  void TileF32(const TileArgs& a);                                                        \
+  void TileF16(const TileArgs& a);                                                        \
+  void TileBF16(const TileArgs& a);                                                       \
+  void TileQ8_0(const TileArgs& a);                                                       \
+  void TileQ4_0(const TileArgs& a);                                                       \
+  void TileQ4_K(const TileArgs& a);                                                       \
+  void TileQ6_K(const TileArgs& a);                                                       \
+  void QuantizeActs(const ActLayout& layout, const float* x, int64_t ldx, int64_t m,      \
+                    uint8_t* buf);                                                        \
+  void RmsNorm(const float* x, const float* w, float* out, int64_t n, float eps);         \
+  void SiluMul(const float* gate, const float* up, float* out, int64_t n);                \
+  void Add(const float* a, const float* b, float* out, int64_t n);                        \
+  void Axpy(float a, const float* x, float* y, int64_t n);                                \
+  float Dot(const float* a, const float* b, int64_t n);                                   \
+  void Softmax(float* x, int64_t n);                                                      \
+  void ConvertFromF32(DType t, const float* x, void* y, int64_t n);                       \
+  }
+
+namespace kvs::kernels {
+KVS_DECLARE_ISA_KERNELS(scalar)
+KVS_DECLARE_ISA_KERNELS(avx2)
+KVS_DECLARE_ISA_KERNELS(avx512)
+}  // namespace kvs::kernels
+
+#undef KVS_DECLARE_ISA_KERNELS

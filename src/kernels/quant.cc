@@ -1,0 +1,91 @@
+// Public row quantization entry points (QuantizeRow, DequantizeRow,
+// CanQuantize, ConvertRowFromF32). The quantizers are the scalar reference
+// ones (they define the bytes); ConvertRowFromF32, used on the hot path by the
+// KV cache, goes through the vectorised variant.
+#include <cstring>
+
+#include "base/fp16.h"
+#include "base/status.h"
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+#include "kernels/quant_ref.h"
+
+namespace kvs::kernels {
+namespace {
+
+void CheckMultiple(DType t, int64_t n) {
+  KVS_CHECK_MSG(n >= 0 && n % Traits(t).block_size == 0, "{} row of {} elements is not whole blocks",
+                DTypeName(t), n);
+}
+
+}  // namespace
+
+bool CanQuantize(DType t) {
+  switch (t) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void QuantizeRow(DType t, const float* x, void* y, int64_t n) {
+  CheckMultiple(t, n);
+  switch (t) {
+    case DType::kF32: std::memcpy(y, x, static_cast<size_t>(n) * 4); return;
+    case DType::kF16: {
+      auto* out = static_cast<uint16_t*>(y);
+      for (int64_t i = 0; i < n; ++i) out[i] = F32ToF16(x[i]);
+      return;
+    }
+    case DType::kBF16: {
+      auto* out = static_cast<uint16_t*>(y);
+      for (int64_t i = 0; i < n; ++i) out[i] = F32ToBF16(x[i]);
+      return;
+    }
+    case DType::kQ8_0: QuantizeRowQ8_0Ref(x, static_cast<BlockQ8_0*>(y), n); return;
+    case DType::kQ4_0: QuantizeRowQ4_0Ref(x, static_cast<BlockQ4_0*>(y), n); return;
+    case DType::kQ4_K: QuantizeRowQ4_KRef(x, static_cast<BlockQ4_K*>(y), n); return;
+    case DType::kQ6_K: QuantizeRowQ6_KRef(x, static_cast<BlockQ6_K*>(y), n); return;
+    case DType::kQ8_K: QuantizeRowQ8_KRef(x, static_cast<BlockQ8_K*>(y), n); return;
+    default: KVS_CHECK_MSG(false, "QuantizeRow: unsupported type {}", DTypeName(t));
+  }
+}
+
+void DequantizeRow(DType t, const void* x, float* y, int64_t n) {
+  CheckMultiple(t, n);
+  switch (t) {
+    case DType::kF32: std::memcpy(y, x, static_cast<size_t>(n) * 4); return;
+    case DType::kF16: {
+      const auto* in = static_cast<const uint16_t*>(x);
+      for (int64_t i = 0; i < n; ++i) y[i] = F16ToF32(in[i]);
+      return;
+    }
+    case DType::kBF16: {
+      const auto* in = static_cast<const uint16_t*>(x);
+      for (int64_t i = 0; i < n; ++i) y[i] = BF16ToF32(in[i]);
+      return;
+    }
+    case DType::kQ8_0: DequantizeRowQ8_0(static_cast<const BlockQ8_0*>(x), y, n); return;
+    case DType::kQ4_0: DequantizeRowQ4_0(static_cast<const BlockQ4_0*>(x), y, n); return;
+    case DType::kQ4_K: DequantizeRowQ4_K(static_cast<const BlockQ4_K*>(x), y, n); return;
+    case DType::kQ6_K: DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(x), y, n); return;
+    case DType::kQ8_K: DequantizeRowQ8_K(static_cast<const BlockQ8_K*>(x), y, n); return;
+    default: KVS_CHECK_MSG(false, "DequantizeRow: unsupported type {}", DTypeName(t));
+  }
+}
+
+void ConvertRowFromF32(DType t, const float* x, void* y, int64_t n) {
+  KVS_CHECK_MSG(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0,
+                "ConvertRowFromF32: unsupported type {}", DTypeName(t));
+  CheckMultiple(t, n);
+  ActiveKernels().convert_from_f32(t, x, y, n);
+}
+
+}  // namespace kvs::kernels

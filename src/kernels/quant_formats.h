@@ -1,0 +1,75 @@
+// Block layouts of the quantized tensor types, byte-compatible with the
+// blocks in GGUF files written by llama.cpp (little-endian; `d`/`dmin`
+// fields are IEEE half bits). A row of n elements is n / block_size blocks
+// stored back to back, with no padding between blocks or rows.
+//
+// Values a block encodes (q = the stored small integers):
+//   Q8_0  x = d * q,              q in [-127, 127]
+//   Q4_0  x = d * (q - 8),        q in [0, 15]; element j is the low nibble
+//                                 of qs[j], element j+16 the high nibble
+//   Q4_K  8 sub-blocks of 32:     x = d*sc[s] * q - dmin*m[s], q in [0, 15];
+//                                 sc/m are 6-bit, packed in `scales` (see
+//                                 GetScaleMinK4); qs[32*g + l] holds element
+//                                 64g+l (low nibble) and 64g+32+l (high)
+//   Q6_K  16 sub-blocks of 16:    x = d * scales[s] * (q - 32), q in [0, 63];
+//                                 low 4 bits in ql, high 2 bits in qh
+//   Q8_K  x = d * q (f32 d; activation format of K-quant dot products,
+//         with bsums[i] = sum of qs[16i .. 16i+15])
+#pragma once
+
+#include <cstdint>
+
+namespace kvs::kernels {
+
+inline constexpr int kQK0 = 32;   // elements per Q8_0 / Q4_0 block
+inline constexpr int kQKK = 256;  // elements per K-quant super-block
+
+struct BlockQ8_0 {
+  uint16_t d;      // f16 scale
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+struct BlockQ4_0 {
+  uint16_t d;      // f16 scale
+  uint8_t qs[16];  // nibbles, see above
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+struct BlockQ4_K {
+  uint16_t d;           // f16 super-block scale of the 6-bit scales
+  uint16_t dmin;        // f16 super-block scale of the 6-bit mins
+  uint8_t scales[12];   // 8 scales + 8 mins, 6 bits each
+  uint8_t qs[128];      // 4-bit quants
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+struct BlockQ6_K {
+  uint8_t ql[128];      // low 4 bits of the quants
+  uint8_t qh[64];       // high 2 bits of the quants
+  int8_t scales[16];    // 8-bit sub-block scales
+  uint16_t d;           // f16 super-block scale
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+struct BlockQ8_K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];
+};
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// Sub-block j (0..7) scale and min of a Q4_K block: j < 4 keep the low 6
+// bits of bytes j and j+4; j >= 4 combine a nibble of byte j+4 with the top
+// two bits of bytes j-4 (scale) and j (min).
+inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace kvs::kernels

@@ -1,0 +1,37 @@
+// Scalar reference quantizers and dequantizers, one pair per block type.
+// The quantizers reproduce the bytes of llama.cpp's non-imatrix reference
+// quantizers (quantize_row_*_ref) under IEEE single-precision arithmetic
+// without FP contraction (how ggml-base is compiled); the dequantizers
+// reproduce ggml's dequantize_row_* floats. n is a multiple of the block
+// size. Pure functions; reentrant.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/quant_formats.h"
+
+namespace kvs::kernels {
+
+// ggml's round-to-nearest-even via the 1.5*2^23 magic constant. Exact for
+// |v| < 2^22; beyond that it returns what the bit trick yields, like ggml.
+inline int NearestInt(float v) {
+  const float t = v + 12582912.f;
+  int32_t i;
+  std::memcpy(&i, &t, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+void QuantizeRowQ8_0Ref(const float* x, BlockQ8_0* y, int64_t n);
+void QuantizeRowQ4_0Ref(const float* x, BlockQ4_0* y, int64_t n);
+void QuantizeRowQ4_KRef(const float* x, BlockQ4_K* y, int64_t n);
+void QuantizeRowQ6_KRef(const float* x, BlockQ6_K* y, int64_t n);
+void QuantizeRowQ8_KRef(const float* x, BlockQ8_K* y, int64_t n);
+
+void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n);
+void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
+void DequantizeRowQ4_K(const BlockQ4_K* x, float* y, int64_t n);
+void DequantizeRowQ6_K(const BlockQ6_K* x, float* y, int64_t n);
+void DequantizeRowQ8_K(const BlockQ8_K* x, float* y, int64_t n);
+
+}  // namespace kvs::kernels

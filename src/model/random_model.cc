@@ -1,0 +1,110 @@
+#include "model/random_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+
+namespace kvs::model {
+
+RandomModelSpec Test125MSpec() {
+  RandomModelSpec s;
+  s.hidden = 768;
+  s.n_layers = 12;
+  s.n_heads = 12;
+  s.n_kv_heads = 4;
+  s.ffn = 2048;
+  s.vocab = 32000;
+  return s;
+}
+
+bool UseMoreBits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+Status WriteRandomModel(const RandomModelSpec& s, const std::string& path, const std::string& twin_path) {
+  gguf::GgufWriter w, twin;
+  const int hd = s.head_dim > 0 ? s.head_dim : s.hidden / s.n_heads;
+  const std::string a = s.arch + ".";
+  for (gguf::GgufWriter* g : {&w, &twin}) {
+    g->AddString("general.architecture", s.arch);
+    g->AddString("general.name", "random-" + s.arch);
+    g->AddUint32(a + "block_count", s.n_layers);
+    g->AddUint32(a + "embedding_length", s.hidden);
+    g->AddUint32(a + "feed_forward_length", s.ffn);
+    g->AddUint32(a + "attention.head_count", s.n_heads);
+    g->AddUint32(a + "attention.head_count_kv", s.n_kv_heads);
+    g->AddUint32(a + "context_length", 8192);
+    if (s.head_dim > 0) g->AddUint32(a + "attention.key_length", hd);
+    g->AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+    g->AddFloat32(a + "rope.freq_base", s.rope_base);
+    g->AddUint32(a + "rope.dimension_count", hd);
+  }
+  std::mt19937 rng(s.seed);
+  const bool q4km = s.mix == "Q4_K_M";
+  auto add = [&](const std::string& name, std::vector<int64_t> dims, float stddev, float mean, bool is_matrix,
+                 bool more_bits = false) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    std::normal_distribution<float> nd(mean, stddev);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = nd(rng);
+    DType t = is_matrix ? s.weight_type : DType::kF32;
+    if (is_matrix && q4km) t = more_bits ? DType::kQ6_K : DType::kQ4_K;
+    const int64_t cols = dims[0], rows = n / cols;
+    std::vector<uint8_t> q(static_cast<size_t>(RowBytes(t, cols) * rows));
+    std::vector<float> deq(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      uint8_t* dst = q.data() + r * RowBytes(t, cols);
+      kernels::QuantizeRow(t, x.data() + r * cols, dst, cols);
+      kernels::DequantizeRow(t, dst, deq.data() + r * cols, cols);
+    }
+    w.AddTensor(name, t, dims, std::move(q));
+    std::vector<uint8_t> f(deq.size() * 4);
+    std::memcpy(f.data(), deq.data(), f.size());
+    twin.AddTensor(name, DType::kF32, dims, std::move(f));
+  };
+  const float ws = 1.0f / std::sqrt(static_cast<float>(s.hidden));
+  add("token_embd.weight", {s.hidden, s.vocab}, 1.0f, 0.0f, true);
+  add("output_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
+  if (!s.tied) add("output.weight", {s.hidden, s.vocab}, ws, 0.0f, true, true);
+  if (s.rope_freqs) {
+    std::vector<float> f(static_cast<size_t>(hd / 2));
+    for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0f + static_cast<float>(i % 4);
+    for (gguf::GgufWriter* g : {&w, &twin}) {
+      std::vector<uint8_t> b(f.size() * 4);
+      std::memcpy(b.data(), f.data(), b.size());
+      g->AddTensor("rope_freqs.weight", DType::kF32, {hd / 2}, std::move(b));
+    }
+  }
+  for (int l = 0; l < s.n_layers; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    add(p + "attn_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
+    add(p + "attn_q.weight", {s.hidden, s.n_heads * hd}, ws, 0.0f, true);
+    add(p + "attn_k.weight", {s.hidden, s.n_kv_heads * hd}, ws, 0.0f, true);
+    add(p + "attn_v.weight", {s.hidden, s.n_kv_heads * hd}, ws, 0.0f, true, UseMoreBits(l, s.n_layers));
+    add(p + "attn_output.weight", {s.n_heads * hd, s.hidden}, ws, 0.0f, true);
+    if (s.arch == "qwen2") {
+      add(p + "attn_q.bias", {s.n_heads * hd}, 0.1f, 0.0f, false);
+      add(p + "attn_k.bias", {s.n_kv_heads * hd}, 0.1f, 0.0f, false);
+      add(p + "attn_v.bias", {s.n_kv_heads * hd}, 0.1f, 0.0f, false);
+    }
+    if (s.arch == "qwen3") {
+      add(p + "attn_q_norm.weight", {hd}, 0.1f, 1.0f, false);
+      add(p + "attn_k_norm.weight", {hd}, 0.1f, 1.0f, false);
+    }
+    add(p + "ffn_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
+    add(p + "ffn_gate.weight", {s.hidden, s.ffn}, ws, 0.0f, true);
+    add(p + "ffn_up.weight", {s.hidden, s.ffn}, ws, 0.0f, true);
+    add(p + "ffn_down.weight", {s.ffn, s.hidden}, 1.0f / std::sqrt(static_cast<float>(s.ffn)), 0.0f, true,
+        UseMoreBits(l, s.n_layers));
+  }
+  KVS_RETURN_IF_ERROR(w.WriteFile(path));
+  if (!twin_path.empty()) KVS_RETURN_IF_ERROR(twin.WriteFile(twin_path));
+  return Status::Ok();
+}
+
+}  // namespace kvs::model

@@ -1,0 +1,88 @@
+#include "model/weights.h"
+
+#include <fmt/format.h>
+
+namespace kvs::model {
+namespace {
+
+std::string DimsString(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile& f, const ModelConfig& c) {
+  auto w = std::make_unique<ModelWeights>();
+
+  auto find = [&](const std::string& name, bool required) -> StatusOr<const gguf::TensorInfo*> {
+    const gguf::TensorInfo* t = f.FindTensor(name);
+    if (t == nullptr && required) return InvalidArgument("tensor {} is missing", name);
+    return t;
+  };
+  // A matrix [rows, cols]: GGUF dims are [cols, rows].
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) -> StatusOr<kernels::MatView> {
+    KVS_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(name, true));
+    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+      return InvalidArgument("tensor {} has shape {}, expected [{}, {}]", name, DimsString(t->dims), cols, rows);
+    }
+    if (!Traits(t->type).supported || !kernels::CanQuantize(t->type)) {
+      return Unimplemented("tensor {} has type {}, which kvserve does not support "
+                           "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)",
+                           name, DTypeName(t->type));
+    }
+    w->total_bytes += t->nbytes;
+    return kernels::MatView{t->type, t->data, rows, cols};
+  };
+  auto vec = [&](const std::string& name, int64_t n, bool required) -> StatusOr<const float*> {
+    KVS_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(name, required));
+    if (t == nullptr) return static_cast<const float*>(nullptr);
+    if (t->NumElements() != n || t->dims[0] != n) {
+      return InvalidArgument("tensor {} has shape {}, expected [{}]", name, DimsString(t->dims), n);
+    }
+    w->total_bytes += t->nbytes;
+    if (t->type == DType::kF32) return reinterpret_cast<const float*>(t->data);
+    if (t->type != DType::kF16 && t->type != DType::kBF16) {
+      return Unimplemented("vector tensor {} has type {} (expected F32, F16 or BF16)", name, DTypeName(t->type));
+    }
+    std::vector<float>& out = w->owned_.emplace_back(static_cast<size_t>(n));
+    kernels::DequantizeRow(t->type, t->data, out.data(), n);
+    return static_cast<const float*>(out.data());
+  };
+
+  KVS_ASSIGN_OR_RETURN(w->token_embd, matrix("token_embd.weight", c.vocab, c.hidden));
+  KVS_ASSIGN_OR_RETURN(w->output_norm, vec("output_norm.weight", c.hidden, true));
+  if (c.tied_embeddings) {
+    w->output = w->token_embd;
+  } else {
+    KVS_ASSIGN_OR_RETURN(w->output, matrix("output.weight", c.vocab, c.hidden));
+  }
+  KVS_ASSIGN_OR_RETURN(w->rope_freqs, vec("rope_freqs.weight", c.rope_dim / 2, false));
+  w->layers.resize(static_cast<size_t>(c.n_layers));
+  for (int32_t i = 0; i < c.n_layers; ++i) {
+    LayerWeights& L = w->layers[static_cast<size_t>(i)];
+    const std::string p = fmt::format("blk.{}.", i);
+    KVS_ASSIGN_OR_RETURN(L.attn_norm, vec(p + "attn_norm.weight", c.hidden, true));
+    KVS_ASSIGN_OR_RETURN(L.wq, matrix(p + "attn_q.weight", c.q_dim(), c.hidden));
+    KVS_ASSIGN_OR_RETURN(L.wk, matrix(p + "attn_k.weight", c.kv_dim(), c.hidden));
+    KVS_ASSIGN_OR_RETURN(L.wv, matrix(p + "attn_v.weight", c.kv_dim(), c.hidden));
+    KVS_ASSIGN_OR_RETURN(L.wo, matrix(p + "attn_output.weight", c.hidden, c.q_dim()));
+    if (c.qkv_bias) {
+      KVS_ASSIGN_OR_RETURN(L.bq, vec(p + "attn_q.bias", c.q_dim(), true));
+      KVS_ASSIGN_OR_RETURN(L.bk, vec(p + "attn_k.bias", c.kv_dim(), true));
+      KVS_ASSIGN_OR_RETURN(L.bv, vec(p + "attn_v.bias", c.kv_dim(), true));
+    }
+    if (c.qk_norm) {
+      KVS_ASSIGN_OR_RETURN(L.q_norm, vec(p + "attn_q_norm.weight", c.head_dim, true));
+      KVS_ASSIGN_OR_RETURN(L.k_norm, vec(p + "attn_k_norm.weight", c.head_dim, true));
+    }
+    KVS_ASSIGN_OR_RETURN(L.ffn_norm, vec(p + "ffn_norm.weight", c.hidden, true));
+    KVS_ASSIGN_OR_RETURN(L.w_gate, matrix(p + "ffn_gate.weight", c.ffn, c.hidden));
+    KVS_ASSIGN_OR_RETURN(L.w_up, matrix(p + "ffn_up.weight", c.ffn, c.hidden));
+    KVS_ASSIGN_OR_RETURN(L.w_down, matrix(p + "ffn_down.weight", c.hidden, c.ffn));
+  }
+  return w;
+}
+
+}  // namespace kvs::model
