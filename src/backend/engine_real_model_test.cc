@@ -14,14 +14,14 @@
 namespace kvs::backend {
 namespace {
 
-struct Setup {
+struct EngineSetup {
   int num_blocks = 256;
   bool prefix_caching = true;
   int max_batch = 16;
   int chunk = 64;  // max_num_batched_tokens
 };
 
-std::unique_ptr<engine::Engine> MakeEngine(const std::string& path, const Setup& s) {
+std::unique_ptr<engine::Engine> MakeEngine(const std::string& path, const EngineSetup& s) {
   auto model = model::LlamaModel::Load(path);
   EXPECT_TRUE(model.ok());
   CpuRunnerOptions ro;
@@ -70,7 +70,7 @@ std::vector<int32_t> Collect(engine::RequestStream& s) {
   }
 }
 
-std::vector<std::vector<int32_t>> RunAll(const std::string& path, const Setup& s, bool one_at_a_time,
+std::vector<std::vector<int32_t>> RunAll(const std::string& path, const EngineSetup& s, bool one_at_a_time,
                                          int64_t* preemptions = nullptr) {
   auto e = MakeEngine(path, s);
   const auto prompts = Prompts();
@@ -101,17 +101,17 @@ std::vector<std::vector<int32_t>> RunAll(const std::string& path, const Setup& s
 
 TEST(EngineRealModelTest, BatchedOutputEqualsAloneWithAndWithoutPrefixCacheAndUnderPreemption) {
   KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
-  Setup alone_setup;
+  EngineSetup alone_setup;
   alone_setup.prefix_caching = false;
   const auto alone = RunAll(path, alone_setup, true);
   for (const auto& o : alone) ASSERT_EQ(o.size(), 24u);
 
-  Setup batched;  // prefix caching on (the default)
+  EngineSetup batched;  // prefix caching on (the default)
   EXPECT_EQ(RunAll(path, batched, false), alone) << "batched, prefix caching on";
   batched.prefix_caching = false;
   EXPECT_EQ(RunAll(path, batched, false), alone) << "batched, prefix caching off";
 
-  Setup tiny;  // 30 blocks of 16 = 480 slots for 16 requests of up to ~270 tokens
+  EngineSetup tiny;  // 30 blocks of 16 = 480 slots for 16 requests of up to ~270 tokens
   tiny.num_blocks = 30;
   int64_t preemptions = 0;
   EXPECT_EQ(RunAll(path, tiny, false, &preemptions), alone) << "tiny pool";

@@ -26,7 +26,11 @@ const CpuFeatures& GetCpuFeatures() {
     f.avx512bw = __builtin_cpu_supports("avx512bw");
     f.avx512vl = __builtin_cpu_supports("avx512vl");
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+#if defined(__clang__)
+    f.avxvnni = false;  // clang 14 does not know this feature name; nothing needs it there.
+#else
     f.avxvnni = __builtin_cpu_supports("avxvnni");
+#endif
     if (!f.avx2) f.f16c = false;
     return f;
   }();

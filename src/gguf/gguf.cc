@@ -126,17 +126,18 @@ class Parser {
     KVS_RETURN_IF_ERROR(c_.Read(n_tensors, "tensor count"));
     KVS_RETURN_IF_ERROR(c_.Read(n_kv, "metadata count"));
     const uint64_t rem = c_.remaining();
+    constexpr const char* kHint = "(truncated or corrupt file)";
     if (*n_kv > rem / kMinKvBytes) {
-      return DataLoss("metadata count {} at byte offset 16 is more than the remaining {} bytes could hold", *n_kv,
-                      rem);
+      return DataLoss("metadata count {} at byte offset 16 is more than the remaining {} bytes could hold {}",
+                      *n_kv, rem, kHint);
     }
     if (*n_tensors > rem / kMinTensorInfoBytes) {
-      return DataLoss("tensor count {} at byte offset 8 is more than the remaining {} bytes could hold",
-                      *n_tensors, rem);
+      return DataLoss("tensor count {} at byte offset 8 is more than the remaining {} bytes could hold {}",
+                      *n_tensors, rem, kHint);
     }
     if (*n_kv * kMinKvBytes + *n_tensors * kMinTensorInfoBytes > rem) {  // no overflow: each term <= rem
-      return DataLoss("metadata count {} and tensor count {} are more than the remaining {} bytes could hold",
-                      *n_kv, *n_tensors, rem);
+      return DataLoss("metadata count {} and tensor count {} are more than the remaining {} bytes could hold {}",
+                      *n_kv, *n_tensors, rem, kHint);
     }
     return Status::Ok();
   }

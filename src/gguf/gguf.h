@@ -42,9 +42,10 @@ enum class ValueType : uint32_t {
 };
 const char* ValueTypeName(ValueType t);  // "uint32", "string", ...; "?" if unknown
 
-// Reader limits. Real files are far inside them; they exist so a hostile file
-// cannot make the reader recurse or allocate without bound.
-inline constexpr int kMaxArrayDepth = 8;                      // array-of-array nesting
+// Reader limits. Real files are far inside them (a 256K-token vocabulary is
+// under 1M array items); they exist so a hostile file cannot make the reader
+// recurse without bound or turn each byte into a 48-byte Value forever.
+inline constexpr int kMaxArrayDepth = 8;                           // array-of-array nesting
 inline constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 24;  // all array items, summed
 inline constexpr uint32_t kMaxDims = 4;
 inline constexpr uint32_t kDefaultAlignment = 32;
@@ -63,7 +64,9 @@ struct Array {
 // A metadata value. Invariant (checked by the writer, guaranteed by the
 // reader): the variant alternative matches `type`: unsigned types hold
 // uint64_t, signed types int64_t (both within the type's range), float32 and
-// float64 hold double, then bool, string, Array.
+// float64 hold double, then bool, string, Array. String values are the bytes
+// as stored: unlike keys they need not be UTF-8 (token pieces may be partial
+// sequences).
 struct Value {
   ValueType type = ValueType::kUint8;
   std::variant<uint64_t, int64_t, double, bool, std::string, Array> v;
@@ -122,6 +125,7 @@ class GgufFile {
   GgufFile& operator=(const GgufFile&) = delete;
 
   uint32_t version() const { return version_; }
+  // From "general.alignment" (any integer type; the spec says uint32), else 32.
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
   // File offset where tensor data starts (TensorInfo::offset is relative to

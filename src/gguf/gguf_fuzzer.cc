@@ -59,7 +59,9 @@ void RoundTrip(const GgufFile& f) {
   if (f.alignment() > 65536) return;
   GgufWriter w;
   for (const auto& kv : f.metadata()) w.Add(kv.key, kv.value);
-  for (const auto& t : f.tensors()) w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+  for (const auto& t : f.tensors()) {
+    w.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+  }
   const std::vector<uint8_t> bytes = w.Serialize();
   auto again = GgufFile::FromBuffer(bytes.data(), bytes.size());
   KVS_CHECK_MSG(again.ok(), "writer output refused: {}", again.status().ToString());

@@ -78,7 +78,8 @@ TEST(GgufMalformed, HugeStringAndArrayLengths) {
   b = testing::SmallFile();
   const size_t str_len = After(b, "general.architecture") + 4;
   Patch<uint64_t>(b, str_len, std::numeric_limits<uint64_t>::max());
-  EXPECT_GGUF_ERROR(b, kDataLoss, "metadata key \"general.architecture\": string value of 18446744073709551615 bytes at byte offset");
+  EXPECT_GGUF_ERROR(b, kDataLoss,
+                    "metadata key \"general.architecture\": string value of 18446744073709551615 bytes at byte offset");
 
   b = testing::SmallFile();
   const size_t arr_len = After(b, "tokenizer.ggml.tokens") + 4 + 4;
@@ -117,8 +118,12 @@ TEST(GgufMalformed, NestingDepthLimit) {
   // The writer refuses to go past the limit, so build the bytes by hand:
   // one key whose value is an array of arrays ... kMaxArrayDepth + 1 deep.
   Bytes b;
-  auto put32 = [&](uint32_t x) { b.insert(b.end(), reinterpret_cast<uint8_t*>(&x), reinterpret_cast<uint8_t*>(&x) + 4); };
-  auto put64 = [&](uint64_t x) { b.insert(b.end(), reinterpret_cast<uint8_t*>(&x), reinterpret_cast<uint8_t*>(&x) + 8); };
+  auto put = [&](auto x) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&x);
+    b.insert(b.end(), p, p + sizeof(x));
+  };
+  auto put32 = [&](uint32_t x) { put(x); };
+  auto put64 = [&](uint64_t x) { put(x); };
   put32(0x46554747);
   put32(3);
   put64(0);
@@ -292,7 +297,8 @@ TEST(GgufMalformed, OverlappingTensors) {
   Bytes b = w.Serialize();
   ASSERT_TRUE(Parse(b).ok());
   Patch<uint64_t>(b, After(b, "second") + 4 + 8 + 4, 32);  // inside "first" [0, 64)
-  EXPECT_GGUF_ERROR(b, kDataLoss, "tensors \"first\" (data offset 0, 64 bytes) and \"second\" (data offset 32) overlap");
+  EXPECT_GGUF_ERROR(b, kDataLoss,
+                    "tensors \"first\" (data offset 0, 64 bytes) and \"second\" (data offset 32) overlap");
   Patch<uint64_t>(b, After(b, "second") + 4 + 8 + 4, 0);  // same start
   EXPECT_GGUF_ERROR(b, kDataLoss, "overlap");
   Patch<uint64_t>(b, After(b, "second") + 4 + 8 + 4, 64);  // adjacent is fine

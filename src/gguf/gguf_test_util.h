@@ -54,7 +54,8 @@ inline Bytes SmallFile() {
   w.AddUint32("llama.block_count", 2);
   w.AddFloat32("llama.rope.freq_base", 10000.0f);
   w.AddStringArray("tokenizer.ggml.tokens", {"<unk>", "a", "bc"});
-  w.Add("nested", Value::MakeArray(ValueType::kArray, {Value::MakeArray(ValueType::kInt8, {Value::Int(ValueType::kInt8, -1)})}));
+  w.Add("nested", Value::MakeArray(ValueType::kArray,
+                                   {Value::MakeArray(ValueType::kInt8, {Value::Int(ValueType::kInt8, -1)})}));
   w.AddTensor("t0", DType::kF32, {8}, Pattern(32, 1));
   w.AddTensor("t1", DType::kF32, {8, 2}, Pattern(64, 2));
   return w.Serialize();

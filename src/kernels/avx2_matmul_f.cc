@@ -53,22 +53,29 @@ template <FKind K, int A>
 void DotRow(const uint8_t* row, const float* x, int64_t ldx, int64_t n, float* out, int64_t ldo) {
   constexpr int U = A == 1 ? 4 : (A == 2 ? 2 : 1);  // unroll to hide FMA latency
   __m256 acc[A][U];
+  KVS_UNROLL
   for (int i = 0; i < A; ++i) {
+    KVS_UNROLL
     for (int u = 0; u < U; ++u) acc[i][u] = _mm256_setzero_ps();
   }
   int64_t k = 0;
   for (; k + 8 * U <= n; k += 8 * U) {
+    KVS_UNROLL
     for (int u = 0; u < U; ++u) {
       const __m256 w = Load8<K>(row, k + 8 * u);
+      KVS_UNROLL
       for (int i = 0; i < A; ++i) acc[i][u] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + i * ldx + k + 8 * u), acc[i][u]);
     }
   }
   for (; k + 8 <= n; k += 8) {
     const __m256 w = Load8<K>(row, k);
+    KVS_UNROLL
     for (int i = 0; i < A; ++i) acc[i][0] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + i * ldx + k), acc[i][0]);
   }
+  KVS_UNROLL
   for (int i = 0; i < A; ++i) {
     __m256 s = acc[i][0];
+    KVS_UNROLL
     for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[i][u]);
     float sum = HSum(s);
     for (int64_t j = k; j < n; ++j) sum += Load1<K>(row, j) * x[i * ldx + j];
@@ -94,8 +101,10 @@ void PackPanel(const uint8_t* const rows[kR], int64_t k0, int64_t kn, float* pan
   for (; k + 8 <= kn; k += 8) {
     for (int half = 0; half < 2; ++half) {
       __m256i v[8];
+      KVS_UNROLL
       for (int r = 0; r < 8; ++r) v[r] = _mm256_castps_si256(Load8<K>(rows[8 * half + r], k0 + k));
       Transpose8x8(v);
+      KVS_UNROLL
       for (int j = 0; j < 8; ++j) {
         _mm256_store_ps(panel + (k + j) * kR + 8 * half, _mm256_castsi256_ps(v[j]));
       }
@@ -110,16 +119,19 @@ template <int A>
 void MicroF(const float* panel, int64_t kn, const float* x, int64_t ldx, float* y, int64_t ldy, int valid,
             bool accumulate) {
   __m256 acc[A][2];
+  KVS_UNROLL
   for (int i = 0; i < A; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kn; ++k) {
     const __m256 w0 = _mm256_load_ps(panel + k * kR);
     const __m256 w1 = _mm256_load_ps(panel + k * kR + 8);
+    KVS_UNROLL
     for (int i = 0; i < A; ++i) {
       const __m256 xb = _mm256_broadcast_ss(x + i * ldx + k);
       acc[i][0] = _mm256_fmadd_ps(w0, xb, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(w1, xb, acc[i][1]);
     }
   }
+  KVS_UNROLL
   for (int i = 0; i < A; ++i) {
     float* yi = y + i * ldy;
     if (valid == kR) {

@@ -8,6 +8,7 @@
 #include "kernels/avx2_util.h"
 #include "kernels/isa_decls.h"
 #include "kernels/quant_formats.h"
+#include "kernels/quant_ref.h"
 
 namespace kvs::kernels::avx2 {
 namespace {
@@ -148,6 +149,43 @@ void ConvertFromF32(DType t, const float* x, void* y, int64_t n) {
     }
     default:
       QuantizeRow(t, x, y, n);
+  }
+}
+
+void DequantizeRow(DType t, const void* x, float* y, int64_t n) {
+  switch (t) {
+    case DType::kF16: {
+      const auto* in = static_cast<const uint16_t*>(x);
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+      }
+      for (; i < n; ++i) y[i] = F16ToF32(in[i]);
+      return;
+    }
+    case DType::kBF16: {
+      const auto* in = static_cast<const uint16_t*>(x);
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+      }
+      for (; i < n; ++i) y[i] = BF16ToF32(in[i]);
+      return;
+    }
+    case DType::kQ8_0: {
+      const auto* in = static_cast<const BlockQ8_0*>(x);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(in[b].d));
+        for (int j = 0; j < 32; j += 8) {
+          const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(in[b].qs + j));
+          _mm256_storeu_ps(y + 32 * b + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
+        }
+      }
+      return;
+    }
+    default:
+      DequantizeRowRef(t, x, y, n);
   }
 }
 

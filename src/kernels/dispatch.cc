@@ -29,6 +29,7 @@ int64_t RoundUp64(int64_t n) { return (n + 63) / 64 * 64; }
     (t).dot = ns::Dot;                                  \
     (t).softmax = ns::Softmax;                          \
     (t).convert_from_f32 = ns::ConvertFromF32;          \
+    (t).dequantize_row = ns::DequantizeRow;             \
   } while (0)
 
 KernelTable MakeScalarTable() {

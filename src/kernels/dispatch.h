@@ -85,6 +85,8 @@ struct KernelTable {
   void (*softmax)(float* x, int64_t n) = nullptr;
   // F32, F16, BF16, Q8_0; same bytes as QuantizeRow.
   void (*convert_from_f32)(DType t, const float* x, void* y, int64_t n) = nullptr;
+  // Any type DequantizeRow accepts; same floats as the reference.
+  void (*dequantize_row)(DType t, const void* x, float* y, int64_t n) = nullptr;
 };
 
 // nullptr when this CPU (or KVSERVE_FORCE_SCALAR=1) rules the variant out.

@@ -27,6 +27,7 @@
   float Dot(const float* a, const float* b, int64_t n);                                   \
   void Softmax(float* x, int64_t n);                                                      \
   void ConvertFromF32(DType t, const float* x, void* y, int64_t n);                       \
+  void DequantizeRow(DType t, const void* x, float* y, int64_t n);                        \
   }
 
 namespace kvs::kernels {

@@ -15,7 +15,12 @@ namespace kvs::kernels {
 
 // ---- Quantization formats (bit-compatible with GGUF files written by
 // llama.cpp's quantizer). n must be a multiple of the type's block size.
-// QuantizeRow writes RowBytes(t, n) bytes.
+// QuantizeRow writes RowBytes(t, n) bytes: the same bytes as llama.cpp's
+// reference (non-imatrix) quantizers. DequantizeRow returns the same floats
+// as ggml's dequantizers. Both also accept Q8_K, the internal activation
+// format of K-quant dot products (block layouts: kernels/quant_formats.h).
+// Quantized types need finite input (the reference's float -> int
+// conversions are undefined for NaN).
 void QuantizeRow(DType t, const float* x, void* y, int64_t n);
 void DequantizeRow(DType t, const void* x, float* y, int64_t n);
 bool CanQuantize(DType t);  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K
@@ -29,9 +34,11 @@ struct MatView {
   int64_t cols = 0;  // input features
 };
 
-// y[m, w.rows] = x[m, w.cols] · W^T. x and y are dense row-major f32.
-// Activations are converted internally to what the weight type's dot
-// product needs (e.g. Q8_0/Q8_K blocks), as llama.cpp does.
+// y[m, w.rows] = x[m, w.cols] · W^T. x and y are dense row-major f32 and
+// must not overlap. Activations are converted internally to what the weight
+// type's dot product needs (e.g. Q8_0/Q8_K blocks), as llama.cpp does.
+// Weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K. Results are the
+// same whatever the pool size; one call at a time per pool.
 void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 
 // ---- Elementwise and row ops on f32 (x and out may alias unless noted).
@@ -48,7 +55,10 @@ float Dot(const float* a, const float* b, int64_t n);
 void Softmax(float* x, int64_t n);
 
 // Converts a row between f32 and a storage type (F32, F16, BF16, Q8_0) for
-// the KV cache; n multiple of the block size.
+// the KV cache; n multiple of the block size. Same bytes as QuantizeRow.
 void ConvertRowFromF32(DType t, const float* x, void* y, int64_t n);
+
+// Name of the kernel variant in use ("avx512", "avx2" or "scalar"), for logs.
+const char* KernelVariantName();
 
 }  // namespace kvs::kernels

@@ -57,23 +57,31 @@ void MatMulWith(const KernelTable& k, const MatView& w, const float* x, int64_t 
     base.layout = &layout;
   }
 
-  const TileFn fn = k.tile[static_cast<int>(wt)];
-  const int64_t granule = k.row_granule;
-  const int64_t groups = (w.rows + granule - 1) / granule;
-  nth = static_cast<int>(std::min<int64_t>(nth, groups));
-  const auto* data = static_cast<const uint8_t*>(w.data);
-  auto run = [&](int tid, int) {
-    if (tid >= nth) return;
-    const int64_t r0 = groups * tid / nth * granule;
-    const int64_t r1 = std::min(w.rows, groups * (tid + 1) / nth * granule);
+  // Everything the threads need, captured through one pointer so the
+  // std::function the pool takes stays in its small buffer (no allocation).
+  struct Split {
+    TileArgs base;
+    TileFn fn;
+    const uint8_t* data;
+    float* y;
+    int64_t rows, groups, granule;
+    int nth;
+  } split{base, k.tile[static_cast<int>(wt)], static_cast<const uint8_t*>(w.data), y, w.rows, 0,
+          k.row_granule, 0};
+  split.groups = (w.rows + split.granule - 1) / split.granule;
+  split.nth = static_cast<int>(std::min<int64_t>(nth, split.groups));
+  auto run = [s = &split](int tid, int) {
+    if (tid >= s->nth) return;
+    const int64_t r0 = s->groups * tid / s->nth * s->granule;
+    const int64_t r1 = std::min(s->rows, s->groups * (tid + 1) / s->nth * s->granule);
     if (r0 >= r1) return;
-    TileArgs a = base;
-    a.w = data + r0 * base.row_bytes;
+    TileArgs a = s->base;
+    a.w = s->data + r0 * a.row_bytes;
     a.rows = r1 - r0;
-    a.y = y + r0;
-    fn(a);
+    a.y = s->y + r0;
+    s->fn(a);
   };
-  if (nth == 1) {
+  if (split.nth == 1) {
     run(0, 1);
   } else {
     pool.Run(run);
@@ -94,5 +102,7 @@ void Add(const float* a, const float* b, float* out, int64_t n) { ActiveKernels(
 void Axpy(float a, const float* x, float* y, int64_t n) { ActiveKernels().axpy(a, x, y, n); }
 float Dot(const float* a, const float* b, int64_t n) { return ActiveKernels().dot(a, b, n); }
 void Softmax(float* x, int64_t n) { ActiveKernels().softmax(x, n); }
+
+const char* KernelVariantName() { return IsaName(ActiveKernels().isa); }
 
 }  // namespace kvs::kernels

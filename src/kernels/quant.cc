@@ -1,7 +1,8 @@
 // Public row quantization entry points (QuantizeRow, DequantizeRow,
 // CanQuantize, ConvertRowFromF32). The quantizers are the scalar reference
-// ones (they define the bytes); ConvertRowFromF32, used on the hot path by the
-// KV cache, goes through the vectorised variant.
+// ones (they define the bytes); ConvertRowFromF32 and DequantizeRow, on the
+// hot path of the KV cache and embedding lookups, go through the vectorised
+// variant, which produces the same bytes / floats.
 #include <cstring>
 
 #include "base/fp16.h"
@@ -58,8 +59,7 @@ void QuantizeRow(DType t, const float* x, void* y, int64_t n) {
   }
 }
 
-void DequantizeRow(DType t, const void* x, float* y, int64_t n) {
-  CheckMultiple(t, n);
+void DequantizeRowRef(DType t, const void* x, float* y, int64_t n) {
   switch (t) {
     case DType::kF32: std::memcpy(y, x, static_cast<size_t>(n) * 4); return;
     case DType::kF16: {
@@ -79,6 +79,11 @@ void DequantizeRow(DType t, const void* x, float* y, int64_t n) {
     case DType::kQ8_K: DequantizeRowQ8_K(static_cast<const BlockQ8_K*>(x), y, n); return;
     default: KVS_CHECK_MSG(false, "DequantizeRow: unsupported type {}", DTypeName(t));
   }
+}
+
+void DequantizeRow(DType t, const void* x, float* y, int64_t n) {
+  CheckMultiple(t, n);
+  ActiveKernels().dequantize_row(t, x, y, n);
 }
 
 void ConvertRowFromF32(DType t, const float* x, void* y, int64_t n) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/dtype.h"
 #include "kernels/quant_formats.h"
 
 namespace kvs::kernels {
@@ -33,5 +34,9 @@ void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
 void DequantizeRowQ4_K(const BlockQ4_K* x, float* y, int64_t n);
 void DequantizeRowQ6_K(const BlockQ6_K* x, float* y, int64_t n);
 void DequantizeRowQ8_K(const BlockQ8_K* x, float* y, int64_t n);
+
+// The scalar DequantizeRow for any supported type (F32, F16, BF16, Q8_0,
+// Q4_0, Q4_K, Q6_K, Q8_K).
+void DequantizeRowRef(DType t, const void* x, float* y, int64_t n);
 
 }  // namespace kvs::kernels

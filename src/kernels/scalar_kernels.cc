@@ -246,4 +246,6 @@ void Softmax(float* x, int64_t n) {
 
 void ConvertFromF32(DType t, const float* x, void* y, int64_t n) { QuantizeRow(t, x, y, n); }
 
+void DequantizeRow(DType t, const void* x, float* y, int64_t n) { DequantizeRowRef(t, x, y, n); }
+
 }  // namespace kvs::kernels::scalar

@@ -6,7 +6,7 @@ model="$KVSERVE_SHARED_DIR/models/stories260K.gguf"
 if [ ! -f "$model" ]; then echo "SKIP: $model is absent"; exit 77; fi
 expected="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it,"
 for kv in f32 f16; do
-  out=$("$KVSERVE_BIN" run -m "$model" -p "Once upon a time" -n 40 --temp 0 -t 2 --kv-dtype $kv 2>/tmp/kvserve_run_err.$$)
+  out=$("$KVSERVE_BIN" run -m "$model" -p "Once upon a time" -n 60 --temp 0 -t 2 --kv-dtype $kv 2>/tmp/kvserve_run_err.$$)
   case "$out" in
     "$expected"*) echo "ok: kv $kv greedy output matches llama.cpp" ;;
     *) echo "FAIL: kv $kv"; echo "got:      $out"; echo "expected: $expected..."; cat /tmp/kvserve_run_err.$$; exit 1 ;;

@@ -1,0 +1,241 @@
+#include "engine/block_manager.h"
+
+#include <algorithm>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+namespace kvs::engine {
+namespace {
+
+// xxh64 over the parent hash then the token ids, in native (little-endian) bytes.
+uint64_t DefaultBlockHash(uint64_t parent, std::span<const int32_t> tokens) {
+  XXH64_state_t state;
+  XXH64_reset(&state, 0);
+  XXH64_update(&state, &parent, sizeof(parent));
+  XXH64_update(&state, tokens.data(), tokens.size_bytes());
+  return XXH64_digest(&state);
+}
+
+}  // namespace
+
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
+    : block_size_(block_size),
+      prefix_caching_(enable_prefix_caching),
+      hash_fn_(&DefaultBlockHash),
+      blocks_(static_cast<size_t>(num_blocks)) {
+  KVS_CHECK(num_blocks > 0 && block_size > 0);
+  free_ids_.reserve(blocks_.size());
+  // Stack: block 0 is handed out first.
+  for (int32_t id = num_blocks - 1; id >= 0; --id) free_ids_.push_back(id);
+}
+
+uint64_t BlockManager::SaltRoot(const std::string& salt) const {
+  // A fixed non-zero seed keeps the root of the empty salt away from 0.
+  return XXH64(salt.data(), salt.size(), 0x6b7673657276ULL);
+}
+
+void BlockManager::EnsureHashes(Sequence& seq, int32_t n) const {
+  KVS_CHECK(n <= seq.num_tokens() / block_size_);
+  std::vector<uint64_t>& h = seq.block_hashes;
+  for (auto i = static_cast<int32_t>(h.size()); i < n; ++i) {
+    const uint64_t parent = i == 0 ? SaltRoot(seq.cache_salt) : h[static_cast<size_t>(i - 1)];
+    const auto tokens = std::span<const int32_t>(seq.token_ids)
+                            .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
+    h.push_back(hash_fn_(parent, tokens));
+  }
+}
+
+bool BlockManager::Verifies(const Block& b, uint64_t parent, std::span<const int32_t> tokens, int32_t index,
+                            const std::string& salt) const {
+  return b.parent_hash == parent && std::equal(tokens.begin(), tokens.end(), b.tokens.begin(), b.tokens.end()) &&
+         (index > 0 || b.salt == salt);
+}
+
+PrefixMatch BlockManager::MatchPrefix(Sequence& seq) const {
+  KVS_CHECK(seq.block_table.empty());
+  PrefixMatch match;
+  if (!prefix_caching_) return match;
+  // Never the last token: at least one position is computed for its logits.
+  const int32_t max_blocks = (seq.num_tokens() - 1) / block_size_;
+  EnsureHashes(seq, max_blocks);
+  for (int32_t i = 0; i < max_blocks; ++i) {
+    const auto it = hash_to_block_.find(seq.block_hashes[static_cast<size_t>(i)]);
+    if (it == hash_to_block_.end()) break;
+    const Block& b = blocks_[static_cast<size_t>(it->second)];
+    const uint64_t parent = i == 0 ? SaltRoot(seq.cache_salt) : seq.block_hashes[static_cast<size_t>(i - 1)];
+    const auto tokens = std::span<const int32_t>(seq.token_ids)
+                            .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
+    if (!Verifies(b, parent, tokens, i, seq.cache_salt)) break;  // a collision: a miss
+    match.block_ids.push_back(it->second);
+    if (b.ref_count == 0) ++match.num_evictable;
+  }
+  return match;
+}
+
+bool BlockManager::CanAllocate(const PrefixMatch& match, int32_t num_positions, int32_t reserve) const {
+  const int32_t needed = NumBlocksFor(num_positions, block_size_) - static_cast<int32_t>(match.block_ids.size());
+  // Matched cached blocks stop being available once they are referenced.
+  return std::max(needed, 0) + reserve <= num_available() - match.num_evictable;
+}
+
+void BlockManager::Allocate(Sequence& seq, const PrefixMatch& match, int32_t num_positions) {
+  KVS_CHECK(seq.block_table.empty());
+  KVS_CHECK(CanAllocate(match, num_positions));
+  for (int32_t id : match.block_ids) {
+    Block& b = blocks_[static_cast<size_t>(id)];
+    KVS_CHECK(b.hash.has_value());
+    if (b.ref_count == 0) {
+      LruRemove(id);
+      ++num_used_;
+    }
+    ++b.ref_count;
+  }
+  seq.block_table = match.block_ids;
+  seq.num_committed_blocks = static_cast<int32_t>(match.block_ids.size());
+  seq.num_computed_tokens = match.num_tokens(block_size_);
+  num_query_tokens_ += seq.num_tokens();
+  num_hit_tokens_ += seq.num_computed_tokens;
+  Append(seq, num_positions);
+}
+
+bool BlockManager::CanAppend(const Sequence& seq, int32_t num_positions) const {
+  const int32_t needed = NumBlocksFor(num_positions, block_size_) - static_cast<int32_t>(seq.block_table.size());
+  return needed <= num_available();
+}
+
+void BlockManager::Append(Sequence& seq, int32_t num_positions) {
+  KVS_CHECK(CanAppend(seq, num_positions));
+  const int32_t target = NumBlocksFor(num_positions, block_size_);
+  while (static_cast<int32_t>(seq.block_table.size()) < target) seq.block_table.push_back(TakeBlock());
+}
+
+int32_t BlockManager::TakeBlock() {
+  int32_t id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    KVS_CHECK(lru_head_ >= 0);
+    id = lru_head_;
+    LruRemove(id);
+    Block& b = blocks_[static_cast<size_t>(id)];
+    hash_to_block_.erase(*b.hash);
+    b.hash.reset();
+    b.salt.clear();
+  }
+  Block& b = blocks_[static_cast<size_t>(id)];
+  KVS_CHECK(b.ref_count == 0 && !b.hash.has_value());
+  b.ref_count = 1;
+  ++num_used_;
+  return id;
+}
+
+void BlockManager::CommitComputed(Sequence& seq) {
+  const int32_t full = std::min(seq.num_computed_tokens / block_size_, static_cast<int32_t>(seq.block_table.size()));
+  if (full <= seq.num_committed_blocks) return;
+  if (prefix_caching_) {
+    EnsureHashes(seq, full);
+    for (int32_t i = seq.num_committed_blocks; i < full; ++i) {
+      const uint64_t h = seq.block_hashes[static_cast<size_t>(i)];
+      const int32_t id = seq.block_table[static_cast<size_t>(i)];
+      Block& b = blocks_[static_cast<size_t>(id)];
+      // The same content computed twice (two sequences prefilled it in the
+      // same step) is published once; the other copy stays private.
+      if (b.hash.has_value() || hash_to_block_.count(h) != 0) continue;
+      b.hash = h;
+      b.parent_hash = i == 0 ? SaltRoot(seq.cache_salt) : seq.block_hashes[static_cast<size_t>(i - 1)];
+      const auto tokens = std::span<const int32_t>(seq.token_ids)
+                              .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
+      b.tokens.assign(tokens.begin(), tokens.end());
+      if (i == 0) b.salt = seq.cache_salt;
+      hash_to_block_.emplace(h, id);
+    }
+  }
+  seq.num_committed_blocks = full;
+}
+
+void BlockManager::Free(Sequence& seq) {
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) Release(*it);
+  seq.block_table.clear();
+  seq.num_committed_blocks = 0;
+}
+
+void BlockManager::Release(int32_t id) {
+  Block& b = blocks_[static_cast<size_t>(id)];
+  KVS_CHECK_MSG(b.ref_count > 0, "block {} freed twice", id);
+  if (--b.ref_count > 0) return;
+  --num_used_;
+  if (b.hash.has_value()) {
+    LruPushBack(id);
+  } else {
+    free_ids_.push_back(id);
+  }
+}
+
+void BlockManager::LruPushBack(int32_t id) {
+  Block& b = blocks_[static_cast<size_t>(id)];
+  b.lru_prev = lru_tail_;
+  b.lru_next = -1;
+  if (lru_tail_ >= 0) {
+    blocks_[static_cast<size_t>(lru_tail_)].lru_next = id;
+  } else {
+    lru_head_ = id;
+  }
+  lru_tail_ = id;
+  ++lru_size_;
+}
+
+void BlockManager::LruRemove(int32_t id) {
+  Block& b = blocks_[static_cast<size_t>(id)];
+  if (b.lru_prev >= 0) {
+    blocks_[static_cast<size_t>(b.lru_prev)].lru_next = b.lru_next;
+  } else {
+    lru_head_ = b.lru_next;
+  }
+  if (b.lru_next >= 0) {
+    blocks_[static_cast<size_t>(b.lru_next)].lru_prev = b.lru_prev;
+  } else {
+    lru_tail_ = b.lru_prev;
+  }
+  b.lru_prev = b.lru_next = -1;
+  --lru_size_;
+}
+
+std::string BlockManager::CheckInvariants() const {
+  int32_t used = 0, cached = 0, unhashed_free = 0;
+  for (const Block& b : blocks_) {
+    if (b.ref_count < 0) return "negative ref count";
+    if (b.ref_count > 0) {
+      ++used;
+    } else if (b.hash.has_value()) {
+      ++cached;
+    } else {
+      ++unhashed_free;
+    }
+  }
+  int32_t walked = 0;
+  for (int32_t id = lru_head_; id >= 0; id = blocks_[static_cast<size_t>(id)].lru_next) {
+    const Block& b = blocks_[static_cast<size_t>(id)];
+    if (b.ref_count != 0 || !b.hash.has_value()) return fmt::format("LRU holds non-cached block {}", id);
+    if (++walked > num_blocks()) return "LRU has a cycle";
+  }
+  std::vector<char> in_free(blocks_.size(), 0);
+  for (int32_t id : free_ids_) {
+    const Block& b = blocks_[static_cast<size_t>(id)];
+    if (in_free[static_cast<size_t>(id)]++) return fmt::format("block {} twice in the free list", id);
+    if (b.ref_count != 0 || b.hash.has_value()) return fmt::format("free list holds non-free block {}", id);
+  }
+  for (const auto& [h, id] : hash_to_block_) {
+    if (blocks_[static_cast<size_t>(id)].hash != h) return fmt::format("hash map points at block {} wrongly", id);
+  }
+  if (used != num_used_ || cached != lru_size_ || walked != lru_size_ ||
+      unhashed_free != static_cast<int32_t>(free_ids_.size())) {
+    return fmt::format("counters disagree: used {} vs {}, cached {} vs {} (walked {}), free {} vs {}", used,
+                       num_used_, cached, lru_size_, walked, unhashed_free, free_ids_.size());
+  }
+  if (num_free() + num_cached() + num_used() != num_blocks()) return "free + cached + used != num_blocks";
+  return "";
+}
+
+}  // namespace kvs::engine

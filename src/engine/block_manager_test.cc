@@ -1,0 +1,266 @@
+#include "engine/block_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+namespace kvs::engine {
+namespace {
+
+Sequence MakeSeq(std::vector<int32_t> tokens, std::string salt = "") {
+  static int64_t next_id = 0;
+  Sequence s(next_id++, "r", std::move(tokens), SamplingParams{});
+  s.cache_salt = std::move(salt);
+  return s;
+}
+
+// Admits seq with its prefix hits and blocks for `positions` positions.
+PrefixMatch Admit(BlockManager& bm, Sequence& seq, int32_t positions) {
+  PrefixMatch m = bm.MatchPrefix(seq);
+  EXPECT_TRUE(bm.CanAllocate(m, positions));
+  bm.Allocate(seq, m, positions);
+  return m;
+}
+
+// Marks the first `n` tokens as computed and publishes the full blocks.
+void Compute(BlockManager& bm, Sequence& seq, int32_t n) {
+  seq.num_computed_tokens = n;
+  bm.CommitComputed(seq);
+}
+
+TEST(BlockManagerTest, AllocateAppendFree) {
+  BlockManager bm(8, 4, true);
+  Sequence s = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  Admit(bm, s, 10);
+  EXPECT_EQ(s.block_table.size(), 3u);
+  EXPECT_EQ(bm.num_used(), 3);
+  EXPECT_EQ(bm.num_free(), 5);
+  EXPECT_EQ(s.num_computed_tokens, 0);
+  EXPECT_TRUE(bm.CanAppend(s, 13));
+  bm.Append(s, 13);
+  EXPECT_EQ(s.block_table.size(), 4u);
+  EXPECT_TRUE(bm.CanAppend(s, 32));
+  EXPECT_FALSE(bm.CanAppend(s, 33));
+  bm.Free(s);
+  EXPECT_TRUE(s.block_table.empty());
+  EXPECT_EQ(bm.num_used(), 0);
+  EXPECT_EQ(bm.num_free(), 8);  // nothing was computed, so nothing is cached
+  EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
+TEST(BlockManagerTest, DryRunsChangeNothing) {
+  BlockManager bm(4, 4, true);
+  Sequence a = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Admit(bm, a, 9);
+  Compute(bm, a, 8);
+  Sequence b = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  for (int i = 0; i < 3; ++i) {
+    const PrefixMatch m = bm.MatchPrefix(b);
+    EXPECT_EQ(m.block_ids.size(), 2u);
+    EXPECT_TRUE(bm.CanAllocate(m, 10));
+    EXPECT_FALSE(bm.CanAllocate(m, 10, /*reserve=*/2));
+    EXPECT_FALSE(bm.CanAllocate(m, 17));
+  }
+  EXPECT_EQ(bm.num_used(), 3);
+  EXPECT_EQ(bm.num_free(), 1);
+  EXPECT_EQ(bm.ref_count(a.block_table[0]), 1);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
+TEST(BlockManagerTest, HashIsPublishedOnlyAfterTheKvIsWritten) {
+  BlockManager bm(16, 4, true);
+  Sequence a = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Admit(bm, a, 9);
+  Sequence b = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_TRUE(bm.MatchPrefix(b).block_ids.empty()) << "nothing is computed yet";
+  Compute(bm, a, 5);  // one full block written
+  EXPECT_EQ(bm.MatchPrefix(b).block_ids.size(), 1u);
+  Compute(bm, a, 8);
+  const PrefixMatch m = bm.MatchPrefix(b);
+  ASSERT_EQ(m.block_ids.size(), 2u);
+  EXPECT_EQ(m.block_ids[0], a.block_table[0]);
+  EXPECT_EQ(m.block_ids[1], a.block_table[1]);
+  EXPECT_EQ(m.num_evictable, 0);  // a still uses them
+}
+
+TEST(BlockManagerTest, LookupNeverCoversTheLastToken) {
+  BlockManager bm(16, 4, true);
+  Sequence a = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Admit(bm, a, 9);
+  Compute(bm, a, 8);
+  Sequence exact = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8});  // two full blocks, both cached
+  EXPECT_EQ(bm.MatchPrefix(exact).block_ids.size(), 1u) << "the block with the last token is recomputed";
+  Sequence longer = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 0});
+  EXPECT_EQ(bm.MatchPrefix(longer).block_ids.size(), 2u);
+  Sequence diverging = MakeSeq({1, 2, 3, 4, 5, 6, 0, 8, 9});
+  EXPECT_EQ(bm.MatchPrefix(diverging).block_ids.size(), 1u);
+  Sequence one = MakeSeq({1});
+  EXPECT_TRUE(bm.MatchPrefix(one).block_ids.empty());
+}
+
+TEST(BlockManagerTest, SharedBlocksAreRefCountedAndCachedWhenFreed) {
+  BlockManager bm(16, 4, true);
+  Sequence a = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Admit(bm, a, 9);
+  Compute(bm, a, 8);
+  Sequence b = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 10, 11});
+  const PrefixMatch m = Admit(bm, b, 10);
+  EXPECT_EQ(b.num_computed_tokens, 8);
+  EXPECT_EQ(b.block_table.size(), 3u);
+  EXPECT_EQ(bm.ref_count(a.block_table[0]), 2);
+  EXPECT_EQ(bm.ref_count(a.block_table[1]), 2);
+  EXPECT_NE(b.block_table[2], a.block_table[2]);
+  EXPECT_EQ(bm.num_used(), 4);
+  EXPECT_EQ(bm.num_query_tokens(), 9 + 10);
+  EXPECT_EQ(bm.num_hit_tokens(), 8);
+  bm.Free(a);
+  EXPECT_EQ(bm.num_used(), 3);
+  bm.Free(b);
+  EXPECT_EQ(bm.num_used(), 0);
+  EXPECT_EQ(bm.num_cached(), 2);  // the two shared full blocks
+  EXPECT_EQ(bm.num_free(), 14);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+  // A later request still hits the cached blocks, which leave the LRU.
+  Sequence c = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 12});
+  const PrefixMatch mc = bm.MatchPrefix(c);
+  EXPECT_EQ(mc.block_ids.size(), 2u);
+  EXPECT_EQ(mc.num_evictable, 2);
+  bm.Allocate(c, mc, 9);
+  EXPECT_EQ(bm.num_cached(), 0);
+  EXPECT_EQ(bm.num_used(), 3);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
+TEST(BlockManagerTest, CacheSaltIsolatesTenants) {
+  BlockManager bm(16, 4, true);
+  Sequence a = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9}, "tenant-a");
+  Admit(bm, a, 9);
+  Compute(bm, a, 8);
+  Sequence other = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9}, "tenant-b");
+  EXPECT_TRUE(bm.MatchPrefix(other).block_ids.empty());
+  Sequence none = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_TRUE(bm.MatchPrefix(none).block_ids.empty());
+  Sequence same = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9}, "tenant-a");
+  EXPECT_EQ(bm.MatchPrefix(same).block_ids.size(), 2u);
+}
+
+TEST(BlockManagerTest, EvictsOldestCachedBlockOnlyWhenNoFreeBlockIsLeft) {
+  BlockManager bm(4, 2, true);
+  Sequence a = MakeSeq({1, 2, 3, 4, 5});
+  Admit(bm, a, 5);
+  Compute(bm, a, 5);
+  const int32_t first = a.block_table[0], second = a.block_table[1];
+  bm.Free(a);  // tail first: [3,4] becomes the oldest cached block, [1,2] the newest
+  EXPECT_EQ(bm.num_cached(), 2);
+  EXPECT_EQ(bm.num_free(), 2);
+  Sequence d = MakeSeq({7, 7, 7, 7, 7, 7});
+  Admit(bm, d, 6);  // two free blocks, then one eviction
+  EXPECT_EQ(bm.num_cached(), 1);
+  EXPECT_NE(std::find(d.block_table.begin(), d.block_table.end(), second), d.block_table.end());
+  Sequence e = MakeSeq({1, 2, 3, 4, 6});
+  const PrefixMatch m = bm.MatchPrefix(e);
+  ASSERT_EQ(m.block_ids.size(), 1u) << "[3,4] was evicted, [1,2] survives";
+  EXPECT_EQ(m.block_ids[0], first);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
+uint64_t ConstantHash(uint64_t, std::span<const int32_t>) { return 42; }
+
+TEST(BlockManagerTest, HashCollisionIsAMiss) {
+  BlockManager bm(16, 2, true);
+  bm.TEST_SetHashFunction(&ConstantHash);
+  Sequence a = MakeSeq({1, 2, 3, 4, 5});
+  Admit(bm, a, 5);
+  Compute(bm, a, 4);
+  Sequence b = MakeSeq({9, 9, 9});
+  EXPECT_TRUE(bm.MatchPrefix(b).block_ids.empty());
+  Sequence c = MakeSeq({3, 4, 1, 2, 5});
+  EXPECT_TRUE(bm.MatchPrefix(c).block_ids.empty());
+  Sequence d = MakeSeq({1, 2, 3, 4, 5});
+  EXPECT_EQ(bm.MatchPrefix(d).block_ids.size(), 1u) << "the second block's hash collides with the first's";
+  Sequence salted = MakeSeq({1, 2, 3}, "x");
+  EXPECT_TRUE(bm.MatchPrefix(salted).block_ids.empty());
+}
+
+TEST(BlockManagerTest, DisabledPrefixCachingNeverShares) {
+  BlockManager bm(8, 4, false);
+  Sequence a = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Admit(bm, a, 9);
+  Compute(bm, a, 8);
+  Sequence b = MakeSeq({1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_TRUE(bm.MatchPrefix(b).block_ids.empty());
+  bm.Free(a);
+  EXPECT_EQ(bm.num_cached(), 0);
+  EXPECT_EQ(bm.num_free(), 8);
+}
+
+// Random admissions, chunked computation, appends and frees, with a shadow KV
+// (what was written at each slot) that every prefix hit must agree with.
+TEST(BlockManagerTest, RandomOperationsKeepInvariantsAndHitCorrectKv) {
+  constexpr int32_t kBlocks = 64, kBs = 4;
+  BlockManager bm(kBlocks, kBs, true);
+  std::mt19937_64 rng(7);
+  std::vector<std::vector<int32_t>> kv(kBlocks, std::vector<int32_t>(kBs, -1));
+  std::vector<std::unique_ptr<Sequence>> live;
+  const std::vector<std::vector<int32_t>> prefixes = {{1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 9, 9, 9, 9}, {5, 5}};
+  int64_t hits = 0;
+  for (int op = 0; op < 20000; ++op) {
+    const int kind = static_cast<int>(rng() % 10);
+    if (kind < 3 && live.size() < 12) {
+      std::vector<int32_t> tokens = prefixes[rng() % prefixes.size()];
+      const int extra = 1 + static_cast<int>(rng() % 20);
+      for (int i = 0; i < extra; ++i) tokens.push_back(static_cast<int32_t>(rng() % 3));
+      auto seq = std::make_unique<Sequence>(op, "r", tokens, SamplingParams{});
+      seq->cache_salt = rng() % 4 == 0 ? "s" : "";
+      const PrefixMatch m = bm.MatchPrefix(*seq);
+      const int32_t cached = m.num_tokens(kBs);
+      const int32_t n = 1 + static_cast<int32_t>(rng() % static_cast<uint64_t>(seq->num_tokens() - cached));
+      if (!bm.CanAllocate(m, cached + n)) continue;
+      for (size_t b = 0; b < m.block_ids.size(); ++b) {
+        for (int32_t j = 0; j < kBs; ++j) {
+          ASSERT_EQ(kv[static_cast<size_t>(m.block_ids[b])][static_cast<size_t>(j)],
+                    seq->token_ids[b * kBs + static_cast<size_t>(j)])
+              << "prefix hit on a block holding other tokens";
+        }
+      }
+      hits += cached;
+      bm.Allocate(*seq, m, cached + n);
+      for (int32_t p = cached; p < cached + n; ++p) {
+        kv[static_cast<size_t>(seq->block_table[static_cast<size_t>(p / kBs)])][static_cast<size_t>(p % kBs)] =
+            seq->token_ids[static_cast<size_t>(p)];
+      }
+      Compute(bm, *seq, cached + n);
+      live.push_back(std::move(seq));
+    } else if (kind < 8 && !live.empty()) {
+      Sequence& s = *live[rng() % live.size()];
+      if (s.num_computed_tokens == s.num_tokens()) s.token_ids.push_back(static_cast<int32_t>(rng() % 3));
+      const int32_t n = 1 + static_cast<int32_t>(rng() % static_cast<uint64_t>(s.num_uncomputed_tokens()));
+      const int32_t target = s.num_computed_tokens + n;
+      if (!bm.CanAppend(s, target)) continue;
+      bm.Append(s, target);
+      for (int32_t p = s.num_computed_tokens; p < target; ++p) {
+        kv[static_cast<size_t>(s.block_table[static_cast<size_t>(p / kBs)])][static_cast<size_t>(p % kBs)] =
+            s.token_ids[static_cast<size_t>(p)];
+      }
+      Compute(bm, s, target);
+    } else if (!live.empty()) {
+      const size_t i = rng() % live.size();
+      bm.Free(*live[i]);
+      live.erase(live.begin() + static_cast<ptrdiff_t>(i));
+    }
+    ASSERT_EQ(bm.CheckInvariants(), "") << "after op " << op;
+    std::map<int32_t, int32_t> refs;
+    for (const auto& s : live) {
+      for (int32_t b : s->block_table) ++refs[b];
+    }
+    for (int32_t b = 0; b < kBlocks; ++b) ASSERT_EQ(bm.ref_count(b), refs[b]) << "block " << b << " op " << op;
+  }
+  EXPECT_GT(hits, 1000);
+  for (auto& s : live) bm.Free(*s);
+  EXPECT_EQ(bm.num_used(), 0);
+  EXPECT_EQ(bm.num_free() + bm.num_cached(), kBlocks);
+}
+
+}  // namespace
+}  // namespace kvs::engine

@@ -1,0 +1,376 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <map>
+
+namespace kvs::engine {
+namespace {
+
+EngineConfig Checked(EngineConfig config, const ModelRunner* runner) {
+  KVS_CHECK(runner != nullptr);
+  const Status st = config.Validate(*runner);
+  KVS_CHECK_MSG(st.ok(), "invalid engine config: {}", st.ToString());
+  return config;
+}
+
+SchedulerConfig MakeSchedulerConfig(const EngineConfig& c, int32_t num_blocks) {
+  SchedulerConfig s;
+  s.max_num_batched_tokens = c.max_num_batched_tokens;
+  s.max_batch_size = c.max_batch_size;
+  s.policy = c.policy;
+  s.watermark_blocks = static_cast<int32_t>(c.admission_watermark * num_blocks);
+  s.eos_token_ids = c.eos_token_ids;
+  s.max_context_length = c.max_context_length;
+  return s;
+}
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace
+
+Status EngineConfig::Validate(const ModelRunner& runner) const {
+  if (runner.vocab_size() <= 0 || runner.block_size() <= 0 || runner.num_blocks() <= 0) {
+    return InvalidArgument("model runner reports vocab_size {}, block_size {}, num_blocks {}; all must be > 0",
+                           runner.vocab_size(), runner.block_size(), runner.num_blocks());
+  }
+  if (max_num_batched_tokens < 1) {
+    return InvalidArgument("max_num_batched_tokens must be >= 1, got {}", max_num_batched_tokens);
+  }
+  if (max_batch_size < 1 || max_batch_size > max_num_batched_tokens) {
+    return InvalidArgument("max_batch_size must be in [1, max_num_batched_tokens = {}], got {}",
+                           max_num_batched_tokens, max_batch_size);
+  }
+  if (max_context_length < 2) return InvalidArgument("max_context_length must be >= 2, got {}", max_context_length);
+  if (max_queued_requests < 1) {
+    return InvalidArgument("max_queued_requests must be >= 1, got {}", max_queued_requests);
+  }
+  for (int32_t id : eos_token_ids) {
+    if (id < 0 || id >= runner.vocab_size()) {
+      return InvalidArgument("eos token id {} is outside the vocabulary [0, {})", id, runner.vocab_size());
+    }
+  }
+  if (!(admission_watermark >= 0.0 && admission_watermark < 1.0)) {
+    return InvalidArgument("admission_watermark must be in [0, 1), got {}", admission_watermark);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineConfig config, std::unique_ptr<ModelRunner> runner) {
+  if (runner == nullptr) return InvalidArgument("no model runner");
+  KVS_RETURN_IF_ERROR(config.Validate(*runner));
+  return std::make_unique<Engine>(std::move(config), std::move(runner));
+}
+
+Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner)
+    : config_(Checked(std::move(config), runner.get())),
+      runner_(std::move(runner)),
+      vocab_size_(runner_->vocab_size()),
+      block_size_(runner_->block_size()),
+      num_blocks_(runner_->num_blocks()),
+      block_manager_(num_blocks_, block_size_, config_.enable_prefix_caching),
+      scheduler_(MakeSchedulerConfig(config_, num_blocks_), &block_manager_),
+      sampler_(vocab_size_),
+      seed_rng_(config_.seed ? *config_.seed : std::random_device{}()),
+      logits_(static_cast<size_t>(config_.max_batch_size) * static_cast<size_t>(vocab_size_)),
+      inbox_(config_.max_queued_requests) {
+  PublishStats();
+}
+
+Engine::~Engine() { Stop(); }
+
+Status Engine::Start() {
+  if (started_ || stopped_) return FailedPrecondition("Engine::Start: the engine was already started or stopped");
+  started_ = true;
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void Engine::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  inbox_.Close();
+  if (thread_.joinable()) thread_.join();
+  // The engine thread is gone: this thread owns the engine state now.
+  ProcessInbox();  // so that requests still in the inbox end too
+  FinishAll(FinishReason::kError, Status(StatusCode::kUnavailable, "the engine stopped"));
+  PublishStats();
+}
+
+void Engine::Loop() {
+  while (inbox_.WaitForWork(scheduler_.HasWork())) StepOnce();
+}
+
+bool Engine::Step() {
+  KVS_CHECK_MSG(!started_, "Engine::Step is for engines that were not started");
+  return StepOnce();
+}
+
+// The whole algorithm of one step.
+bool Engine::StepOnce() {
+  ProcessInbox();                                       // new requests in, cancels applied
+  const SchedulerOutput& plan = scheduler_.Schedule();  // decodes + prefill chunks, KV blocks allocated
+  if (plan.empty()) {
+    PublishStats();
+    return false;
+  }
+  if (const Status st = Forward(plan); !st.ok()) {      // the runner writes KV and logits
+    FailBatch(plan, st);
+  } else {
+    SampleTokens(plan);                                 // a token for each sequence whose chunk ends it
+    scheduler_.Postprocess(plan, sampled_);             // commit KV, append tokens, apply stops, free
+    EmitOutputs(plan);                                  // stream the tokens; retire finished requests
+  }
+  PublishStats();
+  return true;
+}
+
+StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
+  const auto num_prompt = static_cast<int64_t>(request.prompt_token_ids.size());
+  if (num_prompt == 0) return InvalidArgument("the prompt is empty; at least one token is required");
+  for (int64_t i = 0; i < num_prompt; ++i) {
+    const int32_t t = request.prompt_token_ids[static_cast<size_t>(i)];
+    if (t < 0 || t >= vocab_size_) {
+      return InvalidArgument("prompt token {} at position {} is outside the vocabulary [0, {})", t, i, vocab_size_);
+    }
+  }
+  KVS_RETURN_IF_ERROR(request.sampling.Validate(vocab_size_));
+  const int64_t max_tokens = request.sampling.max_tokens;
+  if (num_prompt + max_tokens > config_.max_context_length) {
+    return OutOfRange("prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds max_context_length ({})",
+                      num_prompt, max_tokens, num_prompt + max_tokens, config_.max_context_length);
+  }
+  // The last sampled token is never written to the KV cache.
+  const int64_t positions = num_prompt + max_tokens - 1;
+  const int64_t blocks = (positions + block_size_ - 1) / block_size_;
+  if (blocks > num_blocks_) {
+    return OutOfRange(
+        "prompt ({} tokens) + max_tokens ({}) needs up to {} KV blocks of {} tokens, but the whole KV pool has {} "
+        "blocks ({} tokens); lower max_tokens or give the server more KV memory",
+        num_prompt, max_tokens, blocks, block_size_, num_blocks_, static_cast<int64_t>(num_blocks_) * block_size_);
+  }
+  return inbox_.Push(std::move(request));
+}
+
+Status Engine::Cancel(const std::string& request_id) { return inbox_.Cancel(request_id); }
+
+void Engine::ProcessInbox() {
+  inbox_.Drain(&inbox_requests_, &inbox_cancels_);
+  for (PendingRequest& p : inbox_requests_) AddRequest(std::move(p));
+  inbox_requests_.clear();
+  for (const std::string& id : inbox_cancels_) {
+    const auto it = by_id_.find(id);
+    if (it != by_id_.end()) CancelRequest(it->second);
+  }
+  if (config_.cancel_abandoned_requests) {
+    // use_count() == 1: only the engine still holds the stream.
+    std::vector<int64_t> abandoned;
+    for (const auto& [seq_id, live] : live_) {
+      if (live.stream.use_count() == 1) abandoned.push_back(seq_id);
+    }
+    for (int64_t seq_id : abandoned) CancelRequest(seq_id);
+  }
+}
+
+void Engine::AddRequest(PendingRequest p) {
+  Request& r = p.request;
+  auto seq = std::make_unique<Sequence>(next_seq_id_++, r.request_id, std::move(r.prompt_token_ids),
+                                        std::move(r.sampling));
+  seq->priority = r.priority;
+  seq->cache_salt = std::move(r.cache_salt);
+  seq->arrival_time = p.arrival_time;
+  seq->rng.seed(seq->params.seed ? *seq->params.seed : seed_rng_());
+  scheduler_.Add(seq.get());
+  by_id_.emplace(seq->request_id, seq->seq_id);
+  const int64_t seq_id = seq->seq_id;
+  live_.emplace(seq_id, Live{std::move(seq), std::move(p.stream), true});
+}
+
+void Engine::CancelRequest(int64_t seq_id) {
+  Sequence* seq = live_.at(seq_id).seq.get();
+  scheduler_.Finish(seq, FinishReason::kCancelled);
+  StreamChunk chunk;
+  Retire(seq_id, std::move(chunk));
+}
+
+Status Engine::Forward(const SchedulerOutput& plan) {
+  batch_.seqs.clear();
+  for (const ScheduledSeq& s : plan.seqs) {
+    const Sequence& seq = *s.seq;
+    ForwardSeq f;
+    f.seq_id = seq.seq_id;
+    f.tokens = std::span<const int32_t>(seq.token_ids)
+                   .subspan(static_cast<size_t>(seq.num_computed_tokens), static_cast<size_t>(s.num_new_tokens));
+    f.start_pos = seq.num_computed_tokens;
+    f.block_table = seq.block_table;
+    f.want_logits = s.samples();
+    batch_.seqs.push_back(f);
+  }
+  const auto num_logits = static_cast<size_t>(batch_.NumLogits());
+  counters_.num_computed_tokens += plan.num_tokens;
+  ++counters_.num_steps;
+  return runner_->Forward(batch_, std::span<float>(logits_).first(num_logits * static_cast<size_t>(vocab_size_)));
+}
+
+void Engine::SampleTokens(const SchedulerOutput& plan) {
+  sampled_.assign(plan.seqs.size(), -1);
+  sample_results_.resize(plan.seqs.size());
+  size_t row = 0;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    if (!plan.seqs[i].samples()) continue;
+    const auto logits = std::span<const float>(logits_).subspan(row++ * static_cast<size_t>(vocab_size_),
+                                                                static_cast<size_t>(vocab_size_));
+    sample_results_[i] = sampler_.Sample(logits, *plan.seqs[i].seq);
+    sampled_[i] = sample_results_[i].token_id;
+  }
+}
+
+void Engine::EmitOutputs(const SchedulerOutput& plan) {
+  const Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    Sequence& seq = *plan.seqs[i].seq;
+    Live& live = live_.at(seq.seq_id);
+    if (live.queued) {
+      inbox_.OnAdmitted();
+      live.queued = false;
+    }
+    if (sampled_[i] < 0) continue;
+    ++counters_.num_generated_tokens;
+    if (!seq.first_token_time) seq.first_token_time = now;
+    StreamChunk chunk;
+    const bool hit_stop = seq.is_finished() && seq.stop_token_id == sampled_[i];
+    if (!hit_stop) {
+      chunk.token_ids.push_back(sampled_[i]);
+      chunk.token_times_s.push_back(Seconds(seq.arrival_time, now));
+      if (seq.params.logprobs) {
+        SampleResult& r = sample_results_[i];
+        chunk.logprobs.push_back({r.logprob, std::move(r.top)});
+      }
+    }
+    if (seq.is_finished()) {
+      Retire(seq.seq_id, std::move(chunk));
+    } else {
+      FillUsage(seq, chunk);
+      live.stream->Push(std::move(chunk));
+    }
+  }
+}
+
+void Engine::FailBatch(const SchedulerOutput& plan, const Status& status) {
+  // Copy: finishing sequences does not touch the plan, but retiring frees them.
+  std::vector<int64_t> ids;
+  for (const ScheduledSeq& s : plan.seqs) ids.push_back(s.seq->seq_id);
+  for (int64_t seq_id : ids) {
+    Sequence* seq = live_.at(seq_id).seq.get();
+    seq->error = status.WithContext("model forward pass failed");
+    scheduler_.Finish(seq, FinishReason::kError);
+    Retire(seq_id, StreamChunk{});
+  }
+}
+
+void Engine::FinishAll(FinishReason reason, const Status& status) {
+  std::vector<int64_t> ids;
+  for (const auto& [seq_id, live] : live_) ids.push_back(seq_id);
+  std::sort(ids.begin(), ids.end());
+  for (int64_t seq_id : ids) {
+    Sequence* seq = live_.at(seq_id).seq.get();
+    seq->error = status;
+    scheduler_.Finish(seq, reason);
+    Retire(seq_id, StreamChunk{});
+  }
+}
+
+void Engine::Retire(int64_t seq_id, StreamChunk chunk) {
+  const auto it = live_.find(seq_id);
+  KVS_CHECK(it != live_.end());
+  Live& live = it->second;
+  const Sequence& seq = *live.seq;
+  KVS_CHECK(seq.is_finished() && seq.finish_reason.has_value());
+  chunk.finish_reason = *seq.finish_reason;
+  chunk.stop_token_id = seq.stop_token_id;
+  if (chunk.finish_reason == FinishReason::kError) chunk.error = seq.error;
+  FillUsage(seq, chunk);
+  chunk.timings.e2e_s = Seconds(seq.arrival_time, Clock::now());
+  switch (chunk.finish_reason) {
+    case FinishReason::kStop: ++counters_.num_finished_stop; break;
+    case FinishReason::kLength: ++counters_.num_finished_length; break;
+    case FinishReason::kCancelled: ++counters_.num_finished_cancelled; break;
+    case FinishReason::kError: ++counters_.num_finished_error; break;
+    case FinishReason::kNone: KVS_CHECK(false);
+  }
+  live.stream->Push(std::move(chunk));
+  inbox_.OnRetired(seq.request_id, live.queued);
+  by_id_.erase(seq.request_id);
+  live_.erase(it);
+}
+
+void Engine::FillUsage(const Sequence& seq, StreamChunk& chunk) const {
+  chunk.num_prompt_tokens = seq.num_prompt_tokens;
+  chunk.num_output_tokens = seq.num_output_tokens();
+  chunk.num_cached_tokens = seq.num_cached_tokens;
+  chunk.num_computed_prompt_tokens = seq.num_computed_prompt_tokens;
+  chunk.num_preemptions = seq.num_preemptions;
+  if (seq.first_scheduled_time) chunk.timings.queue_time_s = Seconds(seq.arrival_time, *seq.first_scheduled_time);
+  if (seq.first_token_time) chunk.timings.ttft_s = Seconds(seq.arrival_time, *seq.first_token_time);
+}
+
+void Engine::PublishStats() {
+  EngineStats s = counters_;
+  s.num_running = scheduler_.num_running();
+  s.num_waiting = scheduler_.num_waiting();
+  s.block_size = block_size_;
+  s.num_blocks_total = num_blocks_;
+  s.num_blocks_used = block_manager_.num_used();
+  s.num_blocks_cached = block_manager_.num_cached();
+  s.num_blocks_free = block_manager_.num_free();
+  s.kv_slots_allocated = static_cast<int64_t>(s.num_blocks_used) * block_size_;
+  for (const Sequence* seq : scheduler_.running()) {
+    s.kv_slots_unwritten += static_cast<int64_t>(seq->block_table.size()) * block_size_ - seq->num_computed_tokens;
+  }
+  s.prefix_query_tokens = block_manager_.num_query_tokens();
+  s.prefix_hit_tokens = block_manager_.num_hit_tokens();
+  s.num_preemptions = scheduler_.num_preemptions();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_ = s;
+}
+
+EngineStats Engine::GetStats() const {
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s = stats_;
+  }
+  s.num_waiting += inbox_.num_pending();
+  return s;
+}
+
+std::string Engine::TEST_CheckInvariants() const {
+  KVS_CHECK(!thread_.joinable());
+  if (std::string e = block_manager_.CheckInvariants(); !e.empty()) return e;
+  std::map<int32_t, int32_t> refs;
+  for (const auto& [seq_id, live] : live_) {
+    const Sequence& seq = *live.seq;
+    if (seq.is_finished()) return fmt::format("finished sequence {} is still live", seq.request_id);
+    for (int32_t b : seq.block_table) ++refs[b];
+    const size_t needed = static_cast<size_t>(NumBlocksFor(seq.num_computed_tokens, block_size_));
+    if (seq.block_table.size() < needed) return fmt::format("{}: block table too short", seq.request_id);
+    if (seq.num_computed_tokens >= seq.num_tokens()) return fmt::format("{}: last token computed", seq.request_id);
+    if (seq.status == SequenceStatus::kWaiting && (!seq.block_table.empty() || seq.num_computed_tokens != 0)) {
+      return fmt::format("{}: waiting with KV", seq.request_id);
+    }
+  }
+  for (int32_t b = 0; b < num_blocks_; ++b) {
+    const auto it = refs.find(b);
+    const int32_t expected = it == refs.end() ? 0 : it->second;
+    if (block_manager_.ref_count(b) != expected) {
+      return fmt::format("block {} has ref count {} but {} block tables hold it", b, block_manager_.ref_count(b),
+                         expected);
+    }
+  }
+  const size_t queued = static_cast<size_t>(scheduler_.num_waiting() + scheduler_.num_running());
+  if (queued != live_.size()) return fmt::format("{} live requests but {} in the scheduler", live_.size(), queued);
+  return "";
+}
+
+}  // namespace kvs::engine

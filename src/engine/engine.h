@@ -1,0 +1,191 @@
+// Engine: the serving loop. It owns the block manager, the scheduler, the
+// sampler and the model runner, and runs them on ONE engine thread, so none
+// of them has a lock. Exactly two kinds of thread-safe objects cross
+// threads: the submit queue (RequestQueue: Submit, Cancel) and each
+// request's output channel (RequestStream). GetStats reads a snapshot the
+// engine thread publishes after every step.
+//
+// A step (Step) is: take new requests and cancels from the inbox; schedule
+// (one batch of decodes plus prefill chunks); run the model; sample;
+// postprocess (commit KV to the prefix cache, append tokens, apply stops);
+// emit the new tokens to the streams.
+//
+// Use: Engine engine(config, std::move(runner)); engine.Start();
+//   auto stream = engine.Submit(request);  // from any thread
+//   while (auto chunk = (*stream)->Next(...); chunk.ok()) ...
+//   engine.Stop();
+// Or, single-threaded (tests, batch tools): never Start(), call Step() until
+// it returns false.
+//
+// Guarantees: an impossible request is refused by Submit with a Status that
+// names the numbers, never queued; every accepted request gets exactly one
+// final chunk (stop, length, cancelled or error); Cancel frees the request's
+// KV blocks at the start of the next step; a stream its consumer dropped
+// without cancelling is cancelled (cancel_abandoned_requests).
+// Thread-safety: Submit, Cancel, GetStats and config() are thread-safe.
+// Start, Stop and Step belong to the owning thread; Step only without Start.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/block_manager.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/request_queue.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+
+namespace kvs::engine {
+
+struct EngineConfig {
+  int32_t max_num_batched_tokens = 2048;  // tokens per forward pass (prefill chunk + decodes)
+  int32_t max_batch_size = 32;            // sequences running at once; <= max_num_batched_tokens
+  int32_t max_context_length = 8192;      // prompt + max_tokens must not exceed it
+  int32_t max_queued_requests = 1024;     // submitted, not yet scheduled; Submit says ResourceExhausted beyond
+  bool enable_prefix_caching = true;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  std::vector<int32_t> eos_token_ids;     // stop tokens of the model (unless ignore_eos)
+  // Fraction of the KV pool kept available when admitting a request while
+  // others run, so running ones can grow before anyone is preempted.
+  double admission_watermark = 0.01;
+  // Seeds the RNG of requests without a seed; nullopt: random.
+  std::optional<uint64_t> seed;
+  bool cancel_abandoned_requests = true;
+
+  // InvalidArgument naming the field, given the runner it will drive.
+  Status Validate(const ModelRunner& runner) const;
+};
+
+struct EngineStats {
+  // Requests.
+  int32_t num_running = 0;  // scheduled, holding KV
+  int32_t num_waiting = 0;  // queued or preempted: in the inbox or waiting for KV
+  int64_t num_finished_stop = 0;
+  int64_t num_finished_length = 0;
+  int64_t num_finished_cancelled = 0;
+  int64_t num_finished_error = 0;
+  // KV blocks: free + cached + used == total.
+  int32_t block_size = 0;
+  int32_t num_blocks_total = 0;
+  int32_t num_blocks_used = 0;    // referenced by running sequences
+  int32_t num_blocks_cached = 0;  // prefix cache, evictable
+  int32_t num_blocks_free = 0;
+  int64_t kv_slots_allocated = 0; // used blocks * block_size
+  int64_t kv_slots_unwritten = 0; // allocated to running sequences but holding no KV
+  // Prefix cache.
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  // Work.
+  int64_t num_steps = 0;             // forward passes
+  int64_t num_preemptions = 0;
+  int64_t num_computed_tokens = 0;   // tokens run through the model (prefill + decode)
+  int64_t num_generated_tokens = 0;  // tokens sampled
+};
+
+class Engine {
+ public:
+  // Validates the config against the runner.
+  static StatusOr<std::unique_ptr<Engine>> Create(EngineConfig config, std::unique_ptr<ModelRunner> runner);
+  // REQUIRES: config.Validate(*runner) is OK (CHECKed).
+  Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner);
+  ~Engine();  // Stop()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts the engine thread. FailedPrecondition if started or stopped before.
+  Status Start();
+  // Stops the thread (if any); every request still live ends with kError
+  // (Unavailable: "the engine stopped") and Submit refuses from now on.
+  void Stop();
+
+  // Validates and queues a request; its output arrives on the stream.
+  // InvalidArgument: empty prompt, token outside the vocabulary, bad
+  //   sampling parameters, duplicate live request id.
+  // OutOfRange: prompt + max_tokens > max_context_length, or more KV blocks
+  //   than the whole pool could ever give it.
+  // ResourceExhausted: max_queued_requests are already queued.
+  // Unavailable: the engine is stopped.
+  StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
+  // Ends a live request with kCancelled at the next step and frees its KV.
+  // NotFound if no live request has this id (e.g. it already finished).
+  Status Cancel(const std::string& request_id);
+
+  // One step, for engines that were not started. False when there was
+  // nothing to compute (nothing live, or only cancels to apply).
+  bool Step();
+
+  EngineStats GetStats() const;
+
+  const EngineConfig& config() const { return config_; }
+  int32_t vocab_size() const { return vocab_size_; }
+  int32_t block_size() const { return block_size_; }
+  int32_t num_blocks() const { return num_blocks_; }
+
+  // Tests: checks block counts and that every block's ref count equals the
+  // number of live block tables holding it; "" if all is well. Only while
+  // the engine thread is not running.
+  std::string TEST_CheckInvariants() const;
+
+ private:
+  struct Live {
+    std::unique_ptr<Sequence> seq;
+    std::shared_ptr<RequestStream> stream;
+    bool queued = true;  // counted in the inbox's num_queued until first scheduled
+  };
+
+  bool StepOnce();
+  void Loop();
+  void ProcessInbox();
+  void AddRequest(PendingRequest p);
+  void CancelRequest(int64_t seq_id);
+  Status Forward(const SchedulerOutput& plan);
+  void SampleTokens(const SchedulerOutput& plan);
+  void EmitOutputs(const SchedulerOutput& plan);
+  void FailBatch(const SchedulerOutput& plan, const Status& status);
+  void FinishAll(FinishReason reason, const Status& status);
+  // Pushes the final chunk (`chunk` + finish fields) and forgets the request.
+  void Retire(int64_t seq_id, StreamChunk chunk);
+  void FillUsage(const Sequence& seq, StreamChunk& chunk) const;
+  void PublishStats();
+
+  const EngineConfig config_;
+  const std::unique_ptr<ModelRunner> runner_;
+  const int32_t vocab_size_;
+  const int32_t block_size_;
+  const int32_t num_blocks_;
+
+  // Engine thread only.
+  BlockManager block_manager_;
+  Scheduler scheduler_;
+  Sampler sampler_;
+  std::unordered_map<int64_t, Live> live_;            // by seq_id
+  std::unordered_map<std::string, int64_t> by_id_;    // request_id -> seq_id
+  int64_t next_seq_id_ = 0;
+  std::mt19937_64 seed_rng_;
+  ForwardBatch batch_;
+  std::vector<float> logits_;                // [max_batch_size, vocab_size]
+  std::vector<int32_t> sampled_;             // per plan entry, -1: none
+  std::vector<SampleResult> sample_results_; // per plan entry
+  std::vector<PendingRequest> inbox_requests_;
+  std::vector<std::string> inbox_cancels_;
+  EngineStats counters_;                     // the cumulative fields
+
+  // Cross-thread.
+  RequestQueue inbox_;
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;  // guarded by stats_mu_
+  std::thread thread_;
+  bool started_ = false;  // owning thread only
+  bool stopped_ = false;  // owning thread only
+};
+
+}  // namespace kvs::engine

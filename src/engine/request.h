@@ -1,0 +1,104 @@
+// The per-request types of the engine's public API: what a caller submits
+// (Request) and the channel its output comes back on (RequestStream, a
+// sequence of StreamChunks).
+//
+// A stream delivers the request's output tokens in order, in chunks, and
+// ends with exactly one final chunk (finish_reason != kNone): stop, length,
+// cancelled or error. If the consumer is slower than the engine, pending
+// tokens merge into one chunk, so nothing is lost and nothing waits on the
+// consumer. After the final chunk, Next returns OutOfRange.
+// Thread-safety: RequestStream is shared by the engine thread (producer) and
+// one consumer thread; all its methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "engine/sequence.h"
+
+namespace kvs::engine {
+
+struct Request {
+  std::string request_id;                // "": the engine assigns "req-<n>"; unique among live requests
+  std::vector<int32_t> prompt_token_ids; // [num_prompt_tokens], each in [0, vocab_size)
+  SamplingParams sampling;
+  int32_t priority = 0;                  // lower first; used by SchedulingPolicy::kPriority
+  std::string cache_salt;                // requests share cached prefixes only within one salt
+};
+
+// Logprobs of one output token (see sampler.h for what they are).
+struct OutputLogprobs {
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;  // [SamplingParams::logprobs], most likely first
+};
+
+struct RequestTimings {
+  double queue_time_s = 0.0;  // arrival -> first scheduled; 0 until then
+  double ttft_s = 0.0;        // arrival -> first output token; 0 until then
+  double e2e_s = 0.0;         // arrival -> finish; final chunk only
+};
+
+struct StreamChunk {
+  std::vector<int32_t> token_ids;        // new output tokens, in order; never the matched stop token
+  std::vector<OutputLogprobs> logprobs;  // parallel to token_ids when logprobs were asked for
+  std::vector<double> token_times_s;     // parallel to token_ids: seconds from arrival to sampling
+
+  FinishReason finish_reason = FinishReason::kNone;  // set on the final chunk only
+  std::optional<int32_t> stop_token_id;  // the EOS/stop id that ended the request (kStop)
+  Status error;                          // why, for kError
+
+  // Cumulative, as of this chunk.
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;           // generated so far, the stop token included
+  int32_t num_cached_tokens = 0;           // prompt tokens served by the prefix cache
+  int32_t num_computed_prompt_tokens = 0;  // prompt positions computed (more than prompt - cached
+                                           // after a preemption recomputed them)
+  int32_t num_preemptions = 0;
+  RequestTimings timings;
+
+  bool finished() const { return finish_reason != FinishReason::kNone; }
+};
+
+class RequestStream {
+ public:
+  explicit RequestStream(std::string request_id) : request_id_(std::move(request_id)) {}
+  RequestStream(const RequestStream&) = delete;
+  RequestStream& operator=(const RequestStream&) = delete;
+
+  const std::string& request_id() const { return request_id_; }
+
+  // The output produced since the previous call, waiting up to `timeout`
+  // for some. DeadlineExceeded when nothing came in time; OutOfRange once
+  // the final chunk has been returned.
+  StatusOr<StreamChunk> Next(std::chrono::milliseconds timeout);
+  // Waits as long as it takes.
+  StatusOr<StreamChunk> Next();
+
+  // Whether the final chunk has been produced (it may not be taken yet).
+  bool finished() const;
+
+  // Engine side: merges `delta` into the pending chunk and wakes the
+  // consumer. Only the engine calls it; once with a final chunk, then never.
+  void Push(StreamChunk delta);
+
+ private:
+  StatusOr<StreamChunk> TakeLocked();
+
+  const std::string request_id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  StreamChunk pending_;        // guarded by mu_
+  bool has_pending_ = false;   // guarded by mu_
+  bool final_pushed_ = false;  // guarded by mu_
+  bool final_taken_ = false;   // guarded by mu_
+};
+
+}  // namespace kvs::engine

@@ -1,0 +1,48 @@
+// SamplingParams: how one request turns logits into tokens and when it stops.
+// A plain value, validated once at Engine::Submit (Validate); everything
+// downstream trusts it.
+//
+// Processing order (sampler.cc): raw logits -> repetition, presence and
+// frequency penalties -> greedy argmax if temperature == 0, else
+// logits / temperature -> softmax -> top-k -> top-p -> min-p -> draw.
+// Logprobs are the model's own distribution: log-softmax of the RAW logits,
+// before penalties, temperature and truncation (what OpenAI reports).
+// Thread-safety: value type.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "base/status.h"
+
+namespace kvs::engine {
+
+// The most top-N alternatives a request may ask for (OpenAI's limit).
+inline constexpr int32_t kMaxLogprobs = 20;
+
+struct SamplingParams {
+  float temperature = 1.0f;         // 0: greedy (argmax, ties to the lowest id)
+  int32_t top_k = 0;                // 0: off; else keep the k most likely tokens
+  float top_p = 1.0f;               // (0, 1]; 1: off
+  float min_p = 0.0f;               // [0, 1]; drop tokens with p < min_p * p_max
+  float repetition_penalty = 1.0f;  // > 0; 1: off. Prompt and output tokens:
+                                    // positive logits / penalty, negative * penalty
+  float presence_penalty = 0.0f;    // [-2, 2]; subtracted once per token seen in the output
+  float frequency_penalty = 0.0f;   // [-2, 2]; subtracted per occurrence in the output
+  std::optional<uint64_t> seed;     // same seed, same prompt: same output, whatever the batch
+  int32_t max_tokens = 16;          // >= 1 output tokens, the stop token included
+  std::vector<int32_t> stop_token_ids;  // stop when one is sampled (in addition to EOS)
+  bool ignore_eos = false;          // keep going after the model's EOS ids
+  std::optional<int32_t> logprobs;  // report logprobs with this many top alternatives
+                                    // [0, kMaxLogprobs]; nullopt: no logprobs
+
+  bool greedy() const { return temperature == 0.0f; }
+  bool has_penalties() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+  // InvalidArgument naming the offending field and value.
+  Status Validate(int32_t vocab_size) const;
+};
+
+}  // namespace kvs::engine

@@ -1,0 +1,164 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+namespace kvs::engine {
+
+Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* block_manager)
+    : config_(config), bm_(block_manager) {
+  KVS_CHECK(bm_ != nullptr);
+  KVS_CHECK(config_.max_batch_size >= 1);
+  KVS_CHECK(config_.max_num_batched_tokens >= config_.max_batch_size);  // all decodes fit every step
+  KVS_CHECK(config_.watermark_blocks >= 0);
+  waiting_.reserve(64);
+  running_.reserve(static_cast<size_t>(config_.max_batch_size));
+}
+
+bool Scheduler::Precedes(const Sequence* a, const Sequence* b) const {
+  if (config_.policy == SchedulingPolicy::kPriority && a->priority != b->priority) {
+    return a->priority < b->priority;
+  }
+  return a->seq_id < b->seq_id;
+}
+
+void Scheduler::InsertSorted(std::vector<Sequence*>& queue, Sequence* seq) {
+  const auto it = std::upper_bound(queue.begin(), queue.end(), seq,
+                                   [this](const Sequence* a, const Sequence* b) { return Precedes(a, b); });
+  queue.insert(it, seq);
+}
+
+void Scheduler::Add(Sequence* seq) {
+  KVS_CHECK(seq->status == SequenceStatus::kWaiting && seq->block_table.empty() && seq->num_computed_tokens == 0);
+  KVS_CHECK(seq->num_tokens() >= 1);
+  InsertSorted(waiting_, seq);
+}
+
+const SchedulerOutput& Scheduler::Schedule() {
+  out_.seqs.clear();
+  out_.preempted.clear();
+  out_.num_tokens = 0;
+  budget_ = config_.max_num_batched_tokens;
+  ScheduleRunning(/*decodes=*/true);
+  ScheduleRunning(/*decodes=*/false);
+  if (out_.preempted.empty()) AdmitWaiting();
+  return out_;
+}
+
+void Scheduler::ScheduleRunning(bool decodes) {
+  // Preemption only ever removes running_.back(), so indices below i are stable.
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence* seq = running_[i];
+    const int32_t remaining = seq->num_uncomputed_tokens();
+    if ((remaining == 1) != decodes) continue;
+    const int32_t n = std::min(remaining, budget_);
+    if (n == 0) break;
+    if (!EnsureBlocks(seq, n)) continue;  // seq was the last one; the loop ends
+    AddToBatch(seq, n);
+  }
+}
+
+void Scheduler::AdmitWaiting() {
+  const int32_t block_size = bm_->block_size();
+  while (!waiting_.empty() && budget_ > 0) {
+    Sequence* seq = waiting_.front();
+    if (running_.size() >= static_cast<size_t>(config_.max_batch_size)) {
+      if (PreemptFor(seq)) continue;
+      break;
+    }
+    const PrefixMatch match = bm_->MatchPrefix(*seq);
+    const int32_t cached = match.num_tokens(block_size);
+    const int32_t n = std::min(seq->num_tokens() - cached, budget_);
+    // Alone, a sequence may use the whole pool: Submit checked that it fits.
+    const int32_t reserve = running_.empty() ? 0 : config_.watermark_blocks;
+    if (!bm_->CanAllocate(match, cached + n, reserve)) {
+      if (PreemptFor(seq)) continue;
+      break;  // the head waits; nobody overtakes it
+    }
+    bm_->Allocate(*seq, match, cached + n);
+    waiting_.erase(waiting_.begin());
+    seq->status = SequenceStatus::kRunning;
+    if (seq->num_admissions++ == 0) {
+      seq->first_scheduled_time = Clock::now();
+      seq->num_cached_tokens = cached;
+    }
+    InsertSorted(running_, seq);
+    AddToBatch(seq, n);
+  }
+}
+
+bool Scheduler::PreemptFor(const Sequence* seq) {
+  if (config_.policy != SchedulingPolicy::kPriority || running_.empty()) return false;
+  Sequence* victim = running_.back();
+  if (!Precedes(seq, victim)) return false;
+  Preempt(victim);
+  return true;
+}
+
+bool Scheduler::EnsureBlocks(Sequence* seq, int32_t num_new) {
+  const int32_t target = seq->num_computed_tokens + num_new;
+  while (!bm_->CanAppend(*seq, target)) {
+    Sequence* victim = running_.back();  // lowest precedence
+    Preempt(victim);
+    if (victim == seq) return false;
+  }
+  bm_->Append(*seq, target);
+  return true;
+}
+
+void Scheduler::Preempt(Sequence* victim) {
+  // A victim already in this step's batch leaves it and returns its budget.
+  const auto planned = std::find_if(out_.seqs.begin(), out_.seqs.end(),
+                                    [victim](const ScheduledSeq& s) { return s.seq == victim; });
+  if (planned != out_.seqs.end()) {
+    budget_ += planned->num_new_tokens;
+    out_.num_tokens -= planned->num_new_tokens;
+    out_.seqs.erase(planned);
+  }
+  const auto it = std::find(running_.begin(), running_.end(), victim);
+  KVS_CHECK(it != running_.end());
+  running_.erase(it);
+  bm_->Free(*victim);
+  victim->num_computed_tokens = 0;
+  victim->status = SequenceStatus::kWaiting;
+  ++victim->num_preemptions;
+  ++num_preemptions_;
+  InsertSorted(waiting_, victim);
+  out_.preempted.push_back(victim);
+}
+
+void Scheduler::AddToBatch(Sequence* seq, int32_t num_new) {
+  out_.seqs.push_back({seq, num_new});
+  budget_ -= num_new;
+  out_.num_tokens += num_new;
+}
+
+void Scheduler::Postprocess(const SchedulerOutput& out, std::span<const int32_t> sampled) {
+  KVS_CHECK(sampled.size() == out.seqs.size());
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    Sequence* seq = out.seqs[i].seq;
+    KVS_CHECK(out.seqs[i].samples() == (sampled[i] >= 0));
+    const int32_t before = seq->num_computed_tokens;
+    seq->num_computed_tokens += out.seqs[i].num_new_tokens;
+    if (before < seq->num_prompt_tokens) {
+      seq->num_computed_prompt_tokens += std::min(seq->num_computed_tokens, seq->num_prompt_tokens) - before;
+    }
+    bm_->CommitComputed(*seq);
+    if (sampled[i] < 0) continue;
+    const std::optional<FinishReason> stop =
+        seq->AppendToken(sampled[i], config_.eos_token_ids, config_.max_context_length);
+    if (stop) Finish(seq, *stop);
+  }
+}
+
+void Scheduler::Finish(Sequence* seq, FinishReason reason) {
+  if (seq->is_finished()) return;
+  for (std::vector<Sequence*>* queue : {&running_, &waiting_}) {
+    const auto it = std::find(queue->begin(), queue->end(), seq);
+    if (it != queue->end()) queue->erase(it);
+  }
+  bm_->Free(*seq);
+  seq->status = SequenceStatus::kFinished;
+  seq->finish_reason = reason;
+}
+
+}  // namespace kvs::engine

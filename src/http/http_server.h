@@ -1,0 +1,193 @@
+// HttpServer: an asynchronous HTTP/1.1 server on Boost.Beast/Asio.
+//
+// A small pool of io_context threads serves every connection; an idle or
+// slowly streaming connection costs a socket and a few buffers, never a
+// thread. Each connection runs on its own strand, so everything about one
+// connection (reads, writes, its current Exchange, its deadline) is
+// serialized without locks.
+//
+// Per connection: keep-alive (HTTP/1.1 default; "Connection: close" honoured),
+// a header size limit, a body size limit (a request over it is still handed
+// to the handler, with transport_error() == 413, and the connection is
+// closed after the answer, draining the unread body first so the client sees
+// the answer instead of a reset), "Expect: 100-continue", and an idle timeout
+// while waiting for the next request. While a request is being handled the
+// server keeps reading the socket, so a client that goes away is noticed at
+// once (Exchange::SetCloseHandler), even mid-generation.
+//
+// Responses are either whole (Respond) or streamed (StartStream, Write...,
+// EndStream) with chunked transfer encoding. Streamed writes are coalesced:
+// one socket write is in flight at a time and whatever arrives meanwhile is
+// sent together when it completes (backpressure without unbounded queues of
+// small writes). A client that stops reading while more than
+// max_pending_bytes pile up is disconnected (its close handler runs).
+//
+// Draining: StopAccepting() accepts what is already in the listen backlog
+// (those requests reach the handler, which is expected to refuse them) and
+// closes the listener; SetDraining() makes every later response close its
+// connection and closes idle keep-alive connections.
+//
+// Thread-safety: HttpServer's public methods are thread-safe. An Exchange's
+// methods must be called on its strand (the handler is called there; use
+// Exchange::Post from other threads).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+
+namespace kvs::http {
+
+using Clock = std::chrono::steady_clock;
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ... as sent ("" when the request line was unreadable)
+  std::string target;  // "/v1/models?x=1"
+  std::string path;    // target without the query string
+  int version = 11;    // 10 or 11
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+
+  // Value of the first header with this name (case-insensitive), "" if none.
+  std::string_view Header(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;  // Content-Length/Connection are set by the server
+  std::string body;
+
+  HttpResponse& SetHeader(std::string name, std::string value);
+};
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: an ephemeral port (see HttpServer::port)
+  int io_threads = 2;
+  uint64_t max_body_bytes = uint64_t{32} << 20;
+  uint32_t max_header_bytes = 64 << 10;
+  std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(60)};  // waiting for a request's header
+  std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};        // reading a started request's body
+  std::chrono::milliseconds write_timeout{std::chrono::seconds(60)};       // one socket write making no progress
+  size_t max_pending_bytes = size_t{8} << 20;  // unsent stream data before a client counts as stuck
+};
+
+namespace internal {
+class Connection;
+}
+
+// One request and its response on a connection. Created by the server, handed
+// to the handler, kept alive by whoever still needs to answer.
+// Invariant: exactly one of Respond / EndStream ends it; calls after that (or
+// after the client left) are ignored.
+class Exchange {
+ public:
+  Exchange(std::shared_ptr<internal::Connection> conn, HttpRequest req, int transport_error,
+           std::string transport_error_message, uint64_t id, std::string remote);
+  // Ending an exchange is the owner's job; one dropped unanswered gets a 500
+  // (or its stream ended) so the connection and the drain count move on.
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  const HttpRequest& request() const { return req_; }
+  // 0, or the status the server already decided on before the handler ran:
+  // 400 (unparseable request), 413 (body over the limit), 431 (header over
+  // the limit). The handler must answer with that status.
+  int transport_error() const { return transport_error_; }
+  const std::string& transport_error_message() const { return transport_error_message_; }
+  uint64_t id() const { return id_; }
+  const std::string& remote() const { return remote_; }
+  Clock::time_point received_at() const { return received_at_; }
+
+  // Runs fn on this exchange's strand (from any thread).
+  void Post(std::function<void()> fn);
+  bool OnStrand() const;
+
+  // Whole response; ends the exchange.
+  void Respond(HttpResponse res);
+  // Sends status and headers of a streamed response; body chunks follow.
+  void StartStream(HttpResponse header);
+  // Queues a body chunk. False once the client is gone (the data is dropped).
+  bool Write(std::string data);
+  void EndStream();
+
+  // Called once, on the strand, if the client disconnects (or is cut off as
+  // stuck) before the exchange ended.
+  void SetCloseHandler(std::function<void()> fn) { on_close_ = std::move(fn); }
+  // Calls fn on the strand at `when` unless the exchange ended first. One
+  // deadline per exchange; a later call replaces the earlier one.
+  void SetDeadline(Clock::time_point when, std::function<void()> fn);
+
+  bool client_closed() const { return client_closed_; }
+  bool ended() const { return ended_; }
+  bool streaming() const { return streaming_; }
+  int status() const { return status_; }  // 0 until a status was sent
+
+ private:
+  friend class internal::Connection;
+  void NotifyClientClosed();
+
+  std::shared_ptr<internal::Connection> conn_;
+  HttpRequest req_;
+  int transport_error_;
+  std::string transport_error_message_;
+  uint64_t id_;
+  std::string remote_;
+  Clock::time_point received_at_;
+  std::function<void()> on_close_;
+  bool client_closed_ = false;
+  bool ended_ = false;
+  bool streaming_ = false;
+  int status_ = 0;
+};
+
+using Handler = std::function<void(std::shared_ptr<Exchange>)>;
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions options);
+  ~HttpServer();  // Stop()s
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds, listens and starts the io threads. The handler runs on the
+  // connection's strand; it must not block for long (no inference there).
+  Status Start(Handler handler);
+  uint16_t port() const { return bound_port_; }
+  const ServerOptions& options() const { return options_; }
+
+  void StopAccepting();
+  void SetDraining();
+  bool draining() const;
+  // Closes every connection now (in-flight exchanges see their close handler).
+  void CloseAll();
+  // Stops the io threads and joins them. Idempotent.
+  void Stop();
+
+  // Exchanges handed to the handler and not yet ended.
+  int64_t active_exchanges() const;
+  int64_t open_connections() const;
+
+  // Runs fn on an io thread after `delay` (for timers outside exchanges).
+  void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn);
+  // Runs fn once on an io thread for each of the given signals (SIGTERM...).
+  void OnSignal(std::vector<int> signals, std::function<void(int)> fn);
+
+  struct Impl;
+
+ private:
+  ServerOptions options_;
+  std::unique_ptr<Impl> impl_;
+  uint16_t bound_port_ = 0;
+};
+
+}  // namespace kvs::http

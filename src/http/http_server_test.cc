@@ -1,0 +1,306 @@
+// HttpServer over real loopback sockets: keep-alive, limits, streaming,
+// disconnect detection, deadlines, many idle connections on one io thread.
+#include "http/http_server.h"
+
+#include <future>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <gtest/gtest.h>
+
+#include "http/sse.h"
+
+namespace kvs::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+class Client {
+ public:
+  explicit Client(uint16_t port) : socket_(ioc_) { socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port)); }
+
+  bhttp::response<bhttp::string_body> Request(bhttp::verb verb, std::string target, std::string body = {},
+                                              bool keep_alive = true) {
+    bhttp::request<bhttp::string_body> req{verb, target, 11};
+    req.set(bhttp::field::host, "localhost");
+    req.keep_alive(keep_alive);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    bhttp::write(socket_, req);
+    return Read();
+  }
+
+  bhttp::response<bhttp::string_body> Read() {
+    bhttp::response_parser<bhttp::string_body> p;
+    p.body_limit(1 << 30);
+    bhttp::read(socket_, buf_, p);
+    return p.release();
+  }
+
+  void WriteRaw(std::string_view raw) { asio::write(socket_, asio::buffer(raw.data(), raw.size())); }
+
+  // True if the server closed the connection (read gives EOF/reset).
+  bool ServerClosed() {
+    beast::error_code ec;
+    char c;
+    socket_.read_some(asio::buffer(&c, 1), ec);
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+  }
+
+  tcp::socket& socket() { return socket_; }
+
+ private:
+  asio::io_context ioc_;
+  tcp::socket socket_;
+  beast::flat_buffer buf_;
+};
+
+HttpResponse Text(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.SetHeader("Content-Type", "text/plain");
+  r.body = std::move(body);
+  return r;
+}
+
+TEST(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  HttpServer server(ServerOptions{});
+  ASSERT_TRUE(server
+                  .Start([](std::shared_ptr<Exchange> ex) {
+                    ex->Respond(Text(200, ex->request().method + " " + ex->request().path + " " + ex->request().body));
+                  })
+                  .ok());
+  Client c(server.port());
+  auto r1 = c.Request(bhttp::verb::get, "/a?x=1");
+  EXPECT_EQ(r1.result_int(), 200);
+  EXPECT_EQ(r1.body(), "GET /a ");
+  auto r2 = c.Request(bhttp::verb::post, "/b", "hello");
+  EXPECT_EQ(r2.body(), "POST /b hello");
+  EXPECT_TRUE(r2.keep_alive());
+  auto r3 = c.Request(bhttp::verb::get, "/c", "", /*keep_alive=*/false);
+  EXPECT_FALSE(r3.keep_alive());
+  EXPECT_TRUE(c.ServerClosed());
+  server.Stop();
+}
+
+TEST(HttpServerTest, BodyOverTheLimitReachesTheHandlerAs413AndClosesTheConnection) {
+  ServerOptions o;
+  o.max_body_bytes = 1000;
+  HttpServer server(o);
+  std::atomic<int> seen{0};
+  ASSERT_TRUE(server
+                  .Start([&](std::shared_ptr<Exchange> ex) {
+                    seen = ex->transport_error();
+                    ex->Respond(Text(ex->transport_error() ? ex->transport_error() : 200, "x"));
+                  })
+                  .ok());
+  {
+    Client c(server.port());
+    auto r = c.Request(bhttp::verb::post, "/v1/completions", std::string(5000, 'a'));
+    EXPECT_EQ(r.result_int(), 413);
+    EXPECT_EQ(seen.load(), 413);
+    EXPECT_FALSE(r.keep_alive());
+  }
+  {
+    // A chunked body has no Content-Length: the limit trips while reading.
+    Client c(server.port());
+    std::string raw = "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+    for (int i = 0; i < 3; ++i) raw += "200\r\n" + std::string(512, 'b') + "\r\n";
+    raw += "0\r\n\r\n";
+    c.WriteRaw(raw);
+    EXPECT_EQ(c.Read().result_int(), 413);
+  }
+  {
+    Client c(server.port());
+    auto r = c.Request(bhttp::verb::post, "/ok", std::string(1000, 'a'));
+    EXPECT_EQ(r.result_int(), 200);
+  }
+  server.Stop();
+}
+
+TEST(HttpServerTest, MalformedRequestGets400) {
+  HttpServer server(ServerOptions{});
+  ASSERT_TRUE(server
+                  .Start([](std::shared_ptr<Exchange> ex) {
+                    ex->Respond(Text(ex->transport_error() ? ex->transport_error() : 200, ex->transport_error_message()));
+                  })
+                  .ok());
+  Client c(server.port());
+  c.WriteRaw("GARBAGE\r\n\r\n");
+  auto r = c.Read();
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_NE(r.body().find("malformed"), std::string::npos);
+  server.Stop();
+}
+
+TEST(HttpServerTest, ExpectContinueGetsAnInterimResponse) {
+  HttpServer server(ServerOptions{});
+  ASSERT_TRUE(server.Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, ex->request().body)); }).ok());
+  Client c(server.port());
+  c.WriteRaw("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  std::string got;
+  char buf[64];
+  size_t n = c.socket().read_some(asio::buffer(buf));
+  got.assign(buf, n);
+  EXPECT_EQ(got.rfind("HTTP/1.1 100 Continue", 0), 0u) << got;
+  c.WriteRaw("hello");
+  auto r = c.Read();
+  EXPECT_EQ(r.body(), "hello");
+  server.Stop();
+}
+
+TEST(HttpServerTest, StreamsChunksWrittenFromAnotherThread) {
+  HttpServer server(ServerOptions{});
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  ASSERT_TRUE(server
+                  .Start([&](std::shared_ptr<Exchange> ex) {
+                    HttpResponse h;
+                    h.SetHeader("Content-Type", std::string(kSseContentType));
+                    ex->StartStream(std::move(h));
+                    std::lock_guard<std::mutex> lock(mu);
+                    workers.emplace_back([ex] {
+                      for (int i = 0; i < 50; ++i) {
+                        ex->Post([ex, i] { ex->Write(SseData("{\"i\":" + std::to_string(i) + "}")); });
+                      }
+                      ex->Post([ex] {
+                        ex->Write(std::string(kSseDone));
+                        ex->EndStream();
+                      });
+                    });
+                  })
+                  .ok());
+  Client c(server.port());
+  for (int round = 0; round < 2; ++round) {  // the connection is reusable after a stream
+    auto r = c.Request(bhttp::verb::post, "/stream");
+    EXPECT_EQ(r.result_int(), 200);
+    EXPECT_TRUE(r.chunked());
+    SseParser p;
+    auto events = p.Feed(r.body());
+    ASSERT_EQ(events.size(), 51u);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(events[i].data, "{\"i\":" + std::to_string(i) + "}");
+    EXPECT_EQ(events[50].data, "[DONE]");
+  }
+  server.Stop();
+  for (auto& t : workers) t.join();
+}
+
+TEST(HttpServerTest, ClientDisconnectRunsTheCloseHandlerAtOnce) {
+  HttpServer server(ServerOptions{});
+  std::promise<void> closed;
+  ASSERT_TRUE(server
+                  .Start([&](std::shared_ptr<Exchange> ex) {
+                    HttpResponse h;
+                    ex->StartStream(std::move(h));
+                    ex->Write("partial");
+                    // Nothing ends this exchange but the close handler.
+                    ex->SetCloseHandler([ex, &closed] {
+                      EXPECT_TRUE(ex->client_closed());
+                      EXPECT_FALSE(ex->Write("more"));
+                      ex->EndStream();
+                      closed.set_value();
+                    });
+                  })
+                  .ok());
+  {
+    Client c(server.port());
+    c.WriteRaw("GET /s HTTP/1.1\r\nHost: a\r\n\r\n");
+    char buf[256];
+    c.socket().read_some(asio::buffer(buf));
+  }  // the client closes its socket here
+  ASSERT_EQ(closed.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  for (int i = 0; i < 200 && server.active_exchanges() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server.active_exchanges(), 0);
+  server.Stop();
+}
+
+TEST(HttpServerTest, DeadlineFiresOnTheStrand) {
+  HttpServer server(ServerOptions{});
+  ASSERT_TRUE(server
+                  .Start([](std::shared_ptr<Exchange> ex) {
+                    ex->SetDeadline(Clock::now() + std::chrono::milliseconds(50), [ex] {
+                      EXPECT_TRUE(ex->OnStrand());
+                      ex->Respond(Text(504, "late"));
+                    });
+                  })
+                  .ok());
+  Client c(server.port());
+  auto r = c.Request(bhttp::verb::get, "/slow");
+  EXPECT_EQ(r.result_int(), 504);
+  server.Stop();
+}
+
+TEST(HttpServerTest, DroppedExchangeGets500) {
+  HttpServer server(ServerOptions{});
+  ASSERT_TRUE(server.Start([](std::shared_ptr<Exchange>) {}).ok());
+  Client c(server.port());
+  auto r = c.Request(bhttp::verb::get, "/x");
+  EXPECT_EQ(r.result_int(), 500);
+  server.Stop();
+}
+
+TEST(HttpServerTest, HundredsOfIdleConnectionsOnOneIoThread) {
+  ServerOptions o;
+  o.io_threads = 1;
+  HttpServer server(o);
+  ASSERT_TRUE(server.Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, "ok")); }).ok());
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 300; ++i) clients.push_back(std::make_unique<Client>(server.port()));
+  // All open at once; each is still served.
+  for (auto& c : clients) EXPECT_EQ(c->Request(bhttp::verb::get, "/").result_int(), 200);
+  EXPECT_GE(server.open_connections(), 300);
+  clients.clear();
+  server.Stop();
+}
+
+TEST(HttpServerTest, StopAcceptingRefusesNewConnections) {
+  HttpServer server(ServerOptions{});
+  ASSERT_TRUE(server.Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, "ok")); }).ok());
+  const uint16_t port = server.port();
+  Client before(port);
+  server.SetDraining();
+  server.StopAccepting();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The connection made before is still served, and closed after its answer.
+  auto r = before.Request(bhttp::verb::get, "/");
+  EXPECT_EQ(r.result_int(), 200);
+  EXPECT_FALSE(r.keep_alive());
+  asio::io_context ioc;
+  tcp::socket s(ioc);
+  beast::error_code ec;
+  s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
+  EXPECT_TRUE(ec) << "connect after StopAccepting should fail";
+  server.Stop();
+}
+
+TEST(HttpServerTest, SlowReaderIsCutOffOnceTooMuchIsPending) {
+  ServerOptions o;
+  o.max_pending_bytes = 64 << 10;
+  HttpServer server(o);
+  std::promise<void> closed;
+  ASSERT_TRUE(server
+                  .Start([&](std::shared_ptr<Exchange> ex) {
+                    ex->StartStream(HttpResponse{});
+                    ex->SetCloseHandler([ex, &closed] {
+                      ex->EndStream();
+                      closed.set_value();
+                    });
+                    // Far more than the socket buffers hold, without waiting.
+                    std::string block(16 << 10, 'x');
+                    for (int i = 0; i < 4096 && ex->Write(block); ++i) {
+                    }
+                  })
+                  .ok());
+  Client c(server.port());
+  c.WriteRaw("GET /s HTTP/1.1\r\nHost: a\r\n\r\n");  // and never read
+  ASSERT_EQ(closed.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace kvs::http

@@ -1,0 +1,270 @@
+// MatMul tests: every variant this CPU supports against the scalar
+// reference and against a double-precision reference.
+//
+// Tolerances. With inputs from ExactWeights/ExactActs every product and
+// every partial sum is a small dyadic rational, so all variants must agree
+// exactly, whatever their summation order: that catches indexing, packing
+// and tail-handling bugs bit for bit. With realistic random inputs the only
+// differences are float rounding: a sum of n products accumulated in float
+// in any order is within (n + c) * u * sum|terms| of the exact value
+// (u = 2^-24; c covers the scale multiplications), where n counts the
+// additions on the longest path (one per element for float weights, one per
+// block for quantized weights, whose in-block sums are exact integers).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_test_util.h"
+
+// Counts operator new calls so a test can check MatMul's steady state
+// allocates nothing.
+namespace {
+std::atomic<int64_t> g_news{0};
+}  // namespace
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // malloc/free pairing is intended
+#endif
+void* operator new(std::size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+namespace kvs::kernels {
+namespace {
+
+using testing::AvailableVariants;
+using testing::ComputeReference;
+
+constexpr double kU = 1.0 / (1 << 24);
+
+const DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                              DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+
+std::vector<int64_t> ColsFor(DType t, bool exact) {
+  switch (Traits(t).block_size) {
+    case 1: return {1, 7, 33, 256, 1000, 4096};
+    case 32: return {32, 96, 256, 1024, 4096};
+    default: return exact ? std::vector<int64_t>{256, 512, 1024} : std::vector<int64_t>{256, 768, 4096};
+  }
+}
+
+// Runs MatMul through `k` with x and y deliberately misaligned by the given
+// number of floats; returns y [m, rows].
+std::vector<float> RunMatMul(const KernelTable& k, DType t, const std::vector<uint8_t>& w, int64_t rows,
+                             int64_t cols, const std::vector<float>& x, int64_t m, ThreadPool& pool,
+                             int x_off, int y_off) {
+  std::vector<float> xbuf(x.size() + 8), ybuf(static_cast<size_t>(m * rows) + 8, -12345.f);
+  std::memcpy(xbuf.data() + x_off, x.data(), x.size() * sizeof(float));
+  MatMulWith(k, MatView{t, w.data(), rows, cols}, xbuf.data() + x_off, m, ybuf.data() + y_off, pool);
+  // Nothing outside y may be written.
+  for (int i = 0; i < y_off; ++i) EXPECT_EQ(ybuf[static_cast<size_t>(i)], -12345.f);
+  for (size_t i = static_cast<size_t>(y_off + m * rows); i < ybuf.size(); ++i) EXPECT_EQ(ybuf[i], -12345.f);
+  return std::vector<float>(ybuf.begin() + y_off, ybuf.begin() + y_off + m * rows);
+}
+
+class MatMulTypeTest : public ::testing::TestWithParam<DType> {};
+
+// Exact inputs: every variant equals the double reference bit for bit, over
+// the full grid of m, rows and cols, with misaligned x and y.
+TEST_P(MatMulTypeTest, ExactInputsEveryVariantExact) {
+  const DType t = GetParam();
+  ThreadPool pool(2);
+  std::mt19937 rng(42 + static_cast<unsigned>(t));
+  int variant_runs = 0, off = 0;
+  for (int64_t cols : ColsFor(t, /*exact=*/true)) {
+    const int64_t max_rows = 257;
+    const std::vector<uint8_t> w_all = testing::ExactWeights(t, max_rows, cols, rng);
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 16, 33}) {
+      const std::vector<float> x = testing::ExactActs(t, m, cols, rng);
+      const testing::Reference ref = ComputeReference(t, w_all.data(), max_rows, cols, x.data(), m);
+      for (int64_t rows : {1, 3, 16, 31, 64, 257}) {
+        for (const KernelTable* k : AvailableVariants()) {
+          ++off;
+          const int x_off = 1 + off % 7, y_off = off % 4;
+          const std::vector<float> y = RunMatMul(*k, t, w_all, rows, cols, x, m, pool, x_off, y_off);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_EQ(y[static_cast<size_t>(i * rows + r)], ref.y[static_cast<size_t>(i * max_rows + r)])
+                  << IsaName(k->isa) << " " << DTypeName(t) << " m=" << m << " rows=" << rows
+                  << " cols=" << cols << " at [" << i << "," << r << "]";
+            }
+          }
+          ++variant_runs;
+        }
+      }
+    }
+  }
+  EXPECT_GT(variant_runs, 0);
+}
+
+// Realistic inputs: every variant (scalar included) is within the float
+// rounding bound of the double reference.
+TEST_P(MatMulTypeTest, RandomInputsWithinRoundingBound) {
+  const DType t = GetParam();
+  ThreadPool pool(2);
+  std::mt19937 rng(7 + static_cast<unsigned>(t));
+  int off = 0;
+  for (int64_t cols : ColsFor(t, /*exact=*/false)) {
+    const int64_t max_rows = 257;
+    const std::vector<uint8_t> w_all = testing::RandomWeights(t, max_rows, cols, rng);
+    const double bound_factor = static_cast<double>(testing::MaxFloatAdds(t, cols) + 8) * kU;
+    for (int64_t m : {1, 3, 8, 33}) {
+      const std::vector<float> x = testing::RandomActs(m, cols, rng);
+      const testing::Reference ref = ComputeReference(t, w_all.data(), max_rows, cols, x.data(), m);
+      for (int64_t rows : {3, 64, 257}) {
+        for (const KernelTable* k : AvailableVariants()) {
+          ++off;
+          const std::vector<float> y = RunMatMul(*k, t, w_all, rows, cols, x, m, pool, 1 + off % 7, off % 3);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const size_t ri = static_cast<size_t>(i * max_rows + r);
+              const double err = std::fabs(y[static_cast<size_t>(i * rows + r)] - ref.y[ri]);
+              ASSERT_LE(err, bound_factor * ref.mag[ri] + 1e-30)
+                  << IsaName(k->isa) << " " << DTypeName(t) << " m=" << m << " rows=" << rows
+                  << " cols=" << cols << " at [" << i << "," << r << "] ref " << ref.y[ri];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Splitting the rows differently across threads never changes a result.
+TEST_P(MatMulTypeTest, ThreadCountDoesNotChangeResults) {
+  const DType t = GetParam();
+  std::mt19937 rng(99);
+  const int64_t rows = 300, cols = Traits(t).block_size == 256 ? 512 : 320;
+  const std::vector<uint8_t> w = testing::RandomWeights(t, rows, cols, rng);
+  for (int64_t m : {1, 6, 40}) {
+    const std::vector<float> x = testing::RandomActs(m, cols, rng);
+    for (const KernelTable* k : AvailableVariants()) {
+      std::vector<float> first;
+      for (int threads : {1, 2, 3, 4}) {
+        ThreadPool pool(threads);
+        const std::vector<float> y = RunMatMul(*k, t, w, rows, cols, x, m, pool, 0, 0);
+        if (first.empty()) {
+          first = y;
+        } else {
+          ASSERT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0)
+              << IsaName(k->isa) << " " << DTypeName(t) << " m=" << m << " threads=" << threads;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTypeTest, ::testing::ValuesIn(kWeightTypes),
+                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
+
+// The activation quantizers of all variants write identical bytes.
+TEST(ActQuantTest, VariantsMatchScalarBytes) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  for (WType wt : {WType::kQ8_0, WType::kQ4_0, WType::kQ4_K, WType::kQ6_K}) {
+    for (int64_t cols : {256, 512, 4096}) {
+      const ActLayout l = MakeActLayout(wt, cols);
+      const int64_t m = 5, ldx = cols + 3;
+      std::vector<float> x(static_cast<size_t>(m * ldx + 1));
+      for (size_t i = 0; i < x.size(); ++i) {
+        // Mix normal values, exact halves (rounding ties), zero blocks and
+        // blocks whose largest magnitudes appear with both signs.
+        const int64_t blk = static_cast<int64_t>(i) / 32;
+        x[i] = blk % 7 == 3 ? 0.f : (blk % 5 == 2 ? static_cast<float>(static_cast<int>(rng() % 21) - 10) * 0.5f : normal(rng));
+        if (blk % 11 == 4 && i % 32 == 9) x[i] = 6.f;
+        if (blk % 11 == 4 && i % 32 == 3) x[i] = -6.f;
+      }
+      const float* xp = x.data() + 1;  // misaligned rows
+      std::vector<uint8_t> ref(static_cast<size_t>(m * l.row_stride), 0), got(ref.size(), 0);
+      GetKernelTable(Isa::kScalar)->quantize_acts(l, xp, ldx, m, ref.data());
+      for (const KernelTable* k : AvailableVariants()) {
+        std::fill(got.begin(), got.end(), 0);
+        k->quantize_acts(l, xp, ldx, m, got.data());
+        for (int64_t i = 0; i < m; ++i) {
+          const uint8_t* a = ref.data() + i * l.row_stride;
+          const uint8_t* b = got.data() + i * l.row_stride;
+          EXPECT_EQ(std::memcmp(a + l.qs_off, b + l.qs_off, static_cast<size_t>(cols)), 0) << IsaName(k->isa);
+          EXPECT_EQ(std::memcmp(a + l.d_off, b + l.d_off, static_cast<size_t>(cols / l.act_block * 4)), 0)
+              << IsaName(k->isa);
+          EXPECT_EQ(std::memcmp(a + l.aux_off, b + l.aux_off, static_cast<size_t>(cols / l.aux_group * 4)), 0)
+              << IsaName(k->isa);
+        }
+      }
+    }
+  }
+}
+
+TEST(DispatchTest, ActiveVariantIsTheBestAvailable) {
+  const std::vector<const KernelTable*> all = AvailableVariants();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front()->isa, Isa::kScalar);
+  EXPECT_EQ(&ActiveKernels(), all.back());
+  std::printf("active kernels: %s\n", IsaName(ActiveKernels().isa));
+}
+
+// KVSERVE_FORCE_SCALAR=1 selects the scalar variant (checked in a child
+// process, since the choice is made once per process).
+TEST(DispatchTest, ForceScalarEnvironmentVariable) {
+  if (std::getenv("KVSERVE_FORCE_SCALAR") != nullptr) GTEST_SKIP() << "already forced";
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd =
+      "KVSERVE_FORCE_SCALAR=1 '" + self + "' --gtest_filter=DispatchTest.ActiveVariantIsTheBestAvailable 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[256];
+  while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_NE(out.find("active kernels: scalar"), std::string::npos) << out;
+}
+
+// After a warm-up call of the same shape, MatMul allocates nothing (scratch
+// is thread-local and reused; the pool job fits std::function's buffer).
+TEST(MatMulTest, NoAllocationAfterWarmup) {
+  ThreadPool pool(2);
+  std::mt19937 rng(3);
+  for (DType t : kWeightTypes) {
+    const int64_t rows = 256, cols = 512;
+    const std::vector<uint8_t> w = testing::RandomWeights(t, rows, cols, rng);
+    for (int64_t m : {1, 64}) {
+      const std::vector<float> x = testing::RandomActs(m, cols, rng);
+      std::vector<float> y(static_cast<size_t>(m * rows));
+      for (const KernelTable* k : AvailableVariants()) {
+        MatMulWith(*k, MatView{t, w.data(), rows, cols}, x.data(), m, y.data(), pool);  // warm-up
+        const int64_t before = g_news.load();
+        MatMulWith(*k, MatView{t, w.data(), rows, cols}, x.data(), m, y.data(), pool);
+        EXPECT_EQ(g_news.load() - before, 0) << IsaName(k->isa) << " " << DTypeName(t) << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, EmptyShapesAreNoOps) {
+  ThreadPool pool(2);
+  std::vector<uint8_t> w(static_cast<size_t>(RowBytes(DType::kQ8_0, 64) * 4), 0);
+  float y = 7.f;
+  MatMul(MatView{DType::kQ8_0, w.data(), 4, 64}, nullptr, 0, &y, pool);
+  EXPECT_EQ(y, 7.f);
+}
+
+}  // namespace
+}  // namespace kvs::kernels

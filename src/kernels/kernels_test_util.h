@@ -1,0 +1,200 @@
+// Test helpers for kernels_test: weight/activation generators and the
+// double-precision MatMul reference.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/fp16.h"
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+#include "kernels/quant_formats.h"
+
+namespace kvs::kernels::testing {
+
+// Every variant this CPU can run (scalar first).
+inline std::vector<const KernelTable*> AvailableVariants() {
+  std::vector<const KernelTable*> out;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (const KernelTable* t = GetKernelTable(isa)) out.push_back(t);
+  }
+  return out;
+}
+
+// The activation format MatMul quantizes to for a weight type (F32 = none).
+inline DType ActType(DType w) {
+  switch (w) {
+    case DType::kQ8_0:
+    case DType::kQ4_0: return DType::kQ8_0;
+    case DType::kQ4_K:
+    case DType::kQ6_K: return DType::kQ8_K;
+    default: return DType::kF32;
+  }
+}
+
+// Weight rows whose products with ExactActs are small dyadic numbers, so
+// that every variant's float arithmetic is exact (as long as cols <= 1024
+// for K-quants and <= 4096 otherwise): results must agree bit for bit.
+inline std::vector<uint8_t> ExactWeights(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint8_t> out(static_cast<size_t>(RowBytes(t, cols) * rows));
+  auto uni = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1)); };
+  const int64_t n = rows * cols;
+  switch (t) {
+    case DType::kF32: {
+      auto* p = reinterpret_cast<float*>(out.data());
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(uni(-8, 8));
+      break;
+    }
+    case DType::kF16:
+    case DType::kBF16: {
+      auto* p = reinterpret_cast<uint16_t*>(out.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = static_cast<float>(uni(-8, 8));
+        p[i] = t == DType::kF16 ? F32ToF16(v) : F32ToBF16(v);
+      }
+      break;
+    }
+    case DType::kQ8_0: {
+      auto* b = reinterpret_cast<BlockQ8_0*>(out.data());
+      for (int64_t i = 0; i < n / 32; ++i) {
+        b[i].d = F32ToF16(uni(0, 1) ? 1.0f : 0.5f);
+        for (int8_t& q : b[i].qs) q = static_cast<int8_t>(uni(-127, 127));
+      }
+      break;
+    }
+    case DType::kQ4_0: {
+      auto* b = reinterpret_cast<BlockQ4_0*>(out.data());
+      for (int64_t i = 0; i < n / 32; ++i) {
+        b[i].d = F32ToF16(uni(0, 1) ? 1.0f : -0.5f);
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+    case DType::kQ4_K: {
+      auto* b = reinterpret_cast<BlockQ4_K*>(out.data());
+      for (int64_t i = 0; i < n / 256; ++i) {
+        b[i].d = F32ToF16(1.0f / 64);
+        b[i].dmin = F32ToF16(1.0f / 128);
+        for (uint8_t& s : b[i].scales) s = static_cast<uint8_t>(rng());
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+    case DType::kQ6_K: {
+      auto* b = reinterpret_cast<BlockQ6_K*>(out.data());
+      for (int64_t i = 0; i < n / 256; ++i) {
+        b[i].d = F32ToF16(1.0f / 64);
+        for (int8_t& s : b[i].scales) s = static_cast<int8_t>(uni(-32, 31));
+        for (uint8_t& q : b[i].ql) q = static_cast<uint8_t>(rng());
+        for (uint8_t& q : b[i].qh) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+    default: break;
+  }
+  return out;
+}
+
+// Activations in [-4, 4] with one +-127 per activation block: the Q8_0 / Q8_K
+// scale is then exactly +-1 and the quantized values equal the inputs.
+inline std::vector<float> ExactActs(DType w, int64_t m, int64_t cols, std::mt19937& rng) {
+  std::vector<float> x(static_cast<size_t>(m * cols));
+  for (float& v : x) v = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+  const int64_t blk = ActType(w) == DType::kQ8_K ? 256 : (ActType(w) == DType::kQ8_0 ? 32 : 0);
+  if (blk > 0) {
+    for (int64_t i = 0; i < m * cols; i += blk) x[static_cast<size_t>(i + static_cast<int64_t>(rng() % blk))] = (rng() & 1) ? 127.f : -127.f;
+  }
+  return x;
+}
+
+// Realistic weights: quantized from scaled normals with a few outliers.
+inline std::vector<uint8_t> RandomWeights(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.f, 0.05f);
+  std::vector<float> f(static_cast<size_t>(cols));
+  std::vector<uint8_t> out(static_cast<size_t>(RowBytes(t, cols) * rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < cols; ++k) f[static_cast<size_t>(k)] = (k % 97 == 13) ? 8 * normal(rng) : normal(rng);
+    QuantizeRow(t, f.data(), out.data() + r * RowBytes(t, cols), cols);
+  }
+  return out;
+}
+
+inline std::vector<float> RandomActs(int64_t m, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> x(static_cast<size_t>(m * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 61 == 7) ? 20 * normal(rng) : normal(rng);
+  return x;
+}
+
+// Double-precision y = dequant(W) . dequant(quant(x)) and, per output, the
+// magnitude M = sum_k |terms| the scalar kernel's float rounding is
+// proportional to (for Q4_K the scale and min parts count separately).
+struct Reference {
+  std::vector<double> y;    // [m, rows]
+  std::vector<double> mag;  // [m, rows]
+};
+
+inline Reference ComputeReference(DType t, const uint8_t* w, int64_t rows, int64_t cols, const float* x,
+                                  int64_t m) {
+  const int64_t rb = RowBytes(t, cols);
+  std::vector<float> wd(static_cast<size_t>(rows * cols));
+  std::vector<float> extra(static_cast<size_t>(rows * cols), 0.f);  // |dmin*m| per element for Q4_K
+  for (int64_t r = 0; r < rows; ++r) {
+    DequantizeRow(t, w + r * rb, wd.data() + r * cols, cols);
+    if (t == DType::kQ4_K) {
+      const auto* b = reinterpret_cast<const BlockQ4_K*>(w + r * rb);
+      for (int64_t k = 0; k < cols; ++k) {
+        uint8_t sc, mn;
+        GetScaleMinK4(static_cast<int>(k % 256 / 32), b[k / 256].scales, &sc, &mn);
+        extra[static_cast<size_t>(r * cols + k)] = 2 * std::fabs(F16ToF32(b[k / 256].dmin) * mn);
+      }
+    }
+  }
+  std::vector<float> xd(static_cast<size_t>(m * cols));
+  const DType at = ActType(t);
+  if (at == DType::kF32) {
+    std::memcpy(xd.data(), x, xd.size() * sizeof(float));
+  } else {
+    std::vector<uint8_t> q(static_cast<size_t>(RowBytes(at, cols)));
+    for (int64_t i = 0; i < m; ++i) {
+      QuantizeRow(at, x + i * cols, q.data(), cols);
+      DequantizeRow(at, q.data(), xd.data() + i * cols, cols);
+    }
+  }
+  Reference ref;
+  ref.y.assign(static_cast<size_t>(m * rows), 0.0);
+  ref.mag.assign(static_cast<size_t>(m * rows), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0, a = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        const double wv = wd[static_cast<size_t>(r * cols + k)], xv = xd[static_cast<size_t>(i * cols + k)];
+        s += wv * xv;
+        a += (std::fabs(wv) + extra[static_cast<size_t>(r * cols + k)]) * std::fabs(xv);
+      }
+      ref.y[static_cast<size_t>(i * rows + r)] = s;
+      ref.mag[static_cast<size_t>(i * rows + r)] = a;
+    }
+  }
+  return ref;
+}
+
+// Upper bound on the float additions on any variant's longest path for one
+// output: one per element for float weights; for quantized weights one per
+// scale group (32 elements; 16 for Q6_K, whose sub-blocks have their own
+// scales; Q4_K adds its min term separately, so two per 32).
+inline int64_t MaxFloatAdds(DType t, int64_t cols) {
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0: return cols / 32;
+    case DType::kQ4_K:
+    case DType::kQ6_K: return cols / 16;
+    default: return cols;
+  }
+}
+
+}  // namespace kvs::kernels::testing

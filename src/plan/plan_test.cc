@@ -1,0 +1,481 @@
+#include "plan/plan.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/test_util.h"
+
+#include "gguf/gguf.h"
+
+namespace kvs::plan {
+namespace {
+
+ModelShape P(const char* name) {
+  StatusOr<ModelShape> s = FindPreset(name);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return *s;
+}
+
+PlanOptions H100(int64_t context, int64_t concurrency) {
+  PlanOptions o;
+  o.context = context;
+  o.concurrency = concurrency;
+  o.device = *ResolveDevice("h100-80g");
+  return o;
+}
+
+// Published KV figures: 2 x layers x kv_heads x head_dim x 2 bytes (f16).
+TEST(Kv, BytesPerTokenMatchPublishedFigures) {
+  EXPECT_EQ(KvBytesPerToken(P("Llama-3.1-8B"), DType::kF16), 131072u);
+  EXPECT_EQ(KvBytesPerToken(P("Llama-3.1-70B"), DType::kF16), 327680u);
+  EXPECT_EQ(KvBytesPerToken(P("Qwen2.5-7B"), DType::kF16), 57344u);
+  EXPECT_EQ(KvBytesPerToken(P("Llama-3.1-8B"), DType::kBF16), 131072u);
+  EXPECT_EQ(KvBytesPerToken(P("Llama-3.1-8B"), DType::kF32), 262144u);
+  // test-125m: 2 x 12 x 4 x 64 x 2.
+  EXPECT_EQ(KvBytesPerToken(P("test-125m"), DType::kF16), 12288u);
+}
+
+TEST(Kv, Llama8B32KContextTimes16IsExactly64GiB) {
+  const MemoryPlan p = ComputePlan(P("Llama-3.1-8B"), H100(32768, 16));
+  EXPECT_EQ(p.kv_bytes_per_token, 131072u);
+  EXPECT_EQ(p.kv_bytes, 68'719'476'736u);
+  EXPECT_EQ(p.kv_bytes, uint64_t{64} << 30);
+  EXPECT_EQ(p.kv_blocks_per_sequence, 2048);
+}
+
+TEST(Kv, Q8_0Is34Over64OfF16PerValue) {
+  for (const char* name : {"Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-7B", "Llama-3.2-1B"}) {
+    const ModelShape s = P(name);
+    EXPECT_EQ(KvBytesPerToken(s, DType::kQ8_0) * 64, KvBytesPerToken(s, DType::kF16) * 34) << name;
+  }
+  EXPECT_EQ(KvBytesPerToken(P("Llama-3.1-8B"), DType::kQ8_0), 69632u);
+}
+
+TEST(Kv, BlockRounding) {
+  const ModelShape s = P("Llama-3.1-8B");
+  PlanOptions o = H100(1000, 3);  // 1000 tokens -> 63 blocks of 16 = 1008 tokens
+  MemoryPlan p = ComputePlan(s, o);
+  EXPECT_EQ(p.kv_blocks_per_sequence, 63);
+  EXPECT_EQ(p.kv_bytes, 3u * 1008u * 131072u);
+  o.block_size = 256;  // 4 blocks = 1024 tokens
+  p = ComputePlan(s, o);
+  EXPECT_EQ(p.kv_bytes, 3u * 1024u * 131072u);
+  EXPECT_EQ(KvBlocksForTokens(16, 16), 1);
+  EXPECT_EQ(KvBlocksForTokens(17, 16), 2);
+  EXPECT_EQ(KvBlocksForTokens(0, 16), 0);
+}
+
+TEST(Weights, PresetParameterCountsMatchPublishedTotals) {
+  EXPECT_EQ(P("Llama-3.1-8B").params, 8'030'261'248);
+  EXPECT_EQ(P("Llama-3.1-70B").params, 70'553'706'496);
+  EXPECT_EQ(P("Qwen2.5-7B").params, 7'615'616'512);  // "7.61B"
+  // Published rounded totals (billions): within half a unit of the last digit.
+  const std::pair<const char*, double> published[] = {
+      {"Llama-3.2-1B", 1.24}, {"Llama-3.2-3B", 3.21},   {"Qwen2.5-72B", 72.7},
+      {"Qwen3-8B", 8.19},     {"Mistral-7B-v0.3", 7.25}, {"test-125m", 0.125},
+  };
+  for (const auto& [name, billions] : published) {
+    EXPECT_NEAR(static_cast<double>(P(name).params) / 1e9, billions, billions * 0.005) << name;
+  }
+}
+
+TEST(Weights, Llama8BBf16IsAbout16GB) {
+  const ModelShape s = P("Llama-3.1-8B");
+  EXPECT_EQ(WeightBytesFromShape(s, WeightFormat::kBF16), 16'060'522'496u);  // 2 bytes x 8.03B
+  EXPECT_NEAR(static_cast<double>(WeightBytesFromShape(s, WeightFormat::kBF16)), 16.06e9, 0.01e9);
+  EXPECT_EQ(WeightBytesFromShape(s, WeightFormat::kF32), 2 * 16'060'522'496u);
+  // Default for a preset is its bf16 checkpoint.
+  EXPECT_EQ(ComputePlan(s, H100(1024, 1)).weights_bytes, 16'060'522'496u);
+}
+
+TEST(Weights, QuantizedFormats) {
+  EXPECT_EQ(MatrixBytes(WeightFormat::kQ8_0, 4096, 4096), 4096u * 128u * 34u);
+  EXPECT_EQ(MatrixBytes(WeightFormat::kQ4_0, 4096, 4096), 4096u * 128u * 18u);
+  EXPECT_EQ(MatrixBytes(WeightFormat::kQ6_K, 4096, 4096), 4096u * 16u * 210u);
+  EXPECT_EQ(MatrixBytes(WeightFormat::kQ8_0, 2, 33), 2u * 2u * 34u);  // rows round up to whole blocks
+  EXPECT_EQ(MatrixBytes(WeightFormat::kQ4_K_M, 1600, 100), 97'000u);  // 4.85 bits x 160000
+  EXPECT_EQ(VectorBytes(WeightFormat::kQ4_K_M, 10), 40u);             // norms stay f32
+  EXPECT_EQ(VectorBytes(WeightFormat::kBF16, 10), 20u);
+  // Llama-3.1-8B q4_k_m: ~4.85 bits per weight over all weights.
+  const double bits = 8.0 * static_cast<double>(WeightBytesFromShape(P("Llama-3.1-8B"), WeightFormat::kQ4_K_M)) /
+                      static_cast<double>(P("Llama-3.1-8B").params);
+  EXPECT_NEAR(bits, 4.85, 0.01);
+  for (WeightFormat f : AllWeightFormats()) {
+    StatusOr<WeightFormat> back = ParseWeightFormat(WeightFormatName(f));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, f);
+  }
+  EXPECT_EQ(*ParseWeightFormat("Q4_K_M"), WeightFormat::kQ4_K_M);
+  EXPECT_FALSE(ParseWeightFormat("q3_k").ok());
+}
+
+TEST(Activations, FormulaTermByTerm) {
+  const ModelShape s = P("test-125m");  // hidden 768, 12 heads, 4 KV heads x 64, ffn 2048, vocab 32000
+  const ActivationBreakdown a = Activations(s, 2048, 4, 4096, 8);
+  EXPECT_EQ(a.hidden_states, 2u * 2048 * 768 * 4);
+  EXPECT_EQ(a.residual, 2048u * 768 * 4);
+  EXPECT_EQ(a.qkv, 2048u * (12 + 8) * 64 * 4);
+  EXPECT_EQ(a.attention_out, 2048u * 12 * 64 * 4);
+  EXPECT_EQ(a.attention_scratch, 8u * 4096 * 4);
+  EXPECT_EQ(a.mlp, 2048u * 2 * 2048 * 4);
+  EXPECT_EQ(a.logits, 4u * 32000 * 4);
+  EXPECT_EQ(ActivationPeakBytes(s, 2048, 4, 4096, 8), a.Total());
+  // The plan uses max(max_num_batched_tokens, max_batch_size) tokens.
+  PlanOptions o = H100(4096, 4);
+  o.threads = 8;
+  EXPECT_EQ(ComputePlan(s, o).activation_bytes, a.Total());
+  o.max_num_batched_tokens = 16;
+  o.max_batch_size = 64;
+  EXPECT_EQ(ComputePlan(s, o).activation_bytes, ActivationPeakBytes(s, 64, 64, 4096, 8));
+  // A step never holds more tokens than all sequences together.
+  o = H100(100, 2);
+  o.threads = 8;
+  EXPECT_EQ(ComputePlan(s, o).activation_bytes, ActivationPeakBytes(s, 200, 2, 100, 8));
+}
+
+TEST(Plan, TotalsAndOverhead) {
+  const MemoryPlan p = ComputePlan(P("Llama-3.1-8B"), H100(32768, 16));
+  EXPECT_EQ(p.overhead_bytes, (uint64_t{512} << 20) + 32 * (uint64_t{8} << 20));
+  EXPECT_EQ(p.total_bytes, p.weights_bytes + p.kv_bytes + p.activation_bytes + p.overhead_bytes);
+  EXPECT_EQ(p.per_device_bytes, p.total_bytes);
+  // 16 GB of weights + 64 GiB of KV cannot fit 80 GB.
+  EXPECT_FALSE(p.fits);
+  EXPECT_EQ(p.devices_needed, 2);
+  EXPECT_FALSE(p.suggestions.empty());
+}
+
+// Independent devices_needed: smallest N with (ceil(split/N) + replicated) * 1.15 <= budget.
+TEST(Plan, DevicesNeededWith15PercentMargin) {
+  for (const char* name : {"Llama-3.1-70B", "Qwen2.5-72B", "Llama-3.1-8B"}) {
+    for (const char* dev : {"h100-80g", "a10", "l40s", "h200"}) {
+      PlanOptions o = H100(65536, 8);
+      o.device = *ResolveDevice(dev);
+      const ModelShape s = P(name);
+      const MemoryPlan p = ComputePlan(s, o);
+      const uint64_t split = p.weights_bytes + p.kv_bytes;
+      const uint64_t repl = p.activation_bytes + p.overhead_bytes;
+      int64_t expect = -1;
+      for (int64_t n = 1; n <= kMaxDevices; ++n) {
+        const double need = 1.15 * static_cast<double>((split + n - 1) / n + repl);
+        if (need <= static_cast<double>(o.device.bytes)) {
+          expect = n;
+          break;
+        }
+      }
+      EXPECT_EQ(p.devices_needed, expect) << name << " on " << dev;
+      if (expect > 0) {
+        o.devices = expect;
+        EXPECT_TRUE(Fits(s, o));
+        o.devices = expect - 1;
+        if (expect > 1) {
+          EXPECT_FALSE(Fits(s, o));
+        }
+      }
+    }
+  }
+  // 70B bf16 (141 GB) with 64K x 8 of KV (160 GiB): 2 H100s are not enough.
+  EXPECT_GT(ComputePlan(P("Llama-3.1-70B"), H100(65536, 8)).devices_needed, 2);
+}
+
+TEST(Plan, MarginBoundary) {
+  const ModelShape s = P("test-125m");
+  PlanOptions o = H100(4096, 4);
+  const uint64_t need = ComputePlan(s, o).per_device_bytes;
+  o.device.bytes = need * 115 / 100 + 1;  // just above need x 1.15
+  EXPECT_TRUE(ComputePlan(s, o).fits);
+  o.device.bytes = need * 115 / 100 - 1;  // just below
+  EXPECT_FALSE(ComputePlan(s, o).fits);
+  o.device.bytes = need + need / 20;  // the bytes fit, but not with 15 % to spare
+  EXPECT_FALSE(ComputePlan(s, o).fits);
+  o.margin = 0;
+  EXPECT_TRUE(ComputePlan(s, o).fits);
+  // memory_fraction scales the budget.
+  o.margin = kDefaultMargin;
+  o.device.bytes = need * 2;
+  EXPECT_TRUE(ComputePlan(s, o).fits);
+  o.memory_fraction = 0.5;
+  EXPECT_FALSE(ComputePlan(s, o).fits);
+  // Tensor parallel: weights and KV halve, activations and overhead do not.
+  o = H100(4096, 4);
+  o.devices = 2;
+  const MemoryPlan two = ComputePlan(s, o);
+  EXPECT_EQ(two.per_device_bytes,
+            (two.weights_bytes + two.kv_bytes + 1) / 2 + two.activation_bytes + two.overhead_bytes);
+}
+
+TEST(Plan, MaxConcurrencyAndContextInvert) {
+  struct Case { const char* model; const char* device; int64_t context, concurrency; DType kv; };
+  const Case cases[] = {
+      {"Llama-3.1-8B", "h100-80g", 32768, 16, DType::kF16},
+      {"Llama-3.1-8B", "a10", 8192, 4, DType::kQ8_0},
+      {"Qwen2.5-7B", "l40s", 32768, 8, DType::kF16},
+      {"Qwen3-8B", "h200", 8192, 64, DType::kBF16},
+  };
+  for (const Case& c : cases) {
+    PlanOptions o = H100(c.context, c.concurrency);
+    o.device = *ResolveDevice(c.device);
+    o.kv_dtype = c.kv;
+    const ModelShape s = P(c.model);
+    const MemoryPlan p = ComputePlan(s, o);
+    SCOPED_TRACE(std::string(c.model) + " on " + c.device);
+    ASSERT_GT(p.max_concurrency_at_context, 0);
+    ASSERT_FALSE(p.max_concurrency_capped);
+    PlanOptions x = o;
+    x.concurrency = p.max_concurrency_at_context;
+    EXPECT_TRUE(ComputePlan(s, x).fits);
+    x.concurrency += 1;
+    EXPECT_FALSE(ComputePlan(s, x).fits);
+
+    ASSERT_GT(p.max_context_at_concurrency, 0);
+    ASSERT_FALSE(p.max_context_capped);
+    x = o;
+    x.context = p.max_context_at_concurrency;
+    EXPECT_TRUE(ComputePlan(s, x).fits);
+    x.context += 1;
+    EXPECT_FALSE(ComputePlan(s, x).fits);
+    // Consistency: the plan fits iff the given values are within both maxima.
+    EXPECT_EQ(p.fits, c.concurrency <= p.max_concurrency_at_context);
+    EXPECT_EQ(p.fits, c.context <= p.max_context_at_concurrency);
+  }
+}
+
+TEST(Plan, MaxContextCappedAtModelMax) {
+  PlanOptions o = H100(1024, 1);
+  o.device = *ResolveDevice("h200");
+  const MemoryPlan p = ComputePlan(P("Llama-3.2-1B"), o);
+  EXPECT_TRUE(p.fits);
+  EXPECT_TRUE(p.max_context_capped);
+  EXPECT_EQ(p.max_context_at_concurrency, 131072);
+  EXPECT_TRUE(p.suggestions.empty());
+}
+
+TEST(Plan, SuggestionsNameTheSavings) {
+  PlanOptions o = H100(32768, 16);
+  const MemoryPlan p = ComputePlan(P("Llama-3.1-8B"), o);
+  ASSERT_FALSE(p.fits);
+  auto has = [&](const std::string& needle) {
+    for (const std::string& s : p.suggestions) {
+      if (s.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("quantizing weights to q4_k_m saves"));
+  EXPECT_TRUE(has("KV q8_0 saves 30.00 GiB"));  // 64 GiB x (1 - 34/64)
+  EXPECT_TRUE(has(fmt::format("concurrency {} fits", p.max_concurrency_at_context)));
+  EXPECT_TRUE(has(fmt::format("context {} fits", p.max_context_at_concurrency)));
+  EXPECT_TRUE(has(fmt::format("use {} devices", p.devices_needed)));
+
+  // On a 24 GB card not one 32K sequence fits next to 16 GB of bf16 weights.
+  o.device = *ResolveDevice("a10");
+  const MemoryPlan small = ComputePlan(P("Llama-3.1-8B"), o);
+  EXPECT_EQ(small.max_concurrency_at_context, 0);
+  bool none = false;
+  for (const std::string& s : small.suggestions) none |= s.find("not even one sequence") != std::string::npos;
+  EXPECT_TRUE(none);
+}
+
+TEST(Plan, ValidateOptionsRejectsBadInput) {
+  PlanOptions o;
+  EXPECT_TRUE(ValidateOptions(o).ok());
+  auto bad = [](auto&& change) {
+    PlanOptions x;
+    change(x);
+    return !ValidateOptions(x).ok();
+  };
+  EXPECT_TRUE(bad([](PlanOptions& x) { x.concurrency = 0; }));
+  EXPECT_TRUE(bad([](PlanOptions& x) { x.context = -1; }));
+  EXPECT_TRUE(bad([](PlanOptions& x) { x.block_size = 24; }));
+  EXPECT_TRUE(bad([](PlanOptions& x) { x.devices = 0; }));
+  EXPECT_TRUE(bad([](PlanOptions& x) { x.memory_fraction = 1.5; }));
+  EXPECT_TRUE(bad([](PlanOptions& x) { x.memory_fraction = 0; }));
+  EXPECT_TRUE(bad([](PlanOptions& x) { x.kv_dtype = DType::kQ4_K; }));
+  EXPECT_TRUE(ParseKvDType("q8_0").ok());
+  EXPECT_FALSE(ParseKvDType("q4_k").ok());
+}
+
+TEST(Server, KvPoolAndBlocks) {
+  const ModelShape s = P("Llama-3.1-8B");
+  const uint64_t gib = uint64_t{1} << 30;
+  EXPECT_EQ(KvPoolBytes(100 * gib, 0.9, 16 * gib, 2 * gib, 1 * gib), 71 * gib);
+  EXPECT_EQ(KvPoolBytes(10 * gib, 1.0, 16 * gib, 0, 0), 0u);
+  // 64 GiB of f16 KV in blocks of 16 tokens x 128 KiB = 2 MiB per block.
+  EXPECT_EQ(KvBytesPerBlock(s, DType::kF16, 16), uint64_t{2} << 20);
+  EXPECT_EQ(NumKvBlocks(64 * gib, s, DType::kF16, 16), 32768);
+  EXPECT_EQ(NumKvBlocks(64 * gib - 1, s, DType::kF16, 16), 32767);
+}
+
+TEST(Device, ParseBytesAndPresets) {
+  EXPECT_EQ(*ParseBytes("24GiB"), uint64_t{24} << 30);
+  EXPECT_EQ(*ParseBytes("24 gib"), uint64_t{24} << 30);
+  EXPECT_EQ(*ParseBytes("80GB"), 80'000'000'000u);
+  EXPECT_EQ(*ParseBytes("141e9"), 141'000'000'000u);
+  EXPECT_EQ(*ParseBytes("1.5TB"), 1'500'000'000'000u);
+  EXPECT_EQ(*ParseBytes("512MiB"), uint64_t{512} << 20);
+  EXPECT_EQ(*ParseBytes("4096"), 4096u);
+  for (const char* bad : {"", "0", "-5GB", "abc", "12XB", "GB", "1e"}) {
+    EXPECT_FALSE(ParseBytes(bad).ok()) << bad;
+  }
+  EXPECT_EQ(ResolveDevice("h200")->bytes, 141'000'000'000u);
+  EXPECT_EQ(ResolveDevice("H100-80G")->bytes, 80'000'000'000u);
+  EXPECT_EQ(ResolveDevice("a100-40g")->bytes, 40'000'000'000u);
+  EXPECT_EQ(ResolveDevice("l40s")->bytes, 48'000'000'000u);
+  EXPECT_EQ(ResolveDevice("rtx4090")->bytes, 24'000'000'000u);
+  EXPECT_EQ(ResolveDevice("cpu:24GiB")->bytes, uint64_t{24} << 30);
+  EXPECT_EQ(ResolveDevice("96GB")->bytes, 96'000'000'000u);
+  EXPECT_EQ(ResolveDevice("nope").status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(ResolveDevice("cpu:0").ok());
+}
+
+TEST(Device, SystemMemoryFromMeminfoAndCgroup) {
+  const auto root = kvs::testing::TempDir("plan_sysmem");
+  std::filesystem::create_directories(root / "proc");
+  std::filesystem::create_directories(root / "sys/fs/cgroup");
+  std::ofstream(root / "proc/meminfo") << "MemTotal:       16777216 kB\nMemFree:         1234 kB\n";
+  EXPECT_EQ(*SystemMemoryBytes(root.string()), uint64_t{16} << 30);
+  std::ofstream(root / "sys/fs/cgroup/memory.max") << "max\n";
+  EXPECT_EQ(*SystemMemoryBytes(root.string()), uint64_t{16} << 30);
+  std::ofstream(root / "sys/fs/cgroup/memory.max") << "8589934592\n";
+  EXPECT_EQ(*SystemMemoryBytes(root.string()), uint64_t{8} << 30);
+  std::ofstream(root / "sys/fs/cgroup/memory.max") << "68719476736\n";  // above MemTotal: ignored
+  EXPECT_EQ(*SystemMemoryBytes(root.string()), uint64_t{16} << 30);
+  std::filesystem::remove_all(root);
+  EXPECT_FALSE(SystemMemoryBytes(root.string()).ok());
+  StatusOr<uint64_t> real = SystemMemoryBytes();
+  ASSERT_TRUE(real.ok()) << real.status().ToString();
+  EXPECT_GT(*real, uint64_t{1} << 26);
+}
+
+TEST(HfConfig, ParsesAndMatchesPreset) {
+  const auto dir = kvs::testing::TempDir("plan_hf");
+  const auto path = dir / "config.json";
+  std::ofstream(path) << R"({
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+    "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+    "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+    "max_position_embeddings": 131072, "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16", "sliding_window": null, "rope_theta": 1000000.0
+  })";
+  StatusOr<ModelShape> s = ShapeFromHfConfig(path.string());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const ModelShape want = P("Qwen2.5-7B");
+  EXPECT_EQ(s->layers, want.layers);
+  EXPECT_EQ(s->hidden, want.hidden);
+  EXPECT_EQ(s->heads, want.heads);
+  EXPECT_EQ(s->kv_heads, want.kv_heads);
+  EXPECT_EQ(s->head_dim, 128);
+  EXPECT_EQ(s->ffn, want.ffn);
+  EXPECT_EQ(s->vocab, want.vocab);
+  EXPECT_EQ(s->max_context, want.max_context);
+  EXPECT_TRUE(s->qkv_bias);
+  EXPECT_EQ(s->params, 7'615'616'512);
+  EXPECT_EQ(s->default_format, WeightFormat::kBF16);
+  EXPECT_EQ(KvBytesPerToken(*s, DType::kF16), 57344u);
+
+  // Defaults: kv heads = heads, explicit head_dim, tied, f16 dtype.
+  StatusOr<ModelShape> t = ShapeFromHfConfigText(R"({"num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "head_dim": 32, "intermediate_size": 128, "vocab_size": 100,
+      "max_position_embeddings": 512, "tie_word_embeddings": true, "torch_dtype": "float16"})");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->kv_heads, 4);
+  EXPECT_EQ(t->head_dim, 32);
+  EXPECT_TRUE(t->tied_embeddings);
+  EXPECT_EQ(t->default_format, WeightFormat::kF16);
+  // embd 100x64 + per layer (norms 2x64, q 128x64, k,v 128x64 each, o 64x128, mlp 3x128x64) + norm 64
+  EXPECT_EQ(t->params, 6400 + 2 * (128 + 4 * 8192 + 3 * 8192) + 64);
+
+  EXPECT_FALSE(ShapeFromHfConfigText("not json").ok());
+  EXPECT_FALSE(ShapeFromHfConfigText(R"({"hidden_size": 64})").ok());  // missing keys
+  EXPECT_FALSE(ShapeFromHfConfigText(R"({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 3,
+      "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+      "max_position_embeddings": 512})").ok());  // heads not a multiple of kv heads
+  EXPECT_EQ(ShapeFromHfConfig((dir / "absent.json").string()).status().code(), StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Gguf, Stories260KWeightsAreTheTensorSizes) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  StatusOr<ModelShape> s = ShapeFromGguf(path);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto file = gguf::GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  uint64_t sum = 0;
+  int64_t params = 0;
+  for (const gguf::TensorInfo& t : (*file)->tensors()) {
+    sum += t.nbytes;
+    params += t.NumElements();
+  }
+  EXPECT_EQ(s->file_weights_bytes, sum);
+  EXPECT_EQ(s->params, params);
+  EXPECT_EQ(s->layers, 5);
+  EXPECT_EQ(s->hidden, 64);
+  EXPECT_EQ(s->heads, 8);
+  EXPECT_EQ(s->kv_heads, 4);
+  EXPECT_EQ(s->head_dim, 8);
+  EXPECT_EQ(s->ffn, 172);
+  EXPECT_EQ(s->vocab, 512);
+  EXPECT_EQ(s->max_context, 2048);
+  const MemoryPlan p = ComputePlan(*s, H100(512, 2));
+  EXPECT_EQ(p.weights_bytes, sum);
+  EXPECT_EQ(p.kv_bytes_per_token, 2u * 5 * 4 * 8 * 2);
+  EXPECT_TRUE(p.fits);
+  EXPECT_FALSE(ShapeFromGguf("/nonexistent/model.gguf").ok());
+}
+
+// Runs the built kvserve binary; returns its exit status and stdout.
+std::pair<int, std::string> RunCli(const std::string& args) {
+  const std::string bin = kvs::testing::BinaryDir() + "/src/cli/kvserve";
+  const std::string cmd = bin + " plan " + args + " 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return {-1, ""};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int status = pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(Cli, JsonOutputHasTheKeys) {
+  if (!std::filesystem::exists(kvs::testing::BinaryDir() + "/src/cli/kvserve")) {
+    GTEST_SKIP() << "kvserve is not built in " << kvs::testing::BinaryDir() << "; skipping";
+  }
+  auto [rc, out] = RunCli("--preset Llama-3.1-8B --context 32768 --concurrency 16 --device h100-80g --json");
+  ASSERT_EQ(rc, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  for (const char* key : {"weights_bytes", "kv_bytes_per_token", "kv_bytes", "activation_bytes", "total_bytes", "fits",
+                          "devices_needed", "max_concurrency_at_context", "max_context_at_concurrency", "suggestions",
+                          "context", "concurrency", "kv_dtype", "weights_dtype", "device", "device_bytes", "inputs",
+                          "model"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["kv_bytes"].get<uint64_t>(), 68'719'476'736u);
+  EXPECT_EQ(j["kv_bytes_per_token"].get<uint64_t>(), 131072u);
+  EXPECT_EQ(j["weights_bytes"].get<uint64_t>(), 16'060'522'496u);
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_EQ(j["devices_needed"].get<int64_t>(), 2);
+  EXPECT_TRUE(j["suggestions"].is_array());
+  EXPECT_FALSE(j["suggestions"].empty());
+
+  auto [rc_text, text] = RunCli("--preset test-125m --device cpu:8GiB");
+  EXPECT_EQ(rc_text, 0);
+  EXPECT_NE(text.find("fits         yes"), std::string::npos) << text;
+
+  for (const char* bad : {"--preset nope", "--preset Llama-3.1-8B --device nope", "--preset Llama-3.1-8B --concurrency 0",
+                          "--preset Llama-3.1-8B --context -5", "--preset Llama-3.1-8B --context abc",
+                          "--preset Llama-3.1-8B --memory-fraction 1.5", "--model /nonexistent/x.gguf",
+                          "--hf-config /nonexistent/config.json", "", "--preset test-125m --hf-config x.json",
+                          "--preset test-125m --kv-dtype q4_k", "--preset test-125m --block-size 24",
+                          "--preset test-125m --device cpu:0"}) {
+    EXPECT_EQ(RunCli(bad).first, 2) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace kvs::plan

@@ -1,0 +1,68 @@
+#include "server/access_log.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/format.h>
+
+namespace kvs::server {
+
+namespace {
+
+// "2026-12-02T13:14:30.296Z"
+std::string NowIso8601() {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms % 1000));
+}
+
+}  // namespace
+
+nlohmann::json AccessRecord::ToJson() const {
+  nlohmann::json j;
+  j["ts"] = NowIso8601();
+  j["id"] = id;
+  j["key_id"] = key_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(key_id);
+  j["method"] = method;
+  j["path"] = path;
+  j["status"] = status;
+  j["prompt_tokens"] = prompt_tokens;
+  j["cached_tokens"] = cached_tokens;
+  j["completion_tokens"] = completion_tokens;
+  j["ttft_ms"] = ttft_ms ? nlohmann::json(*ttft_ms) : nlohmann::json(nullptr);
+  j["duration_ms"] = duration_ms;
+  j["finish_reason"] = finish_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(finish_reason);
+  j["remote"] = remote;
+  return j;
+}
+
+StatusOr<std::unique_ptr<AccessLog>> AccessLog::Open(const std::string& where) {
+  if (where == "off") return std::unique_ptr<AccessLog>(new AccessLog(nullptr, false));
+  if (where == "stdout") return std::unique_ptr<AccessLog>(new AccessLog(stdout, false));
+  if (where == "stderr") return std::unique_ptr<AccessLog>(new AccessLog(stderr, false));
+  FILE* f = std::fopen(where.c_str(), "a");
+  if (!f) return IoError("logging.access_log: cannot open \"{}\" for appending: {}", where, std::strerror(errno));
+  return std::unique_ptr<AccessLog>(new AccessLog(f, true));
+}
+
+AccessLog::~AccessLog() {
+  if (owned_ && file_) std::fclose(file_);
+}
+
+void AccessLog::Write(const AccessRecord& r) {
+  if (!file_) return;
+  std::string line = r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  line += '\n';
+  std::lock_guard<std::mutex> lock(mu_);
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fflush(file_);
+}
+
+}  // namespace kvs::server

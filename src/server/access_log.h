@@ -1,0 +1,54 @@
+// AccessLog: one JSON object per line per HTTP request, to stdout, stderr or
+// an append-only file. Fields (docs/api.md): ts, id, key_id (a short hash of
+// the API key, never the key), method, path, status, prompt_tokens,
+// cached_tokens, completion_tokens, ttft_ms, duration_ms, finish_reason,
+// remote.
+// Thread-safety: Write is thread-safe; each line is written whole.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace kvs::server {
+
+struct AccessRecord {
+  std::string id;
+  std::string key_id;  // "" when unauthenticated
+  std::string method;
+  std::string path;
+  int status = 0;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t completion_tokens = 0;
+  std::optional<double> ttft_ms;
+  double duration_ms = 0;
+  std::string finish_reason;  // "" for non-generation requests
+  std::string remote;
+
+  nlohmann::json ToJson() const;
+};
+
+class AccessLog {
+ public:
+  // "stdout", "stderr", "off" or a file path (created or appended).
+  static StatusOr<std::unique_ptr<AccessLog>> Open(const std::string& where);
+  ~AccessLog();
+
+  void Write(const AccessRecord& r);
+  bool enabled() const { return file_ != nullptr; }
+
+ private:
+  AccessLog(FILE* f, bool owned) : file_(f), owned_(owned) {}
+  std::mutex mu_;
+  FILE* file_;
+  bool owned_;
+};
+
+}  // namespace kvs::server

@@ -1,0 +1,505 @@
+#include "server/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+namespace kvs::server {
+
+namespace {
+
+// A value as it came in, before it is checked against the key's type.
+struct RawValue {
+  enum Kind { kScalar, kQuoted, kList, kMap, kNull } kind = kScalar;
+  std::string text;                // kScalar, kQuoted
+  std::vector<std::string> items;  // kList
+};
+
+std::string Describe(const RawValue& v) {
+  switch (v.kind) {
+    case RawValue::kScalar: return fmt::format("\"{}\"", v.text);
+    case RawValue::kQuoted: return fmt::format("the quoted string \"{}\"", v.text);
+    case RawValue::kList: return "a list";
+    case RawValue::kMap: return "a mapping";
+    case RawValue::kNull: return "nothing";
+  }
+  return "?";
+}
+
+enum class Kind { kInt, kNumber, kBool, kString, kEnum, kList };
+
+struct KeyDef {
+  std::string key;
+  std::string alias;  // without "--"
+  Kind kind;
+  std::string allowed;  // human-readable range
+  std::string help;
+  std::function<Status(ServeConfig&, const RawValue&)> set;
+  std::function<nlohmann::json(const ServeConfig&)> get;
+};
+
+Status Bad(const KeyDef& d, const RawValue& v, std::string_view expected) {
+  return InvalidArgument("{}: expected {}, got {}", d.key, expected, Describe(v));
+}
+
+std::string IntRange(int64_t lo, int64_t hi) { return fmt::format("[{}, {}]", lo, hi); }
+
+template <typename T>
+using Ref = T& (*)(ServeConfig&);
+
+KeyDef IntKey(std::string key, std::string alias, Ref<int64_t> ref, int64_t lo, int64_t hi, std::string help,
+              std::function<std::string(int64_t)> extra_check = nullptr, std::string allowed = "") {
+  KeyDef d{key, alias, Kind::kInt, allowed.empty() ? IntRange(lo, hi) : allowed, std::move(help), nullptr, nullptr};
+  const std::string expected = "an integer in " + d.allowed;
+  d.set = [d, ref, lo, hi, expected, extra_check](ServeConfig& c, const RawValue& v) -> Status {
+    if (v.kind != RawValue::kScalar) return Bad(d, v, expected);
+    int64_t x = 0;
+    const std::string& t = v.text;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+    if (t.empty() || ec != std::errc() || p != t.data() + t.size()) return Bad(d, v, expected);
+    if (x < lo || x > hi) return Bad(d, v, expected);
+    if (extra_check) {
+      std::string why = extra_check(x);
+      if (!why.empty()) return InvalidArgument("{}: {}, got {}", d.key, why, x);
+    }
+    ref(c) = x;
+    return Status::Ok();
+  };
+  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
+  return d;
+}
+
+// A number in [lo, hi], or (lo, hi] when lo_open.
+KeyDef NumberKey(std::string key, std::string alias, Ref<double> ref, double lo, bool lo_open, double hi,
+                 std::string help) {
+  KeyDef d{key, alias, Kind::kNumber, fmt::format("{}{}, {}]", lo_open ? "(" : "[", lo, hi), std::move(help),
+           nullptr, nullptr};
+  const std::string expected = "a number in " + d.allowed;
+  d.set = [d, ref, lo, lo_open, hi, expected](ServeConfig& c, const RawValue& v) -> Status {
+    if (v.kind != RawValue::kScalar) return Bad(d, v, expected);
+    double x = 0;
+    const std::string& t = v.text;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+    if (t.empty() || ec != std::errc() || p != t.data() + t.size() || !std::isfinite(x)) return Bad(d, v, expected);
+    if (x > hi || x < lo || (lo_open && x == lo)) return Bad(d, v, expected);
+    ref(c) = x;
+    return Status::Ok();
+  };
+  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
+  return d;
+}
+
+KeyDef BoolKey(std::string key, std::string alias, Ref<bool> ref, std::string help) {
+  KeyDef d{key, alias, Kind::kBool, "true, false", std::move(help), nullptr, nullptr};
+  d.set = [d, ref](ServeConfig& c, const RawValue& v) -> Status {
+    if (v.kind == RawValue::kScalar) {
+      std::string t = v.text;
+      std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      if (t == "true" || t == "yes" || t == "on") {
+        ref(c) = true;
+        return Status::Ok();
+      }
+      if (t == "false" || t == "no" || t == "off") {
+        ref(c) = false;
+        return Status::Ok();
+      }
+    }
+    return Bad(d, v, "true or false");
+  };
+  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
+  return d;
+}
+
+// check: "" if the string is acceptable, else what is expected.
+KeyDef StringKey(std::string key, std::string alias, Ref<std::string> ref, std::string allowed, std::string help,
+                 std::function<std::string(const std::string&)> check = nullptr) {
+  KeyDef d{key, alias, Kind::kString, std::move(allowed), std::move(help), nullptr, nullptr};
+  d.set = [d, ref, check](ServeConfig& c, const RawValue& v) -> Status {
+    if (v.kind != RawValue::kScalar && v.kind != RawValue::kQuoted) return Bad(d, v, "a string");
+    if (check) {
+      std::string why = check(v.text);
+      if (!why.empty()) return Bad(d, v, why);
+    }
+    ref(c) = v.text;
+    return Status::Ok();
+  };
+  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
+  return d;
+}
+
+KeyDef EnumKey(std::string key, std::string alias, Ref<std::string> ref, std::vector<std::string> choices,
+               std::string help) {
+  std::string allowed;
+  for (const auto& ch : choices) allowed += (allowed.empty() ? "" : ", ") + ch;
+  KeyDef d{key, alias, Kind::kEnum, allowed, std::move(help), nullptr, nullptr};
+  d.set = [d, ref, choices, allowed](ServeConfig& c, const RawValue& v) -> Status {
+    if (v.kind == RawValue::kScalar || v.kind == RawValue::kQuoted) {
+      std::string t = v.text;
+      std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      if (std::find(choices.begin(), choices.end(), t) != choices.end()) {
+        ref(c) = t;
+        return Status::Ok();
+      }
+    }
+    return Bad(d, v, "one of: " + allowed);
+  };
+  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
+  return d;
+}
+
+KeyDef ListKey(std::string key, std::string alias, Ref<std::vector<std::string>> ref, std::string help) {
+  KeyDef d{key, alias, Kind::kList, "non-empty strings", std::move(help), nullptr, nullptr};
+  d.set = [d, ref](ServeConfig& c, const RawValue& v) -> Status {
+    std::vector<std::string> items;
+    if (v.kind == RawValue::kList) {
+      items = v.items;
+    } else if (v.kind == RawValue::kScalar || v.kind == RawValue::kQuoted) {
+      // Command line: comma-separated.
+      std::stringstream ss(v.text);
+      for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
+    } else {
+      return Bad(d, v, "a list of strings");
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].empty()) return InvalidArgument("{}: item {} is empty; expected non-empty strings", d.key, i);
+    }
+    ref(c) = std::move(items);
+    return Status::Ok();
+  };
+  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
+  return d;
+}
+
+std::string PowerOfTwo(int64_t x) { return (x & (x - 1)) == 0 ? "" : "must be a power of two"; }
+
+std::string Sha256Check(const std::string& s) {
+  if (s.empty()) return "";
+  const bool hex = s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return hex ? "" : "\"\" or 64 hexadecimal digits";
+}
+
+std::string NonEmpty(const std::string& s) { return s.empty() ? "a non-empty string" : ""; }
+
+const std::vector<KeyDef>& Table() {
+  static const std::vector<KeyDef> table = [] {
+    std::vector<KeyDef> t;
+    // server
+    t.push_back(StringKey("server.host", "host", [](ServeConfig& c) -> std::string& { return c.server.host; },
+                          "an address or host name", "Address to listen on (0.0.0.0 for all interfaces)", NonEmpty));
+    t.push_back(IntKey("server.port", "port", [](ServeConfig& c) -> int64_t& { return c.server.port; }, 0, 65535,
+                       "TCP port; 0 picks a free one (the log says which)"));
+    t.push_back(ListKey("server.api_keys", "api-keys", [](ServeConfig& c) -> std::vector<std::string>& { return c.server.api_keys; },
+                        "Accepted API keys (Authorization: Bearer KEY); none and no file: no authentication"));
+    t.push_back(StringKey("server.api_key_file", "api-key-file", [](ServeConfig& c) -> std::string& { return c.server.api_key_file; },
+                          "a file path or \"\"", "File with one API key per line ('#' starts a comment), added to api_keys"));
+    t.push_back(IntKey("server.max_body_bytes", "max-body-bytes", [](ServeConfig& c) -> int64_t& { return c.server.max_body_bytes; },
+                       1024, int64_t{1} << 30, "Largest request body; larger ones get 413"));
+    t.push_back(NumberKey("server.drain_timeout_seconds", "drain-timeout",
+                          [](ServeConfig& c) -> double& { return c.server.drain_timeout_seconds; }, 0, false, 3600,
+                          "On SIGTERM: how long in-flight requests may take to finish before they are cut"));
+    t.push_back(IntKey("server.io_threads", "io-threads", [](ServeConfig& c) -> int64_t& { return c.server.io_threads; }, 1, 64,
+                       "HTTP I/O threads shared by all connections"));
+    t.push_back(NumberKey("server.keep_alive_timeout_seconds", "keep-alive-timeout",
+                          [](ServeConfig& c) -> double& { return c.server.keep_alive_timeout_seconds; }, 0, true, 3600,
+                          "How long an idle keep-alive connection stays open"));
+    // model
+    t.push_back(StringKey("model.path", "model", [](ServeConfig& c) -> std::string& { return c.model.path; },
+                          "a GGUF file path", "The model to serve (required)"));
+    t.push_back(StringKey("model.name", "served-model-name", [](ServeConfig& c) -> std::string& { return c.model.name; },
+                          "a string; \"\": the file name without .gguf", "Model id clients send and /v1/models lists"));
+    t.push_back(EnumKey("model.dtype", "dtype", [](ServeConfig& c) -> std::string& { return c.model.dtype; },
+                        {"auto", "f32", "f16", "bf16"}, "Compute dtype for activations; auto: chosen from the weights"));
+    t.push_back(IntKey("model.max_context_length", "max-context-length",
+                       [](ServeConfig& c) -> int64_t& { return c.model.max_context_length; }, 16, int64_t{1} << 24,
+                       "Most tokens (prompt + output) of one request; capped at the model's trained context"));
+    t.push_back(StringKey("model.sha256", "sha256", [](ServeConfig& c) -> std::string& { return c.model.sha256; },
+                          "\"\" or 64 hex digits", "Expected SHA-256 of the weights file; start-up fails on a mismatch",
+                          Sha256Check));
+    // kv_cache
+    t.push_back(NumberKey("kv_cache.memory_fraction", "memory-fraction",
+                          [](ServeConfig& c) -> double& { return c.kv_cache.memory_fraction; }, 0, true, 1,
+                          "Part of machine memory for weights, KV pool and activations; the KV pool gets the rest"));
+    t.push_back(IntKey("kv_cache.block_size", "block-size", [](ServeConfig& c) -> int64_t& { return c.kv_cache.block_size; }, 1, 256,
+                       "Tokens per KV block", PowerOfTwo, "a power of two in [1, 256]"));
+    t.push_back(EnumKey("kv_cache.dtype", "kv-dtype", [](ServeConfig& c) -> std::string& { return c.kv_cache.dtype; },
+                        {"f16", "bf16", "f32", "q8_0"}, "Element type of the KV cache"));
+    t.push_back(BoolKey("kv_cache.prefix_caching", "prefix-caching",
+                        [](ServeConfig& c) -> bool& { return c.kv_cache.prefix_caching; },
+                        "Reuse the KV of shared prompt prefixes between requests"));
+    // runtime
+    t.push_back(IntKey("runtime.threads", "threads", [](ServeConfig& c) -> int64_t& { return c.runtime.threads; }, 0, 1024,
+                       "Compute threads; 0: one per core"));
+    t.push_back(IntKey("runtime.max_batch_size", "max-batch-size", [](ServeConfig& c) -> int64_t& { return c.runtime.max_batch_size; },
+                       1, 4096, "Sequences running at once"));
+    t.push_back(IntKey("runtime.max_num_batched_tokens", "max-num-batched-tokens",
+                       [](ServeConfig& c) -> int64_t& { return c.runtime.max_num_batched_tokens; }, 1, int64_t{1} << 20,
+                       "Tokens computed per engine step (long prompts are prefilled in chunks of this)"));
+    t.push_back(IntKey("runtime.max_concurrent_requests", "max-concurrent-requests",
+                       [](ServeConfig& c) -> int64_t& { return c.runtime.max_concurrent_requests; }, 1, int64_t{1} << 20,
+                       "Sequences admitted (running + queued); beyond it requests get 429 with Retry-After"));
+    t.push_back(NumberKey("runtime.request_timeout_seconds", "request-timeout",
+                          [](ServeConfig& c) -> double& { return c.runtime.request_timeout_seconds; }, 0, false, 86400,
+                          "A request running longer is cut with 504 (or an error event); 0: no limit"));
+    // logging
+    t.push_back(EnumKey("logging.level", "log-level", [](ServeConfig& c) -> std::string& { return c.logging.level; },
+                        {"trace", "debug", "info", "warn", "error", "off"}, "Log level (stderr)"));
+    t.push_back(StringKey("logging.access_log", "access-log", [](ServeConfig& c) -> std::string& { return c.logging.access_log; },
+                          "stdout, stderr, off, or a file path", "Where the JSON access log goes (one line per request)",
+                          NonEmpty));
+    return t;
+  }();
+  return table;
+}
+
+const KeyDef* FindKey(std::string_view name) {
+  for (const auto& d : Table()) {
+    if (d.key == name || (!d.alias.empty() && d.alias == name)) return &d;
+  }
+  return nullptr;
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// " (did you mean server.port?)" or "".
+std::string Suggest(std::string_view name) {
+  const KeyDef* best = nullptr;
+  size_t best_d = 4;
+  for (const auto& d : Table()) {
+    for (const std::string& cand : {d.key, d.alias}) {
+      if (cand.empty()) continue;
+      size_t dist = EditDistance(name, cand);
+      // Also compare with the part after the section ("port" vs "server.port").
+      const size_t dot = cand.find('.');
+      if (dot != std::string::npos) dist = std::min(dist, EditDistance(name, std::string_view(cand).substr(dot + 1)));
+      if (dist < best_d) {
+        best_d = dist;
+        best = &d;
+      }
+    }
+  }
+  return best ? fmt::format(" (did you mean {}?)", best->key) : "";
+}
+
+std::string SectionKeys(std::string_view section) {
+  std::string out;
+  for (const auto& d : Table()) {
+    if (d.key.compare(0, section.size() + 1, std::string(section) + ".") == 0) {
+      out += (out.empty() ? "" : ", ") + d.key.substr(section.size() + 1);
+    }
+  }
+  return out;
+}
+
+RawValue FromYaml(const YAML::Node& n) {
+  RawValue v;
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      v.kind = RawValue::kNull;
+      break;
+    case YAML::NodeType::Scalar:
+      v.kind = n.Tag() == "!" ? RawValue::kQuoted : RawValue::kScalar;
+      v.text = n.Scalar();
+      break;
+    case YAML::NodeType::Sequence:
+      v.kind = RawValue::kList;
+      for (const auto& item : n) {
+        if (!item.IsScalar()) {
+          v.kind = RawValue::kMap;  // a list of non-strings: reported as the wrong type
+          return v;
+        }
+        v.items.push_back(item.Scalar());
+      }
+      break;
+    case YAML::NodeType::Map:
+      v.kind = RawValue::kMap;
+      break;
+  }
+  return v;
+}
+
+}  // namespace
+
+const std::vector<ConfigKeyInfo>& ConfigKeys() {
+  static const std::vector<ConfigKeyInfo> keys = [] {
+    std::vector<ConfigKeyInfo> out;
+    const ServeConfig defaults;
+    for (const auto& d : Table()) {
+      ConfigKeyInfo k;
+      k.key = d.key;
+      k.alias = d.alias.empty() ? "" : "--" + d.alias;
+      switch (d.kind) {
+        case Kind::kInt: k.type = "integer"; break;
+        case Kind::kNumber: k.type = "number"; break;
+        case Kind::kBool: k.type = "boolean"; break;
+        case Kind::kString: k.type = "string"; break;
+        case Kind::kEnum: k.type = "string"; break;
+        case Kind::kList: k.type = "list of strings"; break;
+      }
+      k.allowed = d.allowed;
+      k.default_value = d.get(defaults).dump();
+      k.help = d.help;
+      out.push_back(std::move(k));
+    }
+    return out;
+  }();
+  return keys;
+}
+
+Status LoadConfigYaml(std::string_view yaml, ServeConfig* cfg) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("YAML syntax error at line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+  if (root.IsNull()) return Status::Ok();  // an empty file: all defaults
+  if (!root.IsMap()) return InvalidArgument("the configuration must be a mapping of sections (server, model, ...)");
+  static const std::vector<std::string> kSections = {"server", "model", "kv_cache", "runtime", "logging"};
+  std::set<std::string> seen_sections;
+  for (const auto& sec : root) {
+    const std::string section = sec.first.Scalar();
+    if (std::find(kSections.begin(), kSections.end(), section) == kSections.end()) {
+      return InvalidArgument("unknown section \"{}\"{}; sections are server, model, kv_cache, runtime, logging",
+                             section, Suggest(section));
+    }
+    if (!seen_sections.insert(section).second) return InvalidArgument("section \"{}\" appears twice", section);
+    if (sec.second.IsNull()) continue;
+    if (!sec.second.IsMap()) return InvalidArgument("{}: expected a mapping of keys ({})", section, SectionKeys(section));
+    std::set<std::string> seen_keys;
+    for (const auto& kv : sec.second) {
+      const std::string key = section + "." + kv.first.Scalar();
+      const KeyDef* d = nullptr;
+      for (const auto& cand : Table()) {
+        if (cand.key == key) d = &cand;
+      }
+      if (!d) {
+        return InvalidArgument("unknown key \"{}\"{}; keys of {} are: {}", key, Suggest(key), section,
+                               SectionKeys(section));
+      }
+      if (!seen_keys.insert(key).second) return InvalidArgument("key \"{}\" appears twice", key);
+      RawValue v = FromYaml(kv.second);
+      if (v.kind == RawValue::kNull) continue;  // keep the default
+      KVS_RETURN_IF_ERROR(d->set(*cfg, v));
+    }
+  }
+  return Status::Ok();
+}
+
+Status LoadConfigFile(const std::string& path, ServeConfig* cfg) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read configuration file \"{}\"", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return LoadConfigYaml(ss.str(), cfg).WithContext(path);
+}
+
+Status SetConfigValue(std::string_view key, std::string_view value, ServeConfig* cfg) {
+  const KeyDef* d = FindKey(key);
+  if (!d) return InvalidArgument("unknown option --{}{}; `kvserve serve --help` lists them", key, Suggest(key));
+  RawValue v;
+  v.kind = RawValue::kScalar;
+  v.text = std::string(value);
+  return d->set(*cfg, v);
+}
+
+Status ApplyOverrides(const std::vector<std::string>& args, ServeConfig* cfg) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    std::string name;
+    if (a == "-m") {
+      name = "model";
+    } else if (a.size() > 2 && a.substr(0, 2) == "--") {
+      name = std::string(a.substr(2));
+    } else {
+      return InvalidArgument("unexpected argument \"{}\"; overrides look like --server.port 8001", a);
+    }
+    std::string value;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    } else {
+      if (i + 1 >= args.size()) return InvalidArgument("option --{} needs a value", name);
+      value = args[++i];
+    }
+    KVS_RETURN_IF_ERROR(SetConfigValue(name, value, cfg));
+  }
+  return Status::Ok();
+}
+
+Status ValidateConfig(const ServeConfig& cfg) {
+  if (cfg.runtime.max_num_batched_tokens < cfg.runtime.max_batch_size) {
+    return InvalidArgument(
+        "runtime.max_num_batched_tokens ({}) must be at least runtime.max_batch_size ({}): every running sequence "
+        "computes one token per step",
+        cfg.runtime.max_num_batched_tokens, cfg.runtime.max_batch_size);
+  }
+  if (cfg.model.max_context_length < cfg.kv_cache.block_size) {
+    return InvalidArgument("model.max_context_length ({}) must be at least kv_cache.block_size ({})",
+                           cfg.model.max_context_length, cfg.kv_cache.block_size);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg) {
+  std::vector<std::string> keys = cfg.server.api_keys;
+  if (!cfg.server.api_key_file.empty()) {
+    std::ifstream in(cfg.server.api_key_file);
+    if (!in) return NotFound("server.api_key_file: cannot read \"{}\"", cfg.server.api_key_file);
+    size_t from_file = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+      const size_t b = line.find_first_not_of(" \t\r");
+      if (b == std::string::npos) continue;
+      const size_t e = line.find_last_not_of(" \t\r");
+      keys.push_back(line.substr(b, e - b + 1));
+      ++from_file;
+    }
+    if (from_file == 0) {
+      return InvalidArgument("server.api_key_file: \"{}\" holds no key (one key per line)", cfg.server.api_key_file);
+    }
+  }
+  return keys;
+}
+
+nlohmann::json ConfigToJson(const ServeConfig& cfg) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& d : Table()) {
+    const size_t dot = d.key.find('.');
+    nlohmann::json v = d.get(cfg);
+    if (d.key == "server.api_keys") v = fmt::format("<{} keys>", cfg.server.api_keys.size());
+    j[d.key.substr(0, dot)][d.key.substr(dot + 1)] = v;
+  }
+  return j;
+}
+
+std::string ConfigHelp() {
+  std::string out =
+      "Configuration keys (YAML sections; override any with --section.key VALUE or its alias):\n";
+  for (const auto& k : ConfigKeys()) {
+    out += fmt::format("  --{:<36} {}\n", k.key + (k.alias.empty() ? "" : ", " + k.alias), k.help);
+    out += fmt::format("  {:<38} {} {}, default {}\n", "", k.type, k.allowed, k.default_value);
+  }
+  return out;
+}
+
+}  // namespace kvs::server

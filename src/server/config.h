@@ -1,0 +1,108 @@
+// ServeConfig: everything `kvserve serve` can be told, from one YAML file
+// (sections server, model, kv_cache, runtime, logging) and from command-line
+// overrides of any key ("--server.port 8001", "--server.port=8001", or an
+// alias such as "--port 8001").
+//
+// Precedence: built-in defaults < YAML file < command line. Every key is
+// declared once in a table (config.cc) with its type, allowed range, default
+// and help; loading, overriding, --help and configs/default.yaml all follow
+// that table. An unknown key, a value of the wrong type (a quoted "8000" for
+// an integer, a list for a string, ...) or a value out of range is an
+// InvalidArgument naming the key and what it accepts; the server refuses to
+// start on it.
+// Thread-safety: plain values; the functions are pure apart from reading files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace kvs::server {
+
+struct ServerSection {
+  std::string host = "127.0.0.1";
+  int64_t port = 8000;                      // 0: any free port (printed at start-up)
+  std::vector<std::string> api_keys;        // empty (and no file): no authentication
+  std::string api_key_file;                 // one key per line, '#' comments
+  int64_t max_body_bytes = int64_t{32} << 20;
+  double drain_timeout_seconds = 30;        // SIGTERM: time in-flight requests get to finish
+  int64_t io_threads = 2;                   // HTTP threads (all connections share them)
+  double keep_alive_timeout_seconds = 60;   // idle time before a keep-alive connection closes
+};
+
+struct ModelSection {
+  std::string path;                 // GGUF file
+  std::string name;                 // served model id; "": the file name without .gguf
+  std::string dtype = "auto";       // compute dtype: auto, f32, f16, bf16
+  int64_t max_context_length = 32768;  // prompt + output tokens; capped at the model's own
+  std::string sha256;               // "": not checked; else the file must hash to it
+};
+
+struct KvCacheSection {
+  double memory_fraction = 0.45;    // of machine memory for weights + KV + activations
+  int64_t block_size = 16;          // tokens per KV block (a power of two)
+  std::string dtype = "f16";        // f32, f16, bf16, q8_0
+  bool prefix_caching = true;
+};
+
+struct RuntimeSection {
+  int64_t threads = 0;              // compute threads; 0: all cores
+  int64_t max_batch_size = 32;      // sequences running at once
+  int64_t max_num_batched_tokens = 2048;  // tokens per engine step (prefill chunking)
+  int64_t max_concurrent_requests = 64;   // running + queued sequences; more get 429
+  double request_timeout_seconds = 120;   // 0: no timeout
+};
+
+struct LoggingSection {
+  std::string level = "info";          // trace, debug, info, warn, error, off
+  std::string access_log = "stdout";   // stdout, stderr, off, or a file path (appended)
+};
+
+struct ServeConfig {
+  ServerSection server;
+  ModelSection model;
+  KvCacheSection kv_cache;
+  RuntimeSection runtime;
+  LoggingSection logging;
+};
+
+// One documented key: "server.port", its alias ("--port"), type, allowed
+// values and default, as shown by --help and in configs/default.yaml.
+struct ConfigKeyInfo {
+  std::string key;
+  std::string alias;          // "" if none, else "--port"
+  std::string type;           // "integer", "number", "boolean", "string", "list of strings", "one of ..."
+  std::string allowed;        // "[0, 65535]", "(0, 1]", "f16, bf16, f32, q8_0", ...
+  std::string default_value;  // as YAML
+  std::string help;
+};
+const std::vector<ConfigKeyInfo>& ConfigKeys();
+
+// Reads a YAML file / text over *cfg. Keys absent keep their value; a key
+// with an empty (null) value keeps its default.
+Status LoadConfigFile(const std::string& path, ServeConfig* cfg);
+Status LoadConfigYaml(std::string_view yaml, ServeConfig* cfg);
+
+// Applies command-line overrides in order: "--key value", "--key=value",
+// aliases; lists as comma-separated values.
+Status ApplyOverrides(const std::vector<std::string>& args, ServeConfig* cfg);
+// One override by its full key ("runtime.threads") or alias ("threads").
+Status SetConfigValue(std::string_view key, std::string_view value, ServeConfig* cfg);
+
+// Checks between keys (each key's own range is checked when it is set).
+Status ValidateConfig(const ServeConfig& cfg);
+
+// api_keys plus those of api_key_file (read now). Empty: no authentication.
+StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg);
+
+// The effective configuration, API keys redacted (logged at start-up).
+nlohmann::json ConfigToJson(const ServeConfig& cfg);
+// A table of every key for `kvserve serve --help`.
+std::string ConfigHelp();
+
+}  // namespace kvs::server

@@ -1,0 +1,105 @@
+// FakeBackend: an InferenceBackend with no model, for tests of the HTTP
+// service (and `kvserve serve --fake-backend`). It behaves like a small
+// continuous-batching engine, deterministically:
+//
+//   * vocabulary: 0 <unk>, 1 <s> (BOS), 2 </s> (EOS), 3..258 the bytes
+//     0..255, then word pieces of one short story (" upon", " a", ...);
+//     Tokenize matches the longest word piece, else a byte; "<s>"/"</s>"
+//     in text are the special tokens.
+//   * generation: the story, token by token, from its start when
+//     temperature is 0, from story position seed % length when seeded (a
+//     random position otherwise); EOS at the story's end (finish "stop";
+//     with ignore_eos it wraps around), "length" at max_tokens. The story
+//     contains "café" whose "é" is two byte tokens, so clients see a token
+//     that completes no text on its own.
+//   * scheduling: one engine thread; every step_time it admits waiting
+//     requests (FCFS) up to max_batch_size and gives each running request
+//     one token. Requests beyond max_batch_size wait (queue time).
+//   * KV accounting: a running request holds ceil(tokens / block_size)
+//     blocks; prompt blocks are remembered as a prefix cache (whole blocks,
+//     never the last prompt token), reported as cached tokens and counters.
+//   * logprobs: a fixed pattern (-0.05 - 0.1 * (i % 5) for the chosen
+//     token; alternatives lower).
+// Thread-safety: as InferenceBackend (all methods from any thread).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "server/backend.h"
+
+namespace kvs::server {
+
+struct FakeBackendOptions {
+  std::string model_name = "fake-model";
+  std::string model_path;
+  int64_t max_context_length = 4096;
+  int64_t max_batch_size = 32;
+  int64_t block_size = 16;
+  int64_t num_blocks = 4096;
+  bool prefix_caching = true;
+  std::chrono::microseconds step_time{2000};  // one decode step
+};
+
+class FakeBackend : public InferenceBackend {
+ public:
+  explicit FakeBackend(FakeBackendOptions options);
+  ~FakeBackend() override;
+
+  const ModelInfo& Info() const override { return info_; }
+  StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) override;
+  StatusOr<std::string> Detokenize(std::span<const int32_t> ids) override;
+  StatusOr<std::string> ApplyChatTemplate(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                          bool add_generation_prompt) override;
+  Status Submit(GenerateRequest request, ChunkCallback on_chunk) override;
+  void Cancel(const std::string& request_id) override;
+  BackendStats Stats() override;
+  void Shutdown() override;
+
+  static constexpr int32_t kBos = 1;
+  static constexpr int32_t kEos = 2;
+  // The story as token ids (what temperature 0 generates, then EOS).
+  static const std::vector<int32_t>& StoryTokens();
+  // A token's bytes ("" for specials).
+  static std::string Piece(int32_t id);
+
+ private:
+  struct Seq {
+    GenerateRequest req;
+    ChunkCallback cb;
+    std::chrono::steady_clock::time_point arrival;
+    size_t story_pos = 0;
+    int32_t generated = 0;
+    int32_t cached = 0;
+    bool first_token_sent = false;
+    std::string utf8_pending;  // bytes of an incomplete UTF-8 sequence
+  };
+
+  void Loop();
+  // Under mu_: the request's prefix-cache hit in tokens, and remember its blocks.
+  int32_t LookupAndInsertPrefix(const std::vector<int32_t>& prompt);
+  int64_t UsedBlocksLocked() const;
+
+  FakeBackendOptions opt_;
+  ModelInfo info_;
+
+  std::mutex shutdown_mu_;  // serializes Shutdown (destructor after an explicit call)
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Seq>> waiting_;
+  std::vector<std::shared_ptr<Seq>> running_;
+  std::unordered_set<std::string> ids_;        // ids in flight
+  std::unordered_set<std::string> cancelled_;  // ids to cancel at the next step
+  std::unordered_set<uint64_t> prefix_blocks_;
+  int64_t queried_tokens_ = 0, hit_tokens_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace kvs::server

@@ -1,0 +1,148 @@
+// GenerationJob: one /v1/completions or /v1/chat/completions request from
+// submission to its last byte: it submits n choices per prompt to the
+// backend, turns their token chunks into OpenAI responses (whole JSON, or
+// SSE chunks in OpenAI's exact shapes ending with "data: [DONE]"), applies
+// stop strings (StopMatcher: text that could begin a stop string is held
+// back, a matched stop string is never sent and ends that choice), reports
+// logprobs, usage (with prompt_tokens_details.cached_tokens) and metrics.
+//
+// Ends early on: client disconnect (backend requests cancelled at once),
+// request timeout (504, or an SSE error event once streaming), Abort (e.g.
+// drain deadline: 503 / error event), or a backend error (500 / event).
+//
+// Invariants: the response is finished exactly once (done_fn runs then);
+// every choice is either never submitted or gets exactly one backend final
+// chunk, and each releases one of the sequence slots the service reserved
+// (sequences_in_flight) exactly once.
+// Thread-safety: all methods run on the exchange's strand; backend callbacks
+// only post to it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "http/http_server.h"
+#include "server/backend.h"
+#include "server/openai_request.h"
+#include "server/server_metrics.h"
+#include "server/stop_matcher.h"
+
+namespace kvs::server {
+
+using Clock = std::chrono::steady_clock;
+
+struct JobEnv {
+  InferenceBackend* backend = nullptr;
+  ServerMetrics* metrics = nullptr;
+  std::atomic<int64_t>* sequences_in_flight = nullptr;  // n slots per prompt are reserved before Start
+  std::string model_name;
+  double timeout_seconds = 0;  // 0: none
+};
+
+struct PreparedPrompt {
+  std::vector<int32_t> tokens;
+  std::string echo_text;  // completions with echo: the prompt's text
+  int32_t max_tokens = 16;
+};
+
+// What the access log and the status metric need once the response ended.
+struct JobSummary {
+  int status = 200;  // 499: the client left before any response
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t completion_tokens = 0;
+  std::optional<double> ttft_ms;
+  std::string finish_reason;  // of the first choice (the only one, usually)
+};
+
+class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
+ public:
+  using DoneFn = std::function<void(const JobSummary&)>;
+
+  GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, ParsedRequest req, std::vector<PreparedPrompt> prompts,
+                std::string id, DoneFn done);
+
+  // Submits every choice and starts answering. On the strand.
+  void Start();
+  // Ends the request with `error` (503 / SSE error event) and cancels the
+  // backend requests; finish_reason is the metric label. On the strand.
+  void Abort(const ApiError& error, const std::string& finish_reason);
+
+  const std::string& id() const { return id_; }
+  const std::shared_ptr<http::Exchange>& exchange() const { return ex_; }
+  bool finished() const { return finished_; }
+
+ private:
+  struct PendingLogprob {
+    TokenOutput token;
+    size_t start = 0, end = 0;  // byte range of its text in the generated text
+  };
+  struct Choice {
+    int index = 0;
+    int prompt_index = 0;
+    std::string backend_id;
+    bool submitted = false;
+    bool backend_final = false;  // final chunk received, slot released
+    bool done = false;           // the client-visible end is decided
+    bool cut_by_stop = false;    // a stop string ended it
+    std::string finish_reason;
+    StopMatcher stop;
+    std::string text;            // non-streaming: the answer so far (echo included)
+    size_t offset_base = 0;      // echo prefix bytes before the generated text
+    size_t generated_bytes = 0;  // generated text received (before stop handling)
+    size_t released_bytes = 0;   // generated text released to the client
+    int64_t completion_tokens = 0;
+    int64_t cached_tokens = -1;
+    bool got_token = false;
+    bool queue_observed = false;
+    Clock::time_point last_token;
+    std::deque<PendingLogprob> pending;  // logprobs not yet sent
+    nlohmann::json logprobs;             // non-streaming: accumulated
+  };
+
+  void OnChunk(int index, GenerationChunk chunk);
+  void OnClientClosed();
+  void OnTimeout();
+  // Sends released text (and the logprobs it covers) of a choice.
+  void Emit(Choice& c, const std::string& text);
+  void ChoiceDone(Choice& c, const std::string& finish_reason);
+  void Complete();
+  void Fail(const ApiError& error, const std::string& finish_reason);
+  void CancelUnfinished();
+  void ReleaseSlot(Choice& c);
+  void Finish(int status);
+
+  nlohmann::json ChunkBase() const;
+  nlohmann::json Usage() const;
+  nlohmann::json LogprobsFor(const Choice& c, const std::vector<PendingLogprob>& toks) const;
+  void AppendLogprobs(nlohmann::json& acc, const nlohmann::json& add) const;
+  void SendEvent(const nlohmann::json& j);
+
+  JobEnv env_;
+  std::shared_ptr<http::Exchange> ex_;
+  ParsedRequest req_;
+  std::vector<PreparedPrompt> prompts_;
+  std::string id_;
+  DoneFn done_;
+  int64_t created_ = 0;
+  bool chat_ = false;
+  std::vector<Choice> choices_;
+  bool finished_ = false;  // response ended (or the client left)
+  std::optional<Clock::time_point> first_token_;
+};
+
+// JSON for the wire: invalid UTF-8 (a lone byte token) becomes U+FFFD.
+std::string Dump(const nlohmann::json& j);
+
+// Maps a backend Status to an OpenAI error (400, 429, 503, 500...).
+ApiError ErrorFromStatus(const Status& s);
+
+}  // namespace kvs::server

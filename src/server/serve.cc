@@ -1,0 +1,213 @@
+#include "server/serve.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "http/http_server.h"
+#include "server/access_log.h"
+#include "server/service.h"
+#include "server/sha256.h"
+
+namespace kvs::server {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// What the main thread waits for.
+struct Events {
+  std::mutex mu;
+  std::condition_variable cv;
+  int signals = 0;          // SIGTERM/SIGINT received
+  bool load_done = false;
+  Status load_status;
+};
+
+}  // namespace
+
+std::string ServedModelName(const ServeConfig& config) {
+  if (!config.model.name.empty()) return config.model.name;
+  if (!config.model.path.empty()) {
+    std::filesystem::path p(config.model.path);
+    std::string stem = p.filename().string();
+    if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
+    if (!stem.empty()) return stem;
+  }
+  return "default";
+}
+
+int RunServe(const ServeConfig& config, const BackendFactory& factory, const ServeOptions& options) {
+  // Logs go to stderr; stdout is left to the access log.
+  if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
+  spdlog::set_level(spdlog::level::from_str(config.logging.level));
+  if (Status s = ValidateConfig(config); !s.ok()) {
+    spdlog::error("configuration: {}", s.message());
+    return 2;
+  }
+  if (options.require_model_file) {
+    std::error_code ec;
+    if (config.model.path.empty()) {
+      spdlog::error("configuration: model.path is required (--model FILE.gguf)");
+      return 2;
+    }
+    if (!std::filesystem::is_regular_file(config.model.path, ec)) {
+      spdlog::error("configuration: model.path: no such file: {}", config.model.path);
+      return 2;
+    }
+  }
+  auto keys = LoadApiKeys(config);
+  if (!keys.ok()) {
+    spdlog::error("configuration: {}", keys.status().message());
+    return 2;
+  }
+  auto access_log = AccessLog::Open(config.logging.access_log);
+  if (!access_log.ok()) {
+    spdlog::error("configuration: {}", access_log.status().message());
+    return 2;
+  }
+  spdlog::info("configuration: {}", ConfigToJson(config).dump());
+  if (keys->empty()) spdlog::warn("no API keys configured: the API is open to anyone who can reach it");
+
+  ServerMetrics metrics;
+  Service service(config, *keys, &metrics, access_log->get());
+  http::ServerOptions ho;
+  ho.host = config.server.host;
+  ho.port = static_cast<uint16_t>(config.server.port);
+  ho.io_threads = static_cast<int>(config.server.io_threads);
+  ho.max_body_bytes = static_cast<uint64_t>(config.server.max_body_bytes);
+  ho.keep_alive_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.server.keep_alive_timeout_seconds * 1000));
+  http::HttpServer server(ho);
+  if (Status s = server.Start([&service](std::shared_ptr<http::Exchange> ex) { service.Handle(std::move(ex)); });
+      !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 1;
+  }
+  spdlog::info("listening on http://{}:{}", config.server.host, server.port());
+
+  Events ev;
+  server.OnSignal({SIGTERM, SIGINT}, [&ev](int sig) {
+    spdlog::info("received {}: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    std::lock_guard<std::mutex> lock(ev.mu);
+    ++ev.signals;
+    ev.cv.notify_all();
+  });
+
+  std::unique_ptr<InferenceBackend> backend;
+  std::mutex backend_mu;
+  std::thread loader([&] {
+    const auto t0 = SteadyClock::now();
+    Status st;
+    ModelCard card;
+    card.path = config.model.path;
+    if (!config.model.path.empty()) {
+      spdlog::info("hashing {}", config.model.path);
+      auto sha = Sha256File(config.model.path);
+      if (!sha.ok()) {
+        st = sha.status();
+      } else {
+        card.sha256 = *sha;
+        std::string want = config.model.sha256;
+        std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return std::tolower(c); });
+        if (!want.empty() && want != card.sha256) {
+          st = Status(StatusCode::kDataLoss, "model.sha256 mismatch: " + config.model.path + " hashes to " +
+                                                 card.sha256 + ", the configuration expects " + want);
+        }
+      }
+    }
+    std::unique_ptr<InferenceBackend> b;
+    if (st.ok()) {
+      auto created = factory(config);
+      if (created.ok()) {
+        b = std::move(*created);
+      } else {
+        st = created.status();
+      }
+    }
+    if (st.ok()) {
+      card.id = b->Info().name.empty() ? ServedModelName(config) : b->Info().name;
+      card.max_context_length = b->Info().max_context_length;
+      card.load_seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+      card.created = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+      if (b->Info().trained_context_length > 0 && config.model.max_context_length > b->Info().trained_context_length) {
+        spdlog::warn("model.max_context_length {} exceeds the model's trained context {}; serving {}",
+                     config.model.max_context_length, b->Info().trained_context_length, card.max_context_length);
+      }
+      service.SetReady(b.get(), card);
+      spdlog::info("model '{}' ready in {:.2f} s (sha256 {}, context {} tokens)", card.id, card.load_seconds,
+                   card.sha256.empty() ? "-" : card.sha256, card.max_context_length);
+    }
+    {
+      std::lock_guard<std::mutex> lock(backend_mu);
+      backend = std::move(b);
+    }
+    std::lock_guard<std::mutex> lock(ev.mu);
+    ev.load_done = true;
+    ev.load_status = st;
+    ev.cv.notify_all();
+  });
+
+  int exit_code = 0;
+  {
+    std::unique_lock<std::mutex> lock(ev.mu);
+    ev.cv.wait(lock, [&] { return ev.signals > 0 || (ev.load_done && !ev.load_status.ok()); });
+    if (ev.signals == 0) {
+      spdlog::error("loading the model failed: {}", ev.load_status.ToString());
+      exit_code = 1;
+    }
+  }
+  if (exit_code == 0) {
+    // Drain.
+    service.BeginDrain();
+    server.SetDraining();
+    server.StopAccepting();
+    const auto deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                                   std::chrono::duration<double>(config.server.drain_timeout_seconds));
+    std::optional<SteadyClock::time_point> cut_at;
+    for (;;) {
+      if (server.active_exchanges() == 0 && service.sequences_in_flight() == 0) break;
+      const auto now = SteadyClock::now();
+      int signals;
+      {
+        std::lock_guard<std::mutex> lock(ev.mu);
+        signals = ev.signals;
+      }
+      if (!cut_at && (now >= deadline || signals > 1)) {
+        spdlog::warn("drain: {} requests still running after {} s; ending them", service.running_jobs(),
+                     config.server.drain_timeout_seconds);
+        ApiError e;
+        e.status = 503;
+        e.type = "service_unavailable";
+        e.code = "server_shutting_down";
+        e.message = "the server is shutting down (drain timeout reached)";
+        service.AbortAll(e, "shutdown");
+        cut_at = now;
+      }
+      if (cut_at && now - *cut_at > std::chrono::seconds(5)) {
+        spdlog::warn("drain: giving up on {} exchanges", server.active_exchanges());
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    spdlog::info("drained; shutting down");
+  }
+  server.Stop();
+  loader.join();
+  {
+    std::lock_guard<std::mutex> lock(backend_mu);
+    if (backend) backend->Shutdown();
+    backend.reset();
+  }
+  return exit_code;
+}
+
+}  // namespace kvs::server

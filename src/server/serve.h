@@ -1,0 +1,41 @@
+// RunServe: the lifecycle of `kvserve serve`.
+//
+//   1. Checks the configuration, API keys and access log; fails with exit
+//      code 2 naming what is wrong.
+//   2. Starts HTTP at once (/health answers, /ready and the API say 503
+//      while loading), then in a loader thread hashes the weights file
+//      (SHA-256, compared with model.sha256 when set) and creates the
+//      backend; the service becomes ready. A failed load exits with 1.
+//   3. On SIGTERM or SIGINT it drains: /ready and new requests get 503,
+//      the listener closes (connections already queued in its backlog are
+//      still answered), in-flight requests get server.drain_timeout_seconds
+//      to finish; then the rest are ended with an error, and it returns 0.
+//      A second signal cuts the wait short.
+// Thread-safety: call from the main thread, once.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "base/status.h"
+#include "server/backend.h"
+#include "server/config.h"
+
+namespace kvs::server {
+
+// Creates (loads) the backend for a configuration; called on the loader
+// thread. The model card's name and context come from the backend's Info().
+using BackendFactory = std::function<StatusOr<std::unique_ptr<InferenceBackend>>(const ServeConfig&)>;
+
+struct ServeOptions {
+  bool require_model_file = true;  // false for the fake backend: model.path may be empty
+};
+
+// Returns the process exit code.
+int RunServe(const ServeConfig& config, const BackendFactory& factory, const ServeOptions& options);
+
+// The served model id: model.name, else the file name of model.path
+// without ".gguf", else "default".
+std::string ServedModelName(const ServeConfig& config);
+
+}  // namespace kvs::server

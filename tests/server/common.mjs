@@ -1,0 +1,167 @@
+// Helpers for the kvserve server integration tests: start the real
+// `kvserve serve` binary on a free loopback port, talk raw HTTP to it, read
+// its metrics, stop it. The tests run with `node --test FILE` (node:test);
+// a file exits 77 (ctest: skipped) when something it needs is absent.
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const SKIP = 77;
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const sourceDir = process.env.KVSERVE_SOURCE_DIR || path.resolve(here, "../..");
+export const sharedDir = process.env.KVSERVE_SHARED_DIR || path.resolve(sourceDir, "../shared");
+export const binary = process.env.KVSERVE_BIN || path.join(sourceDir, "build/release/src/cli/kvserve");
+
+export function skipFile(why) {
+  console.log(`SKIP: ${why}`);
+  process.exit(SKIP);
+}
+
+export function requireBinary() {
+  if (!existsSync(binary)) skipFile(`kvserve binary not found at ${binary} (build the kvserve target)`);
+}
+
+// The official openai npm client from tests/oracles, or a skip.
+export async function loadOpenAI() {
+  const p = path.join(sourceDir, "tests/oracles/node_modules/openai/index.mjs");
+  if (!existsSync(p)) skipFile(`${p} is missing (run scripts/setup.sh to install the npm test oracles)`);
+  return (await import(p)).default;
+}
+
+export function realModelPath() {
+  const p = path.join(sharedDir, "models/stories260K.gguf");
+  return existsSync(p) ? p : null;
+}
+
+// Starts `kvserve serve` with the given extra arguments (the fake backend by
+// default) on an ephemeral port. Resolves once the listening line appears;
+// with waitReady, once /ready says 200.
+export async function startServer({ args = [], fake = true, waitReady = true, env = {} } = {}) {
+  const dir = mkdtempSync(path.join(tmpdir(), "kvserve-test-"));
+  const accessLog = path.join(dir, "access.log");
+  const argv = ["serve", "--port", "0", "--host", "127.0.0.1", "--access-log", accessLog, "--log-level", "info"];
+  if (fake) argv.push("--fake-backend");
+  argv.push(...args);
+  const child = spawn(binary, argv, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+  let stderr = "";
+  let stdout = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${stderr}`)), 30000);
+    child.stderr.on("data", (d) => {
+      stderr += d;
+      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(stderr);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    exited.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code} before listening:\n${stderr}`));
+    });
+  });
+  const server = {
+    child,
+    port,
+    accessLog,
+    exited,
+    baseURL: `http://127.0.0.1:${port}`,
+    stderr: () => stderr,
+    stdout: () => stdout,
+    async stop(signal = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+  if (waitReady) await waitFor(async () => (await request(server, "GET", "/ready")).status === 200, 30000);
+  return server;
+}
+
+export async function waitFor(pred, timeoutMs = 10000, stepMs = 20) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (await pred()) return;
+    if (Date.now() > end) throw new Error("timed out waiting for a condition");
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}
+
+// One raw HTTP request. body: object (sent as JSON), string or Buffer.
+// Resolves {status, headers, text, json}.
+export function request(server, method, urlPath, body, headers = {}) {
+  return new Promise((resolve, reject) => {
+    let payload;
+    if (body !== undefined) payload = typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+    const h = { ...headers };
+    if (payload !== undefined) {
+      h["content-type"] ??= "application/json";
+      h["content-length"] = Buffer.byteLength(payload);
+    }
+    const req = http.request({ host: "127.0.0.1", port: server.port, method, path: urlPath, headers: h, agent: false }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => {
+        const text = Buffer.concat(chunks).toString("utf8");
+        let json;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode, headers: res.headers, text, json });
+      });
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+// Parses an SSE body into its events ({event, data}).
+export function parseSse(text) {
+  const events = [];
+  for (const block of text.split(/\r?\n\r?\n/)) {
+    if (!block.trim()) continue;
+    let event = null;
+    const data = [];
+    for (const line of block.split(/\r?\n/)) {
+      if (line.startsWith(":")) continue;
+      const i = line.indexOf(":");
+      const field = i < 0 ? line : line.slice(0, i);
+      let value = i < 0 ? "" : line.slice(i + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "event") event = value;
+      if (field === "data") data.push(value);
+    }
+    if (data.length) events.push({ event, data: data.join("\n") });
+  }
+  return events;
+}
+
+// Prometheus text -> Map of "name{labels}" -> number.
+export async function metrics(server) {
+  const r = await request(server, "GET", "/metrics");
+  const out = new Map();
+  for (const line of r.text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const i = line.lastIndexOf(" ");
+    out.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return out;
+}
+
+export function metric(map, name) {
+  if (!map.has(name)) throw new Error(`metric ${name} missing`);
+  return map.get(name);
+}
+
+// The fake backend's story (what temperature 0 generates, then EOS).
+export const STORY =
+  "Once upon a time, there was a little girl named Lily. She loved to play in the park. " +
+  "One day, she went to a café with her mom. They ate cake and drank milk.\nThe end.";

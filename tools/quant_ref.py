@@ -1,0 +1,429 @@
+#!/usr/bin/python3
+"""Independent NumPy reference for kvserve's GGUF quantization formats.
+
+Implements the block formats F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K and Q8_K
+(quantize + dequantize) as llama.cpp's reference quantizers define them,
+vectorised over all blocks of an input at once. Every float operation is done
+in float32 in the reference algorithm's order (sums are sequential over the
+elements of a block, never pairwise), so the bytes can be compared exactly
+with kvserve's C++ quantizers (src/kernels/quant_ref.cc), which the
+`quant_test` ctest does.
+
+Usage:
+  quant_ref.py batch MANIFEST
+      Each MANIFEST line: TYPE N_PER_ROW IN.f32 OUT.bin OUT_DEQ.f32
+      Reads rows of N_PER_ROW little-endian float32 values, writes the
+      quantized rows and the float32 values the quantized rows decode to.
+  quant_ref.py selftest
+      Round-trip error sanity checks on random data.
+"""
+
+import sys
+
+import numpy as np
+
+F32 = np.float32
+
+
+# ---------------------------------------------------------------- helpers
+
+def f16_bits(a):
+    """float32 -> IEEE half bits, round to nearest even."""
+    return np.asarray(a, dtype=F32).astype(np.float16).view(np.uint16)
+
+
+def from_f16_bits(b):
+    return np.asarray(b, dtype=np.uint16).view(np.float16).astype(F32)
+
+
+def bf16_bits(a):
+    """float32 -> bfloat16 bits, round to nearest even, NaN kept quiet."""
+    u = np.asarray(a, dtype=F32).view(np.uint32)
+    is_nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    lsb = (u >> np.uint32(16)) & np.uint32(1)
+    rounded = (u + np.uint32(0x7FFF) + lsb) >> np.uint32(16)
+    quiet = (u >> np.uint32(16)) | np.uint32(64)
+    return np.where(is_nan, quiet, rounded).astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    return (np.asarray(b, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(F32)
+
+
+def rint_magic(v):
+    """Round to nearest, ties to even, the way the format's reference does:
+    add 1.5 * 2^23 in float32 and read the low mantissa bits back."""
+    t = (np.asarray(v, dtype=F32) + F32(12582912.0)).astype(F32)
+    return (t.view(np.int32) & 0x007FFFFF) - 0x00400000
+
+
+def round_away(v):
+    """C roundf: nearest integer, halfway cases away from zero (exact)."""
+    t = np.trunc(v)
+    frac = np.abs(v - t)  # exact for float32
+    return t + np.where(frac >= F32(0.5), np.sign(v), F32(0)).astype(F32)
+
+
+def seqsum(t):
+    """Sequential float32 sum over the last axis (left to right)."""
+    acc = np.zeros(t.shape[:-1], dtype=F32)
+    for i in range(t.shape[-1]):
+        acc = (acc + t[..., i]).astype(F32)
+    return acc
+
+
+def signed_absmax(x):
+    """Per row: (max |x|, the first element attaining it, or +0 if all 0)."""
+    ax = np.abs(x)
+    idx = np.argmax(ax, axis=-1)
+    amax = np.take_along_axis(ax, idx[..., None], axis=-1)[..., 0]
+    val = np.take_along_axis(x, idx[..., None], axis=-1)[..., 0]
+    return amax, np.where(amax > 0, val, F32(0)).astype(F32)
+
+
+def safe(den):
+    """Denominator with zeros replaced by 1 (results masked afterwards)."""
+    return np.where(den != 0, den, F32(1)).astype(F32)
+
+
+# ---------------------------------------------------------------- Q8_0
+
+Q8_0 = np.dtype([("d", "<u2"), ("qs", "i1", 32)])
+Q4_0 = np.dtype([("d", "<u2"), ("qs", "u1", 16)])
+Q4_K = np.dtype([("d", "<u2"), ("dmin", "<u2"), ("scales", "u1", 12), ("qs", "u1", 128)])
+Q6_K = np.dtype([("ql", "u1", 128), ("qh", "u1", 64), ("scales", "i1", 16), ("d", "<u2")])
+Q8_K = np.dtype([("d", "<f4"), ("qs", "i1", 256), ("bsums", "<i2", 16)])
+assert (Q8_0.itemsize, Q4_0.itemsize, Q4_K.itemsize, Q6_K.itemsize, Q8_K.itemsize) == \
+    (34, 18, 144, 210, 292)
+
+
+def quant_q8_0(x):
+    x = x.reshape(-1, 32)
+    amax = np.abs(x).max(axis=1)
+    d = (amax / F32(127)).astype(F32)
+    inv = np.where(d != 0, F32(1) / safe(d), F32(0)).astype(F32)
+    out = np.zeros(len(x), Q8_0)
+    out["d"] = f16_bits(d)
+    out["qs"] = round_away((x * inv[:, None]).astype(F32)).astype(np.int8)
+    return out
+
+
+def dequant_q8_0(b):
+    d = from_f16_bits(b["d"])
+    return (b["qs"].astype(F32) * d[:, None]).reshape(-1)
+
+
+# ---------------------------------------------------------------- Q4_0
+
+def quant_q4_0(x):
+    x = x.reshape(-1, 32)
+    _, vmax = signed_absmax(x)
+    d = (vmax / F32(-8)).astype(F32)
+    inv = np.where(d != 0, F32(1) / safe(d), F32(0)).astype(F32)
+    v = ((x * inv[:, None]).astype(F32) + F32(8.5)).astype(F32)
+    q = np.minimum(np.trunc(v).astype(np.int32), 15)
+    out = np.zeros(len(x), Q4_0)
+    out["d"] = f16_bits(d)
+    out["qs"] = (q[:, :16] | (q[:, 16:] << 4)).astype(np.uint8)
+    return out
+
+
+def dequant_q4_0(b):
+    d = from_f16_bits(b["d"])
+    q = np.concatenate([b["qs"] & 15, b["qs"] >> 4], axis=1).astype(np.int32) - 8
+    return (q.astype(F32) * d[:, None]).reshape(-1)
+
+
+# ---------------------------------------------------------------- Q8_K
+
+def quant_q8_k(x):
+    x = x.reshape(-1, 256)
+    amax, vmax = signed_absmax(x)
+    live = amax != 0
+    iscale = np.where(live, F32(-127) / safe(vmax), F32(0)).astype(F32)
+    q = np.minimum(rint_magic(iscale[:, None] * x), 127)
+    q = np.where(live[:, None], q, 0)
+    out = np.zeros(len(x), Q8_K)
+    out["qs"] = q.astype(np.int8)
+    out["bsums"] = q.reshape(-1, 16, 16).sum(axis=2).astype(np.int16)
+    out["d"] = np.where(live, F32(1) / safe(iscale), F32(0))
+    return out
+
+
+def dequant_q8_k(b):
+    return (b["d"][:, None] * b["qs"].astype(F32)).reshape(-1)
+
+
+# ---------------------------------------------------------------- Q6_K
+
+def fit_symmetric(x, nmax):
+    """Per row of x (G, n): scale and codes L in [0, 2*nmax) with
+    x ~ scale * (L - nmax), choosing among 19 inverse scales the one that
+    maximises (sum w x l)^2 / sum w l^2 with w = x^2."""
+    amax, vmax = signed_absmax(x)
+    dead = amax < F32(1e-15)
+    den = safe(vmax)
+    w = (x * x).astype(F32)
+    wx = (w * x).astype(F32)
+
+    def trial(iscale):
+        l = np.clip(rint_magic(iscale[:, None] * x), -nmax, nmax - 1)
+        fl = l.astype(F32)
+        return l, seqsum(wx * fl), seqsum((w * fl).astype(F32) * fl)
+
+    l, sumlx, suml2 = trial((F32(-nmax) / den).astype(F32))
+    codes = l + nmax
+    scale = np.where(suml2 != 0, sumlx / safe(suml2), F32(0)).astype(F32)
+    best = (scale * sumlx).astype(F32)
+    for step in range(-9, 10):
+        if step == 0:
+            continue
+        iscale = (-(F32(nmax) + F32(0.1) * F32(step)) / den).astype(F32)
+        l, sumlx, suml2 = trial(iscale)
+        win = (suml2 > 0) & ((sumlx * sumlx).astype(F32) > (best * suml2).astype(F32))
+        codes = np.where(win[:, None], l + nmax, codes)
+        scale = np.where(win, sumlx / safe(suml2), scale).astype(F32)
+        best = np.where(win, scale * sumlx, best).astype(F32)
+    codes = np.where(dead[:, None], 0, codes)
+    scale = np.where(dead, F32(0), scale).astype(F32)
+    return scale, codes
+
+
+def quant_q6_k(x):
+    nb = x.size // 256
+    xs = x.reshape(nb, 16, 16)
+    sub_scale, codes = fit_symmetric(xs.reshape(-1, 16), 32)
+    sub_scale = sub_scale.reshape(nb, 16)
+    codes = codes.reshape(nb, 16, 16)
+    amax, vmax = signed_absmax(sub_scale)
+    dead = amax < F32(1e-15)
+    iscale = (F32(-128) / safe(vmax)).astype(F32)
+    d16 = f16_bits(F32(1) / iscale)
+    sc = np.minimum(rint_magic(iscale[:, None] * sub_scale), 127)
+    dsub = (from_f16_bits(d16)[:, None] * sc.astype(F32)).astype(F32)
+    with_scale = dsub != 0
+    recoded = np.clip(rint_magic(xs / safe(dsub)[:, :, None]), -32, 31) + 32
+    codes = np.where(with_scale[:, :, None], recoded, codes).reshape(nb, 2, 4, 32)
+    # codes[:, h, k, l] is element 128h + 32k + l
+    q1, q2, q3, q4 = (codes[:, :, k, :] for k in range(4))  # each (nb, 2, 32)
+    out = np.zeros(nb, Q6_K)
+    ql = np.concatenate([(q1 & 15) | ((q3 & 15) << 4), (q2 & 15) | ((q4 & 15) << 4)], axis=2)
+    qh = (q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6)
+    out["ql"] = np.where(dead[:, None], 0, ql.reshape(nb, 128))
+    out["qh"] = np.where(dead[:, None], 0, qh.reshape(nb, 64))
+    out["scales"] = np.where(dead[:, None], 0, sc).astype(np.int8)
+    out["d"] = np.where(dead, 0, d16)
+    return out
+
+
+def dequant_q6_k(b):
+    nb = len(b)
+    ql = b["ql"].reshape(nb, 2, 64).astype(np.int32)
+    qh = b["qh"].reshape(nb, 2, 32).astype(np.int32)
+    lo = [ql[:, :, :32] & 15, ql[:, :, 32:] & 15, ql[:, :, :32] >> 4, ql[:, :, 32:] >> 4]
+    q = np.stack([lo[k] | (((qh >> (2 * k)) & 3) << 4) for k in range(4)], axis=2) - 32
+    q = q.reshape(nb, 256)  # element order 128h + 32k + l
+    sc = np.repeat(b["scales"].astype(F32), 16, axis=1)  # one scale per 16 elements
+    d = from_f16_bits(b["d"])
+    return ((d[:, None] * sc).astype(F32) * q.astype(F32)).reshape(-1)
+
+
+# ---------------------------------------------------------------- Q4_K
+
+def fit_affine(x, w, nmax, rmin, rdelta, nstep):
+    """Per row of x (G, n): scale, offset m >= 0 and codes L in [0, nmax] with
+    x ~ scale * L - m, searching nstep+1 inverse scales and keeping the
+    weighted least-squares fit of least weighted squared error."""
+    g, n = x.shape
+    lo = x[:, 0].copy()
+    hi = x[:, 0].copy()
+    sum_w = w[:, 0].copy()
+    sum_x = (sum_w * x[:, 0]).astype(F32)
+    for i in range(1, n):
+        lo = np.where(x[:, i] < lo, x[:, i], lo)
+        hi = np.where(x[:, i] > hi, x[:, i], hi)
+        sum_w = (sum_w + w[:, i]).astype(F32)
+        sum_x = (sum_x + (w[:, i] * x[:, i]).astype(F32)).astype(F32)
+    lo = np.where(lo > 0, F32(0), lo).astype(F32)
+    flat = hi == lo
+
+    def codes_for(iscale, off):
+        v = (iscale[:, None] * (x - off[:, None]).astype(F32)).astype(F32)
+        return np.clip(rint_magic(v), 0, nmax)
+
+    def werr(scale, off, codes):
+        diff = ((scale[:, None] * codes.astype(F32)).astype(F32) + off[:, None]).astype(F32) - x
+        return seqsum((w * (diff * diff).astype(F32)).astype(F32))
+
+    iscale = (F32(nmax) / safe(hi - lo)).astype(F32)
+    scale = (F32(1) / iscale).astype(F32)
+    codes = codes_for(iscale, lo)
+    best = werr(scale, lo, codes)
+    for step in range(nstep + 1):
+        iscale = (((F32(rmin) + F32(rdelta) * F32(step)).astype(F32) + F32(nmax)).astype(F32)
+                  / safe(hi - lo)).astype(F32)
+        trial = codes_for(iscale, lo)
+        fl = trial.astype(F32)
+        wl = (w * fl).astype(F32)
+        sum_l = seqsum(wl)
+        sum_l2 = seqsum((wl * fl).astype(F32))
+        sum_xl = seqsum((wl * x).astype(F32))
+        det = ((sum_w * sum_l2).astype(F32) - (sum_l * sum_l).astype(F32)).astype(F32)
+        ok = det > 0
+        t_scale = (((sum_w * sum_xl).astype(F32) - (sum_x * sum_l).astype(F32)) / safe(det)).astype(F32)
+        t_off = (((sum_l2 * sum_x).astype(F32) - (sum_l * sum_xl).astype(F32)) / safe(det)).astype(F32)
+        clamp = t_off > 0
+        t_off = np.where(clamp, F32(0), t_off).astype(F32)
+        t_scale = np.where(clamp, sum_xl / safe(sum_l2), t_scale).astype(F32)
+        err = werr(t_scale, t_off, trial)
+        win = ok & (err < best) & ~flat
+        codes = np.where(win[:, None], trial, codes)
+        best = np.where(win, err, best)
+        scale = np.where(win, t_scale, scale)
+        lo = np.where(win, t_off, lo)
+    codes = np.where(flat[:, None], 0, codes)
+    scale = np.where(flat, F32(0), scale).astype(F32)
+    return scale, (-lo).astype(F32), codes
+
+
+def pack_scale_min_k4(ls, lm):
+    """(nb, 8) 6-bit scales and mins -> the 12 packed bytes of a Q4_K block."""
+    out = np.zeros((len(ls), 12), np.int32)
+    out[:, 0:4] = ls[:, 0:4] | ((ls[:, 4:8] >> 4) << 6)
+    out[:, 4:8] = lm[:, 0:4] | ((lm[:, 4:8] >> 4) << 6)
+    out[:, 8:12] = (ls[:, 4:8] & 15) | ((lm[:, 4:8] & 15) << 4)
+    return out.astype(np.uint8)
+
+
+def unpack_scale_min_k4(b):
+    b = b.astype(np.int32)
+    sc = np.concatenate([b[:, 0:4] & 63, (b[:, 8:12] & 15) | ((b[:, 0:4] >> 6) << 4)], axis=1)
+    mn = np.concatenate([b[:, 4:8] & 63, (b[:, 8:12] >> 4) | ((b[:, 4:8] >> 6) << 4)], axis=1)
+    return sc, mn
+
+
+def quant_q4_k(x):
+    nb = x.size // 256
+    xs = x.reshape(nb, 8, 32)
+    av = np.sqrt(seqsum((xs * xs).astype(F32)) / F32(32)).astype(F32)
+    w = (av[:, :, None] + np.abs(xs)).astype(F32)
+    scale, mins, codes = fit_affine(xs.reshape(-1, 32), w.reshape(-1, 32), 15, -1.0, 0.1, 20)
+    scale = scale.reshape(nb, 8)
+    mins = mins.reshape(nb, 8)
+    codes = codes.reshape(nb, 8, 32)
+    top_s = scale.max(axis=1)
+    top_s = np.where(top_s > 0, top_s, F32(0)).astype(F32)
+    top_m = mins.max(axis=1)
+    top_m = np.where(top_m > 0, top_m, F32(0)).astype(F32)
+    inv_s = np.where(top_s > 0, F32(63) / safe(top_s), F32(0)).astype(F32)
+    inv_m = np.where(top_m > 0, F32(63) / safe(top_m), F32(0)).astype(F32)
+    ls = np.minimum(rint_magic(inv_s[:, None] * scale) & 0xFF, 63)
+    lm = np.minimum(rint_magic(inv_m[:, None] * mins) & 0xFF, 63)
+    out = np.zeros(nb, Q4_K)
+    out["scales"] = pack_scale_min_k4(ls, lm)
+    out["d"] = f16_bits(top_s / F32(63))
+    out["dmin"] = f16_bits(top_m / F32(63))
+    sc6, m6 = unpack_scale_min_k4(out["scales"])
+    dsub = (from_f16_bits(out["d"])[:, None] * sc6.astype(F32)).astype(F32)
+    msub = (from_f16_bits(out["dmin"])[:, None] * m6.astype(F32)).astype(F32)
+    v = ((xs + msub[:, :, None]).astype(F32) / safe(dsub)[:, :, None]).astype(F32)
+    recoded = np.clip(rint_magic(v), 0, 15)
+    codes = np.where((dsub != 0)[:, :, None], recoded, codes).reshape(nb, 4, 2, 32)
+    out["qs"] = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(nb, 128).astype(np.uint8)
+    return out
+
+
+def dequant_q4_k(b):
+    nb = len(b)
+    sc6, m6 = unpack_scale_min_k4(b["scales"])
+    dsub = (from_f16_bits(b["d"])[:, None] * sc6.astype(F32)).astype(F32)
+    msub = (from_f16_bits(b["dmin"])[:, None] * m6.astype(F32)).astype(F32)
+    qs = b["qs"].reshape(nb, 4, 32)
+    q = np.stack([qs & 15, qs >> 4], axis=2).reshape(nb, 8, 32).astype(F32)
+    return ((dsub[:, :, None] * q).astype(F32) - msub[:, :, None]).astype(F32).reshape(-1)
+
+
+# ---------------------------------------------------------------- plain types
+
+def quant_f32(x):
+    return x.astype("<f4")
+
+
+def quant_f16(x):
+    return f16_bits(x).astype("<u2")
+
+
+def quant_bf16(x):
+    return bf16_bits(x).astype("<u2")
+
+
+TYPES = {
+    # name: (block elements, block dtype, quantize, dequantize)
+    "F32": (1, np.dtype("<f4"), quant_f32, lambda b: b.astype(F32)),
+    "F16": (1, np.dtype("<u2"), quant_f16, from_f16_bits),
+    "BF16": (1, np.dtype("<u2"), quant_bf16, from_bf16_bits),
+    "Q8_0": (32, Q8_0, quant_q8_0, dequant_q8_0),
+    "Q4_0": (32, Q4_0, quant_q4_0, dequant_q4_0),
+    "Q4_K": (256, Q4_K, quant_q4_k, dequant_q4_k),
+    "Q6_K": (256, Q6_K, quant_q6_k, dequant_q6_k),
+    "Q8_K": (256, Q8_K, quant_q8_k, dequant_q8_k),
+}
+
+
+def quantize(type_name, x):
+    block, _, quant, _ = TYPES[type_name]
+    x = np.ascontiguousarray(x, dtype=F32).reshape(-1)
+    assert x.size % block == 0
+    with np.errstate(all="ignore"):
+        return quant(x)
+
+
+def dequantize(type_name, data):
+    _, dtype, _, dequant = TYPES[type_name]
+    blocks = np.frombuffer(data, dtype=dtype)
+    with np.errstate(all="ignore"):
+        return np.asarray(dequant(blocks), dtype=F32).reshape(-1)
+
+
+def run_batch(manifest):
+    with open(manifest) as f:
+        for line in f:
+            parts = line.split()
+            if not parts:
+                continue
+            type_name, n, src, dst, dst_deq = parts
+            x = np.fromfile(src, dtype="<f4")
+            assert x.size % int(n) == 0
+            q = quantize(type_name, x).tobytes()
+            with open(dst, "wb") as out:
+                out.write(q)
+            dequantize(type_name, q).astype("<f4").tofile(dst_deq)
+
+
+def selftest():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(4096).astype(F32)
+    # Worst-case relative RMS error each format should stay under.
+    limits = {"F32": 0.0, "F16": 1e-3, "BF16": 4e-3, "Q8_0": 0.01, "Q8_K": 0.01,
+              "Q6_K": 0.03, "Q4_K": 0.12, "Q4_0": 0.15}
+    ok = True
+    for name, limit in limits.items():
+        y = dequantize(name, quantize(name, x).tobytes())
+        err = float(np.sqrt(np.mean((y - x) ** 2)))
+        print(f"{name:5s} rms error {err:.5f} (limit {limit})")
+        ok &= err <= limit
+    return 0 if ok else 1
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "batch":
+        run_batch(argv[2])
+        return 0
+    if len(argv) == 2 and argv[1] == "selftest":
+        return selftest()
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
