@@ -94,8 +94,10 @@ const KernelTable* GetKernelTable(Isa isa);
 // The best supported variant, chosen once.
 const KernelTable& ActiveKernels();
 
-// MatMul through a given variant (same contract as MatMul).
+// MatMul / MatMulMany through a given variant (same contracts).
 void MatMulWith(const KernelTable& k, const MatView& w, const float* x, int64_t m, float* y,
                 ThreadPool& pool);
+void MatMulManyWith(const KernelTable& k, const MatView* ws, float* const* ys, int n, const float* x,
+                    int64_t m, ThreadPool& pool);
 
 }  // namespace kvs::kernels

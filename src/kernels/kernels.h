@@ -41,6 +41,13 @@ struct MatView {
 // same whatever the pool size; one call at a time per pool.
 void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 
+// Several projections of the same activations in one call: for j < n,
+// ys[j][m, ws[j].rows] = x[m, cols] · ws[j]^T, with every ws[j].cols equal
+// (e.g. a layer's q/k/v, or gate/up). Same results as n MatMul calls, but one
+// fork-join of the pool and one activation quantization per weight type,
+// which matters for decode (small m). 1 <= n <= 8.
+void MatMulMany(const MatView* ws, float* const* ys, int n, const float* x, int64_t m, ThreadPool& pool);
+
 // ---- Elementwise and row ops on f32 (x and out may alias unless noted).
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]
 void RmsNorm(const float* x, const float* w, float* out, int64_t n, float eps);

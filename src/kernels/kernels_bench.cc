@@ -9,6 +9,8 @@
 //                                       decode streams from memory like the
 //                                       real model; reports tokens/s of the
 //                                       matmul work alone
+//   ModelFused/<isa>/<type>/m:<m>       the same with q/k/v and gate/up
+//                                       issued through MatMulMany
 //
 // Run e.g.: build/kernels/src/kernels/kernels_bench --benchmark_filter='avx512/Q8_0'
 #include <benchmark/benchmark.h>
@@ -98,7 +100,7 @@ void BenchMatMul(benchmark::State& state, const KernelTable* k, DType t, Shape s
 }
 
 // All projections of the model for m tokens.
-void BenchModel(benchmark::State& state, const KernelTable* k, DType t, int64_t m) {
+void BenchModel(benchmark::State& state, const KernelTable* k, DType t, int64_t m, bool fused) {
   struct Layer {
     std::vector<std::vector<uint8_t>> w;  // one copy per projection
   };
@@ -108,16 +110,27 @@ void BenchModel(benchmark::State& state, const KernelTable* k, DType t, int64_t 
   }
   const std::vector<uint8_t>& out_w = Weights(t, kVocab, kHidden);
   const std::vector<float> x = Acts(m, kFfn);
-  std::vector<float> y(static_cast<size_t>(m * kVocab));
+  std::vector<float> y(static_cast<size_t>(m * (kVocab + 2 * kFfn)));
   double flops = 0, bytes = 0;
   for (auto _ : state) {
     flops = bytes = 0;
     for (Layer& l : layers) {
+      MatView v[std::size(kLayerShapes)];
       for (size_t p = 0; p < std::size(kLayerShapes); ++p) {
         const Shape& s = kLayerShapes[p];
-        MatMulWith(*k, MatView{t, l.w[p].data(), s.rows, s.cols}, x.data(), m, y.data(), Pool());
+        v[p] = MatView{t, l.w[p].data(), s.rows, s.cols};
         flops += 2.0 * m * s.rows * s.cols;
         bytes += static_cast<double>(l.w[p].size());
+      }
+      if (fused) {  // q/k/v and gate/up as the model would issue them
+        float* ys[3] = {y.data(), y.data() + m * kHidden, y.data() + m * (kHidden + kKv)};
+        MatMulManyWith(*k, v, ys, 3, x.data(), m, Pool());
+        MatMulWith(*k, v[3], x.data(), m, y.data(), Pool());
+        float* ys2[2] = {y.data(), y.data() + m * kFfn};
+        MatMulManyWith(*k, v + 4, ys2, 2, x.data(), m, Pool());
+        MatMulWith(*k, v[6], x.data(), m, y.data(), Pool());
+      } else {
+        for (size_t p = 0; p < std::size(kLayerShapes); ++p) MatMulWith(*k, v[p], x.data(), m, y.data(), Pool());
       }
     }
     // Logits for the last token only, as in prefill.
@@ -147,10 +160,13 @@ void RegisterAll() {
           b->Unit(benchmark::kMillisecond);
           if (UseRealTime()) b->UseRealTime();
         }
-        const std::string name = std::string("Model/") + IsaName(isa) + "/" + DTypeName(t) + "/m:" + std::to_string(m);
-        auto* b = benchmark::RegisterBenchmark(name.c_str(), BenchModel, k, t, m);
-        b->Unit(benchmark::kMillisecond);
-        if (UseRealTime()) b->UseRealTime();
+        for (bool fused : {false, true}) {
+          const std::string name = std::string(fused ? "ModelFused/" : "Model/") + IsaName(isa) + "/" +
+                                   DTypeName(t) + "/m:" + std::to_string(m);
+          auto* b = benchmark::RegisterBenchmark(name.c_str(), BenchModel, k, t, m, fused);
+          b->Unit(benchmark::kMillisecond);
+          if (UseRealTime()) b->UseRealTime();
+        }
       }
     }
   }

@@ -237,6 +237,48 @@ TEST(DispatchTest, ForceScalarEnvironmentVariable) {
   EXPECT_NE(out.find("active kernels: scalar"), std::string::npos) << out;
 }
 
+// MatMulMany gives the same bits as separate MatMul calls, for mixed weight
+// types (shared and distinct activation formats) and any thread count.
+TEST(MatMulTest, ManyMatchesSeparateCalls) {
+  std::mt19937 rng(21);
+  const int64_t cols = 512;
+  struct Mat { DType t; int64_t rows; };
+  const std::vector<std::vector<Mat>> groups = {
+      {{DType::kQ4_K, 100}, {DType::kQ4_K, 33}, {DType::kQ6_K, 33}},
+      {{DType::kQ8_0, 64}, {DType::kF16, 17}, {DType::kQ4_0, 1}, {DType::kBF16, 40}, {DType::kF32, 5}},
+      {{DType::kQ6_K, 300}}};
+  for (const auto& g : groups) {
+    std::vector<std::vector<uint8_t>> w;
+    std::vector<MatView> views;
+    for (const Mat& mt : g) {
+      w.push_back(testing::RandomWeights(mt.t, mt.rows, cols, rng));
+      views.push_back(MatView{mt.t, w.back().data(), mt.rows, cols});
+    }
+    for (int64_t m : {1, 5, 40}) {
+      const std::vector<float> x = testing::RandomActs(m, cols, rng);
+      for (const KernelTable* k : AvailableVariants()) {
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          std::vector<std::vector<float>> sep, many;
+          std::vector<float*> ys;
+          for (const MatView& v : views) {
+            sep.emplace_back(static_cast<size_t>(m * v.rows));
+            many.emplace_back(static_cast<size_t>(m * v.rows), -1.f);
+            MatMulWith(*k, v, x.data(), m, sep.back().data(), pool);
+          }
+          for (auto& yv : many) ys.push_back(yv.data());
+          MatMulManyWith(*k, views.data(), ys.data(), static_cast<int>(views.size()), x.data(), m, pool);
+          for (size_t j = 0; j < views.size(); ++j) {
+            ASSERT_EQ(std::memcmp(sep[j].data(), many[j].data(), sep[j].size() * sizeof(float)), 0)
+                << IsaName(k->isa) << " matrix " << j << " " << DTypeName(views[j].type) << " m=" << m
+                << " threads=" << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
 // After a warm-up call of the same shape, MatMul allocates nothing (scratch
 // is thread-local and reused; the pool job fits std::function's buffer).
 TEST(MatMulTest, NoAllocationAfterWarmup) {
@@ -249,9 +291,14 @@ TEST(MatMulTest, NoAllocationAfterWarmup) {
       const std::vector<float> x = testing::RandomActs(m, cols, rng);
       std::vector<float> y(static_cast<size_t>(m * rows));
       for (const KernelTable* k : AvailableVariants()) {
-        MatMulWith(*k, MatView{t, w.data(), rows, cols}, x.data(), m, y.data(), pool);  // warm-up
+        const MatView views[2] = {{t, w.data(), rows, cols}, {t, w.data(), rows / 2, cols}};
+        std::vector<float> y2(static_cast<size_t>(m * rows / 2));
+        float* ys[2] = {y.data(), y2.data()};
+        MatMulWith(*k, views[0], x.data(), m, y.data(), pool);  // warm-up
+        MatMulManyWith(*k, views, ys, 2, x.data(), m, pool);
         const int64_t before = g_news.load();
-        MatMulWith(*k, MatView{t, w.data(), rows, cols}, x.data(), m, y.data(), pool);
+        MatMulWith(*k, views[0], x.data(), m, y.data(), pool);
+        MatMulManyWith(*k, views, ys, 2, x.data(), m, pool);
         EXPECT_EQ(g_news.load() - before, 0) << IsaName(k->isa) << " " << DTypeName(t) << " m=" << m;
       }
     }

@@ -1,7 +1,8 @@
 // MatMul driver and the public entry points of kernels.h: quantizes the
-// activations once per call (in the calling thread's scratch, shared
-// read-only with the pool), then gives each pool thread one contiguous range
-// of weight rows; the variant's tile function does the cache blocking.
+// activations once per call and weight type (in the calling thread's
+// scratch, shared read-only with the pool), then gives each pool thread one
+// contiguous range of output rows, counted across all the matrices of the
+// call; the variant's tile function does the cache blocking.
 #include <algorithm>
 
 #include "base/status.h"
@@ -17,79 +18,134 @@ namespace {
 constexpr int64_t kMinParallelMacs = 1 << 17;
 // Activation rows per thread below which quantizing them is not split.
 constexpr int64_t kMinParallelQuantRows = 16;
+// Matrices one call can take (a layer's q/k/v or gate/up in practice).
+constexpr int kMaxMats = 8;
 
 bool IsQuantized(WType t) { return t != WType::kF32 && t != WType::kF16 && t != WType::kBF16; }
 
+// Everything the threads need, reached through one pointer so the
+// std::function the pool takes stays in its small buffer (no allocation).
+struct Job {
+  int n = 0;
+  TileArgs args[kMaxMats];   // per matrix, for all its rows
+  TileFn fn[kMaxMats];
+  int64_t first_group[kMaxMats + 1];  // prefix sums of row groups
+  int64_t granule = 1;
+  int nth = 1;
+};
+
+void RunShare(const Job& job, int tid) {
+  if (tid >= job.nth) return;
+  const int64_t total = job.first_group[job.n];
+  const int64_t g0 = total * tid / job.nth, g1 = total * (tid + 1) / job.nth;
+  for (int j = 0; j < job.n; ++j) {
+    const int64_t lo = std::max(g0, job.first_group[j]), hi = std::min(g1, job.first_group[j + 1]);
+    if (lo >= hi) continue;
+    const TileArgs& full = job.args[j];
+    const int64_t r0 = (lo - job.first_group[j]) * job.granule;
+    const int64_t r1 = std::min(full.rows, (hi - job.first_group[j]) * job.granule);
+    TileArgs a = full;
+    a.w = full.w + r0 * full.row_bytes;
+    a.rows = r1 - r0;
+    a.y = full.y + r0;
+    job.fn[j](a);
+  }
+}
+
 }  // namespace
+
+void MatMulManyWith(const KernelTable& k, const MatView* ws, float* const* ys, int n, const float* x,
+                    int64_t m, ThreadPool& pool) {
+  KVS_CHECK_MSG(n >= 1 && n <= kMaxMats, "MatMulMany: {} matrices (1..{})", n, kMaxMats);
+  const int64_t cols = ws[0].cols;
+  WType wt[kMaxMats];
+  int64_t macs = 0;
+  for (int j = 0; j < n; ++j) {
+    KVS_CHECK_MSG(ToWType(ws[j].type, &wt[j]), "MatMul: unsupported weight type {}", DTypeName(ws[j].type));
+    KVS_CHECK_MSG(ws[j].cols == cols, "MatMulMany: matrices with {} and {} columns", cols, ws[j].cols);
+    KVS_CHECK_MSG(cols > 0 && cols % Traits(ws[j].type).block_size == 0,
+                  "MatMul: {} columns is not a whole number of {} blocks", cols, DTypeName(ws[j].type));
+    macs += std::max<int64_t>(ws[j].rows, 0) * cols * m;
+  }
+  if (m <= 0 || macs == 0) return;
+  const int nth = macs < kMinParallelMacs ? 1 : pool.size();
+
+  // Quantize the activations once per distinct weight type (types that
+  // share a layout still differ in their aux terms).
+  ActLayout layouts[kMaxMats];
+  int64_t offsets[kMaxMats];
+  int owner[kMaxMats];  // which earlier matrix's buffer matrix j uses, or -1
+  int64_t total_bytes = 0;
+  for (int j = 0; j < n; ++j) {
+    owner[j] = -1;
+    if (!IsQuantized(wt[j])) continue;
+    for (int i = 0; i < j; ++i) {
+      if (wt[i] == wt[j]) {
+        owner[j] = owner[i] >= 0 ? owner[i] : i;
+        break;
+      }
+    }
+    if (owner[j] >= 0) continue;
+    layouts[j] = MakeActLayout(wt[j], cols);
+    offsets[j] = total_bytes;
+    total_bytes += m * layouts[j].row_stride;
+  }
+  uint8_t* buf = total_bytes > 0 ? ThreadScratch(ScratchSlot::kActivations, static_cast<size_t>(total_bytes)) : nullptr;
+  for (int j = 0; j < n; ++j) {
+    if (!IsQuantized(wt[j]) || owner[j] >= 0) continue;
+    const ActLayout& l = layouts[j];
+    uint8_t* out = buf + offsets[j];
+    if (nth > 1 && m >= kMinParallelQuantRows * nth) {
+      pool.ParallelFor(m, [&](int64_t b, int64_t e) {
+        k.quantize_acts(l, x + b * cols, cols, e - b, out + b * l.row_stride);
+      });
+    } else {
+      k.quantize_acts(l, x, cols, m, out);
+    }
+  }
+
+  Job job;
+  job.n = n;
+  job.granule = k.row_granule;
+  job.first_group[0] = 0;
+  for (int j = 0; j < n; ++j) {
+    TileArgs& a = job.args[j];
+    a.w = static_cast<const uint8_t*>(ws[j].data);
+    a.row_bytes = RowBytes(ws[j].type, cols);
+    a.rows = std::max<int64_t>(ws[j].rows, 0);
+    a.cols = cols;
+    a.m = m;
+    a.x = x;
+    a.ldx = cols;
+    a.y = ys[j];
+    a.ldy = ws[j].rows;
+    if (IsQuantized(wt[j])) {
+      const int src = owner[j] >= 0 ? owner[j] : j;
+      a.acts = buf + offsets[src];
+      a.layout = &layouts[src];
+    }
+    job.fn[j] = k.tile[static_cast<int>(wt[j])];
+    job.first_group[j + 1] = job.first_group[j] + (a.rows + job.granule - 1) / job.granule;
+  }
+  job.nth = static_cast<int>(std::min<int64_t>(nth, job.first_group[n]));
+  if (job.nth == 1) {
+    RunShare(job, 0);
+  } else {
+    pool.Run([j = &job](int tid, int) { RunShare(*j, tid); });
+  }
+}
 
 void MatMulWith(const KernelTable& k, const MatView& w, const float* x, int64_t m, float* y,
                 ThreadPool& pool) {
-  WType wt;
-  KVS_CHECK_MSG(ToWType(w.type, &wt), "MatMul: unsupported weight type {}", DTypeName(w.type));
-  KVS_CHECK_MSG(w.cols > 0 && w.cols % Traits(w.type).block_size == 0,
-                "MatMul: {} columns is not a whole number of {} blocks", w.cols, DTypeName(w.type));
-  if (m <= 0 || w.rows <= 0) return;
-
-  TileArgs base;
-  base.row_bytes = RowBytes(w.type, w.cols);
-  base.cols = w.cols;
-  base.m = m;
-  base.x = x;
-  base.ldx = w.cols;
-  base.ldy = w.rows;
-
-  const int64_t macs = w.rows * w.cols * m;
-  int nth = macs < kMinParallelMacs ? 1 : pool.size();
-
-  ActLayout layout;
-  if (IsQuantized(wt)) {
-    layout = MakeActLayout(wt, w.cols);
-    uint8_t* buf = ThreadScratch(ScratchSlot::kActivations,
-                                 static_cast<size_t>(m * layout.row_stride));
-    if (nth > 1 && m >= kMinParallelQuantRows * nth) {
-      pool.ParallelFor(m, [&](int64_t b, int64_t e) {
-        k.quantize_acts(layout, x + b * w.cols, w.cols, e - b, buf + b * layout.row_stride);
-      });
-    } else {
-      k.quantize_acts(layout, x, w.cols, m, buf);
-    }
-    base.acts = buf;
-    base.layout = &layout;
-  }
-
-  // Everything the threads need, captured through one pointer so the
-  // std::function the pool takes stays in its small buffer (no allocation).
-  struct Split {
-    TileArgs base;
-    TileFn fn;
-    const uint8_t* data;
-    float* y;
-    int64_t rows, groups, granule;
-    int nth;
-  } split{base, k.tile[static_cast<int>(wt)], static_cast<const uint8_t*>(w.data), y, w.rows, 0,
-          k.row_granule, 0};
-  split.groups = (w.rows + split.granule - 1) / split.granule;
-  split.nth = static_cast<int>(std::min<int64_t>(nth, split.groups));
-  auto run = [s = &split](int tid, int) {
-    if (tid >= s->nth) return;
-    const int64_t r0 = s->groups * tid / s->nth * s->granule;
-    const int64_t r1 = std::min(s->rows, s->groups * (tid + 1) / s->nth * s->granule);
-    if (r0 >= r1) return;
-    TileArgs a = s->base;
-    a.w = s->data + r0 * a.row_bytes;
-    a.rows = r1 - r0;
-    a.y = s->y + r0;
-    s->fn(a);
-  };
-  if (split.nth == 1) {
-    run(0, 1);
-  } else {
-    pool.Run(run);
-  }
+  MatMulManyWith(k, &w, &y, 1, x, m, pool);
 }
 
 void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
   MatMulWith(ActiveKernels(), w, x, m, y, pool);
+}
+
+void MatMulMany(const MatView* ws, float* const* ys, int n, const float* x, int64_t m, ThreadPool& pool) {
+  MatMulManyWith(ActiveKernels(), ws, ys, n, x, m, pool);
 }
 
 void RmsNorm(const float* x, const float* w, float* out, int64_t n, float eps) {

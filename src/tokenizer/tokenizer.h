@@ -108,7 +108,11 @@ class Tokenizer {
   // Any byte string is accepted; malformed UTF-8 is encoded byte by byte.
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
 
-  // Concatenated pieces. skip_special drops control and unknown-type tokens.
+  // Concatenated pieces. skip_special drops control and unknown-type tokens
+  // (a BOS is shown as its text when not skipped). When the vocabulary adds
+  // a space prefix (SentencePiece), one leading ' ' is removed from the first
+  // token after an optional BOS, so Decode(Encode(x)) == x; ids are taken to
+  // start a sequence. No clean-up of spaces before punctuation is done.
   // Ids out of range decode to nothing. The result may be malformed UTF-8
   // when the ids cut a character (use IncrementalDecoder for streaming).
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const;

@@ -4,6 +4,7 @@
 // decode back to the input text.
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -86,12 +87,48 @@ TEST_P(VocabVectors, EncodeMatchesAndDecodeRoundTrips) {
     const std::string back = (*tok)->Decode(expected[i], /*skip_special=*/true);
     EXPECT_EQ(back, text) << name << " case " << i << " does not round-trip";
     decode_ok += back == text;
-    // With BOS (when the vocabulary adds one) the text still round-trips.
+    // With BOS (when the vocabulary adds one) the text still round-trips,
+    // and streaming the ids one at a time gives the same text.
     const std::vector<int32_t> with_bos = (*tok)->Encode(text, /*add_special=*/true, false);
     EXPECT_EQ((*tok)->Decode(with_bos, /*skip_special=*/true), text) << name << " case " << i;
+    IncrementalDecoder dec(**tok, /*skip_special=*/true, /*at_sequence_start=*/true);
+    std::string streamed;
+    for (int32_t id : with_bos) streamed += dec.Add(id);
+    streamed += dec.Flush();
+    EXPECT_EQ(streamed, text) << name << " case " << i << " streamed";
   }
   std::printf("%s: encode %d/%zu exact, decode %d/%zu round-trip\n", name.c_str(), encode_ok, cases.size(),
               decode_ok, cases.size());
+}
+
+// Arbitrary bytes (mostly malformed UTF-8, some special-token text) never
+// crash, give ids in range, and stream to well-formed UTF-8.
+TEST_P(VocabVectors, ArbitraryBytesAreSafe) {
+  const std::string name = "ggml-vocab-" + GetParam() + ".gguf";
+  KVS_REQUIRE_SHARED(path, "vocab/" + name);
+  auto file = gguf::GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto tok = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  std::mt19937 rng(99);
+  const char* const kBits[] = {"<s>", "</s>", "<|endoftext|>", "\xE2\x96\x81", " ", "\n", "'s", "\xF0\x9F"};
+  for (int i = 0; i < 300; ++i) {
+    std::string s;
+    for (int n = static_cast<int>(rng() % 24); n > 0; --n) {
+      if (rng() % 4 == 0) s += kBits[rng() % 8];
+      else s.push_back(static_cast<char>(rng() % 256));
+    }
+    for (bool parse : {false, true}) {
+      const std::vector<int32_t> ids = (*tok)->Encode(s, true, parse);
+      for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < (*tok)->vocab_size());
+      (void)(*tok)->Decode(ids, false);
+      IncrementalDecoder dec(**tok, false, true);
+      std::string streamed;
+      for (int32_t id : ids) streamed += dec.Add(id);
+      streamed += dec.Flush();
+      EXPECT_EQ(SanitizeUtf8(streamed), streamed);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, VocabVectors,

@@ -158,7 +158,7 @@ describe("errors", () => {
 
   test("429 with Retry-After when the queue bound is reached", async () => {
     // max_concurrent_requests 2: a request with n=2 fills it; the next is refused.
-    const slow = request(server, "POST", "/v1/completions", { model: "fake-model", prompt: "x", max_tokens: 40, n: 2 }, AUTH);
+    const slow = request(server, "POST", "/v1/completions", { model: "fake-model", prompt: "x", max_tokens: 40, n: 2, ignore_eos: true }, AUTH);
     await waitFor(async () => metric(await metrics(server), "kvserve:sequences_in_flight") === 2);
     const r = await request(server, "POST", "/v1/completions", { model: "fake-model", prompt: "x", max_tokens: 1 }, AUTH);
     assertError(r, 429, { code: "rate_limit_exceeded" });
@@ -193,7 +193,7 @@ describe("timeouts", () => {
   });
 
   test("504 when request_timeout_seconds expires", async () => {
-    const r = await request(slow, "POST", "/v1/completions", { model: "fake-model", prompt: "x", max_tokens: 40 });
+    const r = await request(slow, "POST", "/v1/completions", { model: "fake-model", prompt: "x", max_tokens: 40, ignore_eos: true });
     assertError(r, 504, { code: "request_timeout", type: "timeout_error" });
     assert.match(r.json.error.message, /request_timeout_seconds/);
     const m = await metrics(slow);
@@ -203,7 +203,7 @@ describe("timeouts", () => {
 
   test("after streaming started, a timeout is an SSE error event, then the stream ends", async () => {
     const r = await request(slow, "POST", "/v1/chat/completions",
-      { model: "fake-model", messages: [{ role: "user", content: "x" }], max_tokens: 40, stream: true });
+      { model: "fake-model", messages: [{ role: "user", content: "x" }], max_tokens: 40, stream: true, ignore_eos: true });
     assert.equal(r.status, 200);
     assert.match(r.headers["content-type"], /^text\/event-stream/);
     const events = parseSse(r.text);

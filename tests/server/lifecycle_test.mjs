@@ -86,7 +86,8 @@ function suites(name, { fake, model, extraArgs = [] }) {
       await waitFor(async () => {
         const m = await metrics(server);
         return metric(m, "kvserve:kv_cache_blocks_used") === 0 && metric(m, "kvserve:num_requests_running") === 0 &&
-          metric(m, "kvserve:sequences_in_flight") === 0;
+          metric(m, "kvserve:sequences_in_flight") === 0 &&
+          metric(m, "kvserve:http_requests_in_flight") === 1;  // this scrape
       }, 5000);
       const m = await metrics(server);
       assert.equal(metric(m, 'kvserve:request_finished_total{finish_reason="cancelled"}'), cancelledBefore + 4);
