@@ -352,7 +352,7 @@ const std::vector<ConfigKeyInfo>& ConfigKeys() {
         case Kind::kNumber: k.type = "number"; break;
         case Kind::kBool: k.type = "boolean"; break;
         case Kind::kString: k.type = "string"; break;
-        case Kind::kEnum: k.type = "string"; break;
+        case Kind::kEnum: k.type = "one of"; break;
         case Kind::kList: k.type = "list of strings"; break;
       }
       k.allowed = d.allowed;
@@ -497,7 +497,7 @@ std::string ConfigHelp() {
       "Configuration keys (YAML sections; override any with --section.key VALUE or its alias):\n";
   for (const auto& k : ConfigKeys()) {
     out += fmt::format("  --{:<36} {}\n", k.key + (k.alias.empty() ? "" : ", " + k.alias), k.help);
-    out += fmt::format("  {:<38} {} {}, default {}\n", "", k.type, k.allowed, k.default_value);
+    out += fmt::format("  {:<38} {}: {}; default {}\n", "", k.type, k.allowed, k.default_value);
   }
   return out;
 }

@@ -76,7 +76,7 @@ struct ServeConfig {
 struct ConfigKeyInfo {
   std::string key;
   std::string alias;          // "" if none, else "--port"
-  std::string type;           // "integer", "number", "boolean", "string", "list of strings", "one of ..."
+  std::string type;           // "integer", "number", "boolean", "string", "list of strings", "one of"
   std::string allowed;        // "[0, 65535]", "(0, 1]", "f16, bf16, f32, q8_0", ...
   std::string default_value;  // as YAML
   std::string help;

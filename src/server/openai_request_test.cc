@@ -166,6 +166,18 @@ TEST(OpenAiRequestTest, ChatParsesAndFlattensContent) {
   EXPECT_TRUE(r.tools.empty());
 }
 
+TEST(OpenAiRequestTest, ChatKeepsTheClientsKeyOrder) {
+  // Templates may render tool schemas with tojson: the order must survive.
+  const std::string raw =
+      R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}],"name":"z"}],)"
+      R"("tools":[{"type":"function","function":{"name":"f","parameters":{"zeta":1,"alpha":2}}}]})";
+  ParsedRequest r;
+  auto e = ParseChatRequest(json::parse(raw), &r, raw);
+  ASSERT_FALSE(e.has_value()) << e->message;
+  EXPECT_EQ(r.tools.dump(), R"([{"type":"function","function":{"name":"f","parameters":{"zeta":1,"alpha":2}}}])");
+  EXPECT_EQ(r.messages[0].dump(), R"({"role":"user","content":"x","name":"z"})");
+}
+
 TEST(OpenAiRequestTest, ChatErrorsNameTheField) {
   const std::vector<FieldCase> cases = {
       {R"({"model":"m"})", "messages", "messages"},
