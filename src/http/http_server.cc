@@ -152,7 +152,12 @@ namespace internal {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(HttpServer::Impl* server, tcp::socket socket, Strand strand, uint64_t id)
-      : server_(server), strand_(std::move(strand)), stream_(std::move(socket)), deadline_(strand_), id_(id) {
+      : server_(server),
+        strand_(std::move(strand)),
+        stream_(std::move(socket)),
+        deadline_(strand_),
+        ping_timer_(strand_),
+        id_(id) {
     beast::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = fmt::format("{}:{}", ep.address().to_string(), ep.port());
@@ -175,18 +180,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Send(std::move(out), true);
   }
 
-  void StartStream(uint64_t ex_id, const HttpResponse& header) {
+  void StartStream(uint64_t ex_id, const HttpResponse& header, std::chrono::milliseconds keep_alive,
+                   std::string ping) {
     if (ex_id != current_id_) return;
     if (server_->draining) keep_alive_ = false;
     chunked_ = version_ == 11;
     if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the end of the body is the end of the connection
     stream_started_ = true;
     Send(SerializeHead(header.status, version_, header.headers, keep_alive_, std::nullopt, chunked_), false);
+    last_write_ = Clock::now();
+    if (keep_alive.count() > 0 && !ping.empty()) {
+      ping_interval_ = keep_alive;
+      ping_ = std::move(ping);
+      ArmPing(ex_id);
+    }
   }
 
   bool WriteChunk(uint64_t ex_id, std::string data) {
     if (ex_id != current_id_ || closed_) return false;
     if (data.empty()) return true;
+    last_write_ = Clock::now();
     if (chunked_) data = fmt::format("{:x}\r\n", data.size()) + data + "\r\n";
     return Send(std::move(data), false);
   }
@@ -205,6 +218,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
       auto fn = std::move(self->deadline_fn_);
       self->deadline_fn_ = nullptr;
       if (fn) fn();
+    });
+  }
+
+  // Sends the ping when the stream has been quiet for ping_interval_.
+  void ArmPing(uint64_t ex_id) {
+    ping_timer_.expires_after(ping_interval_);
+    ping_timer_.async_wait([self = shared_from_this(), ex_id](beast::error_code ec) {
+      if (ec || self->current_id_ != ex_id || self->closed_ || self->end_pending_) return;
+      if (Clock::now() - self->last_write_ >= self->ping_interval_) self->WriteChunk(ex_id, self->ping_);
+      self->ArmPing(ex_id);
     });
   }
 
@@ -443,6 +466,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     deadline_.cancel();
     deadline_fn_ = nullptr;
+    ping_timer_.cancel();
+    ping_interval_ = std::chrono::milliseconds(0);
     if (closed_) {
       Close();
       return;
@@ -475,6 +500,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     closed_ = true;
     deadline_.cancel();
     deadline_fn_ = nullptr;  // it may own the exchange's owner: break the cycle
+    ping_timer_.cancel();
     if (!socket_closed_) {
       socket_closed_ = true;
       beast::error_code ec;
@@ -512,6 +538,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   asio::steady_timer deadline_;
   std::function<void()> deadline_fn_;
+  asio::steady_timer ping_timer_;
+  std::chrono::milliseconds ping_interval_{0};
+  std::string ping_;
+  Clock::time_point last_write_;
   uint64_t id_;
   std::string remote_;
   beast::flat_buffer buffer_;
@@ -572,12 +602,12 @@ void Exchange::Respond(HttpResponse res) {
   conn_->SendResponse(id_, std::move(res));
 }
 
-void Exchange::StartStream(HttpResponse header) {
+void Exchange::StartStream(HttpResponse header, std::chrono::milliseconds keep_alive, std::string ping) {
   KVS_DCHECK(OnStrand());
   if (ended_ || streaming_) return;
   streaming_ = true;
   status_ = header.status;
-  conn_->StartStream(id_, header);
+  conn_->StartStream(id_, header, keep_alive, std::move(ping));
 }
 
 bool Exchange::Write(std::string data) {

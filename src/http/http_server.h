@@ -115,7 +115,11 @@ class Exchange {
   // Whole response; ends the exchange.
   void Respond(HttpResponse res);
   // Sends status and headers of a streamed response; body chunks follow.
-  void StartStream(HttpResponse header);
+  // With a keep-alive, `ping` is sent whenever nothing was written for that
+  // long (e.g. an SSE comment during a long prefill), so proxies and clients
+  // do not give up on a quiet stream.
+  void StartStream(HttpResponse header, std::chrono::milliseconds keep_alive = std::chrono::milliseconds(0),
+                   std::string ping = {});
   // Queues a body chunk. False once the client is gone (the data is dropped).
   bool Write(std::string data);
   void EndStream();

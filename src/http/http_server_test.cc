@@ -219,6 +219,27 @@ TEST(HttpServerTest, ClientDisconnectRunsTheCloseHandlerAtOnce) {
   server.Stop();
 }
 
+TEST(HttpServerTest, QuietStreamsGetKeepAlivePings) {
+  HttpServer server(ServerOptions{});
+  ASSERT_TRUE(server
+                  .Start([](std::shared_ptr<Exchange> ex) {
+                    ex->StartStream(HttpResponse{}, std::chrono::milliseconds(30), SseComment("ping"));
+                    ex->SetDeadline(Clock::now() + std::chrono::milliseconds(200), [ex] {
+                      ex->Write(SseData("late"));
+                      ex->EndStream();
+                    });
+                  })
+                  .ok());
+  Client c(server.port());
+  auto r = c.Request(bhttp::verb::get, "/s");
+  EXPECT_NE(r.body().find(": ping\n\n"), std::string::npos) << r.body();
+  SseParser p;
+  auto events = p.Feed(r.body());
+  ASSERT_EQ(events.size(), 1u);  // pings are comments: no events
+  EXPECT_EQ(events[0].data, "late");
+  server.Stop();
+}
+
 TEST(HttpServerTest, DeadlineFiresOnTheStrand) {
   HttpServer server(ServerOptions{});
   ASSERT_TRUE(server

@@ -124,6 +124,9 @@ class InferenceBackend {
   // token text in `text` (e.g. "<|im_start|>") is recognized.
   virtual StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) = 0;
   virtual StatusOr<std::string> Detokenize(std::span<const int32_t> ids) = 0;
+  // A token's text as the vocabulary stores it ("▁upon", "Ġthe"; what
+  // /tokenize returns as token_strs). "" for an id out of range.
+  virtual std::string TokenString(int32_t id) = 0;
   // messages: OpenAI-style [{"role", "content": string}...] (content parts
   // already flattened to a string); tools: [] or the request's tools. Key
   // order is the client's (templates may render schemas with tojson).

@@ -148,6 +148,11 @@ StatusOr<std::string> EngineBackend::Detokenize(std::span<const int32_t> ids) {
   return tok_->Decode(ids, /*skip_special=*/true);
 }
 
+std::string EngineBackend::TokenString(int32_t id) {
+  if (id < 0 || id >= tok_->vocab_size()) return {};
+  return tok_->TokenText(id);
+}
+
 StatusOr<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_json& messages,
                                                        const nlohmann::ordered_json& tools,
                                                        bool add_generation_prompt) {

@@ -51,6 +51,7 @@ class EngineBackend : public InferenceBackend {
   const ModelInfo& Info() const override { return info_; }
   StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) override;
   StatusOr<std::string> Detokenize(std::span<const int32_t> ids) override;
+  std::string TokenString(int32_t id) override;
   StatusOr<std::string> ApplyChatTemplate(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                           bool add_generation_prompt) override;
   Status Submit(GenerateRequest request, ChunkCallback on_chunk) override;

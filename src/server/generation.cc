@@ -75,6 +75,10 @@ json Bytes(const std::string& s) {
 
 double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// A quiet stream (a long prefill, a long queue) gets an SSE comment this
+// often, so proxies with read timeouts keep it open; clients ignore it.
+constexpr std::chrono::seconds kSsePingInterval{15};
+
 }  // namespace
 
 GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, ParsedRequest req,
@@ -160,7 +164,7 @@ void GenerationJob::Start() {
   h.SetHeader("Cache-Control", "no-cache");
   h.SetHeader("X-Request-Id", id_);
   h.SetHeader("X-Accel-Buffering", "no");
-  ex_->StartStream(std::move(h));
+  ex_->StartStream(std::move(h), kSsePingInterval, http::SseComment("keep-alive"));
   for (Choice& c : choices_) {
     if (chat_) {
       json chunk = ChunkBase();

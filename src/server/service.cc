@@ -80,6 +80,7 @@ void Service::AbortAll(const ApiError& error, const std::string& finish_reason) 
   std::vector<std::shared_ptr<GenerationJob>> jobs;
   {
     std::lock_guard<std::mutex> lock(jobs_mu_);
+    abort_ = std::make_pair(error, finish_reason);  // jobs registered from now on end at once
     for (auto& [id, w] : jobs_) {
       if (auto j = w.lock()) jobs.push_back(std::move(j));
     }
@@ -410,11 +411,14 @@ void Service::HandleGenerate(Ctx& ctx, Endpoint endpoint) {
         std::lock_guard<std::mutex> lock(jobs_mu_);
         jobs_.erase(done_ctx.id);
       });
+  std::optional<std::pair<ApiError, std::string>> abort;
   {
     std::lock_guard<std::mutex> lock(jobs_mu_);
     jobs_[ctx.id] = job;
+    abort = abort_;
   }
   job->Start();
+  if (abort) job->Abort(abort->first, abort->second);  // admitted just as AbortAll ran
 }
 
 void Service::HandleTokenize(Ctx& ctx) {
@@ -472,10 +476,7 @@ void Service::HandleTokenize(Ctx& ctx) {
   json out = {{"count", tokens->size()}, {"max_model_len", card_.max_context_length}, {"tokens", *tokens}};
   if (return_strs) {
     json strs = json::array();
-    for (int32_t id : *tokens) {
-      auto piece = b->Detokenize(std::span<const int32_t>(&id, 1));
-      strs.push_back(piece.ok() ? *piece : std::string());
-    }
+    for (int32_t id : *tokens) strs.push_back(b->TokenString(id));
     out["token_strs"] = strs;
   } else {
     out["token_strs"] = nullptr;

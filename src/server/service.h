@@ -17,6 +17,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -98,7 +99,8 @@ class Service {
   std::atomic<int64_t> sequences_in_flight_{0};
 
   std::mutex jobs_mu_;
-  std::unordered_map<std::string, std::weak_ptr<GenerationJob>> jobs_;
+  std::unordered_map<std::string, std::weak_ptr<GenerationJob>> jobs_;    // guarded by jobs_mu_
+  std::optional<std::pair<ApiError, std::string>> abort_;                // guarded by jobs_mu_; set by AbortAll
 };
 
 }  // namespace kvs::server

@@ -220,7 +220,7 @@ TEST(ServiceTest, QueueBoundGives429) {
   fo.step_time = std::chrono::milliseconds(10);
   Harness h(cfg, fo);
   auto slow = std::async(std::launch::async, [&] {
-    return Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"max_tokens", 30}, {"ignore_eos", true}});
+    return Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"max_tokens", 300}, {"ignore_eos", true}});
   });
   for (int i = 0; i < 500 && h.service().sequences_in_flight() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   Reply r = Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"max_tokens", 1}});
@@ -241,7 +241,7 @@ TEST(ServiceTest, AbortAllEndsRunningRequests) {
     return Post(h.port(), "/v1/completions",
                 {{"model", "fake-model"}, {"prompt", "x"}, {"max_tokens", 1000}, {"ignore_eos", true}, {"stream", true}});
   });
-  for (int i = 0; i < 500 && h.service().sequences_in_flight() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 500 && h.service().running_jobs() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   h.service().BeginDrain();
   Reply refused = Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}});
   EXPECT_EQ(refused.status, 503);

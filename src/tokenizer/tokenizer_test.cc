@@ -112,6 +112,19 @@ TEST(SentencePiece, EqualScoresMergeLeftmostFirst) {
   EXPECT_EQ(t->Encode("aaaa", false, false), Ids({m, aa, aa}));
 }
 
+TEST(SentencePiece, PiecesSpanningSpacesStillMerge) {
+  // "a▁" has U+2581 after another character, so the encoder must not cut the
+  // text before each "▁" (its speed-up) and "a▁b" can form.
+  Spm f;
+  const int32_t m = f.Add(kM, -10);
+  f.Add("a", -20);
+  f.Add("b", -20);
+  f.Add("a" + kM, -1);
+  const int32_t a_b = f.Add("a" + kM + "b", -0.5f);
+  auto t = Build(f.v);
+  EXPECT_EQ(t->Encode("a b", false, false), Ids({m, a_b}));
+}
+
 TEST(SentencePiece, ByteFallbackAndDecode) {
   Spm f;
   const int32_t m = f.Add(kM, -10);

@@ -116,8 +116,21 @@ describe("errors", () => {
       await request(server, "POST", "/v1/completions", { model: "fake-model", prompt: "xy", max_tokens: 62 }, AUTH), 400,
       { code: "context_length_exceeded", param: "max_tokens" });
     assert.deepEqual([e.prompt_tokens, e.max_tokens, e.max_context_length], [3, 62, 64]);
-    const ok = await request(server, "POST", "/v1/completions", { model: "fake-model", prompt: "xy", max_tokens: 61 }, AUTH);
+    const ok = await request(server, "POST", "/v1/completions", { model: "fake-model", prompt: "xy", max_tokens: 61, temperature: 0 }, AUTH);
     assert.equal(ok.status, 200, "exactly the context length is fine");
+    // Its access-log line.
+    await waitFor(() => readFileSync(server.accessLog, "utf8").includes(ok.json.id));
+    const line = readFileSync(server.accessLog, "utf8").trim().split("\n").map((l) => JSON.parse(l)).find((l) => l.id === ok.json.id);
+    assert.equal(line.method, "POST");
+    assert.equal(line.path, "/v1/completions");
+    assert.equal(line.status, 200);
+    assert.equal(line.prompt_tokens, 3);
+    assert.equal(line.completion_tokens, 47);
+    assert.equal(line.cached_tokens, 0);
+    assert.equal(line.finish_reason, "stop");
+    assert.ok(line.ttft_ms > 0 && line.duration_ms >= line.ttft_ms);
+    assert.match(line.key_id, /^k-[0-9a-f]{8}$/);
+    assert.match(line.ts, /^\d{4}-\d\d-\d\dT/);
     e = assertError(await request(server, "POST", "/v1/chat/completions",
       { model: "fake-model", messages: [{ role: "user", content: "x".repeat(80) }] }, AUTH), 400,
       { code: "context_length_exceeded", param: "messages" });
@@ -129,11 +142,14 @@ describe("errors", () => {
     assertError(r, 401, { code: "invalid_api_key" });
     assert.equal(r.headers["www-authenticate"], "Bearer");
     assert.equal((await request(server, "GET", "/v1/models", undefined, AUTH)).status, 200);
-    await waitFor(() => readFileSync(server.accessLog, "utf8").includes('"status":401'));
+    // The line is written just after the response: wait for it.
+    const authedLine = () => readFileSync(server.accessLog, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      .find((l) => l.path === "/v1/models" && l.status === 200);
+    await waitFor(() => authedLine() !== undefined);
     const log = readFileSync(server.accessLog, "utf8");
+    assert.ok(log.includes('"status":401'));
     assert.ok(!log.includes(KEY) && !log.includes("nope"), "no key in the access log");
-    const lines = log.trim().split("\n").map((l) => JSON.parse(l));
-    const authed = lines.find((l) => l.path === "/v1/models" && l.status === 200);
+    const authed = authedLine();
     assert.match(authed.key_id, /^k-[0-9a-f]{8}$/);
   });
 
@@ -158,7 +174,7 @@ describe("errors", () => {
 
   test("429 with Retry-After when the queue bound is reached", async () => {
     // max_concurrent_requests 2: a request with n=2 fills it; the next is refused.
-    const slow = request(server, "POST", "/v1/completions", { model: "fake-model", prompt: "x", max_tokens: 40, n: 2, ignore_eos: true }, AUTH);
+    const slow = request(server, "POST", "/v1/completions", { model: "fake-model", prompt: "x", max_tokens: 60, n: 2, ignore_eos: true }, AUTH);
     await waitFor(async () => metric(await metrics(server), "kvserve:sequences_in_flight") === 2);
     const r = await request(server, "POST", "/v1/completions", { model: "fake-model", prompt: "x", max_tokens: 1 }, AUTH);
     assertError(r, 429, { code: "rate_limit_exceeded" });
