@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
-# Sets up, builds Release and runs kvserve on the bundled default model.
+# Sets up, builds Release and serves the bundled default model over the
+# OpenAI-compatible HTTP API (configs/default.yaml: http://127.0.0.1:8000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSERVE_BENCH=OFF >/dev/null
 cmake --build build/release --target kvserve
-MODEL=""
-for m in models/kvserve-tiny.gguf ../shared/models/stories260K.gguf; do
-  if [ -f "$m" ]; then MODEL="$m"; break; fi
-done
-if [ -z "$MODEL" ]; then
-  echo "error: no model found: expected models/kvserve-tiny.gguf or ../shared/models/stories260K.gguf" >&2
+if [ ! -f models/kvserve-tiny.gguf ]; then
+  echo "error: the bundled model models/kvserve-tiny.gguf is missing from this checkout" >&2
   exit 1
 fi
-if [ $# -gt 0 ]; then exec build/release/src/cli/kvserve "$@"; fi
-exec build/release/src/cli/kvserve run -m "$MODEL" -p "Once upon a time" -n 64 --temp 0
+# Extra arguments go to `kvserve serve` (e.g. --port 8080); `kvserve` alone
+# with a subcommand can be run as build/release/src/cli/kvserve.
+exec build/release/src/cli/kvserve serve --config configs/default.yaml "$@"

@@ -1,12 +1,25 @@
 #include "base/thread_pool.h"
 
 #include <immintrin.h>
+#include <sched.h>
 
 namespace kvs {
 namespace {
-constexpr int kSpinIterations = 20000;
+// Waiting has three phases. A decode step issues hundreds of jobs a few
+// microseconds apart, so first spin with PAUSE (cheapest wake-up). Then
+// yield: when the machine is oversubscribed the thread we wait for may be
+// queued behind us on our core, and pure spinning would burn its time slice.
+// Only then sleep on the futex (tens of microseconds to wake).
+constexpr int kPauseIterations = 4096;
+constexpr int kYieldIterations = kPauseIterations + 2048;
 
-inline void CpuRelax() { _mm_pause(); }
+// Returns false when the caller should block instead of spinning again.
+inline bool SpinOnce(int& spins) {
+  ++spins;
+  if (spins < kPauseIterations) { _mm_pause(); return true; }
+  if (spins < kYieldIterations) { sched_yield(); return true; }
+  return false;
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -34,7 +47,7 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
   for (;;) {
     int p = pending_.load(std::memory_order_acquire);
     if (p == 0) break;
-    if (++spins < kSpinIterations) { CpuRelax(); continue; }
+    if (SpinOnce(spins)) continue;
     pending_.wait(p, std::memory_order_acquire);
   }
   job_ = nullptr;
@@ -48,7 +61,7 @@ void ThreadPool::WorkerLoop(int tid) {
     int spins = 0;
     uint32_t g;
     while ((g = generation_.load(std::memory_order_acquire)) == seen) {
-      if (++spins < kSpinIterations) { CpuRelax(); continue; }
+      if (SpinOnce(spins)) continue;
       generation_.wait(seen, std::memory_order_acquire);
     }
     seen = g;

@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "engine/engine.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::cli {
@@ -28,6 +29,8 @@ struct RunOptions {
   int ctx = 0;
   std::string kv_dtype = "f16";
   bool ignore_eos = false;
+  bool chat = false;
+  std::string system;
 };
 
 int Fail(const Status& s) {
@@ -35,9 +38,31 @@ int Fail(const Status& s) {
   return 1;
 }
 
+// The chat prompt: --system and -p as one conversation, rendered with the
+// model's chat template (ChatML when the model has none).
+StatusOr<std::string> RenderChat(const RunOptions& o, const gguf::GgufFile& file, const tok::Tokenizer& tok) {
+  auto tmpl = tok::ChatTemplate::FromGguf(file);
+  if (!tmpl.ok()) {
+    if (tmpl.status().code() != StatusCode::kNotFound) return tmpl.status().WithContext("the model's chat template");
+    std::fprintf(stderr, "the model has no chat template; using ChatML\n");
+    tmpl = tok::ChatTemplate::Builtin("chatml");
+    if (!tmpl.ok()) return tmpl.status();
+  }
+  tok::ChatRequest r;
+  if (!o.system.empty()) r.messages.push_back({{"role", "system"}, {"content", o.system}});
+  r.messages.push_back({{"role", "user"}, {"content", o.prompt}});
+  r.add_generation_prompt = true;
+  if (tok.bos_id() >= 0) r.bos_token = tok.TokenText(tok.bos_id());
+  if (tok.eos_id() >= 0) r.eos_token = tok.TokenText(tok.eos_id());
+  auto text = tmpl->Render(r);
+  if (!text.ok()) return text.status().WithContext("rendering the chat template");
+  return text;
+}
+
 int RunGenerate(RunOptions o) {
   using Clock = std::chrono::steady_clock;
   const auto t_load = Clock::now();
+  if (!o.system.empty() && !o.chat) return Fail(InvalidArgument("--system needs --chat"));
   if (o.model.empty()) o.model = DefaultModelPath();
   if (o.model.empty()) {
     std::fprintf(stderr, "error: %s\n", kNoModelMessage);
@@ -52,7 +77,16 @@ int RunGenerate(RunOptions o) {
   const tok::Tokenizer& tok = **tok_or;
   const model::ModelConfig cfg = (*model_or)->config();
 
-  std::vector<int32_t> prompt = tok.Encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
+  std::vector<int32_t> prompt;
+  if (o.chat) {
+    auto text = RenderChat(o, (*model_or)->file(), tok);
+    if (!text.ok()) return Fail(text.status());
+    // The template writes BOS itself where the model wants one, and its
+    // special tokens (<|im_start|>...) must become their ids.
+    prompt = tok.Encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  } else {
+    prompt = tok.Encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
+  }
   if (prompt.empty()) return Fail(InvalidArgument("the prompt encodes to no tokens"));
   const int ctx = o.ctx > 0 ? o.ctx : std::max<int>(cfg.context_length, static_cast<int>(prompt.size()) + o.n_predict);
   const int block = 16;
@@ -92,7 +126,7 @@ int RunGenerate(RunOptions o) {
   auto stream = engine.Submit(std::move(req));
   if (!stream.ok()) return Fail(stream.status());
 
-  std::fputs(o.prompt.c_str(), stdout);
+  if (!o.chat) std::fputs(o.prompt.c_str(), stdout);  // chat mode prints only the reply
   std::fflush(stdout);
   tok::IncrementalDecoder dec(tok, /*skip_special=*/true, /*at_sequence_start=*/false);
   engine::StreamChunk last;
@@ -137,6 +171,9 @@ Registrar reg({"run", "Generate text for a prompt", [](CLI::App* app) {
                  app->add_option("-c,--ctx-size", o->ctx, "Context length (0: the model's)")->check(CLI::NonNegativeNumber);
                  app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
                  app->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after end-of-sequence");
+                 app->add_flag("--chat", o->chat,
+                               "Treat -p as a user message: apply the model's chat template and print only the reply");
+                 app->add_option("--system", o->system, "System message for --chat");
                  return [o] { return RunGenerate(*o); };
                }});
 

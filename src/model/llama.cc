@@ -138,9 +138,12 @@ Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& ca
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = weights_->layers[static_cast<size_t>(l)];
     for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(x_.data() + t * H, L.attn_norm, xn_.data() + t * H, H, c.rms_eps);
-    kernels::MatMul(L.wq, xn_.data(), T, q_.data(), pool);
-    kernels::MatMul(L.wk, xn_.data(), T, k_.data(), pool);
-    kernels::MatMul(L.wv, xn_.data(), T, v_.data(), pool);
+    {
+      // One fork-join for q/k/v: decode issues tiny jobs, so joins dominate.
+      const kernels::MatView ws[3] = {L.wq, L.wk, L.wv};
+      float* const ys[3] = {q_.data(), k_.data(), v_.data()};
+      kernels::MatMulMany(ws, ys, 3, xn_.data(), T, pool);
+    }
     for (int64_t t = 0; t < T; ++t) {
       float* q = q_.data() + t * QD;
       float* k = k_.data() + t * KD;
@@ -173,8 +176,11 @@ Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& ca
     kernels::MatMul(L.wo, att_.data(), T, tmp_.data(), pool);
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
     for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(x_.data() + t * H, L.ffn_norm, xn_.data() + t * H, H, c.rms_eps);
-    kernels::MatMul(L.w_gate, xn_.data(), T, gate_.data(), pool);
-    kernels::MatMul(L.w_up, xn_.data(), T, up_.data(), pool);
+    {
+      const kernels::MatView ws[2] = {L.w_gate, L.w_up};
+      float* const ys[2] = {gate_.data(), up_.data()};
+      kernels::MatMulMany(ws, ys, 2, xn_.data(), T, pool);
+    }
     kernels::SiluMul(gate_.data(), up_.data(), gate_.data(), T * F);
     kernels::MatMul(L.w_down, gate_.data(), T, tmp_.data(), pool);
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
