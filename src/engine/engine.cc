@@ -19,6 +19,7 @@ SchedulerConfig MakeSchedulerConfig(const EngineConfig& c, int32_t num_blocks) {
   s.max_batch_size = c.max_batch_size;
   s.policy = c.policy;
   s.watermark_blocks = static_cast<int32_t>(c.admission_watermark * num_blocks);
+  s.output_reservation = c.output_reservation;
   s.eos_token_ids = c.eos_token_ids;
   s.max_context_length = c.max_context_length;
   return s;
@@ -53,6 +54,9 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
   }
   if (!(admission_watermark >= 0.0 && admission_watermark < 1.0)) {
     return InvalidArgument("admission_watermark must be in [0, 1), got {}", admission_watermark);
+  }
+  if (!(output_reservation >= 0.0 && output_reservation <= 1.0)) {
+    return InvalidArgument("output_reservation must be in [0, 1], got {}", output_reservation);
   }
   return Status::Ok();
 }

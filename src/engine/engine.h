@@ -57,6 +57,9 @@ struct EngineConfig {
   // Fraction of the KV pool kept available when admitting a request while
   // others run, so running ones can grow before anyone is preempted.
   double admission_watermark = 0.01;
+  // Share of a request's max_tokens whose KV must also be free to admit it
+  // (SchedulerConfig::output_reservation), in [0, 1].
+  double output_reservation = 0.0;
   // Seeds the RNG of requests without a seed; nullopt: random.
   std::optional<uint64_t> seed;
   bool cancel_abandoned_requests = true;

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kvs::engine {
 
@@ -69,7 +70,16 @@ void Scheduler::AdmitWaiting() {
     const int32_t cached = match.num_tokens(block_size);
     const int32_t n = std::min(seq->num_tokens() - cached, budget_);
     // Alone, a sequence may use the whole pool: Submit checked that it fits.
-    const int32_t reserve = running_.empty() ? 0 : config_.watermark_blocks;
+    int32_t reserve = running_.empty() ? 0 : config_.watermark_blocks;
+    // Its predicted peak (the prompt plus the policy's share of the output
+    // to come) must fit beside the predicted peaks of those running: the
+    // difference is checked as free, not allocated.
+    if (config_.output_reservation > 0) {
+      reserve += std::max(0, PeakBlocks(*seq) - NumBlocksFor(cached + n, block_size));
+      for (const Sequence* r : running_) {
+        reserve += std::max(0, PeakBlocks(*r) - static_cast<int32_t>(r->block_table.size()));
+      }
+    }
     if (!bm_->CanAllocate(match, cached + n, reserve)) {
       if (PreemptFor(seq)) continue;
       break;  // the head waits; nobody overtakes it
@@ -84,6 +94,13 @@ void Scheduler::AdmitWaiting() {
     InsertSorted(running_, seq);
     AddToBatch(seq, n);
   }
+}
+
+int32_t Scheduler::PeakBlocks(const Sequence& seq) const {
+  const int32_t outstanding = std::max(seq.params.max_tokens - seq.num_output_tokens(), 0);
+  const int64_t peak = static_cast<int64_t>(seq.num_tokens()) +
+                       static_cast<int64_t>(std::ceil(config_.output_reservation * outstanding));
+  return NumBlocksFor(std::min<int64_t>(peak, config_.max_context_length), bm_->block_size());
 }
 
 bool Scheduler::PreemptFor(const Sequence* seq) {

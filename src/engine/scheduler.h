@@ -50,6 +50,11 @@ struct SchedulerConfig {
   // Blocks kept available when admitting while others run, so that running
   // sequences can grow a while before anyone is preempted.
   int32_t watermark_blocks = 0;
+  // Admission policy for output: a waiting sequence is admitted only when,
+  // beyond its prompt, blocks for this fraction of its remaining max_tokens
+  // are also free (0: prompt only, growth relies on preemption, as vLLM
+  // does; 1: the whole predicted peak, so running sequences never preempt).
+  double output_reservation = 0.0;
   std::vector<int32_t> eos_token_ids;
   int32_t max_context_length = 1 << 30;
 };
@@ -113,6 +118,8 @@ class Scheduler {
   void ScheduleRunning(bool decodes);
   void AdmitWaiting();
   // Under kPriority: preempts the lowest running sequence if `seq` precedes it.
+  // KV blocks of seq's predicted peak under output_reservation.
+  int32_t PeakBlocks(const Sequence& seq) const;
   bool PreemptFor(const Sequence* seq);
 
   SchedulerConfig config_;

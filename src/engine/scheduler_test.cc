@@ -163,6 +163,45 @@ TEST(SchedulerTest, PreemptsTheNewestAndRequeuesItAtTheFront) {
   EXPECT_EQ(h.bm.num_used(), 0);
 }
 
+TEST(SchedulerTest, FullOutputReservationAdmitsByPredictedPeakAndNeverPreempts) {
+  // The workload that preempts above: 6 blocks of 4, two 8-token prompts
+  // growing by 12 (peak 20 tokens = 5 blocks each). Reserving the whole
+  // output admits the second only once the first has finished.
+  SchedulerConfig c = Config(64, 4);
+  c.output_reservation = 1.0;
+  SchedulerHarness h(6, 4, c);
+  Sequence* first = h.Add(8, 12);
+  Sequence* second = h.Add(8, 12);
+  h.Step();
+  EXPECT_EQ(first->status, SequenceStatus::kRunning);
+  EXPECT_EQ(second->status, SequenceStatus::kWaiting) << "5 + 5 blocks of predicted peak exceed 6";
+  while (h.sched.HasWork()) {
+    const SchedulerOutput& out = h.Step();
+    EXPECT_TRUE(out.preempted.empty());
+    if (second->status == SequenceStatus::kRunning) {
+      EXPECT_TRUE(first->is_finished());
+    }
+    ASSERT_EQ(h.CheckInvariants(), "");
+  }
+  EXPECT_EQ(h.sched.num_preemptions(), 0);
+  EXPECT_EQ(second->finish_reason, FinishReason::kLength);
+
+  // Half the output (6 tokens: peak 14 = 4 blocks each): 4 + 4 exceed 6.
+  c.output_reservation = 0.5;
+  SchedulerHarness half(6, 4, c);
+  Sequence* a = half.Add(8, 12);
+  Sequence* b = half.Add(8, 12);
+  half.Step();
+  EXPECT_EQ(a->status, SequenceStatus::kRunning);
+  EXPECT_EQ(b->status, SequenceStatus::kWaiting) << "4 + 4 blocks exceed 6";
+  SchedulerHarness none(6, 4, Config(64, 4));
+  Sequence* x = none.Add(8, 12);
+  Sequence* y = none.Add(8, 12);
+  none.Step();
+  EXPECT_EQ(x->status, SequenceStatus::kRunning);
+  EXPECT_EQ(y->status, SequenceStatus::kRunning) << "without a reservation both prompts fit";
+}
+
 TEST(SchedulerTest, NoAdmissionInAStepThatPreempted) {
   // 8 blocks of 4: two sequences that need 7 blocks each cannot both finish.
   SchedulerHarness h(8, 4, Config(64, 4));

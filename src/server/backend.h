@@ -108,6 +108,7 @@ struct BackendStats {
   uint64_t weights_bytes = 0;
   uint64_t kv_pool_bytes = 0;
   uint64_t activation_bytes = 0;
+  uint64_t overhead_bytes = 0;  // the plan's runtime overhead account (stacks, allocator, code)
   int64_t max_admissible_context = 0;  // longest request (prompt + output) that fits right now
   int64_t prefix_cache_queried_tokens = 0;  // cumulative
   int64_t prefix_cache_hit_tokens = 0;      // cumulative

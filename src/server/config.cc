@@ -226,7 +226,10 @@ const std::vector<KeyDef>& Table() {
     // kv_cache
     t.push_back(NumberKey("kv_cache.memory_fraction", "memory-fraction",
                           [](ServeConfig& c) -> double& { return c.kv_cache.memory_fraction; }, 0, true, 1,
-                          "Part of machine memory for weights, KV pool and activations; the KV pool gets the rest"));
+                          "Part of the memory limit for weights, KV pool and activations; the KV pool gets the rest"));
+    t.push_back(IntKey("kv_cache.memory_limit_bytes", "memory-limit",
+                       [](ServeConfig& c) -> int64_t& { return c.kv_cache.memory_limit_bytes; }, 0, int64_t{1} << 50,
+                       "Memory that memory_fraction applies to, in bytes; 0: the machine's RAM"));
     t.push_back(IntKey("kv_cache.block_size", "block-size", [](ServeConfig& c) -> int64_t& { return c.kv_cache.block_size; }, 1, 256,
                        "Tokens per KV block", PowerOfTwo, "a power of two in [1, 256]"));
     t.push_back(EnumKey("kv_cache.dtype", "kv-dtype", [](ServeConfig& c) -> std::string& { return c.kv_cache.dtype; },
@@ -248,6 +251,10 @@ const std::vector<KeyDef>& Table() {
     t.push_back(NumberKey("runtime.request_timeout_seconds", "request-timeout",
                           [](ServeConfig& c) -> double& { return c.runtime.request_timeout_seconds; }, 0, false, 86400,
                           "A request running longer is cut with 504 (or an error event); 0: no limit"));
+    t.push_back(NumberKey("runtime.output_reservation", "output-reservation",
+                          [](ServeConfig& c) -> double& { return c.runtime.output_reservation; }, 0, false, 1,
+                          "Admission: share of a request's max_tokens whose KV must also be free (0: prompt only, "
+                          "growth by preemption; 1: the whole predicted peak, never preempted)"));
     // logging
     t.push_back(EnumKey("logging.level", "log-level", [](ServeConfig& c) -> std::string& { return c.logging.level; },
                         {"trace", "debug", "info", "warn", "error", "off"}, "Log level (stderr)"));

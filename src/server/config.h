@@ -44,7 +44,8 @@ struct ModelSection {
 };
 
 struct KvCacheSection {
-  double memory_fraction = 0.45;    // of machine memory for weights + KV + activations
+  double memory_fraction = 0.45;    // of the memory limit for weights + KV + activations
+  int64_t memory_limit_bytes = 0;   // the memory the fraction applies to; 0: the machine's RAM
   int64_t block_size = 16;          // tokens per KV block (a power of two)
   std::string dtype = "f16";        // f32, f16, bf16, q8_0
   bool prefix_caching = true;
@@ -56,6 +57,7 @@ struct RuntimeSection {
   int64_t max_num_batched_tokens = 2048;  // tokens per engine step (prefill chunking)
   int64_t max_concurrent_requests = 64;   // running + queued sequences; more get 429
   double request_timeout_seconds = 120;   // 0: no timeout
+  double output_reservation = 0.0;  // share of max_tokens whose KV must be free to admit a request
 };
 
 struct LoggingSection {

@@ -79,12 +79,16 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   // Memory accounts -> KV blocks.
   KVS_ASSIGN_OR_RETURN(DType kv_dtype, plan::ParseKvDType(config.kv_cache.dtype));
   KVS_ASSIGN_OR_RETURN(plan::ModelShape shape, plan::ShapeFromGgufFile(model->file(), config.model.path));
-  KVS_ASSIGN_OR_RETURN(uint64_t machine, plan::SystemMemoryBytes());
+  uint64_t machine = static_cast<uint64_t>(config.kv_cache.memory_limit_bytes);
+  if (machine == 0) {
+    KVS_ASSIGN_OR_RETURN(machine, plan::SystemMemoryBytes());
+  }
   b->weights_bytes_ = model->weight_bytes();
   b->activation_bytes_ = plan::ActivationPeakBytes(shape, config.runtime.max_num_batched_tokens,
                                                    config.runtime.max_batch_size, context, threads);
+  b->overhead_bytes_ = plan::RuntimeOverheadBytes(threads);
   const uint64_t pool = plan::KvPoolBytes(machine, config.kv_cache.memory_fraction, b->weights_bytes_,
-                                          b->activation_bytes_, plan::RuntimeOverheadBytes(threads));
+                                          b->activation_bytes_, b->overhead_bytes_);
   const uint64_t per_block = plan::KvBytesPerBlock(shape, kv_dtype, block);
   const int64_t per_sequence = plan::KvBlocksForTokens(context, block);
   const int64_t useful = per_sequence * config.runtime.max_concurrent_requests;
@@ -92,9 +96,10 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   const int64_t num_blocks = std::min(fit, useful);
   if (num_blocks < per_sequence) {
     return FailedPrecondition(
-        "the KV pool would hold {} blocks ({} of {} bytes of memory at kv_cache.memory_fraction {} after weights {} "
+        "the KV pool would hold {} blocks ({} of {} of memory at kv_cache.memory_fraction {} after weights {} "
         "and activations {}), fewer than the {} blocks one {}-token request needs; raise kv_cache.memory_fraction or "
-        "lower model.max_context_length",
+        "kv_cache.memory_limit_bytes, use kv_cache.dtype q8_0, or lower model.max_context_length "
+        "(`kvserve plan --model FILE --context N` shows what fits)",
         fit, plan::FormatBinary(pool), plan::FormatBinary(machine), config.kv_cache.memory_fraction,
         plan::FormatBinary(b->weights_bytes_), plan::FormatBinary(b->activation_bytes_), per_sequence, context);
   }
@@ -115,6 +120,7 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   ec.max_context_length = static_cast<int32_t>(context);
   ec.max_queued_requests = static_cast<int32_t>(std::max<int64_t>(config.runtime.max_concurrent_requests, 1));
   ec.enable_prefix_caching = config.kv_cache.prefix_caching;
+  ec.output_reservation = config.runtime.output_reservation;
   ec.eos_token_ids = b->tok_->end_of_generation_ids();
   auto eng = engine::Engine::Create(ec, std::move(*runner));
   if (!eng.ok()) return eng.status();
@@ -129,6 +135,13 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   b->info_.vocab_size = b->tok_->vocab_size();
   spdlog::info("engine: {} KV blocks of {} tokens ({}), {} threads, context {}", num_blocks, block,
                plan::FormatBinary(b->kv_pool_bytes_), threads, context);
+  spdlog::info("memory plan: limit {} x memory_fraction {} = {}; weights {}, KV pool {} ({} per token, {}), "
+               "activations {}; {} request(s) of {} tokens fit at once",
+               plan::FormatBinary(machine), config.kv_cache.memory_fraction,
+               plan::FormatBinary(static_cast<uint64_t>(static_cast<double>(machine) * config.kv_cache.memory_fraction)),
+               plan::FormatBinary(b->weights_bytes_), plan::FormatBinary(b->kv_pool_bytes_),
+               plan::FormatBinary(per_block / static_cast<uint64_t>(block)), config.kv_cache.dtype,
+               plan::FormatBinary(b->activation_bytes_), fit / per_sequence, context);
   b->pump_ = std::thread([raw = b.get()] { raw->Pump(); });
   return b;
 }
@@ -275,6 +288,7 @@ BackendStats EngineBackend::Stats() {
   s.weights_bytes = weights_bytes_;
   s.kv_pool_bytes = kv_pool_bytes_;
   s.activation_bytes = activation_bytes_;
+  s.overhead_bytes = overhead_bytes_;
   s.max_admissible_context =
       std::min<int64_t>(info_.max_context_length, static_cast<int64_t>(e.num_blocks_free + e.num_blocks_cached) * e.block_size);
   s.prefix_cache_queried_tokens = e.prefix_query_tokens;

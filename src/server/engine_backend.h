@@ -70,7 +70,7 @@ class EngineBackend : public InferenceBackend {
   std::unique_ptr<tok::Tokenizer> tok_;
   std::unique_ptr<tok::ChatTemplate> template_;
   std::unique_ptr<engine::Engine> engine_;
-  uint64_t weights_bytes_ = 0, kv_pool_bytes_ = 0, activation_bytes_ = 0;
+  uint64_t weights_bytes_ = 0, kv_pool_bytes_ = 0, activation_bytes_ = 0, overhead_bytes_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -31,7 +31,7 @@ ServerMetrics::ServerMetrics()
                                      "Used KV blocks / total KV blocks (cached-evictable blocks count as free).")),
       kv_block_size(registry.Gauge0("kvserve:kv_cache_block_size_tokens", "Tokens per KV block.")),
       memory_bytes(registry.AddGauge("kvserve:memory_bytes",
-                                     "Memory accounts in bytes: weights, kv_pool, activations.", {"account"})),
+                                     "Memory accounts of the start-up plan in bytes: weights, kv_pool, activations, overhead.", {"account"})),
       max_admissible_context(registry.Gauge0(
           "kvserve:max_admissible_context_tokens",
           "Longest request (prompt + output tokens) the engine could admit right now.")),
@@ -64,7 +64,7 @@ ServerMetrics::ServerMetrics()
           "Sequences admitted by the server and not finished (bounded by runtime.max_concurrent_requests).")),
       resident_memory(registry.Gauge0("kvserve:process_resident_memory_bytes", "Resident memory of the process.")),
       ready(registry.Gauge0("kvserve:ready", "1 when the model is loaded and the server accepts requests.")) {
-  for (const char* account : {"weights", "kv_pool", "activations"}) memory_bytes.With({account});
+  for (const char* account : {"weights", "kv_pool", "activations", "overhead"}) memory_bytes.With({account});
   for (const char* r : {"stop", "length", "cancelled", "timeout", "error", "shutdown"}) finished.With({r});
 }
 
@@ -82,6 +82,7 @@ void ServerMetrics::Refresh(const BackendStats* s) {
   memory_bytes.With({"weights"}).Set(static_cast<double>(s->weights_bytes));
   memory_bytes.With({"kv_pool"}).Set(static_cast<double>(s->kv_pool_bytes));
   memory_bytes.With({"activations"}).Set(static_cast<double>(s->activation_bytes));
+  memory_bytes.With({"overhead"}).Set(static_cast<double>(s->overhead_bytes));
   max_admissible_context.Set(static_cast<double>(s->max_admissible_context));
   prefix_queried_tokens.SetMax(static_cast<double>(s->prefix_cache_queried_tokens));
   prefix_hit_tokens.SetMax(static_cast<double>(s->prefix_cache_hit_tokens));
