@@ -50,6 +50,8 @@ struct GenerateRequest {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   std::optional<int32_t> logprobs;    // top-N alternatives per token, [0, 20]; nullopt: none
+  std::string cache_salt;             // requests share cached prefix KV only within one salt
+  int32_t priority = 0;               // lower first under the priority scheduling policy
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kError };

@@ -251,6 +251,9 @@ const std::vector<KeyDef>& Table() {
     t.push_back(NumberKey("runtime.request_timeout_seconds", "request-timeout",
                           [](ServeConfig& c) -> double& { return c.runtime.request_timeout_seconds; }, 0, false, 86400,
                           "A request running longer is cut with 504 (or an error event); 0: no limit"));
+    t.push_back(EnumKey("runtime.scheduling_policy", "scheduling-policy",
+                        [](ServeConfig& c) -> std::string& { return c.runtime.scheduling_policy; }, {"fcfs", "priority"},
+                        "Order of admission: arrival, or the request's priority field (lower first; may preempt)"));
     t.push_back(NumberKey("runtime.output_reservation", "output-reservation",
                           [](ServeConfig& c) -> double& { return c.runtime.output_reservation; }, 0, false, 1,
                           "Admission: share of a request's max_tokens whose KV must also be free (0: prompt only, "

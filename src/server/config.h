@@ -58,6 +58,7 @@ struct RuntimeSection {
   int64_t max_concurrent_requests = 64;   // running + queued sequences; more get 429
   double request_timeout_seconds = 120;   // 0: no timeout
   double output_reservation = 0.0;  // share of max_tokens whose KV must be free to admit a request
+  std::string scheduling_policy = "fcfs";  // fcfs, or priority (the request's `priority`, lower first)
 };
 
 struct LoggingSection {

@@ -121,6 +121,8 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   ec.max_queued_requests = static_cast<int32_t>(std::max<int64_t>(config.runtime.max_concurrent_requests, 1));
   ec.enable_prefix_caching = config.kv_cache.prefix_caching;
   ec.output_reservation = config.runtime.output_reservation;
+  ec.policy = config.runtime.scheduling_policy == "priority" ? engine::SchedulingPolicy::kPriority
+                                                              : engine::SchedulingPolicy::kFcfs;
   ec.eos_token_ids = b->tok_->end_of_generation_ids();
   auto eng = engine::Engine::Create(ec, std::move(*runner));
   if (!eng.ok()) return eng.status();
@@ -184,6 +186,8 @@ Status EngineBackend::Submit(GenerateRequest request, ChunkCallback on_chunk) {
   engine::Request r;
   r.request_id = request.request_id;
   r.prompt_token_ids = std::move(request.prompt_tokens);
+  r.cache_salt = std::move(request.cache_salt);
+  r.priority = request.priority;
   engine::SamplingParams& p = r.sampling;
   p.temperature = request.temperature;
   p.top_k = request.top_k;

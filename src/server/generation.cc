@@ -132,6 +132,8 @@ void GenerationJob::Start() {
     g.max_tokens = p.max_tokens;
     g.stop_token_ids = req_.stop_token_ids;
     g.ignore_eos = req_.ignore_eos;
+    g.cache_salt = req_.cache_salt;
+    g.priority = req_.priority;
     g.logprobs = req_.logprobs;
     const int index = c.index;
     Status st = env_.backend->Submit(std::move(g), [self, index](GenerationChunk chunk) {

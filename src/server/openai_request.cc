@@ -189,6 +189,10 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
     if (auto e = ParseTokenIds(*ids, "stop_token_ids", &r->stop_token_ids)) return e;
   }
   if (auto e = GetBool(body, "ignore_eos", &r->ignore_eos)) return e;
+  if (auto e = GetString(body, "cache_salt", &r->cache_salt)) return e;
+  std::optional<int64_t> priority;
+  if (auto e = GetInt(body, "priority", -1000000, 1000000, &priority)) return e;
+  if (priority) r->priority = static_cast<int32_t>(*priority);
   std::string user;
   if (auto e = GetString(body, "user", &user)) return e;
   if (const json* lb = Field(body, "logit_bias")) {

@@ -75,6 +75,8 @@ struct ParsedRequest {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   std::optional<int32_t> logprobs;  // top-N alternatives; set when logprobs were asked for
+  std::string cache_salt;  // prefix-cache namespace (vLLM's field): KV is shared only within one salt
+  int32_t priority = 0;    // lower first, with runtime.scheduling_policy "priority" (vLLM's field)
 };
 
 inline constexpr int32_t kMaxN = 128;

@@ -58,3 +58,24 @@ for (const c of cases) {
     assert.equal(r.usage.prompt_tokens, c.prompt_tokens);
   });
 }
+
+test("cache_salt: prefix KV is shared within a salt, never across salts", async () => {
+  const c = cases[1];
+  const ask = async (salt) => {
+    const r = await client.chat.completions.create({
+      model: "kvserve-tiny", messages: c.messages, temperature: 0, max_tokens: 16, cache_salt: salt,
+    });
+    assert.equal(r.choices[0].message.content, c.expected.replace(/<\|im_end\|>$/, ""));
+    return r.usage.prompt_tokens_details.cached_tokens;
+  };
+  assert.equal(await ask("tenant-a"), 0, "the unsalted run above is not visible to tenant-a");
+  const full = Math.floor((c.prompt_tokens - 1) / 16) * 16;
+  assert.equal(await ask("tenant-a"), full, "tenant-a's second request reuses its full blocks");
+  assert.equal(await ask("tenant-b"), 0, "tenant-b never sees tenant-a's KV");
+});
+
+test("priority must be an integer", async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: "kvserve-tiny", messages: [{ role: "user", content: "Hi" }], priority: "high" }),
+    (e) => e.status === 400 && e.param === "priority");
+});
