@@ -9,7 +9,8 @@ sends them over the HTTP API at temperature 0: plain prompts to
 server applies the model's chat template. A reply counts when it is exactly
 the expected answer. Prints the table for docs/models.md.
 
-  /usr/bin/python3 tools/train/recall_kvserve.py --kvserve build/release/src/cli/kvserve --per-cell 40
+  /usr/bin/python3 tools/train/recall_kvserve.py --kvserve build/release/src/cli/kvserve --per-cell 40 \
+      --svg docs/img/recall-kvserve.svg
 """
 import argparse
 import collections
@@ -35,6 +36,33 @@ def post(base, path, body):
         return json.loads(r.read())
 
 
+def heatmap_svg(cells, lengths, depths, title):
+    """A small self-contained SVG heatmap of exact recall per (length, depth) cell."""
+    cw, ch, left, top = 120, 44, 110, 56
+    w, h = left + cw * len(depths) + 20, top + ch * len(lengths) + 50
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="13">',
+           f'<text x="{w / 2}" y="22" text-anchor="middle" font-size="15">{title}</text>']
+    for j, d in enumerate(depths):
+        out.append(f'<text x="{left + cw * j + cw / 2}" y="{top - 8}" text-anchor="middle">depth {int(d * 100)} %</text>')
+    for i, L in enumerate(lengths):
+        y = top + ch * i
+        out.append(f'<text x="{left - 10}" y="{y + ch / 2 + 4}" text-anchor="end">{L} tokens</text>')
+        for j, d in enumerate(depths):
+            ok, n = cells[(L, d)]
+            frac = ok / n if n else 0.0
+            # red (<= 80 %) to green (100 %)
+            t = max(0.0, min(1.0, (frac - 0.8) / 0.2))
+            r, g = int(220 - 170 * t), int(80 + 120 * t)
+            x = left + cw * j
+            out.append(f'<rect x="{x}" y="{y}" width="{cw - 2}" height="{ch - 2}" fill="rgb({r},{g},90)"/>')
+            out.append(f'<text x="{x + cw / 2}" y="{y + ch / 2 + 4}" text-anchor="middle" fill="white">'
+                       f'{100 * frac:.0f} % ({ok}/{n})</text>')
+    out.append(f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle" font-size="11">exact pass-key recall, '
+               f'greedy, through kvserve serve</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvserve", required=True)
@@ -45,6 +73,7 @@ def main():
     ap.add_argument("--tokenizer-seed", type=int, default=1234)
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--kv-dtype", default="f16")
+    ap.add_argument("--svg", help="also write the table as an SVG heatmap to this path")
     args = ap.parse_args()
 
     lengths, depths = [1024, 2048, 4096], [0.1, 0.5, 0.9]
@@ -112,6 +141,11 @@ def main():
     for f, (ok, n) in sorted(fmt_cells.items()):
         print(f"{f}: {ok}/{n}")
     print(f"overall: {sum(results)}/{len(results)}")
+    if args.svg:
+        with open(args.svg, "w") as f:
+            f.write(heatmap_svg(cells, lengths, depths,
+                                f"kvserve-tiny recall, {args.kv_dtype} KV, {args.per_cell} prompts per cell"))
+        print(f"wrote {args.svg}")
 
 
 if __name__ == "__main__":
