@@ -9,7 +9,7 @@
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "engine/engine.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/model_chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::cli {
@@ -40,21 +40,15 @@ int Fail(const Status& s) {
 
 // The chat prompt: --system and -p as one conversation, rendered with the
 // model's chat template (ChatML when the model has none).
-StatusOr<std::string> RenderChat(const RunOptions& o, const gguf::GgufFile& file, const tok::Tokenizer& tok) {
-  auto tmpl = tok::ChatTemplate::FromGguf(file);
-  if (!tmpl.ok()) {
-    if (tmpl.status().code() != StatusCode::kNotFound) return tmpl.status().WithContext("the model's chat template");
-    std::fprintf(stderr, "the model has no chat template; using ChatML\n");
-    tmpl = tok::ChatTemplate::Builtin("chatml");
-    if (!tmpl.ok()) return tmpl.status();
-  }
+StatusOr<std::string> RenderChat(const RunOptions& o, const tok::Tokenizer& tok) {
+  KVS_ASSIGN_OR_RETURN(tok::ModelChatTemplate chat, tok::LoadModelChatTemplate(tok));
+  if (chat.is_fallback) std::fprintf(stderr, "the model has no chat template; using ChatML\n");
   tok::ChatRequest r;
   if (!o.system.empty()) r.messages.push_back({{"role", "system"}, {"content", o.system}});
   r.messages.push_back({{"role", "user"}, {"content", o.prompt}});
   r.add_generation_prompt = true;
-  if (tok.bos_id() >= 0) r.bos_token = tok.TokenText(tok.bos_id());
-  if (tok.eos_id() >= 0) r.eos_token = tok.TokenText(tok.eos_id());
-  auto text = tmpl->Render(r);
+  tok::SetSpecialTokens(tok, &r);
+  auto text = chat.tmpl.Render(r);
   if (!text.ok()) return text.status().WithContext("rendering the chat template");
   return text;
 }
@@ -79,7 +73,7 @@ int RunGenerate(RunOptions o) {
 
   std::vector<int32_t> prompt;
   if (o.chat) {
-    auto text = RenderChat(o, (*model_or)->file(), tok);
+    auto text = RenderChat(o, tok);
     if (!text.ok()) return Fail(text.status());
     // The template writes BOS itself where the model wants one, and its
     // special tokens (<|im_start|>...) must become their ids.

@@ -13,6 +13,7 @@
 #include "plan/model_shape.h"
 #include "plan/plan.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/model_chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::server {
@@ -55,19 +56,10 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
     spdlog::warn("model.dtype {} is not used by the CPU backend yet (it computes in f32)", config.model.dtype);
   }
 
-  // Chat template: the model's, else ChatML.
-  const std::string& source = b->tok_->chat_template();
-  if (!source.empty()) {
-    auto t = tok::ChatTemplate::Parse(source);
-    if (!t.ok()) return t.status().WithContext("the model's chat template");
-    b->template_ = std::make_unique<tok::ChatTemplate>(std::move(*t));
-    b->info_.has_chat_template = true;
-  } else {
-    auto t = tok::ChatTemplate::Builtin("chatml");
-    if (!t.ok()) return t.status();
-    b->template_ = std::make_unique<tok::ChatTemplate>(std::move(*t));
-    spdlog::warn("{} has no chat template; /v1/chat/completions uses ChatML", config.model.path);
-  }
+  KVS_ASSIGN_OR_RETURN(tok::ModelChatTemplate chat, tok::LoadModelChatTemplate(*b->tok_));
+  b->template_ = std::make_unique<tok::ChatTemplate>(std::move(chat.tmpl));
+  b->info_.has_chat_template = !chat.is_fallback;
+  if (chat.is_fallback) spdlog::warn("{} has no chat template; /v1/chat/completions uses ChatML", config.model.path);
 
   const model::ModelConfig mc = model->config();
   int64_t context = config.model.max_context_length;
@@ -175,8 +167,7 @@ StatusOr<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_j
   r.messages = messages;
   if (tools.is_array() && !tools.empty()) r.tools = tools;
   r.add_generation_prompt = add_generation_prompt;
-  if (tok_->bos_id() >= 0) r.bos_token = tok_->TokenText(tok_->bos_id());
-  if (tok_->eos_id() >= 0) r.eos_token = tok_->TokenText(tok_->eos_id());
+  tok::SetSpecialTokens(*tok_, &r);
   auto text = template_->Render(r);
   if (!text.ok()) return InvalidArgument("{}", text.status().message());
   return text;
