@@ -15,11 +15,14 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/unicode.h"
+
 namespace kvs::jinja::text {
 
 // Decodes the code point at s[*i] and advances *i past it.
 uint32_t NextCodePoint(std::string_view s, size_t* i);
-void AppendUtf8(uint32_t cp, std::string* out);
+// UTF-8 encoding is the tokenizer's (one implementation for the module).
+using ::kvs::tok::AppendUtf8;
 size_t CodePointCount(std::string_view s);
 // The code points of s, each as its own UTF-8 string.
 std::vector<std::string> SplitCodePoints(std::string_view s);
