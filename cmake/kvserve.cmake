@@ -19,3 +19,22 @@ function(kvs_add_library name)
   add_library(${name} STATIC ${L_SOURCES})
   target_link_libraries(${name} PUBLIC ${L_DEPS})
 endfunction()
+
+# kvs_add_fuzzer(NAME x_fuzzer SOURCES a.cc LIBS lib... SEEDS dir [MAX_LEN n])
+# A libFuzzer target, built only with -DKVSERVE_FUZZ=ON (clang; the whole
+# build is then instrumented). SEEDS is the committed seed corpus (relative to
+# the calling CMakeLists.txt). scripts/fuzz.sh runs every registered fuzzer.
+function(kvs_add_fuzzer)
+  if(NOT KVSERVE_FUZZ)
+    return()
+  endif()
+  cmake_parse_arguments(F "" "NAME;SEEDS;MAX_LEN" "SOURCES;LIBS" ${ARGN})
+  if(NOT F_MAX_LEN)
+    set(F_MAX_LEN 65536)
+  endif()
+  add_executable(${F_NAME} ${F_SOURCES})
+  target_link_libraries(${F_NAME} PRIVATE ${F_LIBS})
+  target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
+  set_property(GLOBAL APPEND PROPERTY KVS_FUZZERS
+    "${F_NAME}\t$<TARGET_FILE:${F_NAME}>\t${CMAKE_CURRENT_SOURCE_DIR}/${F_SEEDS}\t${F_MAX_LEN}")
+endfunction()

@@ -3,12 +3,12 @@
 #   1. Release build, all tests;
 #   2. ASan+UBSan build, all tests;
 #   3. TSan build, engine and server tests (label "engine");
-#   4. the GGUF reader fuzzer for 60 s (KVSERVE_FUZZ_SECONDS).
+#   4. every libFuzzer target for 30 s each (KVSERVE_FUZZ_SECONDS; scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 JOBS=${JOBS:-$(nproc)}
-FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-30}
 start=$(date +%s)
 stage() { echo "=== $1 ($(( $(date +%s) - start )) s elapsed)"; }
 
@@ -39,11 +39,7 @@ stage "tsan tests"
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" KVSERVE_SANITIZED=1 ctest --output-on-failure -L engine -j "$JOBS")
 
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  stage "fuzz gguf reader for ${FUZZ_SECONDS}s"
-  cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DKVSERVE_FUZZ=ON -DKVSERVE_BENCH=OFF >/dev/null
-  cmake --build build/fuzz -j "$JOBS" --target gguf_fuzzer
-  mkdir -p build/fuzz/corpus
-  build/fuzz/src/gguf/gguf_fuzzer -max_total_time="$FUZZ_SECONDS" -max_len=65536 -rss_limit_mb=2048 \
-    build/fuzz/corpus src/gguf/fuzz_seeds 2>&1 | tail -n 5
+  stage "fuzz: every fuzzer for ${FUZZ_SECONDS}s"
+  bash scripts/fuzz.sh "$FUZZ_SECONDS"
 fi
 stage "all tests passed"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target (clang, instrumented build in build/fuzz) and
+# runs each for SECONDS (default 30) from its committed seeds plus a corpus
+# kept in build/fuzz/corpus/NAME. Usage: scripts/fuzz.sh [SECONDS] [NAME...]
+# Long runs: scripts/fuzz.sh 3600. A crash stops the script with the input
+# saved as build/fuzz/crash-* (libFuzzer's artifact prefix).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${1:-30}
+shift || true
+JOBS=${JOBS:-$(nproc)}
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_C_COMPILER=clang -DKVSERVE_FUZZ=ON -DKVSERVE_BENCH=OFF >/dev/null
+mapfile -t rows < build/fuzz/fuzzers.txt
+names=()
+for row in "${rows[@]}"; do
+  [ -n "$row" ] || continue
+  IFS=$'\t' read -r name _ _ _ <<<"$row"
+  if [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx "$name"; then names+=("$name"); fi
+done
+cmake --build build/fuzz -j "$JOBS" --target "${names[@]}"
+for row in "${rows[@]}"; do
+  IFS=$'\t' read -r name bin seeds max_len <<<"$row"
+  printf '%s\n' "${names[@]}" | grep -qx "$name" || continue
+  mkdir -p "build/fuzz/corpus/$name"
+  echo "--- $name for ${SECONDS_EACH}s"
+  t0=$(date +%s)
+  "$bin" -max_total_time="$SECONDS_EACH" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix=build/fuzz/crash-"$name"- "build/fuzz/corpus/$name" "$seeds" 2>&1 | tail -n 3
+  echo "--- $name ran clean for $(( $(date +%s) - t0 ))s"
+done
