@@ -42,7 +42,8 @@ int Fail(const Status& s) {
 // model's chat template (ChatML when the model has none).
 StatusOr<std::string> RenderChat(const RunOptions& o, const tok::Tokenizer& tok) {
   KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(tok));
-  if (chat.is_fallback) std::fprintf(stderr, "the model has no chat template; using ChatML\n");
+  for (const std::string& w : chat.probe.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (chat.is_fallback && chat.probe.warnings.empty()) std::fprintf(stderr, "the model has no chat template; using ChatML\n");
   tmpl::ChatRequest r;
   if (!o.system.empty()) r.messages.push_back({{"role", "system"}, {"content", o.system}});
   r.messages.push_back({{"role", "user"}, {"content", o.prompt}});

@@ -60,6 +60,8 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   b->template_ = std::make_unique<tmpl::ChatTemplate>(std::move(chat.tmpl));
   b->info_.has_chat_template = !chat.is_fallback;
   if (chat.is_fallback) spdlog::warn("{} has no chat template; /v1/chat/completions uses ChatML", config.model.path);
+  for (const std::string& w : chat.probe.warnings) spdlog::warn("{}", w);
+  for (const std::string& n : chat.probe.notes) spdlog::info("{}", n);
 
   const model::ModelConfig mc = model->config();
   int64_t context = config.model.max_context_length;

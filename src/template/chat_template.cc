@@ -1,8 +1,10 @@
 #include "template/chat_template.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "gguf/gguf.h"
+#include "template/json.h"
 
 namespace kvs::tmpl {
 namespace {
@@ -194,8 +196,9 @@ StatusOr<nlohmann::ordered_json> ChatTemplate::BuildContext(const ChatRequest& r
 }
 
 StatusOr<std::string> ChatTemplate::RenderContext(const nlohmann::ordered_json& context,
-                                                  std::optional<int64_t> now_unix) const {
+                                                  std::optional<int64_t> now_unix, const RenderLimits& limits) const {
   RenderOptions options;
+  options.limits = limits;
   if (now_unix) {
     options.has_fixed_now = true;
     options.fixed_now_unix = *now_unix;
@@ -203,9 +206,48 @@ StatusOr<std::string> ChatTemplate::RenderContext(const nlohmann::ordered_json& 
   return template_.Render(context, options);
 }
 
-StatusOr<std::string> ChatTemplate::Render(const ChatRequest& request) const {
-  KVS_ASSIGN_OR_RETURN(nlohmann::ordered_json ctx, BuildContext(request));
-  return RenderContext(ctx, request.now_unix);
+StatusOr<std::string> ChatTemplate::Render(const ChatRequest& request, const RenderLimits& limits) const {
+  KVS_ASSIGN_OR_RETURN(RenderedText r, RenderTracked(request, limits));
+  return std::move(r.text);
+}
+
+const std::vector<std::string>& ChatTemplate::TrustedRoles() {
+  static const std::vector<std::string> roles = {"system", "user", "assistant", "tool", "developer", "function",
+                                                 "ipython"};
+  return roles;
+}
+
+StatusOr<RenderedText> ChatTemplate::RenderTracked(const ChatRequest& r, const RenderLimits& limits) const {
+  // BuildContext validates the request; its JSON is then converted variable
+  // by variable, the caller's data as content.
+  KVS_ASSIGN_OR_RETURN(nlohmann::ordered_json ctx, BuildContext(r));
+  Template::Variables vars;
+  for (auto it = ctx.begin(); it != ctx.end(); ++it) {
+    // The model's own values; an `extra` variable of the same name replaces
+    // them and is the caller's data like every extra.
+    const bool trusted = (it.key() == "bos_token" || it.key() == "eos_token" || it.key() == "add_generation_prompt" ||
+                          it.key() == "documents") &&
+                         !(r.extra.is_object() && r.extra.contains(it.key()));
+    auto v = FromJson(it.value(), /*content=*/!trusted, JsonLimits{limits.max_list_items, limits.max_total_bytes});
+    if (!v.ok()) return v.status().WithContext(fmt::format("template variable '{}'", it.key()));
+    if (it.key() == "messages" && !(r.extra.is_object() && r.extra.contains("messages"))) {
+      for (const Value& m : v->list()) {
+        const Value* role = m.dict().Find("role");
+        const auto& known = TrustedRoles();
+        if (role && std::find(known.begin(), known.end(), role->str()) != known.end()) {
+          m.dict().Set("role", Value::String(role->str()));
+        }
+      }
+    }
+    vars.emplace_back(it.key(), std::move(v).value());
+  }
+  RenderOptions options;
+  options.limits = limits;
+  if (r.now_unix) {
+    options.has_fixed_now = true;
+    options.fixed_now_unix = *r.now_unix;
+  }
+  return template_.RenderValues(std::move(vars), options);
 }
 
 }  // namespace kvs::tmpl

@@ -23,6 +23,9 @@
 //
 // Thread-safety: a ChatTemplate is immutable after Parse/Builtin; Render is
 // const and safe to call from many threads at once.
+//
+// (Rendering and tokenizing a conversation in one go, with the caller's data
+// never parsed for special tokens, is RenderChat in chat_render.h.)
 #pragma once
 
 #include <cstdint>
@@ -77,11 +80,19 @@ class ChatTemplate {
   // object).
   static StatusOr<nlohmann::ordered_json> BuildContext(const ChatRequest& request);
 
-  // The prompt text. Template errors, including raise_exception(), come back
-  // as an error Status naming the line and column.
-  StatusOr<std::string> Render(const ChatRequest& request) const;
+  // The prompt text. Template errors, including raise_exception(), and
+  // exceeded budgets come back as an error Status naming the line and column.
+  StatusOr<std::string> Render(const ChatRequest& request, const RenderLimits& limits = {}) const;
   StatusOr<std::string> RenderContext(const nlohmann::ordered_json& context,
-                                      std::optional<int64_t> now_unix = std::nullopt) const;
+                                      std::optional<int64_t> now_unix = std::nullopt,
+                                      const RenderLimits& limits = {}) const;
+
+  // The prompt text and which bytes of it are the caller's data: every string
+  // of messages, tools and extra counts as content, except a message role
+  // that is one of kTrustedRoles (templates build role markers such as
+  // `'<|' + role + '|>'` from it). bos_token/eos_token are template text.
+  StatusOr<RenderedText> RenderTracked(const ChatRequest& request, const RenderLimits& limits = {}) const;
+  static const std::vector<std::string>& TrustedRoles();
 
   const std::string& source() const { return template_.source(); }
 

@@ -1,7 +1,8 @@
 // Renders every real chat template in ../shared/templates with every
 // conversation in tests/chat_conversations, both with kvserve's interpreter
 // and with @huggingface/jinja (tests/oracles/render_template.mjs), and
-// requires byte-identical prompts.
+// requires byte-identical prompts (also from RenderTracked, the path that
+// tracks which bytes came from the request).
 //
 // When the oracle raises, kvserve must raise too, except where the oracle
 // cannot render a Jinja2 construct at all: then the job is compared with the
@@ -145,6 +146,14 @@ TEST(ChatTemplateOracleTest, MatchesHuggingFaceJinjaOnRealTemplates) {
     if (!tmpl) tmpl = ChatTemplate::Parse(ReadFile(templates[job.t]));
     StatusOr<std::string> ours = tmpl->ok() ? (*tmpl)->RenderContext(job.context, kNowUnix)
                                             : StatusOr<std::string>(tmpl->status());
+    if (ours.ok()) {
+      // Tracking which bytes came from the request changes nothing in the text.
+      ChatRequest request = conversations[job.c].request;
+      request.now_unix = kNowUnix;
+      auto tracked = (*tmpl)->RenderTracked(request);
+      EXPECT_TRUE(tracked.ok() && tracked->text == *ours)
+          << label << ": RenderTracked " << (tracked.ok() ? "renders other text" : tracked.status().ToString());
+    }
     const ordered_json& r = results[i];
     if (r.at("ok").get<bool>()) {
       const std::string want = r.at("output").get<std::string>();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <unordered_set>
 
 #include "template/interpreter.h"
 #include "template/json.h"
@@ -49,7 +50,7 @@ Value AttributePath(const Value& item, std::string_view path) {
   return v;
 }
 
-StatusOr<Value> ToJsonFilter(const Value& v, const CallArgs& args) {
+StatusOr<Value> ToJsonFilter(Interpreter& in, const Value& v, const CallArgs& args) {
   JsonOptions opt;
   if (const Value* indent = args.Get(0, "indent"); indent && !indent->is_none() && !indent->is_undefined()) {
     if (!indent->is_int()) return InvalidArgument("If set, indent must be a number");
@@ -65,8 +66,9 @@ StatusOr<Value> ToJsonFilter(const Value& v, const CallArgs& args) {
     opt.item_separator = sep->list()[0].str();
     opt.key_separator = sep->list()[1].str();
   }
-  KVS_ASSIGN_OR_RETURN(std::string s, ToJson(v, opt));
-  return Value::String(std::move(s));
+  TextOut out = in.NewText();
+  KVS_RETURN_IF_ERROR(AppendJson(v, opt, &out));
+  return out.Take();
 }
 
 // JavaScript's parseInt(s, 10) / parseFloat(s): the longest numeric prefix
@@ -131,30 +133,36 @@ StatusOr<Value> NumberFilter(std::string_view name, const Value& v, const CallAr
   return InvalidArgument("Cannot apply filter \"{}\" to type: {}", name, v.kind_name());
 }
 
-StatusOr<Value> JoinFilter(const Value& v, const CallArgs& args) {
-  std::vector<Value> items;
-  if (v.is_string()) {
-    for (std::string& c : text::SplitCodePoints(v.str())) items.push_back(Value::String(std::move(c)));
-  } else if (v.is_list()) {
-    items = v.list();
-  } else {
-    return InvalidArgument("Cannot apply filter \"join\" to type: {}", v.kind_name());
-  }
+StatusOr<Value> JoinFilter(Interpreter& in, const Value& v, const CallArgs& args) {
   const Value* sep = args.Get(0, "separator");
   if (sep && !sep->is_string()) return InvalidArgument("separator must be a string");
-  const Value* attribute = args.Keyword("attribute");
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0 && sep) out += sep->str();
-    Value item = items[i];
-    if (attribute && attribute->is_string()) item = AttributePath(item, attribute->str());
-    KVS_ASSIGN_OR_RETURN(std::string s, RawString(item));
-    out += s;
+  TextOut out = in.NewText();
+  if (v.is_string()) {
+    // The code points of the string, separated.
+    const StrData& s = v.str_data();
+    for (size_t i = 0; i < s.text.size();) {
+      if (i > 0 && sep) KVS_RETURN_IF_ERROR(out.Append(sep->str_data()));
+      const size_t start = i;
+      text::NextCodePoint(s.text, &i);
+      KVS_RETURN_IF_ERROR(out.AppendRange(s, start, i));
+    }
+    return out.Take();
   }
-  return Value::String(std::move(out));
+  if (!v.is_list()) return InvalidArgument("Cannot apply filter \"join\" to type: {}", v.kind_name());
+  const Value* attribute = args.Keyword("attribute");
+  const ListObj& items = v.list();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0 && sep) KVS_RETURN_IF_ERROR(out.Append(sep->str_data()));
+    if (attribute && attribute->is_string()) {
+      KVS_RETURN_IF_ERROR(AppendRaw(AttributePath(items[i], attribute->str()), &out));
+    } else {
+      KVS_RETURN_IF_ERROR(AppendRaw(items[i], &out));
+    }
+  }
+  return out.Take();
 }
 
-StatusOr<Value> SortFilter(const Value& v, const CallArgs& args) {
+StatusOr<Value> SortFilter(Interpreter& in, const Value& v, const CallArgs& args) {
   KVS_ASSIGN_OR_RETURN(bool reverse, BoolArg(args, 0, "reverse", false));
   KVS_ASSIGN_OR_RETURN(bool case_sensitive, BoolArg(args, 1, "case_sensitive", false));
   const Value* attr = args.Get(2, "attribute");
@@ -168,10 +176,15 @@ StatusOr<Value> SortFilter(const Value& v, const CallArgs& args) {
       return InvalidArgument("attribute must be a string, integer, or null");
     }
   }
+  KVS_RETURN_IF_ERROR(in.CheckListSize(v.list().size()));
   ListObj items = v.list();
   Status error;
   std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
     if (!error.ok()) return false;
+    if (Status t = in.Tick(); !t.ok()) {
+      error = t;
+      return false;
+    }
     const Value x = path.empty() ? a : AttributePath(a, path);
     const Value y = path.empty() ? b : AttributePath(b, path);
     auto c = Compare(x, y, case_sensitive);
@@ -185,13 +198,14 @@ StatusOr<Value> SortFilter(const Value& v, const CallArgs& args) {
   return Value::List(std::move(items));
 }
 
-StatusOr<Value> MinMax(const Value& v, const CallArgs& args, bool want_max) {
+StatusOr<Value> MinMax(Interpreter& in, const Value& v, const CallArgs& args, bool want_max) {
   KVS_ASSIGN_OR_RETURN(bool case_sensitive, BoolArg(args, 0, "case_sensitive", false));
   const Value* attr = args.Get(1, "attribute");
   const ListObj& items = v.list();
   if (items.empty()) return Value();
   size_t best = 0;
   for (size_t i = 1; i < items.size(); ++i) {
+    KVS_RETURN_IF_ERROR(in.Tick());
     const Value x = attr && attr->is_string() ? AttributePath(items[i], attr->str()) : items[i];
     const Value y = attr && attr->is_string() ? AttributePath(items[best], attr->str()) : items[best];
     KVS_ASSIGN_OR_RETURN(int c, Compare(x, y, case_sensitive));
@@ -241,6 +255,7 @@ StatusOr<Value> SelectFilter(Interpreter& in, std::string_view name, const Value
   for (size_t i = next + 1; i < args.positional.size(); ++i) test_args.positional.push_back(args.positional[i]);
   ListObj out;
   for (const Value& item : v.list()) {
+    KVS_RETURN_IF_ERROR(in.Tick());
     Value subject = item;
     bool result = false;
     if (by_attr) {
@@ -264,6 +279,7 @@ StatusOr<Value> SelectFilter(Interpreter& in, std::string_view name, const Value
 }
 
 StatusOr<Value> MapFilter(Interpreter& in, const Value& v, const CallArgs& args) {
+  KVS_RETURN_IF_ERROR(in.CheckListSize(v.list().size()));
   ListObj out;
   if (const Value* attr = args.Keyword("attribute")) {
     if (!attr->is_string()) return InvalidArgument("attribute must be a string");
@@ -288,13 +304,13 @@ StatusOr<Value> MapFilter(Interpreter& in, const Value& v, const CallArgs& args)
   return Value::List(std::move(out));
 }
 
-StatusOr<Value> IndentFilter(const Value& v, const CallArgs& args) {
-  std::string unit = "    ";
+StatusOr<Value> IndentFilter(Interpreter& in, const Value& v, const CallArgs& args) {
+  Value unit = Value::String("    ");
   if (const Value* w = args.Get(0, "width")) {
     if (w->is_int()) {
-      unit.assign(static_cast<size_t>(std::clamp<int64_t>(w->int_value(), 0, 1024)), ' ');
+      unit = Value::String(std::string(static_cast<size_t>(std::clamp<int64_t>(w->int_value(), 0, 1024)), ' '));
     } else if (w->is_string()) {
-      unit = w->str();
+      unit = *w;
     } else {
       return InvalidArgument("width must be an integer or a string");
     }
@@ -303,20 +319,19 @@ StatusOr<Value> IndentFilter(const Value& v, const CallArgs& args) {
   const Value* blank = args.Get(2, "blank");
   const bool indent_first = first && first->Truthy();
   const bool indent_blank = blank && blank->Truthy();
-  std::string out;
-  const std::string& s = v.str();
+  const StrData& s = v.str_data();
+  TextOut out = in.NewText();
   size_t line = 0, start = 0;
   while (true) {
-    const size_t nl = s.find('\n', start);
-    const std::string_view part(s.data() + start, (nl == std::string::npos ? s.size() : nl) - start);
-    if ((line > 0 || indent_first) && (!part.empty() || indent_blank)) out += unit;
-    out += part;
+    const size_t nl = s.text.find('\n', start);
+    const size_t end = nl == std::string::npos ? s.text.size() : nl;
+    if ((line > 0 || indent_first) && (end > start || indent_blank)) KVS_RETURN_IF_ERROR(out.Append(unit.str_data()));
+    KVS_RETURN_IF_ERROR(out.AppendRange(s, start, nl == std::string::npos ? end : end + 1));
     if (nl == std::string::npos) break;
-    out.push_back('\n');
     start = nl + 1;
     ++line;
   }
-  return Value::String(std::move(out));
+  return out.Take();
 }
 
 StatusOr<Value> RoundFilter(const Value& v, const CallArgs& args) {
@@ -368,64 +383,132 @@ int64_t WordCount(std::string_view s) {
   return n;
 }
 
+// unique: strings and integers through hash sets, the rare rest (floats,
+// containers) by a counted linear scan, so 300k distinct items stay fast.
+StatusOr<Value> Unique(Interpreter& in, const ListObj& items) {
+  KVS_RETURN_IF_ERROR(in.CheckListSize(items.size()));
+  ListObj out;
+  std::unordered_set<std::string_view> strings;  // views into the items' own text
+  std::unordered_set<int64_t> ints;
+  bool any_float = false;
+  for (const Value& x : items) {
+    bool seen = false;
+    if (x.is_string()) {
+      seen = !strings.insert(std::string_view(x.str())).second;
+    } else if (x.is_int() && !any_float) {
+      seen = !ints.insert(x.int_value()).second;
+    } else {
+      // Floats compare numerically with ints: from the first float on, every
+      // number goes through the scan.
+      any_float = any_float || x.is_float();
+      KVS_RETURN_IF_ERROR(in.Tick(out.size() / 16));
+      for (const Value& y : out) seen = seen || (!y.is_string() && StrictEquals(x, y));
+      if (x.is_int()) ints.insert(x.int_value());
+    }
+    if (!seen) out.push_back(x);
+  }
+  return Value::List(std::move(out));
+}
+
+StatusOr<Value> Batch(Interpreter& in, const ListObj& items, const CallArgs& args) {
+  const Value* size = args.Get(0, "linecount");
+  if (!size || !size->is_int() || size->int_value() <= 0) return InvalidArgument("batch needs a positive size");
+  const Value* fill = args.Get(1, "fill_with");
+  const bool filling = fill && !fill->is_none();
+  // A row holds at most the items there are, unless it is padded: then the
+  // padding counts against the list-size limit before it is built.
+  const uint64_t width = static_cast<uint64_t>(size->int_value());
+  const size_t rows = items.empty() ? 0 : static_cast<size_t>((items.size() - 1) / width + 1);
+  if (filling && !items.empty()) {
+    KVS_RETURN_IF_ERROR(in.CheckListSize(width > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(width)));
+  }
+  KVS_RETURN_IF_ERROR(in.CheckListSize(rows));
+  ListObj out, row;
+  for (const Value& x : items) {
+    row.push_back(x);
+    if (row.size() == width) out.push_back(Value::List(std::move(row))), row = {};
+  }
+  if (!row.empty()) {
+    while (filling && row.size() < width) row.push_back(*fill);
+    out.push_back(Value::List(std::move(row)));
+  }
+  return Value::List(std::move(out));
+}
+
 StatusOr<Value> ListFilter(Interpreter& in, std::string_view name, const Value& v, const CallArgs& args) {
   const ListObj& items = v.list();
-  if (name == "list") return Value::List(items);
+  if (name == "list") {
+    KVS_RETURN_IF_ERROR(in.CheckListSize(items.size()));
+    return Value::List(items);
+  }
   if (name == "first") return items.empty() ? Value() : items.front();
   if (name == "last") return items.empty() ? Value() : items.back();
   if (name == "length" || name == "count") return Value::Int(static_cast<int64_t>(items.size()));
-  if (name == "reverse") return Value::List(ListObj(items.rbegin(), items.rend()));
-  if (name == "sort") return SortFilter(v, args);
-  if (name == "string") {
-    KVS_ASSIGN_OR_RETURN(std::string text, Display(v));
-    return Value::String(std::move(text));
+  if (name == "reverse") {
+    KVS_RETURN_IF_ERROR(in.CheckListSize(items.size()));
+    return Value::List(ListObj(items.rbegin(), items.rend()));
   }
-  if (name == "unique") {
-    ListObj out;
-    for (const Value& x : items) {
-      bool seen = false;
-      for (const Value& y : out) seen = seen || StrictEquals(x, y);
-      if (!seen) out.push_back(x);
-    }
-    return Value::List(std::move(out));
-  }
+  if (name == "sort") return SortFilter(in, v, args);
+  if (name == "string") return DisplayString(v, in.budget());
+  if (name == "unique") return Unique(in, items);
   if (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject") {
     return SelectFilter(in, name, v, args);
   }
   if (name == "map") return MapFilter(in, v, args);
-  if (name == "min" || name == "max") return MinMax(v, args, name == "max");
+  if (name == "min" || name == "max") return MinMax(in, v, args, name == "max");
   if (name == "sum") return SumFilter(v, args);
-  if (name == "batch") {
-    const Value* size = args.Get(0, "linecount");
-    if (!size || !size->is_int() || size->int_value() <= 0) return InvalidArgument("batch needs a positive size");
-    const Value* fill = args.Get(1, "fill_with");
-    ListObj out, row;
-    for (const Value& x : items) {
-      row.push_back(x);
-      if (static_cast<int64_t>(row.size()) == size->int_value()) out.push_back(Value::List(std::move(row))), row = {};
-    }
-    if (!row.empty()) {
-      while (fill && !fill->is_none() && static_cast<int64_t>(row.size()) < size->int_value()) row.push_back(*fill);
-      out.push_back(Value::List(std::move(row)));
-    }
-    return Value::List(std::move(out));
-  }
+  if (name == "batch") return Batch(in, items, args);
   return Unknown("ArrayValue", name);
 }
 
-StatusOr<Value> StringFilter(std::string_view name, const Value& v, const CallArgs& args) {
+StatusOr<Value> Rewritten(Interpreter& in, const Value& from, std::string text) {
+  return ::kvs::tmpl::Rewritten(from, std::move(text), in.budget());
+}
+
+// `part` is a view into v's text.
+StatusOr<Value> Substring(Interpreter& in, const Value& v, std::string_view part) {
+  const size_t b = static_cast<size_t>(part.data() - v.str().data());
+  return ::kvs::tmpl::Substring(v, b, b + part.size(), in.budget());
+}
+
+StatusOr<Value> CodePointList(Interpreter& in, const Value& v) {
+  const StrData& s = v.str_data();
+  KVS_RETURN_IF_ERROR(in.CheckListSize(text::CodePointCount(s.text)));
+  ListObj out;
+  for (size_t i = 0; i < s.text.size();) {
+    const size_t start = i;
+    text::NextCodePoint(s.text, &i);
+    out.push_back(Value::String(s.text.substr(start, i - start), SliceSpans(s.content, start, i)));
+  }
+  return Value::List(std::move(out));
+}
+
+}  // namespace
+
+StatusOr<Value> ReplaceString(Interpreter& in, const Value& v, const Value& from, const Value& to, long count) {
+  const StrData& s = v.str_data();
+  TextOut out = in.NewText();
+  KVS_RETURN_IF_ERROR(text::ReplacePieces(
+      s.text, from.str(), count, [&](size_t b, size_t e) { return out.AppendRange(s, b, e); },
+      [&] { return out.Append(to.str_data()); }));
+  return out.Take();
+}
+
+namespace {
+
+StatusOr<Value> StringFilter(Interpreter& in, std::string_view name, const Value& v, const CallArgs& args) {
   const std::string& s = v.str();
   if (name == "length" || name == "count") return Value::Int(static_cast<int64_t>(text::CodePointCount(s)));
-  if (name == "upper") return Value::String(text::Upper(s));
-  if (name == "lower") return Value::String(text::Lower(s));
-  if (name == "title") return Value::String(text::TitleCase(s));
-  if (name == "capitalize") return Value::String(text::Capitalize(s));
+  if (name == "upper") return Rewritten(in, v, text::Upper(s));
+  if (name == "lower") return Rewritten(in, v, text::Lower(s));
+  if (name == "title") return Rewritten(in, v, text::TitleCase(s));
+  if (name == "capitalize") return Rewritten(in, v, text::Capitalize(s));
   if (name == "trim") {
     const Value* chars = args.Get(0, "chars");
-    if (chars && chars->is_string()) return Value::String(std::string(text::StripChars(s, chars->str(), true, true)));
-    return Value::String(std::string(text::Trim(s)));
+    if (chars && chars->is_string()) return Substring(in, v, text::StripChars(s, chars->str(), true, true));
+    return Substring(in, v, text::Trim(s));
   }
-  if (name == "indent") return IndentFilter(v, args);
+  if (name == "indent") return IndentFilter(in, v, args);
   if (name == "string") return v;
   if (name == "replace") {
     const Value* from = args.Get(0, "old");
@@ -433,27 +516,33 @@ StatusOr<Value> StringFilter(std::string_view name, const Value& v, const CallAr
     const Value* count = args.Get(2, "count");
     if (!from || !to || !from->is_string() || !to->is_string()) return InvalidArgument("replace() arguments must be strings");
     if (count && !count->is_int() && !count->is_none()) return InvalidArgument("replace() count argument must be a number or null");
-    return Value::String(text::Replace(s, from->str(), to->str(), count && count->is_int() ? count->int_value() : -1));
+    return ReplaceString(in, v, *from, *to, count && count->is_int() ? count->int_value() : -1);
   }
-  if (name == "list") {
-    ListObj out;
-    for (std::string& c : text::SplitCodePoints(s)) out.push_back(Value::String(std::move(c)));
-    return Value::List(std::move(out));
-  }
+  if (name == "list") return CodePointList(in, v);
   if (name == "first" || name == "last") {
-    const std::vector<std::string> chars = text::SplitCodePoints(s);
-    if (chars.empty()) return Value();
-    return Value::String(name == "first" ? chars.front() : chars.back());
+    if (s.empty()) return Value();
+    size_t b = 0, e = 0;
+    if (name == "first") {
+      text::NextCodePoint(s, &e);
+    } else {
+      b = text::ByteOffset(s, text::CodePointCount(s) - 1);
+      e = s.size();
+    }
+    return Substring(in, v, std::string_view(s).substr(b, e - b));
   }
   if (name == "reverse") {
-    std::vector<std::string> chars = text::SplitCodePoints(s);
     std::string out;
-    for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
-    return Value::String(std::move(out));
+    out.reserve(s.size());
+    const std::vector<size_t> offsets = text::CodePointOffsets(s);
+    for (size_t k = offsets.size() - 1; k > 0; --k) out.append(s, offsets[k - 1], offsets[k] - offsets[k - 1]);
+    return Rewritten(in, v, std::move(out));
   }
   if (name == "wordcount") return Value::Int(WordCount(s));
-  if (name == "escape" || name == "e") return Value::String(HtmlEscape(s));
-  if (name == "from_json") return ParseJsonText(s);
+  if (name == "escape" || name == "e") return Rewritten(in, v, HtmlEscape(s));
+  if (name == "from_json") {
+    const RenderLimits& limits = in.options().limits;
+    return ParseJsonText(s, /*content=*/!v.spans().empty(), JsonLimits{limits.max_list_items, limits.max_total_bytes});
+  }
   return Unknown("StringValue", name);
 }
 
@@ -462,18 +551,18 @@ StatusOr<Value> StringFilter(std::string_view name, const Value& v, const CallAr
 StatusOr<Value> Interpreter::ApplyFilter(std::string_view name, const Value& v, CallArgs& args, bool parens) {
   (void)parens;
   if (name == "safe") return v;
-  if (name == "tojson") return ToJsonFilter(v, args);
+  if (name == "tojson") return ToJsonFilter(*this, v, args);
   if (name == "default" || name == "d") {
     const Value* def = args.Get(0, "default_value");
     KVS_ASSIGN_OR_RETURN(bool boolean, BoolArg(args, 1, "boolean", false));
     if (v.is_undefined() || (boolean && !v.Truthy())) return def ? *def : Value::String("");
     return v;
   }
-  if (name == "join") return JoinFilter(v, args);
+  if (name == "join") return JoinFilter(*this, v, args);
   if (name == "int" || name == "float") return NumberFilter(name, v, args);
   switch (v.kind()) {
     case Kind::kList: return ListFilter(*this, name, v, args);
-    case Kind::kString: return StringFilter(name, v, args);
+    case Kind::kString: return StringFilter(*this, name, v, args);
     case Kind::kInt:
     case Kind::kFloat:
       if (name == "abs") {
@@ -481,25 +570,21 @@ StatusOr<Value> Interpreter::ApplyFilter(std::string_view name, const Value& v, 
         if (v.int_value() == INT64_MIN) return OutOfRange("integer overflow in abs");
         return Value::Int(std::llabs(v.int_value()));
       }
-      if (name == "string") {
-        KVS_ASSIGN_OR_RETURN(std::string text, Display(v));
-        return Value::String(std::move(text));
-      }
+      if (name == "string") return DisplayString(v, budget());
       if (name == "round") return RoundFilter(v, args);
       return Unknown("NumericValue", name);
     case Kind::kDict: {
       const DictObj& d = v.dict();
       if (name == "items") {
+        KVS_RETURN_IF_ERROR(CheckListSize(d.size()));
         ListObj out;
         for (const auto& [k, x] : d.entries()) out.push_back(Value::List({k, x}));
         return Value::List(std::move(out));
       }
       if (name == "length" || name == "count") return Value::Int(static_cast<int64_t>(d.size()));
-      if (name == "string") {
-        KVS_ASSIGN_OR_RETURN(std::string text, Display(v));
-        return Value::String(std::move(text));
-      }
+      if (name == "string") return DisplayString(v, budget());
       if (name == "list") {
+        KVS_RETURN_IF_ERROR(CheckListSize(d.size()));
         ListObj keys;
         for (const auto& [k, x] : d.entries()) keys.push_back(k);
         return Value::List(std::move(keys));
@@ -558,6 +643,7 @@ StatusOr<bool> Interpreter::ApplyTest(std::string_view name, const Value& v, con
   }
   if (name == "in") {
     if (arg.is_list()) {
+      KVS_RETURN_IF_ERROR(Tick(arg.list().size() / 16));
       for (const Value& x : arg.list()) {
         if (StrictEquals(x, v)) return true;
       }

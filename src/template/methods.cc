@@ -14,13 +14,6 @@ namespace {
 
 // ---- string methods ----
 
-// Byte offset of code point index `cp` in s (clamped to the end).
-size_t ByteOffset(std::string_view s, int64_t cp) {
-  size_t i = 0;
-  for (int64_t k = 0; k < cp && i < s.size(); ++k) text::NextCodePoint(s, &i);
-  return i;
-}
-
 // Python's start/end arguments (code points, negative from the end) as bytes.
 void Bounds(std::string_view s, const CallArgs& args, size_t first, size_t* b, size_t* e) {
   const int64_t n = static_cast<int64_t>(text::CodePointCount(s));
@@ -30,40 +23,53 @@ void Bounds(std::string_view s, const CallArgs& args, size_t first, size_t* b, s
     if (x < 0) x = std::max<int64_t>(0, x + n);
     return std::min(x, n);
   };
-  *b = ByteOffset(s, norm(args.Get(first, "start"), 0));
-  *e = std::max(*b, ByteOffset(s, norm(args.Get(first + 1, "end"), n)));
+  *b = text::ByteOffset(s, static_cast<size_t>(norm(args.Get(first, "start"), 0)));
+  *e = std::max(*b, text::ByteOffset(s, static_cast<size_t>(norm(args.Get(first + 1, "end"), n))));
 }
 
-StatusOr<Value> Split(const std::string& s, const CallArgs& args) {
+// A piece s[b, e) of the string value v, with its spans.
+Value Piece(const StrData& s, size_t b, size_t e) {
+  return Value::String(s.text.substr(b, e - b), SliceSpans(s.content, b, e));
+}
+
+StatusOr<Value> Split(Interpreter& in, const Value& v, const CallArgs& args) {
+  const StrData& data = v.str_data();
+  const std::string& s = data.text;
   const Value* sep = args.Get(0, "sep");
   const Value* maxsplit_v = args.Get(1, "maxsplit");
   if (sep && !sep->is_string() && !sep->is_none()) return InvalidArgument("sep argument must be a string or null");
   if (maxsplit_v && !maxsplit_v->is_int()) return InvalidArgument("maxsplit argument must be a number");
   const int64_t maxsplit = maxsplit_v ? maxsplit_v->int_value() : -1;
   ListObj out;
+  auto push = [&](size_t b, size_t e) -> Status {
+    KVS_RETURN_IF_ERROR(in.GrowList(out.size() + 1, 1));
+    KVS_RETURN_IF_ERROR(in.budget()->Charge(e - b));
+    out.push_back(Piece(data, b, e));
+    return Status::Ok();
+  };
   if (!sep || sep->is_none()) {
-    const std::string_view t = text::TrimStart(s);
-    size_t i = 0;
-    while (i < t.size()) {
+    const size_t lead = s.size() - text::TrimStart(s).size();
+    size_t i = lead;
+    while (i < s.size()) {
       // Skip spaces, then take a run of non-spaces.
       size_t j = i;
-      while (j < t.size()) {
+      while (j < s.size()) {
         size_t k = j;
-        if (!text::IsSpace(text::NextCodePoint(t, &k))) break;
+        if (!text::IsSpace(text::NextCodePoint(s, &k))) break;
         j = k;
       }
-      if (j >= t.size()) break;
+      if (j >= s.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
-        out.push_back(Value::String(std::string(t.substr(j))));
+        KVS_RETURN_IF_ERROR(push(j, s.size()));
         break;
       }
       size_t end = j;
-      while (end < t.size()) {
+      while (end < s.size()) {
         size_t k = end;
-        if (text::IsSpace(text::NextCodePoint(t, &k))) break;
+        if (text::IsSpace(text::NextCodePoint(s, &k))) break;
         end = k;
       }
-      out.push_back(Value::String(std::string(t.substr(j, end - j))));
+      KVS_RETURN_IF_ERROR(push(j, end));
       i = end;
     }
     return Value::List(std::move(out));
@@ -74,10 +80,10 @@ StatusOr<Value> Split(const std::string& s, const CallArgs& args) {
   while (true) {
     const size_t hit = s.find(d, start);
     if (hit == std::string::npos || (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit)) {
-      out.push_back(Value::String(s.substr(start)));
+      KVS_RETURN_IF_ERROR(push(start, s.size()));
       break;
     }
-    out.push_back(Value::String(s.substr(start, hit - start)));
+    KVS_RETURN_IF_ERROR(push(start, hit));
     start = hit + d.size();
   }
   return Value::List(std::move(out));
@@ -102,28 +108,30 @@ StatusOr<bool> AffixTest(const std::string& s, const CallArgs& args, bool prefix
 }
 
 // Python's str() of a value, for str.format.
-StatusOr<std::string> PyStr(const Value& v) {
-  if (v.is_bool()) return std::string(v.bool_value() ? "True" : "False");
-  if (v.is_none()) return std::string("None");
-  return Display(v);
+Status AppendPyStr(const Value& v, TextOut* out) {
+  if (v.is_bool()) return out->Append(v.bool_value() ? "True" : "False");
+  if (v.is_none()) return out->Append("None");
+  return AppendDisplay(v, out);
 }
 
-StatusOr<Value> Format(Interpreter& in, const std::string& f, const CallArgs& args) {
-  std::string out;
+StatusOr<Value> Format(Interpreter& in, const Value& format, const CallArgs& args) {
+  const StrData& fd = format.str_data();
+  const std::string& f = fd.text;
+  TextOut out = in.NewText();
   size_t auto_index = 0;
   for (size_t i = 0; i < f.size(); ++i) {
     const char c = f[i];
-    if (c == '}' ) {
+    if (c == '}') {
+      KVS_RETURN_IF_ERROR(out.AppendRange(fd, i, i + 1));
       if (i + 1 < f.size() && f[i + 1] == '}') ++i;
-      out.push_back('}');
       continue;
     }
     if (c != '{') {
-      out.push_back(c);
+      KVS_RETURN_IF_ERROR(out.AppendRange(fd, i, i + 1));
       continue;
     }
     if (i + 1 < f.size() && f[i + 1] == '{') {
-      out.push_back('{');
+      KVS_RETURN_IF_ERROR(out.AppendRange(fd, i, i + 1));
       ++i;
       continue;
     }
@@ -138,22 +146,28 @@ StatusOr<Value> Format(Interpreter& in, const std::string& f, const CallArgs& ar
       v = auto_index < args.positional.size() ? &args.positional[auto_index] : nullptr;
       ++auto_index;
     } else if (std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
-      const size_t k = std::stoul(field);
+      const size_t k = field.size() > 9 ? SIZE_MAX : std::stoul(field);
       v = k < args.positional.size() ? &args.positional[k] : nullptr;
     } else {
       v = args.Keyword(field);
     }
     if (!v) return InvalidArgument("format: no argument for '{{{}}}'", field);
-    KVS_ASSIGN_OR_RETURN(std::string s, PyStr(*v));
-    out += s;
-    KVS_RETURN_IF_ERROR(in.CheckSize(out.size()));
+    KVS_RETURN_IF_ERROR(AppendPyStr(*v, &out));
     i = close;
   }
-  return Value::String(std::move(out));
+  return out.Take();
 }
 
-Value SplitLines(const std::string& s, bool keepends) {
+StatusOr<Value> SplitLines(Interpreter& in, const Value& v, bool keepends) {
+  const StrData& data = v.str_data();
+  const std::string& s = data.text;
   ListObj out;
+  auto push = [&](size_t b, size_t e) -> Status {
+    KVS_RETURN_IF_ERROR(in.GrowList(out.size() + 1, 1));
+    KVS_RETURN_IF_ERROR(in.budget()->Charge(e - b));
+    out.push_back(Piece(data, b, e));
+    return Status::Ok();
+  };
   size_t start = 0, i = 0;
   while (i < s.size()) {
     const size_t at = i;
@@ -162,10 +176,10 @@ Value SplitLines(const std::string& s, bool keepends) {
                      cp == 0x85 || cp == 0x2028 || cp == 0x2029;
     if (!brk) continue;
     if (cp == '\r' && i < s.size() && s[i] == '\n') ++i;
-    out.push_back(Value::String(s.substr(start, (keepends ? i : at) - start)));
+    KVS_RETURN_IF_ERROR(push(start, keepends ? i : at));
     start = i;
   }
-  if (start < s.size()) out.push_back(Value::String(s.substr(start)));
+  if (start < s.size()) KVS_RETURN_IF_ERROR(push(start, s.size()));
   return Value::List(std::move(out));
 }
 
@@ -184,23 +198,27 @@ StatusOr<Value> StringMethod(Interpreter& in, const Value& self, std::string_vie
     const Value* c = args.Get(0, "chars");
     return c && c->is_string() ? c : nullptr;
   };
-  if (name == "upper") return Value::String(text::Upper(s));
-  if (name == "lower") return Value::String(text::Lower(s));
-  if (name == "title") return Value::String(text::TitleCase(s));
-  if (name == "capitalize") return Value::String(text::Capitalize(s));
+  auto sub = [&](std::string_view part) {
+    const size_t b = static_cast<size_t>(part.data() - s.data());
+    return Substring(self, b, b + part.size(), in.budget());
+  };
+  if (name == "upper") return Rewritten(self, text::Upper(s), in.budget());
+  if (name == "lower") return Rewritten(self, text::Lower(s), in.budget());
+  if (name == "title") return Rewritten(self, text::TitleCase(s), in.budget());
+  if (name == "capitalize") return Rewritten(self, text::Capitalize(s), in.budget());
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const bool left = name != "rstrip", right = name != "lstrip";
-    if (const Value* c = chars_arg()) return Value::String(std::string(text::StripChars(s, c->str(), left, right)));
+    if (const Value* c = chars_arg()) return sub(text::StripChars(s, c->str(), left, right));
     std::string_view t = s;
     if (left) t = text::TrimStart(t);
     if (right) t = text::TrimEnd(t);
-    return Value::String(std::string(t));
+    return sub(t);
   }
   if (name == "startswith" || name == "endswith") {
     KVS_ASSIGN_OR_RETURN(bool r, AffixTest(s, args, name == "startswith"));
     return Value::Bool(r);
   }
-  if (name == "split") return Split(s, args);
+  if (name == "split") return Split(in, self, args);
   if (name == "replace") {
     const Value* from = args.Get(0, "old");
     const Value* to = args.Get(1, "new");
@@ -210,12 +228,10 @@ StatusOr<Value> StringMethod(Interpreter& in, const Value& self, std::string_vie
     if (count && !count->is_int() && !count->is_none()) {
       return InvalidArgument("replace() count argument must be a number or null");
     }
-    std::string r = text::Replace(s, from->str(), to->str(), count && count->is_int() ? count->int_value() : -1);
-    KVS_RETURN_IF_ERROR(in.CheckSize(r.size()));
-    return Value::String(std::move(r));
+    return ReplaceString(in, self, *from, *to, count && count->is_int() ? count->int_value() : -1);
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "count") {
-    const Value* sub = args.Get(0, "sub");
+    const Value* sub = args.Get(0, "sub");  // shadows the helper above
     if (!sub || !sub->is_string()) return InvalidArgument("{}() needs a string argument", name);
     size_t b = 0, e = 0;
     Bounds(s, args, 1, &b, &e);
@@ -223,7 +239,8 @@ StatusOr<Value> StringMethod(Interpreter& in, const Value& self, std::string_vie
     if (name == "count") {
       if (sub->str().empty()) return Value::Int(static_cast<int64_t>(text::CodePointCount(range)) + 1);
       int64_t n = 0;
-      for (size_t p = range.find(sub->str()); p != std::string_view::npos; p = range.find(sub->str(), p + sub->str().size())) ++n;
+      const std::string& needle = sub->str();
+      for (size_t p = range.find(needle); p != std::string_view::npos; p = range.find(needle, p + needle.size())) ++n;
       return Value::Int(n);
     }
     const size_t hit = name == "rfind" ? range.rfind(sub->str()) : range.find(sub->str());
@@ -233,28 +250,27 @@ StatusOr<Value> StringMethod(Interpreter& in, const Value& self, std::string_vie
     }
     return Value::Int(static_cast<int64_t>(text::CodePointCount(std::string_view(s.data(), b + hit))));
   }
-  if (name == "format") return Format(in, s, args);
-  if (name == "splitlines") return SplitLines(s, args.Get(0, "keepends") && args.Get(0, "keepends")->Truthy());
+  if (name == "format") return Format(in, self, args);
+  if (name == "splitlines") return SplitLines(in, self, args.Get(0, "keepends") && args.Get(0, "keepends")->Truthy());
   if (name == "join") {
     const Value* items = args.Get(0, "iterable");
     if (!items || !items->is_list()) return InvalidArgument("join() needs a list");
-    std::string out;
+    TextOut out = in.NewText();
     for (size_t i = 0; i < items->list().size(); ++i) {
       const Value& x = items->list()[i];
       if (!x.is_string()) return InvalidArgument("join(): item {} is a {}, not a string", i, x.kind_name());
-      if (i > 0) out += s;
-      out += x.str();
-      KVS_RETURN_IF_ERROR(in.CheckSize(out.size()));
+      if (i > 0) KVS_RETURN_IF_ERROR(out.Append(self.str_data()));
+      KVS_RETURN_IF_ERROR(out.Append(x.str_data()));
     }
-    return Value::String(std::move(out));
+    return out.Take();
   }
   if (name == "removeprefix" || name == "removesuffix") {
     const Value* a = args.Get(0, name == "removeprefix" ? "prefix" : "suffix");
     if (!a || !a->is_string()) return InvalidArgument("{}() needs a string argument", name);
     const std::string& x = a->str();
-    if (name == "removeprefix") return Value::String(s.rfind(x, 0) == 0 ? s.substr(x.size()) : s);
+    if (name == "removeprefix") return s.rfind(x, 0) == 0 ? sub(std::string_view(s).substr(x.size())) : self;
     const bool ends = x.size() <= s.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-    return Value::String(ends ? s.substr(0, s.size() - x.size()) : s);
+    return ends ? sub(std::string_view(s).substr(0, s.size() - x.size())) : self;
   }
   if (name == "isdigit") return Value::Bool(AllCodePoints(s, [](uint32_t c) { return c >= '0' && c <= '9'; }));
   if (name == "isalpha") {
@@ -291,14 +307,15 @@ StatusOr<Value> ListMethod(Interpreter& in, const Value& self, std::string_view 
   };
   if (name == "append") {
     if (args.positional.size() != 1) return InvalidArgument("append() takes exactly one argument");
-    KVS_RETURN_IF_ERROR(in.CheckListSize(items.size() + 1));
+    KVS_RETURN_IF_ERROR(in.GrowList(items.size() + 1, 1));
     const Value& x = args.positional[0];
-    if (x.is_list() || x.is_object() || x.is_callable()) in.Track(self);
+    if (x.is_container() || x.is_callable()) in.Track(self);
     items.push_back(x);
     return Value::None();
   }
   if (name == "pop") {
     KVS_ASSIGN_OR_RETURN(int64_t i, index_arg(0, -1, false));
+    KVS_RETURN_IF_ERROR(in.Tick((items.size() - static_cast<size_t>(i)) / 16));
     Value v = items[i];
     items.erase(items.begin() + i);
     return v;
@@ -306,22 +323,24 @@ StatusOr<Value> ListMethod(Interpreter& in, const Value& self, std::string_view 
   if (name == "insert") {
     if (args.positional.size() != 2) return InvalidArgument("insert() takes exactly two arguments");
     KVS_ASSIGN_OR_RETURN(int64_t i, index_arg(0, 0, true));
-    KVS_RETURN_IF_ERROR(in.CheckListSize(items.size() + 1));
+    KVS_RETURN_IF_ERROR(in.GrowList(items.size() + 1, 1));
+    KVS_RETURN_IF_ERROR(in.Tick((items.size() - static_cast<size_t>(i)) / 16));
     const Value& x = args.positional[1];
-    if (x.is_list() || x.is_object() || x.is_callable()) in.Track(self);
+    if (x.is_container() || x.is_callable()) in.Track(self);
     items.insert(items.begin() + i, x);
     return Value::None();
   }
   if (name == "extend") {
     if (args.positional.size() != 1 || !args.positional[0].is_list()) return InvalidArgument("extend() needs a list");
     const ListObj add = args.positional[0].list();
-    KVS_RETURN_IF_ERROR(in.CheckListSize(items.size() + add.size()));
+    KVS_RETURN_IF_ERROR(in.GrowList(items.size() + add.size(), add.size()));
     in.Track(self);
     items.insert(items.end(), add.begin(), add.end());
     return Value::None();
   }
   if (name == "index" || name == "count") {
     if (args.positional.empty()) return InvalidArgument("{}() takes an argument", name);
+    KVS_RETURN_IF_ERROR(in.Tick(items.size() / 16));
     int64_t n = 0;
     for (size_t i = 0; i < items.size(); ++i) {
       if (!StrictEquals(items[i], args.positional[0])) continue;
@@ -331,7 +350,10 @@ StatusOr<Value> ListMethod(Interpreter& in, const Value& self, std::string_view 
     if (name == "index") return InvalidArgument("value is not in list");
     return Value::Int(n);
   }
-  if (name == "copy") return Value::List(items);
+  if (name == "copy") {
+    KVS_RETURN_IF_ERROR(in.CheckListSize(items.size()));
+    return Value::List(items);
+  }
   if (name == "reverse") {
     std::reverse(items.begin(), items.end());
     return Value::None();
@@ -342,7 +364,7 @@ StatusOr<Value> ListMethod(Interpreter& in, const Value& self, std::string_view 
 
 // ---- dict methods ----
 
-StatusOr<Value> DictSort(const Value& self, const CallArgs& args) {
+StatusOr<Value> DictSort(Interpreter& in, const Value& self, const CallArgs& args) {
   const Value* cs = args.Get(0, "case_sensitive");
   const Value* by = args.Get(1, "by");
   const Value* rev = args.Get(2, "reverse");
@@ -354,11 +376,16 @@ StatusOr<Value> DictSort(const Value& self, const CallArgs& args) {
   const bool case_sensitive = cs && cs->bool_value();
   const size_t index = by && by->str() == "value" ? 1 : 0;
   const bool reverse = rev && rev->bool_value();
+  KVS_RETURN_IF_ERROR(in.CheckListSize(self.dict().size() * 3));
   ListObj items;
   for (const auto& [k, v] : self.dict().entries()) items.push_back(Value::List({k, v}));
   Status error;
   std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
     if (!error.ok()) return false;
+    if (Status t = in.Tick(); !t.ok()) {
+      error = t;
+      return false;
+    }
     auto c = Compare(a.list()[index], b.list()[index], case_sensitive);
     if (!c.ok()) {
       error = c.status();
@@ -370,7 +397,7 @@ StatusOr<Value> DictSort(const Value& self, const CallArgs& args) {
   return Value::List(std::move(items));
 }
 
-StatusOr<Value> DictMethod(const Value& self, std::string_view name, CallArgs& args, bool* found) {
+StatusOr<Value> DictMethod(Interpreter& in, const Value& self, std::string_view name, CallArgs& args, bool* found) {
   const DictObj& d = self.dict();
   if (name == "get") {
     const Value* key = args.Get(0, "key");
@@ -382,13 +409,14 @@ StatusOr<Value> DictMethod(const Value& self, std::string_view name, CallArgs& a
     return def ? *def : Value::None();
   }
   if (name == "items" || name == "keys" || name == "values") {
+    KVS_RETURN_IF_ERROR(in.CheckListSize(d.size() * (name == "items" ? 3 : 1)));
     ListObj out;
     for (const auto& [k, v] : d.entries()) {
       out.push_back(name == "items" ? Value::List({k, v}) : name == "keys" ? k : v);
     }
     return Value::List(std::move(out));
   }
-  if (name == "dictsort") return DictSort(self, args);
+  if (name == "dictsort") return DictSort(in, self, args);
   if (d.is_loop && name == "cycle") {
     if (args.positional.empty()) return InvalidArgument("loop.cycle() needs at least one argument");
     const Value* index0 = d.Find("index0");
@@ -458,42 +486,50 @@ Status BindParams(Interpreter& in, const Stmt& s, const std::string& display, Ca
 
 class MacroCallable final : public Callable {
  public:
-  MacroCallable(const Stmt& s, Scope* closure) : s_(s), closure_(closure) {}
+  MacroCallable(const Stmt& s, ScopePtr closure) : s_(s), closure_(std::move(closure)) {}
+  ~MacroCallable() override {
+    BuryPointer(std::move(closure_));
+    DrainBuried();
+  }
   StatusOr<Value> Call(Interpreter& in, CallArgs& args) override {
     Value caller = in.TakePendingCaller();
-    Scope* parent = closure_;
+    ScopePtr parent = closure_;
     if (s_.uses_caller) {
-      parent = in.NewScope(closure_);
+      parent = in.NewScope(closure_.get());
       parent->Set("caller", std::move(caller));
     }
-    Scope* scope = in.NewScope(parent);
-    KVS_RETURN_IF_ERROR(BindParams(in, s_, "'" + s_.name + "'", args, scope));
-    std::string out;
-    KVS_RETURN_IF_ERROR(in.ExecBody(s_.body, scope, &out));
-    return Value::String(std::move(out));
+    ScopePtr scope = in.NewScope(parent.get());
+    KVS_RETURN_IF_ERROR(BindParams(in, s_, "'" + s_.name + "'", args, scope.get()));
+    TextOut out = in.NewText();
+    KVS_RETURN_IF_ERROR(in.ExecBody(s_.body, scope.get(), &out));
+    return out.Take();
   }
   std::string name() const override { return s_.name; }
 
  private:
-  const Stmt& s_;
-  Scope* closure_;  // owned by the Interpreter, which outlives every Value
+  const Stmt& s_;     // owned by the parsed template, which outlives the render
+  ScopePtr closure_;  // the scope the macro was defined in
 };
 
 class CallerCallable final : public Callable {
  public:
-  CallerCallable(const Stmt& s, Scope* env) : s_(s), env_(env) {}
+  CallerCallable(const Stmt& s, ScopePtr env) : s_(s), env_(std::move(env)) {}
+  ~CallerCallable() override {
+    BuryPointer(std::move(env_));
+    DrainBuried();
+  }
   StatusOr<Value> Call(Interpreter& in, CallArgs& args) override {
-    Scope* scope = in.NewScope(env_);
-    KVS_RETURN_IF_ERROR(BindParams(in, s_, "None", args, scope));
-    std::string out;
-    KVS_RETURN_IF_ERROR(in.ExecBody(s_.body, scope, &out));
-    return Value::String(std::move(out));
+    ScopePtr scope = in.NewScope(env_.get());
+    KVS_RETURN_IF_ERROR(BindParams(in, s_, "None", args, scope.get()));
+    TextOut out = in.NewText();
+    KVS_RETURN_IF_ERROR(in.ExecBody(s_.body, scope.get(), &out));
+    return out.Take();
   }
   std::string name() const override { return "caller"; }
 
  private:
   const Stmt& s_;
-  Scope* env_;
+  ScopePtr env_;
 };
 
 // ---- globals ----
@@ -516,7 +552,10 @@ StatusOr<Value> Range(Interpreter& in, CallArgs& args) {
   const __int128 span = step > 0 ? __int128{stop} - start : __int128{start} - stop;
   const __int128 magnitude = step > 0 ? __int128{step} : -__int128{step};
   const __int128 count = span <= 0 ? 0 : (span + magnitude - 1) / magnitude;
-  KVS_RETURN_IF_ERROR(in.CheckListSize(count > (1 << 30) ? size_t{1} << 40 : static_cast<size_t>(count)));
+  const size_t n = count > (__int128{1} << 40) ? size_t{1} << 40 : static_cast<size_t>(count);
+  KVS_RETURN_IF_ERROR(in.CheckListSize(n));
+  // The items count as iterations: range() in a loop is a nested loop.
+  KVS_RETURN_IF_ERROR(in.CountIterations(n));
   ListObj out;
   out.reserve(static_cast<size_t>(count));
   for (__int128 k = 0; k < count; ++k) out.push_back(Value::Int(static_cast<int64_t>(start + k * step)));
@@ -536,6 +575,7 @@ StatusOr<Value> MakeMapping(Interpreter& in, CallArgs& args, bool is_namespace) 
     if (src.is_dict()) {
       for (const auto& [k, v] : src.dict().entries()) out.dict().Set(k, v);
     } else if (src.is_list()) {
+      KVS_RETURN_IF_ERROR(in.Tick(src.list().size() / 16));
       for (const Value& pair : src.list()) {
         if (!pair.is_list() || pair.list().size() != 2 || !pair.list()[0].is_string()) {
           return InvalidArgument("{} expected an object or an iterable of [key, value] pairs", what);
@@ -563,7 +603,7 @@ StatusOr<Value> StrftimeNow(Interpreter& in, CallArgs& args) {
   std::ostringstream os;
   os.imbue(std::locale::classic());
   os << std::put_time(&tm, fmt.c_str());
-  return Value::String(os.str());
+  return in.NewString(os.str());
 }
 
 }  // namespace
@@ -572,7 +612,7 @@ StatusOr<Value> CallMethod(Interpreter& in, const Value& self, std::string_view 
   *found = true;
   if (self.is_string()) return StringMethod(in, self, name, args, found);
   if (self.is_list()) return ListMethod(in, self, name, args, found);
-  if (self.is_dict()) return DictMethod(self, name, args, found);
+  if (self.is_dict()) return DictMethod(in, self, name, args, found);
   *found = false;
   return Value();
 }
@@ -583,16 +623,23 @@ Value BoundMethod(const Value& self, std::string_view name) {
     if (name == "depth0") return Value::Int(0);
   }
   if (!HasMethod(self, name)) return Value();
-  const std::string method(name);
-  return Value::Function(std::make_shared<NativeFunction>(method, [self, method](Interpreter& in, CallArgs& args) {
-    bool found = false;
-    return CallMethod(in, self, method, args, &found);
-  }));
+  return Value::Function(std::make_shared<BoundMethodFunction>(self, std::string(name)));
 }
 
-Value MakeMacro(const Stmt& s, Scope* scope) { return Value::Function(std::make_shared<MacroCallable>(s, scope)); }
+StatusOr<Value> BoundMethodFunction::Call(Interpreter& in, CallArgs& args) {
+  bool found = false;
+  return CallMethod(in, self_, method_, args, &found);
+}
 
-Value MakeCaller(const Stmt& s, Scope* scope) { return Value::Function(std::make_shared<CallerCallable>(s, scope)); }
+StatusOr<Value> MakeMacro(Interpreter& in, const Stmt& s, Scope* scope) {
+  KVS_RETURN_IF_ERROR(in.Capture(scope));
+  return Value::Function(std::make_shared<MacroCallable>(s, scope->shared_from_this()));
+}
+
+StatusOr<Value> MakeCaller(Interpreter& in, const Stmt& s, Scope* scope) {
+  KVS_RETURN_IF_ERROR(in.Capture(scope));
+  return Value::Function(std::make_shared<CallerCallable>(s, scope->shared_from_this()));
+}
 
 void InstallGlobalFunctions(Scope* scope) {
   auto add = [&](const char* name, NativeFunction::Fn fn) {
@@ -602,12 +649,10 @@ void InstallGlobalFunctions(Scope* scope) {
   add("namespace", [](Interpreter& in, CallArgs& args) { return MakeMapping(in, args, true); });
   add("dict", [](Interpreter& in, CallArgs& args) { return MakeMapping(in, args, false); });
   add("strftime_now", StrftimeNow);
-  add("raise_exception", [](Interpreter&, CallArgs& args) -> StatusOr<Value> {
-    std::string msg;
-    if (!args.positional.empty()) {
-      KVS_ASSIGN_OR_RETURN(msg, RawString(args.positional[0]));
-    }
-    return Status(StatusCode::kInvalidArgument, "raise_exception: " + msg);
+  add("raise_exception", [](Interpreter& in, CallArgs& args) -> StatusOr<Value> {
+    TextOut msg = in.NewText();
+    if (!args.positional.empty()) KVS_RETURN_IF_ERROR(AppendRaw(args.positional[0], &msg));
+    return Status(StatusCode::kInvalidArgument, "raise_exception: " + msg.TakeText());
   });
 }
 

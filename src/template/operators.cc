@@ -112,30 +112,39 @@ StatusOr<Value> Power(const Value& l, const Value& r) {
   return Value::Float(p);
 }
 
-// Python's sequence repetition (`'-' * 3`), which the oracle lacks.
+// Python's sequence repetition (`'-' * 3`), which the oracle lacks. The
+// result's size is checked before anything is built, in 128 bits so that
+// no count can wrap around.
 StatusOr<Value> Repeat(Interpreter& in, const Value& seq, int64_t times) {
-  if (times < 0) times = 0;
+  if (times <= 0) return seq.is_string() ? Value::String("") : Value::List();
   if (seq.is_string()) {
-    const size_t total = seq.str().size() * static_cast<size_t>(times);
-    if (times > 0 && total / static_cast<size_t>(times) != seq.str().size()) return in.CheckSize(SIZE_MAX);
-    KVS_RETURN_IF_ERROR(in.CheckSize(total));
+    const StrData& s = seq.str_data();
+    const unsigned __int128 total = static_cast<unsigned __int128>(s.text.size()) * static_cast<uint64_t>(times);
+    KVS_RETURN_IF_ERROR(in.budget()->NewString(total > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(total)));
+    const size_t n = static_cast<size_t>(total);
     std::string out;
-    out.reserve(total);
-    for (int64_t i = 0; i < times; ++i) out += seq.str();
-    return Value::String(std::move(out));
+    out.reserve(n);
+    out += s.text;
+    while (!out.empty() && out.size() * 2 <= n) out.append(out);  // doubling
+    out.append(out, 0, n - out.size());
+    Spans spans;
+    for (int64_t i = 0; i < times && !s.content.empty(); ++i) AppendSpans(&spans, s.content, static_cast<size_t>(i) * s.text.size());
+    return Value::String(std::move(out), std::move(spans));
   }
-  const size_t total = seq.list().size() * static_cast<size_t>(times);
-  KVS_RETURN_IF_ERROR(in.CheckListSize(total));
+  const ListObj& items = seq.list();
+  const unsigned __int128 total = static_cast<unsigned __int128>(items.size()) * static_cast<uint64_t>(times);
+  KVS_RETURN_IF_ERROR(in.CheckListSize(total > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(total)));
   ListObj out;
-  for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.list().begin(), seq.list().end());
+  out.reserve(static_cast<size_t>(total));
+  for (int64_t i = 0; i < times && !items.empty(); ++i) out.insert(out.end(), items.begin(), items.end());
   return Value::List(std::move(out));
 }
 
 StatusOr<Value> Concat(Interpreter& in, const Value& l, const Value& r) {
-  KVS_ASSIGN_OR_RETURN(std::string a, RawString(l));
-  KVS_ASSIGN_OR_RETURN(std::string b, RawString(r));
-  KVS_RETURN_IF_ERROR(in.CheckSize(a.size() + b.size()));
-  return Value::String(a + b);
+  TextOut out = in.NewText();
+  KVS_RETURN_IF_ERROR(AppendRaw(l, &out));
+  KVS_RETURN_IF_ERROR(AppendRaw(r, &out));
+  return out.Take();
 }
 
 }  // namespace
@@ -171,6 +180,7 @@ StatusOr<Value> Interpreter::EvalBinary(const Expr& e, Scope* scope) {
       return Value::List(std::move(out));
     }
   } else if (r.is_list() && in_op) {
+    KVS_RETURN_IF_ERROR(Tick(r.list().size() / 16));
     bool member = false;
     for (const Value& x : r.list()) {
       if (StrictEquals(x, l)) {
@@ -224,20 +234,18 @@ StatusOr<Value> Interpreter::GetMember(const Value& object, const Value& key) {
         if (i < 0) i += n;
         return (i >= 0 && i < n) ? object.list()[i] : Value();
       }
-      const std::string& s = object.str();
-      if (i >= 0) {
-        // Walk to code point i without materializing the others.
-        size_t b = 0;
-        for (int64_t k = 0; k < i && b < s.size(); ++k) text::NextCodePoint(s, &b);
-        if (b >= s.size()) return Value();
-        size_t e = b;
-        text::NextCodePoint(s, &e);
-        return Value::String(s.substr(b, e - b));
+      const StrData& s = object.str_data();
+      if (i < 0) {
+        const int64_t n = static_cast<int64_t>(text::CodePointCount(s.text));
+        if (i + n < 0) return Value();
+        i += n;
       }
-      const std::vector<size_t> offsets = text::CodePointOffsets(s);
-      const int64_t n = static_cast<int64_t>(offsets.size()) - 1;
-      i += n;
-      return i >= 0 ? Value::String(s.substr(offsets[i], offsets[i + 1] - offsets[i])) : Value();
+      // Walk to code point i without materializing the others.
+      const size_t b = text::ByteOffset(s.text, static_cast<size_t>(i));
+      if (b >= s.text.size()) return Value();
+      size_t e = b;
+      text::NextCodePoint(s.text, &e);
+      return Value::String(s.text.substr(b, e - b), SliceSpans(s.content, b, e));
     }
     if (key.is_string()) {
       if (key.str() == "length") {

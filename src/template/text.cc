@@ -18,6 +18,12 @@ std::vector<std::string> SplitCodePoints(std::string_view s) {
   return out;
 }
 
+size_t ByteOffset(std::string_view s, size_t index) {
+  size_t i = 0;
+  for (size_t k = 0; k < index && i < s.size(); ++k) NextCodePoint(s, &i);
+  return i;
+}
+
 std::vector<size_t> CodePointOffsets(std::string_view s) {
   std::vector<size_t> out;
   for (size_t i = 0; i < s.size();) {
@@ -176,36 +182,6 @@ std::string Capitalize(std::string_view s) {
   std::string out = Upper(s.substr(0, i));
   (void)cp;
   out.append(s.substr(i));
-  return out;
-}
-
-std::string Replace(std::string_view s, std::string_view from, std::string_view to, long count) {
-  std::string out;
-  if (count == 0) return std::string(s);
-  long left = count < 0 ? -1 : count;
-  if (from.empty()) {
-    for (size_t i = 0; i <= s.size();) {
-      if (left != 0) {
-        out.append(to);
-        if (left > 0) --left;
-      }
-      if (i == s.size()) break;
-      const size_t start = i;
-      NextCodePoint(s, &i);
-      out.append(s.substr(start, i - start));
-    }
-    return out;
-  }
-  size_t pos = 0;
-  while (left != 0) {
-    const size_t hit = s.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(s.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-    if (left > 0) --left;
-  }
-  out.append(s.substr(pos));
   return out;
 }
 

@@ -15,16 +15,26 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "base/utf8.h"
 
 namespace kvs::tmpl::text {
 
 // Decodes the code point at s[*i] and advances *i past it (base/utf8.h).
-inline uint32_t NextCodePoint(std::string_view s, size_t* i) { return NextCodePointLenient(s, i); }
+inline uint32_t NextCodePoint(std::string_view s, size_t* i) {
+  const auto b = static_cast<uint8_t>(s[*i]);
+  if (b < 0x80) {
+    ++*i;
+    return b;
+  }
+  return NextCodePointLenient(s, i);
+}
 using ::kvs::AppendUtf8;
 size_t CodePointCount(std::string_view s);
 // The code points of s, each as its own UTF-8 string.
 std::vector<std::string> SplitCodePoints(std::string_view s);
+// Byte offset of code point `index` in s (s.size() when index is past the end).
+size_t ByteOffset(std::string_view s, size_t index);
 // Byte offset where each code point starts, plus s.size() at the end.
 std::vector<size_t> CodePointOffsets(std::string_view s);
 
@@ -48,8 +58,41 @@ std::string TitleCase(std::string_view s);
 // First code point uppercased, the rest unchanged (the oracle's capitalize).
 std::string Capitalize(std::string_view s);
 
-// Replaces occurrences of `from` by `to`, at most `count` times (< 0: all).
-// An empty `from` inserts `to` around every code point, as Python does.
-std::string Replace(std::string_view s, std::string_view from, std::string_view to, long count);
+// The pieces of Python's s.replace(from, to, count): appends to *out, in
+// order, the runs of s kept and the copies of `to`, calling keep(b, e) for a
+// run s[b, e) and insert() for a copy of `to`; stops at the first error
+// either returns. An empty `from` inserts `to` around every code point, as
+// Python does; count < 0 replaces all.
+template <typename Keep, typename Insert>
+Status ReplacePieces(std::string_view s, std::string_view from, long count, Keep keep, Insert insert);
+
+template <typename Keep, typename Insert>
+Status ReplacePieces(std::string_view s, std::string_view from, long count, Keep keep, Insert insert) {
+  long left = count < 0 ? -1 : count;
+  if (from.empty()) {
+    for (size_t i = 0; i <= s.size();) {
+      if (left != 0) {
+        KVS_RETURN_IF_ERROR(insert());
+        if (left > 0) --left;
+      }
+      if (i == s.size()) break;
+      if (left == 0) return keep(i, s.size());
+      const size_t start = i;
+      NextCodePoint(s, &i);
+      KVS_RETURN_IF_ERROR(keep(start, i));
+    }
+    return Status::Ok();
+  }
+  size_t pos = 0;
+  while (left != 0) {
+    const size_t hit = s.find(from, pos);
+    if (hit == std::string_view::npos) break;
+    KVS_RETURN_IF_ERROR(keep(pos, hit));
+    KVS_RETURN_IF_ERROR(insert());
+    pos = hit + from.size();
+    if (left > 0) --left;
+  }
+  return keep(pos, s.size());
+}
 
 }  // namespace kvs::tmpl::text

@@ -6,12 +6,9 @@
 #include <cstring>
 
 #include "template/text.h"
+#include "template/text_out.h"
 
 namespace kvs::tmpl {
-
-// Containers nest at most this deep when printed or serialized; it also stops
-// a namespace that contains itself.
-constexpr int kMaxValueDepth = 200;
 
 const char* KindName(Kind k) {
   switch (k) {
@@ -29,22 +26,21 @@ const char* KindName(Kind k) {
   return "?";
 }
 
-Value Value::String(std::string s) {
+Value Value::String(std::string s, Spans content) {
   Value v(Kind::kString);
-  v.ptr_ = std::make_shared<std::string>(std::move(s));
+  v.ptr_ = std::make_shared<StrData>(StrData{std::move(s), std::move(content)});
   return v;
 }
 
-Value Value::String(std::shared_ptr<const std::string> s) {
-  Value v(Kind::kString);
-  // Stored without const like every payload; strings are never modified.
-  v.ptr_ = std::const_pointer_cast<std::string>(std::move(s));
-  return v;
+Value Value::Content(std::string s) {
+  Spans spans;
+  AddSpan(&spans, 0, s.size());
+  return String(std::move(s), std::move(spans));
 }
 
 Value Value::List(ListObj items) {
   Value v(Kind::kList);
-  v.ptr_ = std::make_shared<ListObj>(std::move(items));
+  v.ptr_ = std::make_shared<ListHolder>(std::move(items));
   return v;
 }
 
@@ -66,6 +62,13 @@ Value Value::Function(std::shared_ptr<Callable> fn) {
   return v;
 }
 
+bool Value::MarkTracked() const {
+  bool* flag = is_list() ? &static_cast<ListHolder*>(ptr_.get())->tracked
+                         : is_object() ? &dict().tracked : nullptr;
+  if (!flag) return true;
+  return std::exchange(*flag, true);
+}
+
 bool Value::Truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
@@ -82,6 +85,57 @@ bool Value::Truthy() const {
   return false;
 }
 
+// ---- Destruction without recursion ----
+
+namespace {
+
+// Payloads whose destruction was deferred by a container's destructor.
+struct Graveyard {
+  std::vector<std::shared_ptr<void>> pending;
+  bool draining = false;
+};
+thread_local Graveyard graveyard;
+
+}  // namespace
+
+void BuryPayload(Value& v) {
+  if (v.is_container() || v.is_callable()) graveyard.pending.push_back(std::move(v.ptr_));
+}
+
+void BuryPointer(std::shared_ptr<void> p) {
+  if (p) graveyard.pending.push_back(std::move(p));
+}
+
+void DrainBuried() {
+  Graveyard& g = graveyard;
+  if (g.draining) return;  // an outer destructor on this thread drains the queue
+  g.draining = true;
+  while (!g.pending.empty()) {
+    // Releasing may run destructors that queue more payloads: they land in
+    // g.pending, to be taken by this loop, instead of recursing.
+    std::shared_ptr<void> p = std::move(g.pending.back());
+    g.pending.pop_back();
+    p.reset();
+  }
+  g.draining = false;
+}
+
+ListHolder::~ListHolder() {
+  for (Value& v : items) BuryPayload(v);
+  items.clear();
+  DrainBuried();
+}
+
+DictObj::~DictObj() {
+  for (auto& [k, v] : entries_) BuryPayload(v);
+  DrainBuried();
+}
+
+BoundMethodFunction::~BoundMethodFunction() {
+  BuryPayload(self_);
+  DrainBuried();
+}
+
 // ---- DictObj ----
 
 static bool SameKey(const Value& a, const Value& b) {
@@ -91,6 +145,12 @@ static bool SameKey(const Value& a, const Value& b) {
 }
 
 long DictObj::IndexOf(const Value& key) const {
+  if (key.is_string()) return IndexOf(std::string_view(key.str()));
+  if (!key.is_int()) return -1;
+  if (entries_.size() >= kIndexFrom) {
+    auto it = by_int_.find(key.int_value());
+    return it == by_int_.end() ? -1 : static_cast<long>(it->second);
+  }
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (SameKey(entries_[i].first, key)) return static_cast<long>(i);
   }
@@ -98,6 +158,10 @@ long DictObj::IndexOf(const Value& key) const {
 }
 
 long DictObj::IndexOf(std::string_view key) const {
+  if (entries_.size() >= kIndexFrom) {
+    auto it = by_string_.find(key);
+    return it == by_string_.end() ? -1 : static_cast<long>(it->second);
+  }
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Value& k = entries_[i].first;
     if (k.is_string() && k.str() == key) return static_cast<long>(i);
@@ -119,16 +183,33 @@ void DictObj::Set(const Value& key, Value v) {
   const long i = IndexOf(key);
   if (i >= 0) {
     entries_[i].second = std::move(v);
-  } else {
-    entries_.emplace_back(key, std::move(v));
+    return;
+  }
+  entries_.emplace_back(key, std::move(v));
+  auto index = [&](size_t at) {
+    const Value& k = entries_[at].first;
+    // The views point into the keys' own (immutable, heap-held) text.
+    if (k.is_string()) {
+      by_string_.emplace(std::string_view(k.str()), at);
+    } else {
+      by_int_.emplace(k.int_value(), at);
+    }
+  };
+  if (entries_.size() == kIndexFrom) {
+    for (size_t at = 0; at < entries_.size(); ++at) index(at);
+  } else if (entries_.size() > kIndexFrom) {
+    index(entries_.size() - 1);
   }
 }
 
-bool DictObj::Erase(const Value& key) {
-  const long i = IndexOf(key);
-  if (i < 0) return false;
-  entries_.erase(entries_.begin() + i);
-  return true;
+void DictObj::Clear() {
+  by_string_.clear();
+  by_int_.clear();
+  std::vector<std::pair<Value, Value>> dropped;
+  dropped.swap(entries_);
+  for (auto& [k, v] : dropped) BuryPayload(v);
+  dropped.clear();
+  DrainBuried();
 }
 
 // ---- Numbers ----
@@ -175,187 +256,6 @@ std::string JsNumberToString(double d) {
     out.push_back(n - 1 >= 0 ? '+' : '-');
     out += std::to_string(std::abs(n - 1));
   }
-  return out;
-}
-
-static std::string FloatDisplay(double f) {
-  if (f == 0 && std::signbit(f)) return "-0.0";
-  if (std::isfinite(f) && f == std::floor(f)) {
-    // toFixed(1): fixed notation below 1e21, else the plain conversion.
-    if (std::fabs(f) < 1e21) {
-      char buf[400];
-      std::snprintf(buf, sizeof(buf), "%.1f", f);
-      return buf;
-    }
-    return JsNumberToString(f);
-  }
-  return JsNumberToString(f);
-}
-
-// ---- Printing ----
-
-static Status PrintError(const Value& v) {
-  return Unimplemented("cannot convert a {} to a string", v.kind_name());
-}
-
-StatusOr<std::string> Display(const Value& v) {
-  switch (v.kind()) {
-    case Kind::kUndefined:
-    case Kind::kNone: return std::string();
-    case Kind::kBool: return std::string(v.bool_value() ? "true" : "false");
-    case Kind::kInt: return std::to_string(v.int_value());
-    case Kind::kFloat: return FloatDisplay(v.float_value());
-    case Kind::kString: return v.str();
-    case Kind::kList:
-    case Kind::kDict:
-    case Kind::kNamespace: {
-      JsonOptions opt;
-      opt.undefined_as_null = false;
-      return ToJson(v, opt);
-    }
-    case Kind::kCallable: return PrintError(v);
-  }
-  return std::string();
-}
-
-StatusOr<std::string> RawString(const Value& v) {
-  switch (v.kind()) {
-    case Kind::kUndefined:
-    case Kind::kNone: return std::string();
-    case Kind::kFloat: return JsNumberToString(v.float_value());
-    case Kind::kDict:
-    case Kind::kNamespace: return std::string("[object Map]");
-    case Kind::kList: {
-      std::string out;
-      bool first = true;
-      for (const Value& item : v.list()) {
-        if (!first) out.push_back(',');
-        first = false;
-        if (item.is_none()) {
-          out += "null";
-        } else if (item.is_undefined()) {
-          out += "undefined";
-        } else {
-          KVS_ASSIGN_OR_RETURN(std::string s, Display(item));
-          out += s;
-        }
-      }
-      return out;
-    }
-    case Kind::kCallable: return PrintError(v);
-    default: return Display(v);
-  }
-}
-
-// ---- JSON ----
-
-void AppendJsonString(std::string_view s, bool ensure_ascii, std::string* out) {
-  static const char kHex[] = "0123456789abcdef";
-  auto u_escape = [&](uint32_t unit) {
-    *out += "\\u";
-    for (int shift = 12; shift >= 0; shift -= 4) out->push_back(kHex[(unit >> shift) & 0xF]);
-  };
-  out->push_back('"');
-  for (size_t i = 0; i < s.size();) {
-    const size_t start = i;
-    const uint32_t cp = text::NextCodePoint(s, &i);
-    switch (cp) {
-      case '"': *out += "\\\""; continue;
-      case '\\': *out += "\\\\"; continue;
-      case '\b': *out += "\\b"; continue;
-      case '\f': *out += "\\f"; continue;
-      case '\n': *out += "\\n"; continue;
-      case '\r': *out += "\\r"; continue;
-      case '\t': *out += "\\t"; continue;
-      default: break;
-    }
-    if (cp < 0x20) {
-      u_escape(cp);
-    } else if (ensure_ascii && cp >= 0x7F) {
-      if (cp >= 0x10000) {
-        const uint32_t c = cp - 0x10000;
-        u_escape(0xD800 | (c >> 10));
-        u_escape(0xDC00 | (c & 0x3FF));
-      } else {
-        u_escape(cp);
-      }
-    } else {
-      out->append(s.substr(start, i - start));
-    }
-  }
-  out->push_back('"');
-}
-
-// Approximates String.prototype.localeCompare for sort_keys: letters
-// compare case-insensitively, lower case first on ties.
-static bool LocaleLess(const std::string& a, const std::string& b) {
-  const std::string la = text::Lower(a), lb = text::Lower(b);
-  if (la != lb) return la < lb;
-  return a > b;
-}
-
-static Status AppendJson(const Value& v, const JsonOptions& opt, int depth, std::string* out) {
-  if (depth > kMaxValueDepth) return OutOfRange("value nested deeper than {} levels", kMaxValueDepth);
-  std::string item_sep = opt.has_separators ? opt.item_separator : (opt.indent > 0 ? "," : ", ");
-  std::string key_sep = opt.has_separators ? opt.key_separator : ": ";
-  switch (v.kind()) {
-    case Kind::kUndefined: *out += opt.undefined_as_null ? "null" : "undefined"; return Status::Ok();
-    case Kind::kNone: *out += "null"; return Status::Ok();
-    case Kind::kBool: *out += v.bool_value() ? "true" : "false"; return Status::Ok();
-    case Kind::kInt: *out += std::to_string(v.int_value()); return Status::Ok();
-    case Kind::kFloat:
-      *out += std::isfinite(v.float_value()) ? JsNumberToString(v.float_value()) : "null";
-      return Status::Ok();
-    case Kind::kString: AppendJsonString(v.str(), opt.ensure_ascii, out); return Status::Ok();
-    case Kind::kCallable: return InvalidArgument("Cannot convert to JSON: {}", v.kind_name());
-    case Kind::kList:
-    case Kind::kDict:
-    case Kind::kNamespace: break;
-  }
-  const std::string indent_unit(opt.indent > 0 ? opt.indent : 0, ' ');
-  std::string base_pad = "\n";
-  for (int i = 0; i < depth; ++i) base_pad += indent_unit;
-  const std::string child_pad = base_pad + indent_unit;
-  const bool pretty = opt.indent > 0;
-  if (v.is_list()) {
-    const ListObj& items = v.list();
-    out->push_back('[');
-    if (pretty && !items.empty()) *out += child_pad;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (i > 0) {
-        *out += item_sep;
-        if (pretty) *out += child_pad;
-      }
-      KVS_RETURN_IF_ERROR(AppendJson(items[i], opt, depth + 1, out));
-    }
-    if (pretty && !items.empty()) *out += base_pad;
-    out->push_back(']');
-    return Status::Ok();
-  }
-  std::vector<const std::pair<Value, Value>*> entries;
-  for (const auto& e : v.dict().entries()) entries.push_back(&e);
-  auto key_text = [](const Value& k) { return k.is_string() ? k.str() : std::to_string(k.int_value()); };
-  if (opt.sort_keys) {
-    std::stable_sort(entries.begin(), entries.end(), [&](const auto* a, const auto* b) {
-      return LocaleLess(key_text(a->first), key_text(b->first));
-    });
-  }
-  out->push_back('{');
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (i > 0) *out += item_sep;
-    if (pretty) *out += child_pad;
-    AppendJsonString(key_text(entries[i]->first), opt.ensure_ascii, out);
-    *out += key_sep;
-    KVS_RETURN_IF_ERROR(AppendJson(entries[i]->second, opt, depth + 1, out));
-  }
-  if (pretty && !entries.empty()) *out += base_pad;
-  out->push_back('}');
-  return Status::Ok();
-}
-
-StatusOr<std::string> ToJson(const Value& v, const JsonOptions& opt) {
-  std::string out;
-  KVS_RETURN_IF_ERROR(AppendJson(v, opt, 0, &out));
   return out;
 }
 

@@ -4,7 +4,17 @@
 // namespace or callable. Scalars and strings are immutable; lists, dicts and
 // namespaces are reference types (copying a Value shares the container, as in
 // Python), so `ns.x = ...` and `list.append(...)` are seen by every holder.
-// Dicts keep insertion order and have string or integer keys.
+// Dicts keep insertion order, have string or integer keys and are indexed
+// once they grow (lookups stay O(1) for a 100k-key JSON object).
+//
+// Provenance: a string records which of its bytes came from the caller's data
+// (message content, tool arguments: see text_out.h) as sorted byte spans, so
+// the rendered prompt can tell template text from user text.
+//
+// Destruction never recurses deeper than a few frames, however deeply values
+// nest (a list holding a list ... a million levels down, built by a loop):
+// containers hand their children to a per-thread queue that the outermost
+// destructor drains.
 //
 // The observable behaviour (printing, JSON, equality, truthiness) follows
 // @huggingface/jinja, the renderer the project's oracle tests compare with;
@@ -20,10 +30,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "base/status.h"
+#include "template/spans.h"
 
 namespace kvs::tmpl {
 
@@ -48,6 +60,12 @@ class DictObj;
 class Callable;
 using ListObj = std::vector<Value>;
 
+// The payload of a string: its bytes and which of them are the caller's data.
+struct StrData {
+  std::string text;
+  Spans content;
+};
+
 class Value {
  public:
   Value() = default;  // undefined
@@ -67,8 +85,12 @@ class Value {
     v.f_ = f;
     return v;
   }
-  static Value String(std::string s);
-  static Value String(std::shared_ptr<const std::string> s);
+  // Template-side text (literals, numbers printed, ...).
+  static Value String(std::string s) { return String(std::move(s), Spans{}); }
+  // Text with the given content spans (sorted, disjoint, within s).
+  static Value String(std::string s, Spans content);
+  // Text that is entirely the caller's data.
+  static Value Content(std::string s);
   static Value List(ListObj items = {});
   static Value Dict();
   static Value Namespace();
@@ -89,26 +111,33 @@ class Value {
   bool is_callable() const { return kind_ == Kind::kCallable; }
   // Dicts and namespaces: things with named attributes.
   bool is_object() const { return kind_ == Kind::kDict || kind_ == Kind::kNamespace; }
+  // Lists, dicts and namespaces: the mutable reference types.
+  bool is_container() const { return kind_ == Kind::kList || is_object(); }
 
   bool bool_value() const { return b_; }
   int64_t int_value() const { return i_; }
   double float_value() const { return f_; }
   // int, float or bool as a double.
   double number() const { return kind_ == Kind::kFloat ? f_ : kind_ == Kind::kInt ? double(i_) : double(b_); }
-  const std::string& str() const { return *static_cast<const std::string*>(ptr_.get()); }
-  std::shared_ptr<const std::string> shared_str() const {
-    return std::static_pointer_cast<const std::string>(ptr_);
-  }
-  ListObj& list() const { return *static_cast<ListObj*>(ptr_.get()); }
+  const StrData& str_data() const { return *static_cast<const StrData*>(ptr_.get()); }
+  const std::string& str() const { return str_data().text; }
+  // The content spans of a string (empty: all template text).
+  const Spans& spans() const { return str_data().content; }
+  ListObj& list() const;
   DictObj& dict() const { return *static_cast<DictObj*>(ptr_.get()); }  // dict or namespace
   Callable& callable() const { return *static_cast<Callable*>(ptr_.get()); }
   // Identity of a container (reference equality, as the oracle compares lists).
   const void* identity() const { return ptr_.get(); }
+  // A weak reference to a container's payload (for cycle breaking).
+  std::weak_ptr<void> weak() const { return ptr_; }
+  // Whether this container was registered for cycle breaking; sets the mark.
+  bool MarkTracked() const;
 
   // Python/JS truthiness: empty string/list/dict, 0, none, undefined are false.
   bool Truthy() const;
 
  private:
+  friend void BuryPayload(Value& v);
   explicit Value(Kind k) : kind_(k) {}
   Kind kind_ = Kind::kUndefined;
   union {
@@ -119,29 +148,59 @@ class Value {
   std::shared_ptr<void> ptr_;
 };
 
+// The payload of a list.
+struct ListHolder {
+  ListObj items;
+  bool tracked = false;  // registered for cycle breaking (Interpreter::Track)
+  ListHolder() = default;
+  explicit ListHolder(ListObj v) : items(std::move(v)) {}
+  ListHolder(const ListHolder&) = delete;
+  ListHolder& operator=(const ListHolder&) = delete;
+  ~ListHolder();
+};
+inline ListObj& Value::list() const { return static_cast<ListHolder*>(ptr_.get())->items; }
+
+// Hands the payload of a container or callable to the destruction queue of
+// this thread (see the header comment); strings and scalars are left alone.
+void BuryPayload(Value& v);
+// Same for an owned pointer of any kind (a scope, a closure).
+void BuryPointer(std::shared_ptr<void> p);
+// Destroys what is queued unless an outer destructor on this thread already is.
+void DrainBuried();
+
 // Insertion-ordered mapping for dicts and namespaces. Keys are strings or
 // ints (Jinja2 allows `{0: 'a'}`); lookups by string never find int keys.
 class DictObj {
  public:
+  DictObj() = default;
+  DictObj(const DictObj&) = delete;
+  DictObj& operator=(const DictObj&) = delete;
+  ~DictObj();
+
   // Null when absent.
   const Value* Find(const Value& key) const;
   const Value* Find(std::string_view key) const;
   void Set(const Value& key, Value v);
   void Set(std::string_view key, Value v) { Set(Value::String(std::string(key)), std::move(v)); }
-  bool Erase(const Value& key);
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
+  void Reserve(size_t n) { entries_.reserve(n); }
   const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
-  void Clear() { entries_.clear(); }
+  void Clear();
 
   // Set on the dict that stands for `loop` in a for loop, so that
   // `loop.cycle(...)` can be offered without being one of its entries.
   bool is_loop = false;
+  bool tracked = false;  // registered for cycle breaking (Interpreter::Track)
 
  private:
   long IndexOf(const Value& key) const;
   long IndexOf(std::string_view key) const;
   std::vector<std::pair<Value, Value>> entries_;
+  // Built once the dict has kIndexFrom entries: key -> position.
+  static constexpr size_t kIndexFrom = 16;
+  std::unordered_map<std::string_view, size_t> by_string_;  // views into the keys' own text
+  std::unordered_map<int64_t, size_t> by_int_;
 };
 
 // Arguments of a call, in the order written: positional first, then keyword.
@@ -186,35 +245,21 @@ class NativeFunction final : public Callable {
   Fn fn_;
 };
 
-// ---- Conversions shared by the interpreter and filters. ----
+// A method of a string, list or dict bound to its object (`x.upper` used as
+// a value rather than called at once).
+class BoundMethodFunction final : public Callable {
+ public:
+  BoundMethodFunction(Value self, std::string method) : self_(std::move(self)), method_(std::move(method)) {}
+  ~BoundMethodFunction() override;
+  StatusOr<Value> Call(Interpreter& in, CallArgs& args) override;
+  std::string name() const override { return method_; }
 
-// How a value prints in `{{ }}` output (the oracle's toString): floats keep a
-// ".0", booleans print true/false, lists and dicts print as JSON with
-// undefined members as `undefined`. Undefined and none print nothing.
-StatusOr<std::string> Display(const Value& v);
-
-// JavaScript's String(x) of the underlying value, used by `~`, `+` and
-// `join` (1.0 becomes "1", a list joins its items' Display with ",").
-StatusOr<std::string> RawString(const Value& v);
-
-// JavaScript's Number.prototype.toString for a double.
-std::string JsNumberToString(double d);
-
-struct JsonOptions {
-  int indent = 0;                   // 0: single line
-  bool ensure_ascii = false;
-  bool sort_keys = false;
-  bool has_separators = false;
-  std::string item_separator;       // when has_separators
-  std::string key_separator;
-  bool undefined_as_null = true;    // false prints `undefined` (Display)
+ private:
+  Value self_;
+  std::string method_;
 };
-// JSON text as @huggingface/jinja's tojson writes it (", " and ": " by
-// default, "," and ": " with an indent, insertion order).
-StatusOr<std::string> ToJson(const Value& v, const JsonOptions& opt);
 
-// Appends s as a JSON string literal (quotes included).
-void AppendJsonString(std::string_view s, bool ensure_ascii, std::string* out);
+// ---- Equality and ordering ----
 
 // Loose equality (`==`): numbers and booleans compare numerically, strings
 // by content, none equals undefined, containers by identity.
@@ -224,5 +269,8 @@ bool StrictEquals(const Value& a, const Value& b);
 // Ordering for sort/dictsort/min/max: numbers and booleans numerically,
 // strings (optionally case-insensitively); other mixes are errors.
 StatusOr<int> Compare(const Value& a, const Value& b, bool case_sensitive);
+
+// JavaScript's Number.prototype.toString for a double.
+std::string JsNumberToString(double d);
 
 }  // namespace kvs::tmpl
