@@ -157,7 +157,7 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
     }
   }
   if (!route) {
-    ReplyError(ctx, MakeError(404, fmt::format("no route for {} {}", req.method, req.path), "not_found_error",
+    ReplyError(ctx, MakeError(404, fmt::format("no route for {} {}", api::Clip(req.method, 16), api::Clip(req.path, 256)), "not_found_error",
                               "not_found"));
     return;
   }
@@ -266,7 +266,7 @@ void Service::HandleModels(Ctx& ctx, const std::string& model_id) {
             {"load_time_seconds", card_.load_seconds}};
   if (!model_id.empty()) {
     if (model_id != card_.id) {
-      ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", model_id, card_.id),
+      ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(model_id, 64), card_.id),
                              "invalid_request_error", "model_not_found");
       e.param = "model";
       return ReplyError(ctx, e);
@@ -365,7 +365,7 @@ void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint) {
     return ReplyError(ctx, *e);
   }
   if (req.model != card_.id) {
-    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", req.model, card_.id),
+    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
     e.param = "model";
     return ReplyError(ctx, e);
@@ -426,7 +426,7 @@ void Service::HandleTokenize(Ctx& ctx) {
   if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
   if (auto e = api::ParseTokenizeRequest(body, &req)) return ReplyError(ctx, *e);
   if (req.model && *req.model != card_.id) {
-    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", *req.model, card_.id),
+    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(*req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
     e.param = "model";
     return ReplyError(ctx, e);
