@@ -211,6 +211,10 @@ const std::vector<KeyDef>& Table() {
     t.push_back(NumberKey("server.keep_alive_timeout_seconds", "keep-alive-timeout",
                           [](ServeConfig& c) -> double& { return c.server.keep_alive_timeout_seconds; }, 0, true, 3600,
                           "How long an idle keep-alive connection stays open"));
+    t.push_back(IntKey("server.prep_threads", "prep-threads", [](ServeConfig& c) -> int64_t& { return c.server.prep_threads; },
+                       1, 64, "Threads that prepare requests (parse JSON, render chat templates, tokenize) off the I/O threads"));
+    t.push_back(IntKey("server.prep_queue", "prep-queue", [](ServeConfig& c) -> int64_t& { return c.server.prep_queue; }, 0,
+                       1 << 20, "Requests that may wait for a prep thread; beyond it requests get 503 with Retry-After"));
     // model
     t.push_back(StringKey("model.path", "model", [](ServeConfig& c) -> std::string& { return c.model.path; },
                           "a GGUF file path", "The model to serve (required)"));

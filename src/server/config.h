@@ -39,6 +39,8 @@ struct ServerSection {
   double drain_timeout_seconds = 30;        // SIGTERM: time in-flight requests get to finish
   int64_t io_threads = 2;                   // HTTP threads (all connections share them)
   double keep_alive_timeout_seconds = 60;   // idle time before a keep-alive connection closes
+  int64_t prep_threads = 2;                 // request preparation (parse, template, tokenize) threads
+  int64_t prep_queue = 64;                  // requests waiting for a prep thread; more get 503
 };
 
 struct ModelSection {

@@ -99,6 +99,7 @@ FakeBackend::FakeBackend(FakeBackendOptions options) : opt_(std::move(options)) 
 FakeBackend::~FakeBackend() { Shutdown(); }
 
 StatusOr<std::vector<int32_t>> FakeBackend::Tokenize(std::string_view text, bool add_special) {
+  if (opt_.before_tokenize) opt_.before_tokenize();
   std::vector<int32_t> out;
   if (add_special) out.push_back(kBos);
   size_t i = 0;

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -46,6 +47,9 @@ struct FakeBackendOptions {
   int64_t num_blocks = 4096;
   bool prefix_caching = true;
   std::chrono::microseconds step_time{2000};  // one decode step
+  // Tests: called at the start of every Tokenize (e.g. to hold a request in
+  // preparation until the test lets it go).
+  std::function<void()> before_tokenize;
 };
 
 class FakeBackend : public InferenceBackend {

@@ -48,9 +48,14 @@ std::string IsoTime(int64_t unix_seconds) {
 }  // namespace
 
 Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMetrics* metrics, AccessLog* access_log)
-    : config_(std::move(config)), metrics_(metrics), access_log_(access_log) {
+    : config_(std::move(config)),
+      prep_(static_cast<int>(config_.server.prep_threads), static_cast<int>(config_.server.prep_queue)),
+      metrics_(metrics),
+      access_log_(access_log) {
   for (const auto& k : api_keys) key_digests_.push_back(Sha256Hex(k));
 }
+
+Service::~Service() { prep_.Stop(); }
 
 std::string Service::KeyId(std::string_view key) { return "k-" + Sha256Hex(key).substr(0, 8); }
 
@@ -109,6 +114,11 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
 }
 
 void Service::Reply(Ctx& ctx, int status, const json& body, std::vector<std::pair<std::string, std::string>> headers) {
+  if (!ctx.ex->OnStrand()) {
+    // From a prep thread: the response is written on the exchange's strand.
+    ctx.ex->Post([this, ctx, status, body, headers]() mutable { Reply(ctx, status, body, std::move(headers)); });
+    return;
+  }
   http::HttpResponse res;
   res.status = status;
   res.SetHeader("Content-Type", "application/json");
@@ -175,10 +185,25 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   if (!Authorize(ctx) || !CheckReady(ctx)) return;
   if (path == "/v1/models") return HandleModels(ctx, "");
   if (path == "/v1/models/") return HandleModels(ctx, req.path.substr(path.size()));
-  if (path == "/v1/completions") return HandleGenerate(ctx, api::Endpoint::kCompletions);
-  if (path == "/v1/chat/completions") return HandleGenerate(ctx, api::Endpoint::kChatCompletions);
-  if (path == "/tokenize") return HandleTokenize(ctx);
-  if (path == "/detokenize") return HandleDetokenize(ctx);
+  // Everything below parses, renders or tokenizes: off the I/O threads.
+  if (path == "/v1/completions") return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kCompletions); });
+  if (path == "/v1/chat/completions") {
+    return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions); });
+  }
+  if (path == "/tokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleTokenize(c); });
+  if (path == "/detokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleDetokenize(c); });
+}
+
+void Service::OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work) {
+  auto c = std::make_shared<Ctx>(ctx);
+  if (prep_.TrySubmit([c, work = std::move(work)] { work(*c); })) return;
+  ApiError e = MakeError(503,
+                         fmt::format("the server is busy preparing other requests ({} threads, {} waiting: "
+                                     "server.prep_threads, server.prep_queue); retry shortly",
+                                     prep_.threads(), prep_.max_queued()),
+                         "service_unavailable", "server_overloaded");
+  e.retry_after_seconds = 1;
+  ReplyError(ctx, e);
 }
 
 bool Service::Authorize(Ctx& ctx) {
@@ -235,6 +260,8 @@ void Service::HandleReady(Ctx& ctx) {
 }
 
 void Service::HandleMetrics(Ctx& ctx) {
+  metrics_->prep_running.Set(static_cast<double>(prep_.busy()));
+  metrics_->prep_waiting.Set(static_cast<double>(prep_.queued()));
   InferenceBackend* b = backend_.load();
   if (b) {
     BackendStats s = b->Stats();
@@ -370,9 +397,13 @@ void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint) {
     e.param = "model";
     return ReplyError(ctx, e);
   }
-  std::vector<PreparedPrompt> prompts;
-  if (auto e = Prepare(req, &prompts)) return ReplyError(ctx, *e);
+  auto prompts = std::make_shared<std::vector<PreparedPrompt>>();
+  if (auto e = Prepare(req, prompts.get())) return ReplyError(ctx, *e);
+  auto parsed = std::make_shared<api::ParsedRequest>(std::move(req));
+  ctx.ex->Post([this, ctx, chat, parsed, prompts]() mutable { StartGeneration(ctx, chat, std::move(*parsed), std::move(*prompts)); });
+}
 
+void Service::StartGeneration(Ctx& ctx, bool chat, api::ParsedRequest req, std::vector<PreparedPrompt> prompts) {
   // Admission: reserve one slot per sequence, or refuse.
   const int64_t need = static_cast<int64_t>(prompts.size()) * req.n;
   const int64_t bound = config_.runtime.max_concurrent_requests;
