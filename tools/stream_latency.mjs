@@ -9,7 +9,10 @@
 // Each request: POST /v1/completions, stream, temperature 0, ignore_eos.
 // TTFT: from writing the request to the first SSE event with text;
 // inter-token latency: between consecutive events with text (one token each
-// unless the client fell behind). Prints a Markdown table.
+// unless the client fell behind); tokens/s per stream: events with text over
+// first to last (limited by how fast the client parses events). Then the
+// same number of non-streamed requests of 512 tokens: their end-to-end time.
+// Prints Markdown tables.
 import { spawn } from "node:child_process";
 import http from "node:http";
 
@@ -88,7 +91,7 @@ const q = (xs, p) => {
 };
 
 const servers = [];
-for (const b of bins) servers.push({ ...b, ...(await start(b.bin)), ttft: [], itl: [] });
+for (const b of bins) servers.push({ ...b, ...(await start(b.bin)), ttft: [], itl: [], rate: [] });
 for (const s of servers) s.id = await modelId(s.port);
 // Warm-up, then alternate.
 for (const s of servers) for (let i = 0; i < 3; i++) await stream(s.port, s.id);
@@ -98,14 +101,37 @@ for (let r = 0; r < opt.requests; r++) {
     if (!t.length) continue;
     s.ttft.push(t[0]);
     for (let i = 1; i < t.length; i++) s.itl.push(t[i] - t[i - 1]);
+    if (t.length > 1) s.rate.push(((t.length - 1) * 1000) / (t[t.length - 1] - t[0]));
   }
 }
 console.log(`model ${opt.model}, ${opt.requests} streams of ${opt.maxTokens} tokens each, one at a time, --threads ${opt.threads}`);
-console.log("| build | TTFT p50 ms | TTFT p90 ms | ITL p50 ms | ITL p90 ms | ITL p99 ms | ITL mean ms |");
-console.log("|---|---|---|---|---|---|---|");
+console.log("| build | TTFT p50 ms | TTFT p90 ms | ITL p50 ms | ITL p90 ms | ITL p99 ms | ITL mean ms | tokens/s per stream p50 |");
+console.log("|---|---|---|---|---|---|---|---|");
 for (const s of servers) {
   const mean = s.itl.reduce((a, b) => a + b, 0) / s.itl.length;
   const f = (x) => x.toFixed(3);
-  console.log(`| ${s.label} | ${f(q(s.ttft, 0.5))} | ${f(q(s.ttft, 0.9))} | ${f(q(s.itl, 0.5))} | ${f(q(s.itl, 0.9))} | ${f(q(s.itl, 0.99))} | ${f(mean)} |`);
+  console.log(`| ${s.label} | ${f(q(s.ttft, 0.5))} | ${f(q(s.ttft, 0.9))} | ${f(q(s.itl, 0.5))} | ${f(q(s.itl, 0.9))} | ` +
+    `${f(q(s.itl, 0.99))} | ${f(mean)} | ${q(s.rate, 0.5).toFixed(0)} |`);
+}
+function whole(port, model) {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ model, prompt: "Once upon a time", max_tokens: 512, temperature: 0, ignore_eos: true });
+    const t0 = process.hrtime.bigint();
+    const req = http.request({ host: "127.0.0.1", port, method: "POST", path: "/v1/completions", agent: false,
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(Number(process.hrtime.bigint() - t0) / 1e6));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+for (const s of servers) s.e2e = [];
+for (let r = 0; r < opt.requests; r++) for (const s of servers) s.e2e.push(await whole(s.port, s.id));
+console.log("");
+console.log("| build | non-streamed 512-token request p50 ms | p90 ms | tokens/s p50 |");
+console.log("|---|---|---|---|");
+for (const s of servers) {
+  console.log(`| ${s.label} | ${q(s.e2e, 0.5).toFixed(1)} | ${q(s.e2e, 0.9).toFixed(1)} | ${(512000 / q(s.e2e, 0.5)).toFixed(0)} |`);
 }
 for (const s of servers) s.child.kill("SIGTERM");

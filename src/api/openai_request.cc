@@ -185,14 +185,25 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
     }
     for (const auto& s : r->stop) {
       if (s.empty()) return BadRequest("'stop' strings must not be empty", "stop");
+      if (s.size() > kMaxStopBytes) {
+        return BadRequest(fmt::format("'stop' strings may be at most {} bytes, got {}", kMaxStopBytes, s.size()), "stop");
+      }
     }
   }
   if (const json* ids = Field(body, "stop_token_ids")) {
     if (!ids->is_array()) return WrongType("stop_token_ids", "an array of token ids", *ids);
+    if (ids->size() > kMaxStopTokenIds) {
+      return BadRequest(fmt::format("'stop_token_ids' may hold at most {} ids, got {}", kMaxStopTokenIds, ids->size()),
+                        "stop_token_ids");
+    }
     if (auto e = ParseTokenIds(*ids, "stop_token_ids", &r->sampling.stop_token_ids)) return e;
   }
   if (auto e = GetBool(body, "ignore_eos", &r->sampling.ignore_eos)) return e;
   if (auto e = GetString(body, "cache_salt", &r->cache_salt)) return e;
+  if (r->cache_salt.size() > kMaxCacheSaltBytes) {
+    return BadRequest(fmt::format("'cache_salt' may be at most {} bytes, got {}", kMaxCacheSaltBytes, r->cache_salt.size()),
+                      "cache_salt");
+  }
   std::optional<int64_t> priority;
   if (auto e = GetInt(body, "priority", -1000000, 1000000, &priority)) return e;
   if (priority) r->priority = static_cast<int32_t>(*priority);

@@ -80,7 +80,12 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 
+// Limits of fields that would otherwise cost memory or engine time per
+// token without bound (docs/api.md lists every limit).
 inline constexpr int32_t kMaxN = 128;
+inline constexpr size_t kMaxStopBytes = 1024;       // each stop string
+inline constexpr size_t kMaxStopTokenIds = 64;      // scanned per generated token
+inline constexpr size_t kMaxCacheSaltBytes = 256;
 // Arrays and objects nested deeper than this are refused before parsing
 // (every endpoint's body goes through ParseJsonObject).
 inline constexpr size_t kMaxJsonDepth = 64;

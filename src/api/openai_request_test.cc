@@ -245,5 +245,21 @@ TEST(OpenAiRequestTest, ErrorMessagesNeverQuoteAValueWhole) {
   EXPECT_NE(e.message.find("an array"), std::string::npos) << e.message;
 }
 
+// Issue 10 item 4: fields that cost memory per choice or engine time per
+// token are bounded (docs/api.md).
+TEST(OpenAiRequestTest, FieldsAreBounded) {
+  const std::string long_stop(kMaxStopBytes + 1, 's');
+  EXPECT_EQ(CompletionError(R"({"model":"m","prompt":"x","stop":")" + long_stop + R"("})").param, "stop");
+  std::string ids = "[";
+  for (size_t i = 0; i <= kMaxStopTokenIds; ++i) ids += (i ? "," : "") + std::to_string(i);
+  ids += "]";
+  EXPECT_EQ(CompletionError(R"({"model":"m","prompt":"x","stop_token_ids":)" + ids + "}").param, "stop_token_ids");
+  const std::string salt(kMaxCacheSaltBytes + 1, 'k');
+  EXPECT_EQ(CompletionError(R"({"model":"m","prompt":"x","cache_salt":")" + salt + R"("})").param, "cache_salt");
+  // At the limits: fine.
+  Completion(R"({"model":"m","prompt":"x","stop":")" + long_stop.substr(1) + R"(","cache_salt":")" + salt.substr(1) +
+             R"("})");
+}
+
 }  // namespace
 }  // namespace kvs::api

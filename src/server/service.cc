@@ -22,7 +22,8 @@ struct Service::Ctx {
   std::shared_ptr<http::Exchange> ex;
   std::string id;
   std::string key_id;
-  std::string route;  // metric label: the route template, or "other"
+  std::string route;       // metric label: the route template, or "other"
+  std::string key_digest;  // SHA-256 of the request's API key ("" without keys)
 };
 
 namespace {
@@ -58,6 +59,14 @@ Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMe
 Service::~Service() { prep_.Stop(); }
 
 std::string Service::KeyId(std::string_view key) { return "k-" + Sha256Hex(key).substr(0, 8); }
+
+std::string Service::PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt) {
+  if (key_digest.empty() && cache_salt.empty()) return "";
+  std::string material(key_digest);
+  material += '\n';  // a digest never contains one: key and salt cannot run into each other
+  material += cache_salt;
+  return Sha256Hex(material).substr(0, 32);
+}
 
 void Service::SetReady(InferenceBackend* backend, ModelCard card) {
   card_ = std::move(card);
@@ -138,7 +147,7 @@ void Service::ReplyError(Ctx& ctx, const ApiError& e) {
 
 void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   metrics_->http_in_flight.Inc();
-  Ctx ctx{std::move(ex), "req-" + RandomHex(24), "", "other"};
+  Ctx ctx{std::move(ex), "req-" + RandomHex(24), "", "other", ""};
   const http::HttpRequest& req = ctx.ex->request();
   if (int status = ctx.ex->transport_error()) {
     ApiError e = MakeError(status, ctx.ex->transport_error_message(), "invalid_request_error",
@@ -219,6 +228,7 @@ bool Service::Authorize(Ctx& ctx) {
     for (const auto& d : key_digests_) ok |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
     if (ok) {
       ctx.key_id = KeyId(key);
+      ctx.key_digest = digest;
       return true;
     }
   }
@@ -397,6 +407,7 @@ void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint) {
     e.param = "model";
     return ReplyError(ctx, e);
   }
+  req.cache_salt = PrefixCacheNamespace("", req.cache_salt);
   auto prompts = std::make_shared<std::vector<PreparedPrompt>>();
   if (auto e = Prepare(req, prompts.get())) return ReplyError(ctx, *e);
   auto parsed = std::make_shared<api::ParsedRequest>(std::move(req));

@@ -73,6 +73,13 @@ class Service {
   // "k-" + the first 8 hex digits of SHA-256(key): identifies a key in logs
   // without revealing it.
   static std::string KeyId(std::string_view key);
+  // The prefix-cache salt a request runs with: "" when neither an API key
+  // nor a cache_salt applies (one shared cache); else 128 bits of
+  // SHA-256(key digest, cache_salt), so each API key is its own namespace
+  // (tenants never share cached KV or learn from cached_tokens what another
+  // sent) and cache_salt subdivides it. Computed once per request; the
+  // engine keeps only these 32 hex digits with each cached first block.
+  static std::string PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt);
 
  private:
   struct Ctx;

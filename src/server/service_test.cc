@@ -359,5 +359,37 @@ TEST(ServiceTest, FullPrepQueueGives503WithRetryAfter) {
   EXPECT_TRUE(h.WaitIdle());
 }
 
+// Issue 10 item 4: the cache_salt reaches the engine as one short digest
+// (kept with every cached first block), not the client's bytes n times.
+TEST(ServiceTest, CacheSaltReachesTheEngineAsOneShortDigest) {
+  std::mutex mu;
+  std::vector<std::string> salts;
+  FakeBackendOptions fo = Fast();
+  fo.on_submit = [&](const engine::Request& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    salts.push_back(r.cache_salt);
+  };
+  Harness h(ServeConfig{}, fo);
+  const std::string salt(200, 'q');
+  auto post = [&](json extra) {
+    json body = {{"model", "fake-model"}, {"prompt", "x"}, {"max_tokens", 1}};
+    body.update(extra);
+    EXPECT_EQ(Post(h.port(), "/v1/completions", body).status, 200);
+  };
+  post({{"cache_salt", salt}, {"n", 3}});
+  post({{"cache_salt", salt}});
+  post({{"cache_salt", "other"}});
+  post(json::object());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(salts.size(), 6u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(salts[i].size(), 32u) << salts[i];
+    EXPECT_EQ(salts[i], salts[0]);
+  }
+  EXPECT_EQ(salts[4].size(), 32u);
+  EXPECT_NE(salts[4], salts[0]);
+  EXPECT_EQ(salts[5], "");  // no salt, no key: the one shared cache
+}
+
 }  // namespace
 }  // namespace kvs::server
