@@ -407,7 +407,7 @@ void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint) {
     e.param = "model";
     return ReplyError(ctx, e);
   }
-  req.cache_salt = PrefixCacheNamespace("", req.cache_salt);
+  req.cache_salt = PrefixCacheNamespace(ctx.key_digest, req.cache_salt);
   auto prompts = std::make_shared<std::vector<PreparedPrompt>>();
   if (auto e = Prepare(req, prompts.get())) return ReplyError(ctx, *e);
   auto parsed = std::make_shared<api::ParsedRequest>(std::move(req));

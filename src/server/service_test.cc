@@ -391,5 +391,26 @@ TEST(ServiceTest, CacheSaltReachesTheEngineAsOneShortDigest) {
   EXPECT_EQ(salts[5], "");  // no salt, no key: the one shared cache
 }
 
+// Issue 10 item 7: with API keys configured, tenants do not share cached
+// prefixes (and cached_tokens tells one nothing about another's prompts);
+// cache_salt subdivides a tenant's namespace.
+TEST(ServiceTest, EachApiKeyIsItsOwnPrefixCacheNamespace) {
+  Harness h(ServeConfig{}, Fast(), {"key-a", "key-b"});
+  auto cached = [&](const std::string& key, json extra = json::object()) {
+    json body = {{"model", "fake-model"}, {"prompt", std::string(40, 'x')}, {"max_tokens", 1}};
+    body.update(extra);
+    Reply r = Post(h.port(), "/v1/completions", body, key);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+  EXPECT_EQ(cached("key-a"), 0);
+  EXPECT_EQ(cached("key-a"), 32);  // a's own prefix: two full blocks
+  EXPECT_EQ(cached("key-b"), 0);   // never a's
+  EXPECT_EQ(cached("key-b"), 32);
+  EXPECT_EQ(cached("key-a", {{"cache_salt", "s"}}), 0);  // a salt subdivides a's namespace
+  EXPECT_EQ(cached("key-a", {{"cache_salt", "s"}}), 32);
+  EXPECT_EQ(cached("key-b", {{"cache_salt", "s"}}), 0);  // the same salt under another key
+}
+
 }  // namespace
 }  // namespace kvs::server

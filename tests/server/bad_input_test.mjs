@@ -13,6 +13,7 @@ requireBinary();
 const MODEL = `${sourceDir}/models/kvserve-tiny.gguf`;
 const KEY = "sk-battery";
 const AUTH = { authorization: `Bearer ${KEY}` };
+const OTHER = { authorization: "Bearer sk-other-tenant" };
 let server;
 let model;
 
@@ -33,7 +34,7 @@ async function alive() {
 before(async () => {
   server = await startServer({
     fake: false,
-    args: ["--model", MODEL, "--threads", "1", "--api-keys", KEY, "--max-concurrent-requests", "8"],
+    args: ["--model", MODEL, "--threads", "1", "--api-keys", `${KEY},sk-other-tenant`, "--max-concurrent-requests", "8"],
   });
   model = (await request(server, "GET", "/v1/models", undefined, AUTH)).json.data[0].id;
 });
@@ -73,6 +74,24 @@ describe("deep nesting (item 1)", () => {
     assert.ok(assertError(role, 400).message.length < 300);
     const name = await request(server, "POST", "/v1/completions", { model: "m".repeat(1 << 20), prompt: "x" }, AUTH);
     assert.ok(assertError(name, 404).message.length < 300);
+    await alive();
+  });
+});
+
+describe("tenants (item 7)", () => {
+  test("each API key is its own prefix-cache namespace; cache_salt subdivides it", async () => {
+    const prompt = "Once upon a time there was a little girl who liked to play in the park with her dog. ".repeat(4);
+    const cached = async (auth, extra = {}) => {
+      const r = await request(server, "POST", "/v1/completions", { model, prompt, max_tokens: 1, ...extra }, auth);
+      assert.equal(r.status, 200, r.text);
+      return r.json.usage.prompt_tokens_details.cached_tokens;
+    };
+    assert.equal(await cached(AUTH), 0);
+    const full = await cached(AUTH);
+    assert.ok(full > 0, "the same tenant reuses its prefix");
+    assert.equal(await cached(OTHER), 0, "another tenant never sees it");
+    assert.equal(await cached(OTHER, { cache_salt: "s" }), 0);
+    assert.equal(await cached(AUTH, { cache_salt: "s" }), 0, "a salt subdivides a tenant's namespace");
     await alive();
   });
 });
