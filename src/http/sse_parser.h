@@ -1,6 +1,6 @@
-// SseParser: the client side of server-sent events (tests and tools, in the
-// test-only library kvs_http_testing): accepts bytes in arbitrary pieces and
-// returns complete events, as the WHATWG HTML spec parses them.
+// SseParser: the client side of server-sent events (the gateway reading a
+// replica's stream, the benchmark tools, tests): accepts bytes in arbitrary
+// pieces and returns complete events, as the WHATWG HTML spec parses them.
 // Thread-safety: a value type.
 #pragma once
 

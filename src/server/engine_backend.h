@@ -27,8 +27,10 @@
 
 namespace kvs::tok {
 class Tokenizer;
-class ChatTemplate;
 }  // namespace kvs::tok
+namespace kvs::tmpl {
+class ChatTemplate;
+}  // namespace kvs::tmpl
 
 namespace kvs::server {
 
@@ -59,7 +61,7 @@ class EngineBackend : public InferenceBackend {
   ModelInfo info_;
   MemoryAccounts memory_;
   std::unique_ptr<tok::Tokenizer> tok_;
-  std::unique_ptr<tok::ChatTemplate> template_;
+  std::unique_ptr<tmpl::ChatTemplate> template_;
   std::unique_ptr<engine::Engine> engine_;
 
   std::mutex mu_;
