@@ -1,7 +1,7 @@
 // `kvserve serve`: the OpenAI-compatible HTTP service.
 //   kvserve serve --config configs/default.yaml [--section.key VALUE | --alias VALUE]...
-// Every configuration key can be overridden on the command line (see --help
-// or configs/default.yaml). Exit codes: 0 after a drain (SIGTERM/SIGINT),
+// Every configuration key is also a command-line option (--help lists them;
+// configs/default.yaml documents them). Exit codes: 0 after a drain (SIGTERM/SIGINT),
 // 1 when the port or the model cannot be used, 2 for bad configuration.
 // (The test servers over a fake backend are a separate, test-only binary:
 // src/server/fake_serve_main.cc.)
@@ -21,6 +21,7 @@ struct ServeArgs {
   std::string config;
   bool print_config = false;
   bool engine_available = false;
+  server::ConfigOverrides overrides;  // filled by the options of every config key
 };
 
 Registrar reg({"serve", "Serve a model over an OpenAI-compatible HTTP API", [](CLI::App* app) {
@@ -30,12 +31,15 @@ Registrar reg({"serve", "Serve a model over an OpenAI-compatible HTTP API", [](C
                                "Print the effective configuration as JSON and exit");
                  // For tests: exit 0 when this build serves real models.
                  app->add_flag("--engine-available", a->engine_available)->group("");
+                 server::AddConfigOptions(app, &a->overrides);
+                 // Unknown options are reported by us, with a suggestion.
                  app->allow_extras();
-                 app->footer(server::ConfigHelp());
                  return [a, app]() -> int {
                    if (a->engine_available) return 0;
                    server::ServeConfig cfg;
-                   if (Status s = server::LoadServeConfig(a->config, app->remaining(), &cfg); !s.ok()) {
+                   Status s = server::CheckExtraArguments(app->remaining());
+                   if (s.ok()) s = server::LoadServeConfig(a->config, a->overrides, &cfg);
+                   if (!s.ok()) {
                      std::fprintf(stderr, "kvserve serve: %s\n", s.message().c_str());
                      return 2;
                    }

@@ -42,13 +42,15 @@ GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api
       id_(std::move(id)),
       done_(std::move(done)),
       shape_(id_, UnixNow(), env_.model_name, req_.endpoint == api::Endpoint::kChatCompletions, req_.include_usage) {
+  // One copy of the stop strings for every choice.
+  const auto stops = std::make_shared<const std::vector<std::string>>(std::move(req_.stop));
   for (size_t p = 0; p < prompts_.size(); ++p) {
     for (int i = 0; i < req_.n; ++i) {
       Choice c;
       c.index = static_cast<int>(p) * req_.n + i;
       c.prompt_index = static_cast<int>(p);
       c.backend_id = fmt::format("{}-{}", id_, c.index);
-      c.text = api::ChoiceText(req_.stop, req_.sampling.logprobs.has_value());
+      c.text = api::ChoiceText(stops, req_.sampling.logprobs.has_value());
       if (req_.echo) {
         c.answer = prompts_[p].echo_text;
         c.offset_base = c.answer.size();

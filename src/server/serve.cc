@@ -195,6 +195,7 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   }
   server.Stop();
   loader.join();
+  service.StopPreparing();
   {
     std::lock_guard<std::mutex> lock(backend_mu);
     if (backend) backend->Shutdown();

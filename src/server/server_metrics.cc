@@ -58,6 +58,10 @@ ServerMetrics::ServerMetrics()
       sequences_in_flight(registry.Gauge0(
           "kvserve:sequences_in_flight",
           "Sequences admitted by the server and not finished (bounded by runtime.max_concurrent_requests).")),
+      prep_running(registry.Gauge0("kvserve:prep_requests_running",
+                                   "Requests being prepared (JSON parsed, chat template rendered, tokenized).")),
+      prep_waiting(registry.Gauge0("kvserve:prep_requests_waiting",
+                                   "Requests waiting for a prep thread (server.prep_queue bounds it).")),
       resident_memory(registry.Gauge0("kvserve:process_resident_memory_bytes", "Resident memory of the process.")),
       ready(registry.Gauge0("kvserve:ready", "1 when the model is loaded and the server accepts requests.")) {
   for (const char* account : {"weights", "kv_pool", "activations", "overhead"}) memory_bytes.With({account});

@@ -53,6 +53,8 @@ struct ServerMetrics {
   Family<Counter>& http_requests;  // {path, status}
   Gauge& http_in_flight;
   Gauge& sequences_in_flight;      // admitted by the service, counted against max_concurrent_requests
+  Gauge& prep_running;             // requests being prepared (parse, template, tokenize)
+  Gauge& prep_waiting;             // requests waiting for a prep thread
   // Process.
   Gauge& resident_memory;
   Gauge& ready;                    // 1 when serving, 0 while loading or draining

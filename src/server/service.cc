@@ -22,7 +22,8 @@ struct Service::Ctx {
   std::shared_ptr<http::Exchange> ex;
   std::string id;
   std::string key_id;
-  std::string route;  // metric label: the route template, or "other"
+  std::string route;       // metric label: the route template, or "other"
+  std::string key_digest;  // SHA-256 of the request's API key ("" without keys)
 };
 
 namespace {
@@ -48,11 +49,24 @@ std::string IsoTime(int64_t unix_seconds) {
 }  // namespace
 
 Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMetrics* metrics, AccessLog* access_log)
-    : config_(std::move(config)), metrics_(metrics), access_log_(access_log) {
+    : config_(std::move(config)),
+      prep_(static_cast<int>(config_.server.prep_threads), static_cast<int>(config_.server.prep_queue)),
+      metrics_(metrics),
+      access_log_(access_log) {
   for (const auto& k : api_keys) key_digests_.push_back(Sha256Hex(k));
 }
 
+Service::~Service() { prep_.Stop(); }
+
 std::string Service::KeyId(std::string_view key) { return "k-" + Sha256Hex(key).substr(0, 8); }
+
+std::string Service::PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt) {
+  if (key_digest.empty() && cache_salt.empty()) return "";
+  std::string material(key_digest);
+  material += '\n';  // a digest never contains one: key and salt cannot run into each other
+  material += cache_salt;
+  return Sha256Hex(material).substr(0, 32);
+}
 
 void Service::SetReady(InferenceBackend* backend, ModelCard card) {
   card_ = std::move(card);
@@ -109,6 +123,11 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
 }
 
 void Service::Reply(Ctx& ctx, int status, const json& body, std::vector<std::pair<std::string, std::string>> headers) {
+  if (!ctx.ex->OnStrand()) {
+    // From a prep thread: the response is written on the exchange's strand.
+    ctx.ex->Post([this, ctx, status, body, headers]() mutable { Reply(ctx, status, body, std::move(headers)); });
+    return;
+  }
   http::HttpResponse res;
   res.status = status;
   res.SetHeader("Content-Type", "application/json");
@@ -128,7 +147,7 @@ void Service::ReplyError(Ctx& ctx, const ApiError& e) {
 
 void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   metrics_->http_in_flight.Inc();
-  Ctx ctx{std::move(ex), "req-" + RandomHex(24), "", "other"};
+  Ctx ctx{std::move(ex), "req-" + RandomHex(24), "", "other", ""};
   const http::HttpRequest& req = ctx.ex->request();
   if (int status = ctx.ex->transport_error()) {
     ApiError e = MakeError(status, ctx.ex->transport_error_message(), "invalid_request_error",
@@ -157,7 +176,7 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
     }
   }
   if (!route) {
-    ReplyError(ctx, MakeError(404, fmt::format("no route for {} {}", req.method, req.path), "not_found_error",
+    ReplyError(ctx, MakeError(404, fmt::format("no route for {} {}", api::Clip(req.method, 16), api::Clip(req.path, 256)), "not_found_error",
                               "not_found"));
     return;
   }
@@ -175,10 +194,25 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   if (!Authorize(ctx) || !CheckReady(ctx)) return;
   if (path == "/v1/models") return HandleModels(ctx, "");
   if (path == "/v1/models/") return HandleModels(ctx, req.path.substr(path.size()));
-  if (path == "/v1/completions") return HandleGenerate(ctx, api::Endpoint::kCompletions);
-  if (path == "/v1/chat/completions") return HandleGenerate(ctx, api::Endpoint::kChatCompletions);
-  if (path == "/tokenize") return HandleTokenize(ctx);
-  if (path == "/detokenize") return HandleDetokenize(ctx);
+  // Everything below parses, renders or tokenizes: off the I/O threads.
+  if (path == "/v1/completions") return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kCompletions); });
+  if (path == "/v1/chat/completions") {
+    return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions); });
+  }
+  if (path == "/tokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleTokenize(c); });
+  if (path == "/detokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleDetokenize(c); });
+}
+
+void Service::OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work) {
+  auto c = std::make_shared<Ctx>(ctx);
+  if (prep_.TrySubmit([c, work = std::move(work)] { work(*c); })) return;
+  ApiError e = MakeError(503,
+                         fmt::format("the server is busy preparing other requests ({} threads, {} waiting: "
+                                     "server.prep_threads, server.prep_queue); retry shortly",
+                                     prep_.threads(), prep_.max_queued()),
+                         "service_unavailable", "server_overloaded");
+  e.retry_after_seconds = 1;
+  ReplyError(ctx, e);
 }
 
 bool Service::Authorize(Ctx& ctx) {
@@ -194,6 +228,7 @@ bool Service::Authorize(Ctx& ctx) {
     for (const auto& d : key_digests_) ok |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
     if (ok) {
       ctx.key_id = KeyId(key);
+      ctx.key_digest = digest;
       return true;
     }
   }
@@ -235,6 +270,8 @@ void Service::HandleReady(Ctx& ctx) {
 }
 
 void Service::HandleMetrics(Ctx& ctx) {
+  metrics_->prep_running.Set(static_cast<double>(prep_.busy()));
+  metrics_->prep_waiting.Set(static_cast<double>(prep_.queued()));
   InferenceBackend* b = backend_.load();
   if (b) {
     BackendStats s = b->Stats();
@@ -266,7 +303,7 @@ void Service::HandleModels(Ctx& ctx, const std::string& model_id) {
             {"load_time_seconds", card_.load_seconds}};
   if (!model_id.empty()) {
     if (model_id != card_.id) {
-      ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", model_id, card_.id),
+      ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(model_id, 64), card_.id),
                              "invalid_request_error", "model_not_found");
       e.param = "model";
       return ReplyError(ctx, e);
@@ -365,14 +402,19 @@ void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint) {
     return ReplyError(ctx, *e);
   }
   if (req.model != card_.id) {
-    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", req.model, card_.id),
+    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
     e.param = "model";
     return ReplyError(ctx, e);
   }
-  std::vector<PreparedPrompt> prompts;
-  if (auto e = Prepare(req, &prompts)) return ReplyError(ctx, *e);
+  req.cache_salt = PrefixCacheNamespace(ctx.key_digest, req.cache_salt);
+  auto prompts = std::make_shared<std::vector<PreparedPrompt>>();
+  if (auto e = Prepare(req, prompts.get())) return ReplyError(ctx, *e);
+  auto parsed = std::make_shared<api::ParsedRequest>(std::move(req));
+  ctx.ex->Post([this, ctx, chat, parsed, prompts]() mutable { StartGeneration(ctx, chat, std::move(*parsed), std::move(*prompts)); });
+}
 
+void Service::StartGeneration(Ctx& ctx, bool chat, api::ParsedRequest req, std::vector<PreparedPrompt> prompts) {
   // Admission: reserve one slot per sequence, or refuse.
   const int64_t need = static_cast<int64_t>(prompts.size()) * req.n;
   const int64_t bound = config_.runtime.max_concurrent_requests;
@@ -426,7 +468,7 @@ void Service::HandleTokenize(Ctx& ctx) {
   if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
   if (auto e = api::ParseTokenizeRequest(body, &req)) return ReplyError(ctx, *e);
   if (req.model && *req.model != card_.id) {
-    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", *req.model, card_.id),
+    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(*req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
     e.param = "model";
     return ReplyError(ctx, e);
