@@ -55,6 +55,7 @@ Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMe
 std::string Service::KeyId(std::string_view key) { return "k-" + Sha256Hex(key).substr(0, 8); }
 
 void Service::SetReady(InferenceBackend* backend, ModelCard card) {
+  metrics_->model_info.With({card.id, card.sha256}).Set(1);
   card_ = std::move(card);
   backend_.store(backend);
   State expected = State::kLoading;
@@ -87,6 +88,7 @@ void Service::AbortAll(const ApiError& error, const std::string& finish_reason) 
 
 void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool count) {
   if (count) metrics_->http_requests.With({ctx.route, std::to_string(status)}).Inc();
+  metrics_->CountError(status, summary ? summary->finish_reason : std::string());
   metrics_->http_in_flight.Dec();
   if (!access_log_ || !access_log_->enabled()) return;
   AccessRecord r;
