@@ -251,6 +251,25 @@ std::vector<double> ExponentialBuckets(double start, double factor, int count) {
   return b;
 }
 
+double HistogramQuantile(double q, const Histogram::Snapshot& now, const Histogram::Snapshot* before) {
+  const size_t n = now.cumulative.size();
+  std::vector<double> cum(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t b = before && i < before->cumulative.size() ? before->cumulative[i] : 0;
+    cum[i] = static_cast<double>(now.cumulative[i] >= b ? now.cumulative[i] - b : 0);
+  }
+  if (n == 0 || cum[n - 1] <= 0) return std::nan("");
+  const double rank = q * cum[n - 1];
+  size_t i = 0;
+  while (i < n - 1 && cum[i] < rank) ++i;
+  if (i == n - 1) return now.bounds.empty() ? std::nan("") : now.bounds.back();  // the +Inf bucket
+  const double lo = i == 0 ? 0.0 : now.bounds[i - 1];
+  const double hi = now.bounds[i];
+  const double below = i == 0 ? 0.0 : cum[i - 1];
+  const double in_bucket = cum[i] - below;
+  return in_bucket > 0 ? lo + (hi - lo) * (rank - below) / in_bucket : hi;
+}
+
 uint64_t ProcessResidentBytes() {
   FILE* f = std::fopen("/proc/self/statm", "r");
   if (!f) return 0;

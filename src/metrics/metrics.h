@@ -136,6 +136,12 @@ bool IsValidMetricName(const std::string& name);
 // Bucket bounds: start, start*factor, ... (count bounds).
 std::vector<double> ExponentialBuckets(double start, double factor, int count);
 
+// The q-quantile (0 <= q <= 1) of the observations between two snapshots
+// of one histogram (`before` may be null: since start), interpolated
+// linearly inside the bucket as Prometheus' histogram_quantile does; the
+// +Inf bucket answers its lower bound. NaN when nothing was observed.
+double HistogramQuantile(double q, const Histogram::Snapshot& now, const Histogram::Snapshot* before);
+
 // Resident set size of this process in bytes (0 if unknown).
 uint64_t ProcessResidentBytes();
 

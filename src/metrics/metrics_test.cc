@@ -126,5 +126,23 @@ TEST(MetricsTest, ExpositionLinesAreWellFormed) {
   EXPECT_EQ(samples, 1 + (6 + 1 + 2) + 1);
 }
 
+TEST(MetricsTest, HistogramQuantileInterpolatesAsPrometheus) {
+  Histogram h({1, 2, 4});
+  EXPECT_TRUE(std::isnan(HistogramQuantile(0.5, h.Read(), nullptr)));
+  for (int i = 0; i < 10; ++i) h.Observe(0.5);  // bucket (0, 1]
+  const Histogram::Snapshot first = h.Read();
+  for (int i = 0; i < 10; ++i) h.Observe(3);    // bucket (2, 4]
+  const Histogram::Snapshot second = h.Read();
+  // Since start: 20 observations; the median's rank 10 ends bucket (0, 1].
+  EXPECT_DOUBLE_EQ(HistogramQuantile(0.5, second, nullptr), 1.0);
+  // 0.75 -> rank 15, halfway through (2, 4].
+  EXPECT_DOUBLE_EQ(HistogramQuantile(0.75, second, nullptr), 3.0);
+  // Between the snapshots only the 3s count: the median is mid-bucket.
+  EXPECT_DOUBLE_EQ(HistogramQuantile(0.5, second, &first), 3.0);
+  h.Observe(100);  // +Inf answers the highest finite bound
+  EXPECT_DOUBLE_EQ(HistogramQuantile(1.0, h.Read(), &second), 4.0);
+  EXPECT_TRUE(std::isnan(HistogramQuantile(0.5, second, &second)));
+}
+
 }  // namespace
 }  // namespace kvs::metrics

@@ -152,6 +152,20 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     ev.cv.notify_all();
   });
 
+  // The status page's history: one sample every 2 s until shutdown.
+  std::mutex sampler_mu;
+  std::condition_variable sampler_cv;
+  bool sampler_stop = false;
+  std::thread sampler([&] {
+    std::unique_lock<std::mutex> lock(sampler_mu);
+    while (!sampler_cv.wait_for(lock, std::chrono::duration<double>(StatusBoard::kSampleSeconds),
+                                [&] { return sampler_stop; })) {
+      lock.unlock();
+      service.SampleStatus();
+      lock.lock();
+    }
+  });
+
   int exit_code = 0;
   {
     std::unique_lock<std::mutex> lock(ev.mu);
@@ -193,6 +207,12 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     }
     spdlog::info("drained; shutting down");
   }
+  {
+    std::lock_guard<std::mutex> lock(sampler_mu);
+    sampler_stop = true;
+  }
+  sampler_cv.notify_all();
+  sampler.join();
   server.Stop();
   loader.join();
   {

@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "metrics/status_page.h"
 #include "server/sha256.h"
 
 namespace kvs::server {
@@ -48,7 +49,7 @@ std::string IsoTime(int64_t unix_seconds) {
 }  // namespace
 
 Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMetrics* metrics, AccessLog* access_log)
-    : config_(std::move(config)), metrics_(metrics), access_log_(access_log) {
+    : config_(std::move(config)), metrics_(metrics), access_log_(access_log), status_board_(metrics) {
   for (const auto& k : api_keys) key_digests_.push_back(Sha256Hex(k));
 }
 
@@ -90,6 +91,24 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
   if (count) metrics_->http_requests.With({ctx.route, std::to_string(status)}).Inc();
   metrics_->CountError(status, summary ? summary->finish_reason : std::string());
   metrics_->http_in_flight.Dec();
+  const double duration_ms =
+      std::chrono::duration<double, std::milli>(http::Clock::now() - ctx.ex->received_at()).count();
+  if (summary || ctx.route == "/v1/completions" || ctx.route == "/v1/chat/completions") {
+    RecentRequest rr;
+    rr.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    rr.id = ctx.id;
+    rr.path = ctx.route;
+    rr.status = status;
+    rr.duration_ms = duration_ms;
+    if (summary) {
+      rr.prompt_tokens = summary->prompt_tokens;
+      rr.completion_tokens = summary->completion_tokens;
+      rr.cached_tokens = summary->cached_tokens;
+      rr.ttft_ms = summary->ttft_ms;
+      rr.finish_reason = summary->finish_reason;
+    }
+    status_board_.Record(std::move(rr));
+  }
   if (!access_log_ || !access_log_->enabled()) return;
   AccessRecord r;
   r.id = ctx.id;
@@ -98,8 +117,7 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
   r.path = ctx.ex->request().path;
   r.status = status;
   r.remote = ctx.ex->remote();
-  r.duration_ms =
-      std::chrono::duration<double, std::milli>(http::Clock::now() - ctx.ex->received_at()).count();
+  r.duration_ms = duration_ms;
   if (summary) {
     r.prompt_tokens = summary->prompt_tokens;
     r.cached_tokens = summary->cached_tokens;
@@ -144,6 +162,7 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
     bool prefix;
   };
   static const Route kRoutes[] = {
+      {"/", "GET", false},             {"/status", "GET", false},
       {"/health", "GET", false},       {"/ready", "GET", false},
       {"/metrics", "GET", false},      {"/v1/models", "GET", false},
       {"/v1/models/", "GET", true},    {"/v1/completions", "POST", false},
@@ -174,6 +193,8 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   if (path == "/health") return HandleHealth(ctx);
   if (path == "/ready") return HandleReady(ctx);
   if (path == "/metrics") return HandleMetrics(ctx);
+  if (path == "/") return HandleStatusPage(ctx);
+  if (path == "/status") return HandleStatus(ctx);
   if (!Authorize(ctx) || !CheckReady(ctx)) return;
   if (path == "/v1/models") return HandleModels(ctx, "");
   if (path == "/v1/models/") return HandleModels(ctx, req.path.substr(path.size()));
@@ -236,7 +257,7 @@ void Service::HandleReady(Ctx& ctx) {
   }
 }
 
-void Service::HandleMetrics(Ctx& ctx) {
+void Service::RefreshMetrics() {
   InferenceBackend* b = backend_.load();
   if (b) {
     BackendStats s = b->Stats();
@@ -244,6 +265,40 @@ void Service::HandleMetrics(Ctx& ctx) {
   } else {
     metrics_->Refresh(nullptr);
   }
+}
+
+void Service::SampleStatus() {
+  RefreshMetrics();
+  status_board_.Sample();
+}
+
+void Service::HandleStatusPage(Ctx& ctx) {
+  http::HttpResponse res;
+  res.status = 200;
+  res.SetHeader("Content-Type", "text/html; charset=utf-8");
+  res.SetHeader("Cache-Control", "no-cache");
+  res.SetHeader("X-Request-Id", ctx.id);
+  res.body = std::string(metrics::StatusPageHtml());
+  ctx.ex->Respond(std::move(res));
+  Log(ctx, 200, nullptr);
+}
+
+void Service::HandleStatus(Ctx& ctx) {
+  RefreshMetrics();
+  StatusIdentity id;
+  const State st = state_.load();
+  id.state = st == State::kReady ? "ready" : st == State::kLoading ? "loading" : "draining";
+  if (backend_.load()) {  // card_ is written before the backend is published
+    id.model_id = card_.id;
+    id.model_path = card_.path;
+    id.sha256 = card_.sha256;
+    id.max_context_length = card_.max_context_length;
+  }
+  Reply(ctx, 200, status_board_.ToJson(id), {{"Cache-Control", "no-cache"}});
+}
+
+void Service::HandleMetrics(Ctx& ctx) {
+  RefreshMetrics();
   // Count this scrape before rendering so it shows in its own output.
   metrics_->http_requests.With({ctx.route, "200"}).Inc();
   http::HttpResponse res;

@@ -30,6 +30,7 @@
 #include "server/config.h"
 #include "server/generation.h"
 #include "server/server_metrics.h"
+#include "server/status.h"
 
 namespace kvs::server {
 
@@ -63,6 +64,10 @@ class Service {
   int64_t sequences_in_flight() const { return sequences_in_flight_.load(); }
   int64_t running_jobs();
 
+  // Refreshes the metrics from the backend and adds one sample to the
+  // status page's history (RunServe's sampler thread, every 2 s).
+  void SampleStatus();
+
   // "k-" + the first 8 hex digits of SHA-256(key): identifies a key in logs
   // without revealing it.
   static std::string KeyId(std::string_view key);
@@ -79,6 +84,9 @@ class Service {
   void HandleHealth(Ctx& ctx);
   void HandleReady(Ctx& ctx);
   void HandleMetrics(Ctx& ctx);
+  void HandleStatusPage(Ctx& ctx);
+  void HandleStatus(Ctx& ctx);
+  void RefreshMetrics();
   void HandleModels(Ctx& ctx, const std::string& model_id);
   void HandleGenerate(Ctx& ctx, api::Endpoint endpoint);
   void HandleTokenize(Ctx& ctx);
@@ -92,6 +100,7 @@ class Service {
   std::vector<std::string> key_digests_;  // SHA-256 of each accepted key
   ServerMetrics* metrics_;
   AccessLog* access_log_;
+  StatusBoard status_board_;
 
   std::atomic<State> state_{State::kLoading};
   std::atomic<InferenceBackend*> backend_{nullptr};
