@@ -15,6 +15,7 @@
 #include "server/access_log.h"
 #include "server/service.h"
 #include "server/sha256.h"
+#include "server/warm.h"
 
 namespace kvs::server {
 
@@ -125,6 +126,15 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
         b = std::move(*created);
       } else {
         st = created.status();
+      }
+    }
+    if (st.ok() && !config.kv_cache.warm_prompts_file.empty()) {
+      auto warm = WarmPrefixCache(*b, config.kv_cache.warm_prompts_file);
+      if (warm.ok()) {
+        spdlog::info("prefix cache warmed: {} prompts, {} tokens in {:.2f} s", warm->prompts, warm->tokens,
+                     warm->seconds);
+      } else {
+        st = warm.status();
       }
     }
     if (st.ok()) {

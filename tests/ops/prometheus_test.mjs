@@ -80,7 +80,7 @@ async function alertStates() {
 test("series arrive, the KV watermark alerts go pending then firing, dashboard queries evaluate", async () => {
   const t0 = Date.now();
   // Load: SEQS closed-loop clients until both watermark alerts fire (at
-  // most 45 s), plus a few failing requests so the error series move.
+  // most 75 s), plus a few failing requests so the error series move.
   const seen = { KvserveKvWatermarkHigh: new Set(), KvserveKvWatermarkCritical: new Set() };
   let stop = false;
   let sent = 0;
@@ -94,7 +94,7 @@ test("series arrive, the KV watermark alerts go pending then firing, dashboard q
   };
   const clients = Array.from({ length: SEQS }, (_, c) => client(c));
   for (let i = 0; i < 3; i++) await request(server, "POST", "/v1/completions", { model: "nope", prompt: "x" });
-  const deadline = Date.now() + 45000;
+  const deadline = Date.now() + 75000;
   while (Date.now() < deadline) {
     const states = await alertStates();
     for (const name of Object.keys(seen)) if (states[name]) seen[name].add(states[name]);
