@@ -13,11 +13,12 @@
 //     its template variables and its annotation evaluate without error, and
 //     the replica panels return series (the gateway panels need a gateway,
 //     which this test does not start: they must evaluate without error);
-//   * the recording rules produce series.
+//   * the recording rules produce series, and prometheus-adapter's queries
+//     (the HPA's metrics) return the replica's queue and watermark.
 // Skips (77) under sanitizers and without prometheus or the binary.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
@@ -171,6 +172,23 @@ test("series arrive, the KV watermark alerts go pending then firing, dashboard q
   for (const a of dash.annotations.list) {
     const r = await query(prom, a.expr);
     assert.ok(r.result.length > 0, `annotation ${a.name}: the firing alerts`);
+  }
+  // prometheus-adapter's queries (deploy/kubernetes/prometheus-adapter.yaml),
+  // templates filled as the adapter does for one pod.
+  const yamlPath = path.join(sourceDir, "tests/oracles/node_modules/js-yaml/index.js");
+  if (existsSync(yamlPath)) {
+    const yaml = (await import(yamlPath)).default;
+    const cm = yaml.load(readFileSync(path.join(sourceDir, "deploy/kubernetes/prometheus-adapter.yaml"), "utf8"));
+    for (const rule of yaml.load(cm.data["config.yaml"]).rules) {
+      const series = /^(\S+?)\{/.exec(rule.seriesQuery)[1];
+      const q = rule.metricsQuery.replaceAll("<<.Series>>", series).replaceAll("<<.LabelMatchers>>", 'job="kvserve"')
+        .replaceAll("<<.GroupBy>>", "instance");
+      const r = await query(prom, q);
+      assert.equal(r.result.length, 1, `adapter metric ${rule.name.as}: ${q}`);
+      if (rule.name.as === "kvserve_kv_usage_ratio") assert.ok(Number(r.result[0].value[1]) > 0.85, "the HPA would see the full pool");
+    }
+  } else {
+    console.log("js-yaml absent: the prometheus-adapter queries were not evaluated");
   }
   console.log(`dashboard: ${checked} queries evaluated; gateway panels (no gateway here, evaluated for errors only): ` +
     `${[...new Set(gatewayOnly)].join(", ")}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`);
