@@ -72,6 +72,12 @@ void Counter::SetMax(double v) {
 
 void Gauge::Inc(double v) { AtomicAdd(value_, v); }
 
+void Gauge::SetMax(double v) {
+  double cur = value_.load(std::memory_order_relaxed);
+  while (v > cur && !value_.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {
   for (size_t i = 0; i < bounds_.size(); ++i) {
     KVS_CHECK(std::isfinite(bounds_[i]));

@@ -41,6 +41,8 @@ class Counter {
 class Gauge {
  public:
   void Set(double v) { value_.store(v, std::memory_order_relaxed); }
+  // Raises the value to v, never lowers it (peaks updated from several threads).
+  void SetMax(double v);
   void Inc(double v = 1.0);
   void Dec(double v = 1.0) { Inc(-v); }
   double Value() const { return value_.load(std::memory_order_relaxed); }

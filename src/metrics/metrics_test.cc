@@ -83,6 +83,20 @@ TEST(MetricsTest, CounterSetMaxIsMonotonic) {
   EXPECT_EQ(c.Value(), 10);
 }
 
+TEST(MetricsTest, GaugeSetMaxKeepsThePeakAcrossThreads) {
+  Gauge g;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&g, t] {
+      for (int i = 0; i < 2000; ++i) g.SetMax((i * 7 + t * 13) % 1000);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(g.Value(), 999);
+  g.SetMax(5);
+  EXPECT_EQ(g.Value(), 999);
+}
+
 TEST(MetricsTest, ConcurrentUpdatesAreAllCounted) {
   Registry r;
   auto& fam = r.AddCounter("c_total", "c", {"t"});

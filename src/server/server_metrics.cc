@@ -134,11 +134,8 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
   // The peak only grows (a reloaded engine starts from 0, the gauge keeps
   // the process's peak).
   const int32_t peak = std::max(s.num_blocks_used_peak, s.num_blocks_used);
-  if (peak > kv_blocks_used_peak.Value()) kv_blocks_used_peak.Set(peak);
-  if (s.num_blocks_total > 0) {
-    const double ratio = static_cast<double>(peak) / s.num_blocks_total;
-    if (ratio > kv_usage_peak_ratio.Value()) kv_usage_peak_ratio.Set(ratio);
-  }
+  kv_blocks_used_peak.SetMax(peak);
+  if (s.num_blocks_total > 0) kv_usage_peak_ratio.SetMax(static_cast<double>(peak) / s.num_blocks_total);
   prefix_hit_ratio.Set(s.prefix_query_tokens > 0
                            ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_query_tokens)
                            : 0.0);
