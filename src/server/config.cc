@@ -242,6 +242,11 @@ const std::vector<KeyDef>& Table() {
     t.push_back(BoolKey("kv_cache.prefix_caching", "prefix-caching",
                         [](ServeConfig& c) -> bool& { return c.kv_cache.prefix_caching; },
                         "Reuse the KV of shared prompt prefixes between requests"));
+    t.push_back(StringKey("kv_cache.warm_prompts_file", "warm-prompts",
+                          [](ServeConfig& c) -> std::string& { return c.kv_cache.warm_prompts_file; },
+                          "\"\" or a file path",
+                          "Prompts prefilled into the prefix cache at start, before /ready (one per line: text, or a "
+                          "JSON object {\"prompt\": ...} or {\"messages\": [...]}); needs prefix_caching"));
     // runtime
     t.push_back(IntKey("runtime.threads", "threads", [](ServeConfig& c) -> int64_t& { return c.runtime.threads; }, 0, 1024,
                        "Compute threads; 0: one per core"));
@@ -498,6 +503,9 @@ Status ValidateConfig(const ServeConfig& cfg) {
         "runtime.max_num_batched_tokens ({}) must be at least runtime.max_batch_size ({}): every running sequence "
         "computes one token per step",
         cfg.runtime.max_num_batched_tokens, cfg.runtime.max_batch_size);
+  }
+  if (!cfg.kv_cache.warm_prompts_file.empty() && !cfg.kv_cache.prefix_caching) {
+    return InvalidArgument("kv_cache.warm_prompts_file needs kv_cache.prefix_caching: true (warming fills the prefix cache)");
   }
   if (cfg.model.max_context_length < cfg.kv_cache.block_size) {
     return InvalidArgument("model.max_context_length ({}) must be at least kv_cache.block_size ({})",

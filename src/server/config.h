@@ -57,6 +57,7 @@ struct KvCacheSection {
   int64_t block_size = 16;          // tokens per KV block (a power of two)
   std::string dtype = "f16";        // f32, f16, bf16, q8_0
   bool prefix_caching = true;
+  std::string warm_prompts_file;    // "": none; else prompts prefilled into the prefix cache before ready (warm.h)
 };
 
 struct RuntimeSection {

@@ -102,6 +102,7 @@ void GenerationJob::Start() {
   double prompt_tokens = 0;
   for (const auto& p : prompts_) prompt_tokens += static_cast<double>(p.tokens.size());
   env_.metrics->prompt_tokens.Inc(prompt_tokens);
+  for (const auto& p : prompts_) env_.metrics->ObservePrompt(static_cast<int64_t>(p.tokens.size()));
   if (!req_.stream) return;
   http::HttpResponse h;
   h.SetHeader("Content-Type", "text/event-stream");
@@ -132,11 +133,14 @@ void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
   for (api::TokenOutput& t : chunk.tokens) {
     ++c.completion_tokens;
     env_.metrics->generation_tokens.Inc();
+    ++c.timed_tokens;
     if (!c.got_token) {
       c.got_token = true;
+      c.first_token = now;
       if (!first_token_) {
         first_token_ = now;
-        env_.metrics->ttft.Observe(std::chrono::duration<double>(now - ex_->received_at()).count());
+        env_.metrics->ObserveFirstToken(static_cast<int64_t>(prompts_[static_cast<size_t>(c.prompt_index)].tokens.size()),
+                                        std::chrono::duration<double>(now - ex_->received_at()).count());
       }
     } else {
       env_.metrics->inter_token_latency.Observe(std::chrono::duration<double>(now - c.last_token).count());
@@ -184,6 +188,9 @@ void GenerationJob::Emit(Choice& c, const std::string& text) {
 
 void GenerationJob::ChoiceDone(Choice& c, const std::string& finish_reason) {
   env_.metrics->finished.With({finish_reason}).Inc();
+  if (c.got_token) {
+    env_.metrics->ObserveDecode(c.timed_tokens, std::chrono::duration<double>(c.last_token - c.first_token).count());
+  }
   if (req_.stream) SendEvent(shape_.FinishChunk(c.index, finish_reason));
   for (const Choice& other : choices_) {
     if (!other.done) return;

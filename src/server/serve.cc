@@ -15,6 +15,7 @@
 #include "server/access_log.h"
 #include "server/service.h"
 #include "server/sha256.h"
+#include "server/warm.h"
 
 namespace kvs::server {
 
@@ -127,6 +128,15 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
         st = created.status();
       }
     }
+    if (st.ok() && !config.kv_cache.warm_prompts_file.empty()) {
+      auto warm = WarmPrefixCache(*b, config.kv_cache.warm_prompts_file);
+      if (warm.ok()) {
+        spdlog::info("prefix cache warmed: {} prompts, {} tokens in {:.2f} s", warm->prompts, warm->tokens,
+                     warm->seconds);
+      } else {
+        st = warm.status();
+      }
+    }
     if (st.ok()) {
       card.id = b->Info().name.empty() ? ServedModelName(config) : b->Info().name;
       card.max_context_length = b->Info().limits.max_context_length;
@@ -150,6 +160,20 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     ev.load_done = true;
     ev.load_status = st;
     ev.cv.notify_all();
+  });
+
+  // The status page's history: one sample every 2 s until shutdown.
+  std::mutex sampler_mu;
+  std::condition_variable sampler_cv;
+  bool sampler_stop = false;
+  std::thread sampler([&] {
+    std::unique_lock<std::mutex> lock(sampler_mu);
+    while (!sampler_cv.wait_for(lock, std::chrono::duration<double>(StatusBoard::kSampleSeconds),
+                                [&] { return sampler_stop; })) {
+      lock.unlock();
+      service.SampleStatus();
+      lock.lock();
+    }
   });
 
   int exit_code = 0;
@@ -193,6 +217,12 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     }
     spdlog::info("drained; shutting down");
   }
+  {
+    std::lock_guard<std::mutex> lock(sampler_mu);
+    sampler_stop = true;
+  }
+  sampler_cv.notify_all();
+  sampler.join();
   server.Stop();
   loader.join();
   service.StopPreparing();

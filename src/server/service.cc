@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "metrics/status_page.h"
 #include "server/sha256.h"
 
 namespace kvs::server {
@@ -52,7 +53,8 @@ Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMe
     : config_(std::move(config)),
       prep_(static_cast<int>(config_.server.prep_threads), static_cast<int>(config_.server.prep_queue)),
       metrics_(metrics),
-      access_log_(access_log) {
+      access_log_(access_log),
+      status_board_(metrics) {
   for (const auto& k : api_keys) key_digests_.push_back(Sha256Hex(k));
 }
 
@@ -69,6 +71,7 @@ std::string Service::PrefixCacheNamespace(std::string_view key_digest, std::stri
 }
 
 void Service::SetReady(InferenceBackend* backend, ModelCard card) {
+  metrics_->model_info.With({card.id, card.sha256}).Set(1);
   card_ = std::move(card);
   backend_.store(backend);
   State expected = State::kLoading;
@@ -101,7 +104,26 @@ void Service::AbortAll(const ApiError& error, const std::string& finish_reason) 
 
 void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool count) {
   if (count) metrics_->http_requests.With({ctx.route, std::to_string(status)}).Inc();
+  metrics_->CountError(status, summary ? summary->finish_reason : std::string());
   metrics_->http_in_flight.Dec();
+  const double duration_ms =
+      std::chrono::duration<double, std::milli>(http::Clock::now() - ctx.ex->received_at()).count();
+  if (summary || ctx.route == "/v1/completions" || ctx.route == "/v1/chat/completions") {
+    RecentRequest rr;
+    rr.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    rr.id = ctx.id;
+    rr.path = ctx.route;
+    rr.status = status;
+    rr.duration_ms = duration_ms;
+    if (summary) {
+      rr.prompt_tokens = summary->prompt_tokens;
+      rr.completion_tokens = summary->completion_tokens;
+      rr.cached_tokens = summary->cached_tokens;
+      rr.ttft_ms = summary->ttft_ms;
+      rr.finish_reason = summary->finish_reason;
+    }
+    status_board_.Record(std::move(rr));
+  }
   if (!access_log_ || !access_log_->enabled()) return;
   AccessRecord r;
   r.id = ctx.id;
@@ -110,8 +132,7 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
   r.path = ctx.ex->request().path;
   r.status = status;
   r.remote = ctx.ex->remote();
-  r.duration_ms =
-      std::chrono::duration<double, std::milli>(http::Clock::now() - ctx.ex->received_at()).count();
+  r.duration_ms = duration_ms;
   if (summary) {
     r.prompt_tokens = summary->prompt_tokens;
     r.cached_tokens = summary->cached_tokens;
@@ -161,6 +182,7 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
     bool prefix;
   };
   static const Route kRoutes[] = {
+      {"/", "GET", false},             {"/status", "GET", false},
       {"/health", "GET", false},       {"/ready", "GET", false},
       {"/metrics", "GET", false},      {"/v1/models", "GET", false},
       {"/v1/models/", "GET", true},    {"/v1/completions", "POST", false},
@@ -191,6 +213,8 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   if (path == "/health") return HandleHealth(ctx);
   if (path == "/ready") return HandleReady(ctx);
   if (path == "/metrics") return HandleMetrics(ctx);
+  if (path == "/") return HandleStatusPage(ctx);
+  if (path == "/status") return HandleStatus(ctx);
   if (!Authorize(ctx) || !CheckReady(ctx)) return;
   if (path == "/v1/models") return HandleModels(ctx, "");
   if (path == "/v1/models/") return HandleModels(ctx, req.path.substr(path.size()));
@@ -269,7 +293,7 @@ void Service::HandleReady(Ctx& ctx) {
   }
 }
 
-void Service::HandleMetrics(Ctx& ctx) {
+void Service::RefreshMetrics() {
   metrics_->prep_running.Set(static_cast<double>(prep_.busy()));
   metrics_->prep_waiting.Set(static_cast<double>(prep_.queued()));
   InferenceBackend* b = backend_.load();
@@ -279,6 +303,40 @@ void Service::HandleMetrics(Ctx& ctx) {
   } else {
     metrics_->Refresh(nullptr);
   }
+}
+
+void Service::SampleStatus() {
+  RefreshMetrics();
+  status_board_.Sample();
+}
+
+void Service::HandleStatusPage(Ctx& ctx) {
+  http::HttpResponse res;
+  res.status = 200;
+  res.SetHeader("Content-Type", "text/html; charset=utf-8");
+  res.SetHeader("Cache-Control", "no-cache");
+  res.SetHeader("X-Request-Id", ctx.id);
+  res.body = std::string(metrics::StatusPageHtml());
+  ctx.ex->Respond(std::move(res));
+  Log(ctx, 200, nullptr);
+}
+
+void Service::HandleStatus(Ctx& ctx) {
+  RefreshMetrics();
+  StatusIdentity id;
+  const State st = state_.load();
+  id.state = st == State::kReady ? "ready" : st == State::kLoading ? "loading" : "draining";
+  if (backend_.load()) {  // card_ is written before the backend is published
+    id.model_id = card_.id;
+    id.model_path = card_.path;
+    id.sha256 = card_.sha256;
+    id.max_context_length = card_.max_context_length;
+  }
+  Reply(ctx, 200, status_board_.ToJson(id), {{"Cache-Control", "no-cache"}});
+}
+
+void Service::HandleMetrics(Ctx& ctx) {
+  RefreshMetrics();
   // Count this scrape before rendering so it shows in its own output.
   metrics_->http_requests.With({ctx.route, "200"}).Inc();
   http::HttpResponse res;

@@ -34,6 +34,7 @@
 #include "server/generation.h"
 #include "server/prep_pool.h"
 #include "server/server_metrics.h"
+#include "server/status.h"
 
 namespace kvs::server {
 
@@ -70,6 +71,10 @@ class Service {
   int64_t sequences_in_flight() const { return sequences_in_flight_.load(); }
   int64_t running_jobs();
 
+  // Refreshes the metrics from the backend and adds one sample to the
+  // status page's history (RunServe's sampler thread, every 2 s).
+  void SampleStatus();
+
   // "k-" + the first 8 hex digits of SHA-256(key): identifies a key in logs
   // without revealing it.
   static std::string KeyId(std::string_view key);
@@ -93,6 +98,9 @@ class Service {
   void HandleHealth(Ctx& ctx);
   void HandleReady(Ctx& ctx);
   void HandleMetrics(Ctx& ctx);
+  void HandleStatusPage(Ctx& ctx);
+  void HandleStatus(Ctx& ctx);
+  void RefreshMetrics();
   void HandleModels(Ctx& ctx, const std::string& model_id);
   // Runs work(ctx) on the prep pool; 503 with Retry-After when it is full.
   void OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work);
@@ -113,6 +121,7 @@ class Service {
   std::vector<std::string> key_digests_;  // SHA-256 of each accepted key
   ServerMetrics* metrics_;
   AccessLog* access_log_;
+  StatusBoard status_board_;
 
   std::atomic<State> state_{State::kLoading};
   std::atomic<InferenceBackend*> backend_{nullptr};

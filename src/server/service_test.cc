@@ -412,5 +412,66 @@ TEST(ServiceTest, EachApiKeyIsItsOwnPrefixCacheNamespace) {
   EXPECT_EQ(cached("key-b", {{"cache_salt", "s"}}), 0);  // the same salt under another key
 }
 
+// The status page and its document, with a sampler thread adding history
+// while requests run (as RunServe does), so TSan sees the sharing.
+TEST(ServiceTest, StatusPageAndDocumentAgreeWithMetrics) {
+  Harness h(ServeConfig{}, Fast());
+  std::atomic<bool> stop{false};
+  std::thread sampler([&] {
+    while (!stop) {
+      h.service().SampleStatus();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 3; ++c) {
+    clients.emplace_back([&h] {
+      for (int i = 0; i < 4; ++i) {
+        Reply r = Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "hi"}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true}});
+        EXPECT_EQ(r.status, 200) << r.body;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(Post(h.port(), "/v1/completions", {{"model", "nope"}, {"prompt", "hi"}}).status, 404);
+  stop = true;
+  sampler.join();
+  EXPECT_TRUE(h.WaitIdle());
+
+  Reply page = Send(h.port(), bhttp::verb::get, "/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<!doctype html>"), std::string::npos);
+  EXPECT_EQ(page.body.find("http://"), page.body.find("http://www.w3.org/2000/svg")) << "no external resources";
+  EXPECT_EQ(page.body.find("https://"), std::string::npos);
+
+  // A response reaches the client just before its access record is written:
+  // poll until all 13 are in.
+  json j;
+  for (int i = 0; i < 200; ++i) {
+    Reply st = Send(h.port(), bhttp::verb::get, "/status");
+    ASSERT_EQ(st.status, 200) << st.body;
+    j = st.Json();
+    if (j["table"]["rows"].size() == 13u) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(j["state"], "ready");
+  ASSERT_EQ(j["table"]["rows"].size(), 13u) << "12 completions and the 404";
+  int not_found = 0;
+  for (const auto& row : j["table"]["rows"]) not_found += row[3] == 404;
+  EXPECT_EQ(not_found, 1);
+  ASSERT_GE(j["series"].size(), 6u);
+  EXPECT_GT(j["series"][0]["points"].size(), 1u);
+  bool tokens_seen = false;
+  for (const auto& s : j["stats"]) {
+    if (s["metric"] == "kvserve:generation_tokens_total") {
+      EXPECT_EQ(s["value"].get<double>(), 48.0);
+      tokens_seen = true;
+    }
+  }
+  EXPECT_TRUE(tokens_seen);
+  EXPECT_EQ(h.metrics().errors.With({"invalid_request"}).Value(), 1);
+  EXPECT_EQ(h.metrics().time_per_output_token.Read().count, 12u);
+}
+
 }  // namespace
 }  // namespace kvs::server
