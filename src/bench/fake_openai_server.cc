@@ -120,6 +120,26 @@ void FakeOpenAiServer::Generate(std::shared_ptr<http::Exchange> ex, const nlohma
     const int64_t max_tokens = body.value("max_tokens", 16);
     for (int64_t i = 0; i < max_tokens; ++i) pieces.push_back(fmt::format(" tok{}", i));
   }
+  if (!body.value("stream", false)) {
+    // A whole answer after the time to first token.
+    std::string all;
+    for (const std::string& p : pieces) all += p;
+    nlohmann::json choice = {{"index", 0}, {"finish_reason", "length"}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", all}};
+    } else {
+      choice["text"] = all;
+    }
+    nlohmann::json j = {{"id", "x"},
+                        {"object", chat ? "chat.completion" : "text_completion"},
+                        {"choices", nlohmann::json::array({choice})},
+                        {"usage", {{"prompt_tokens", prompt_tokens},
+                                   {"completion_tokens", static_cast<int64_t>(pieces.size())}}}};
+    const double wait = o_.ttft_seconds + o_.ttft_per_token_seconds * static_cast<double>(prompt_tokens);
+    ex->SetDeadline(http::Clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait * 1e6)),
+                    [ex, j] { ex->Respond(Json(200, j)); });
+    return;
+  }
   const int now = ++in_flight_;
   int peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {

@@ -16,6 +16,17 @@ void HtmlPage::Raw(std::string_view html) { body_ += std::string(html); }
 
 void HtmlPage::Pre(std::string_view text) { body_ += "<pre>" + HtmlEscape(text) + "</pre>\n"; }
 
+namespace {
+
+// Numbers ("12", "-3.5", "45 ms", "12%") are right-aligned, words left.
+bool Numeric(const std::string& s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  return (i < s.size() && s[i] >= '0' && s[i] <= '9') || s == "-";
+}
+
+}  // namespace
+
 void HtmlPage::Table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
                      int status_col) {
   body_ += "<table>\n<tr>";
@@ -24,7 +35,7 @@ void HtmlPage::Table(const std::vector<std::string>& header, const std::vector<s
   for (const auto& row : rows) {
     body_ += "<tr>";
     for (size_t i = 0; i < row.size(); ++i) {
-      std::string cls;
+      std::string cls = Numeric(row[i]) ? "" : " class=\"text\"";
       if (static_cast<int>(i) == status_col) {
         if (row[i] == "PASS") cls = " class=\"pass\"";
         if (row[i] == "FAIL") cls = " class=\"fail\"";
@@ -46,7 +57,7 @@ body { font-family: sans-serif; margin: 24px auto; max-width: 1100px; color: #22
 h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; }
-th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+th { background: #f3f3f3; } td.text, td:first-child, th:first-child { text-align: left; }
 td.pass { background: #d9f2d9; font-weight: bold; } td.fail { background: #f8d0d0; font-weight: bold; }
 td.skip { background: #eeeeee; color: #555; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; } .charts svg { border: 1px solid #eee; }

@@ -85,7 +85,9 @@ std::vector<std::pair<std::string, std::string>> BenchCharts(const BenchReport& 
         auto x = values(r);
         v.insert(v.end(), x.begin(), x.end());
       }
-      svg::Series s = MakeSeries(results[i].plan.name, Cdf(std::move(v), 300));
+      auto pts = Cdf(std::move(v), 300);
+      if (!pts.empty()) pts.insert(pts.begin(), {pts.front().first, 0.0});  // the step up from 0
+      svg::Series s = MakeSeries(results[i].plan.name, std::move(pts));
       s.step = true;
       s.markers = false;
       c.series.push_back(std::move(s));

@@ -213,10 +213,7 @@ StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double de
   const std::string answer_prefix = Fill(t.answer_prefix, asked_keys.front(), "");
   // Enough new tokens for the values (digits may be one token each) and
   // their separators, plus slack.
-  c.max_tokens = spec.max_tokens > 0
-                     ? spec.max_tokens
-                     : static_cast<int64_t>(c.expected.size()) * (spec.value_digits + 4) + 12 +
-                           (spec.api == ApiKind::kChat ? 16 : 0);
+  c.max_tokens = AnswerTokenBudget(spec);
 
   // The haystack: words of the source; needles go in at the sentence
   // boundary nearest their depth among the first `w` words.
@@ -277,6 +274,16 @@ StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double de
   c.tokens = fit.tokens;
   c.exact = fit.exact;
   return c;
+}
+
+int64_t AnswerTokenBudget(const NeedleSpec& spec) {
+  if (spec.max_tokens > 0) return spec.max_tokens;
+  const int64_t values = spec.variant == NeedleVariant::kMultiValue   ? spec.values
+                         : spec.variant == NeedleVariant::kMultiQuery ? spec.queries
+                                                                      : 1;
+  // A digit may be a token of its own; separators and a sentence around the
+  // values, more in chat mode where the answer restates the question.
+  return values * (spec.value_digits + 4) + 12 + (spec.api == ApiKind::kChat ? 16 : 0);
 }
 
 bool ContainsValue(const std::string& answer, const std::string& value) {
@@ -367,7 +374,8 @@ NeedleSummary SummarizeNeedle(const std::vector<NeedleResult>& results, const st
         }
       }
     }
-    if (et == 0 || lt == 0) continue;
+    // Too few cases on either side say nothing.
+    if (et < 4 || lt < 4) continue;
     const double early = static_cast<double>(eh) / et, late = static_cast<double>(lh) / lt;
     if (late_below && early - late >= 0.10) {
       s.late_position_warnings.push_back(fmt::format(

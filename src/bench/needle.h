@@ -105,6 +105,9 @@ struct NeedleCase {
 StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double depth, int trial,
                                const TextSource& haystack, TokenCounter& counter);
 
+// max_tokens of each request: the spec's, else enough for the values.
+int64_t AnswerTokenBudget(const NeedleSpec& spec);
+
 // Whether `value` occurs in `answer` as a whole token: not preceded or
 // followed by a letter or digit (so "48213" is not found in "148213").
 bool ContainsValue(const std::string& answer, const std::string& value);

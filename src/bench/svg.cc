@@ -266,7 +266,10 @@ std::string RenderHeatmap(const Heatmap& m) {
   const int left = 110, top = 58;
   const int cw = m.cell_width, ch = m.cell_height;
   const int ncol = static_cast<int>(m.cols.size()), nrow = static_cast<int>(m.rows.size());
-  const int W = std::max(left + cw * ncol + 20, 320);
+  // Wide enough for the grid and for the longest caption line (SVG text
+  // does not wrap; ~6.5 px per character at 12 px).
+  const size_t longest = std::max({m.caption.size(), m.col_title.size(), m.title.size() + 4});
+  const int W = std::max({left + cw * ncol + 20, static_cast<int>(6.5 * static_cast<double>(longest)) + 40, 320});
   const int H = top + ch * nrow + 60;
   std::string o = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
@@ -276,8 +279,8 @@ std::string RenderHeatmap(const Heatmap& m) {
   o += fmt::format("<rect x=\"0\" y=\"0\" width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", W, H);
   o += fmt::format("<text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">{}</text>\n",
                    W / 2, Escape(m.title));
-  o += fmt::format("<text x=\"{}\" y=\"38\" text-anchor=\"middle\">{}</text>\n", left + cw * ncol / 2,
-                   Escape(m.col_title));
+  o += fmt::format("<text x=\"{}\" y=\"38\" text-anchor=\"middle\">{}</text>\n",
+                   std::max(left + cw * ncol / 2, W / 2), Escape(m.col_title));
   for (int j = 0; j < ncol; ++j) {
     o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", left + cw * j + cw / 2, top - 6,
                      Escape(m.cols[static_cast<size_t>(j)]));

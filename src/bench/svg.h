@@ -47,7 +47,7 @@ struct LineChart {
   std::string title;
   Axis x, y;
   std::vector<Series> series;
-  int width = 640, height = 360;
+  int width = 540, height = 340;
   // Horizontal reference lines (e.g. a threshold), with a label each.
   std::vector<std::pair<double, std::string>> y_rules;
 };
