@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "bench/needle_run.h"
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "server/config.h"
@@ -38,6 +39,7 @@ struct ServeArgs {
   double fake_step_ms = 2;
   double fake_load_seconds = 0;
   int64_t fake_kv_blocks = 4096;
+  std::string needle_gate;  // LENGTH:THRESHOLD[:TRIALS]; "" = off
 };
 
 server::BackendFactory FakeFactory(const ServeArgs& a) {
@@ -61,6 +63,9 @@ Registrar reg({"serve", "Serve a model over an OpenAI-compatible HTTP API", [](C
                  app->add_option("-c,--config", a->config, "YAML configuration file (see configs/default.yaml)");
                  app->add_flag("--print-config", a->print_config,
                                "Print the effective configuration as JSON and exit");
+                 app->add_option("--needle-gate", a->needle_gate,
+                                 "After loading, stay not ready (503 on /ready) until a needle recall check at "
+                                 "LENGTH tokens reaches THRESHOLD, e.g. 4096:0.9 (off by default)");
                  app->add_flag("--fake-backend", a->fake)->group("");
                  app->add_flag("--engine-available", a->engine_available)->group("");
                  app->add_option("--fake-step-ms", a->fake_step_ms)->group("");
@@ -91,6 +96,20 @@ Registrar reg({"serve", "Serve a model over an OpenAI-compatible HTTP API", [](C
                      return 0;
                    }
                    server::ServeOptions opts;
+                   if (!a->needle_gate.empty()) {
+                     auto gate = bench::ParseNeedleGate(a->needle_gate);
+                     if (!gate.ok()) {
+                       std::fprintf(stderr, "kvserve serve: %s\n", gate.status().message().c_str());
+                       return 2;
+                     }
+                     opts.gate = server::ReadinessGate{
+                         "needle gate " + gate->ToString(),
+                         [g = *gate](const std::string& url,
+                                     const std::string& key) -> StatusOr<server::GateOutcome> {
+                           KVS_ASSIGN_OR_RETURN(bench::NeedleGateResult r, bench::RunNeedleGate(url, key, g));
+                           return server::GateOutcome{r.passed, r.detail};
+                         }};
+                   }
                    if (a->fake) {
                      opts.require_model_file = false;
                      return server::RunServe(cfg, FakeFactory(*a), opts);

@@ -53,6 +53,10 @@ class Service {
 
   // The backend stays owned by the caller and must outlive every request.
   void SetReady(InferenceBackend* backend, ModelCard card);
+  // A start-up gate (serve --needle-gate): while a reason is set, the API
+  // serves requests but /ready answers 503 {"status": "not_ready",
+  // "reason": ...} and kvserve:ready is 0. "" clears it.
+  void SetNotReadyReason(std::string reason);
   void BeginDrain();
   // Ends every running generation with `error` (e.g. at the drain deadline).
   void AbortAll(const ApiError& error, const std::string& finish_reason);
@@ -97,6 +101,9 @@ class Service {
   std::atomic<InferenceBackend*> backend_{nullptr};
   ModelCard card_;  // written once before state_ becomes kReady
   std::atomic<int64_t> sequences_in_flight_{0};
+
+  std::mutex not_ready_mu_;
+  std::string not_ready_reason_;  // guarded by not_ready_mu_
 
   std::mutex jobs_mu_;
   std::unordered_map<std::string, std::weak_ptr<GenerationJob>> jobs_;    // guarded by jobs_mu_
