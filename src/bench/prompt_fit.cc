@@ -5,8 +5,8 @@
 #include <map>
 
 #include "gguf/gguf.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/model_chat.h"
+#include "template/chat_template.h"
+#include "template/model_chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::bench {
@@ -19,12 +19,12 @@ StatusOr<std::unique_ptr<LocalTokenCounter>> LocalTokenCounter::FromGguf(const s
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(path));
   auto tok = tok::Tokenizer::FromGguf(*file);
   if (!tok.ok()) return tok.status().WithContext("the tokenizer of " + path);
-  auto chat = tok::LoadModelChatTemplate(**tok);
+  auto chat = tmpl::LoadModelChatTemplate(**tok);
   if (!chat.ok()) return chat.status().WithContext("the chat template of " + path);
   std::unique_ptr<LocalTokenCounter> c(new LocalTokenCounter());
   c->path_ = path;
   c->tok_ = std::move(*tok);
-  c->template_ = std::make_unique<tok::ChatTemplate>(std::move(chat->tmpl));
+  c->template_ = std::make_unique<tmpl::ChatTemplate>(std::move(chat->tmpl));
   return c;
 }
 
@@ -35,10 +35,10 @@ StatusOr<int64_t> LocalTokenCounter::CountPrompt(const std::string& text) {
 }
 
 StatusOr<int64_t> LocalTokenCounter::CountChat(const std::vector<ChatMessage>& messages) {
-  tok::ChatRequest r;
+  tmpl::ChatRequest r;
   for (const ChatMessage& m : messages) r.messages.push_back({{"role", m.role}, {"content", m.content}});
   r.add_generation_prompt = true;
-  tok::SetSpecialTokens(*tok_, &r);
+  tmpl::SetSpecialTokens(*tok_, &r);
   auto text = template_->Render(r);
   if (!text.ok()) return text.status().WithContext("rendering the chat template");
   // The template writes BOS itself; its special tokens are parsed.

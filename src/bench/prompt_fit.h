@@ -25,8 +25,10 @@
 
 namespace kvs::tok {
 class Tokenizer;
-class ChatTemplate;
 }  // namespace kvs::tok
+namespace kvs::tmpl {
+class ChatTemplate;
+}  // namespace kvs::tmpl
 
 namespace kvs::bench {
 
@@ -61,7 +63,7 @@ class LocalTokenCounter final : public TokenCounter {
   LocalTokenCounter() = default;
   std::string path_;
   std::unique_ptr<tok::Tokenizer> tok_;
-  std::unique_ptr<tok::ChatTemplate> template_;
+  std::unique_ptr<tmpl::ChatTemplate> template_;
 };
 
 struct FitResult {

@@ -9,7 +9,7 @@
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "engine/engine.h"
-#include "tokenizer/model_chat.h"
+#include "template/model_chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::cli {
@@ -41,13 +41,13 @@ int Fail(const Status& s) {
 // The chat prompt: --system and -p as one conversation, rendered with the
 // model's chat template (ChatML when the model has none).
 StatusOr<std::string> RenderChat(const RunOptions& o, const tok::Tokenizer& tok) {
-  KVS_ASSIGN_OR_RETURN(tok::ModelChatTemplate chat, tok::LoadModelChatTemplate(tok));
+  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(tok));
   if (chat.is_fallback) std::fprintf(stderr, "the model has no chat template; using ChatML\n");
-  tok::ChatRequest r;
+  tmpl::ChatRequest r;
   if (!o.system.empty()) r.messages.push_back({{"role", "system"}, {"content", o.system}});
   r.messages.push_back({{"role", "user"}, {"content", o.prompt}});
   r.add_generation_prompt = true;
-  tok::SetSpecialTokens(tok, &r);
+  tmpl::SetSpecialTokens(tok, &r);
   auto text = chat.tmpl.Render(r);
   if (!text.ok()) return text.status().WithContext("rendering the chat template");
   return text;

@@ -12,8 +12,8 @@
 #include "plan/device.h"
 #include "plan/model_shape.h"
 #include "plan/plan.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/model_chat.h"
+#include "template/chat_template.h"
+#include "template/model_chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::server {
@@ -56,8 +56,8 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
     spdlog::warn("model.dtype {} is not used by the CPU backend yet (it computes in f32)", config.model.dtype);
   }
 
-  KVS_ASSIGN_OR_RETURN(tok::ModelChatTemplate chat, tok::LoadModelChatTemplate(*b->tok_));
-  b->template_ = std::make_unique<tok::ChatTemplate>(std::move(chat.tmpl));
+  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*b->tok_));
+  b->template_ = std::make_unique<tmpl::ChatTemplate>(std::move(chat.tmpl));
   b->info_.has_chat_template = !chat.is_fallback;
   if (chat.is_fallback) spdlog::warn("{} has no chat template; /v1/chat/completions uses ChatML", config.model.path);
 
@@ -163,11 +163,11 @@ std::string EngineBackend::TokenString(int32_t id) {
 StatusOr<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_json& messages,
                                                        const nlohmann::ordered_json& tools,
                                                        bool add_generation_prompt) {
-  tok::ChatRequest r;
+  tmpl::ChatRequest r;
   r.messages = messages;
   if (tools.is_array() && !tools.empty()) r.tools = tools;
   r.add_generation_prompt = add_generation_prompt;
-  tok::SetSpecialTokens(*tok_, &r);
+  tmpl::SetSpecialTokens(*tok_, &r);
   auto text = template_->Render(r);
   if (!text.ok()) return InvalidArgument("{}", text.status().message());
   return text;

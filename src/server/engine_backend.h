@@ -36,9 +36,11 @@ class RequestStream;
 }  // namespace kvs::engine
 namespace kvs::tok {
 class Tokenizer;
-class ChatTemplate;
 class IncrementalDecoder;
 }  // namespace kvs::tok
+namespace kvs::tmpl {
+class ChatTemplate;
+}  // namespace kvs::tmpl
 
 namespace kvs::server {
 
@@ -68,7 +70,7 @@ class EngineBackend : public InferenceBackend {
 
   ModelInfo info_;
   std::unique_ptr<tok::Tokenizer> tok_;
-  std::unique_ptr<tok::ChatTemplate> template_;
+  std::unique_ptr<tmpl::ChatTemplate> template_;
   std::unique_ptr<engine::Engine> engine_;
   uint64_t weights_bytes_ = 0, kv_pool_bytes_ = 0, activation_bytes_ = 0, overhead_bytes_ = 0;
 

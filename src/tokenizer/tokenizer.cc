@@ -324,22 +324,4 @@ std::string IncrementalDecoder::Flush() {
   return out;
 }
 
-std::string SanitizeUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const size_t valid = Utf8ValidPrefix(s.substr(i));
-    out.append(s.substr(i, valid));
-    i += valid;
-    if (i < s.size()) {
-      out.append("\xEF\xBF\xBD");
-      // Skip the lead byte and any continuation bytes after it.
-      ++i;
-      while (i < s.size() && (static_cast<uint8_t>(s[i]) & 0xC0) == 0x80) ++i;
-    }
-  }
-  return out;
-}
-
 }  // namespace kvs::tok

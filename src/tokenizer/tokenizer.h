@@ -183,7 +183,4 @@ class IncrementalDecoder {
   std::string pending_;  // [bytes] an incomplete UTF-8 tail not yet returned
 };
 
-// Replaces malformed UTF-8 in s with U+FFFD (one per maximal bad subpart).
-std::string SanitizeUtf8(std::string_view s);
-
 }  // namespace kvs::tok

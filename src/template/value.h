@@ -25,7 +25,7 @@
 
 #include "base/status.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 enum class Kind : uint8_t {
   kUndefined,
@@ -225,4 +225,4 @@ bool StrictEquals(const Value& a, const Value& b);
 // strings (optionally case-insensitively); other mixes are errors.
 StatusOr<int> Compare(const Value& a, const Value& b, bool case_sensitive);
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja/interpreter.h"
-#include "tokenizer/jinja/text.h"
+#include "template/interpreter.h"
+#include "template/text.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 namespace {
 
 const char* OpName(BinOp op) {
@@ -252,4 +252,4 @@ StatusOr<Value> Interpreter::GetMember(const Value& object, const Value& key) {
   return Value();
 }
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

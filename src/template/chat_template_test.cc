@@ -1,4 +1,4 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <atomic>
 #include <fstream>
@@ -10,7 +10,7 @@
 #include "base/test_util.h"
 #include "gguf/gguf.h"
 
-namespace kvs::tok {
+namespace kvs::tmpl {
 namespace {
 
 using nlohmann::ordered_json;
@@ -193,4 +193,4 @@ TEST(ChatTemplateTest, FromGguf) {
 }
 
 }  // namespace
-}  // namespace kvs::tok
+}  // namespace kvs::tmpl

@@ -5,11 +5,11 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "tokenizer/jinja/interpreter.h"
-#include "tokenizer/jinja/json.h"
-#include "tokenizer/jinja/text.h"
+#include "template/interpreter.h"
+#include "template/json.h"
+#include "template/text.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 namespace {
 
 Status Unknown(const char* family, std::string_view name) {
@@ -570,4 +570,4 @@ StatusOr<bool> Interpreter::ApplyTest(std::string_view name, const Value& v, con
   return InvalidArgument("Unknown test: {}", name);
 }
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

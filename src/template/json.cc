@@ -1,9 +1,9 @@
-#include "tokenizer/jinja/json.h"
+#include "template/json.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 namespace {
 
 // A canonical array index as JavaScript orders object keys: "0" or digits
@@ -98,4 +98,4 @@ StatusOr<Value> ParseJsonText(std::string_view text) {
   return FromJson(j);
 }
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

@@ -21,7 +21,7 @@
 
 #include "base/status.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 enum class Tok : uint8_t {
   kText,
@@ -79,4 +79,4 @@ struct LexOptions {
 // Tokens of `source`; errors name the construct and its line/column.
 StatusOr<std::vector<Token>> Tokenize(std::string_view source, const LexOptions& opt, const SourceMap& map);
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

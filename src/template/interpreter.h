@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "base/status.h"
-#include "tokenizer/jinja/ast.h"
-#include "tokenizer/jinja/lexer.h"
-#include "tokenizer/jinja/value.h"
+#include "template/ast.h"
+#include "template/lexer.h"
+#include "template/value.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 struct RenderLimits {
   size_t max_output_bytes = size_t{64} << 20;  // rendered text, and any one string built
@@ -135,4 +135,4 @@ Value BoundMethod(const Value& self, std::string_view name);
 // Returns false in *found when `self` has no such method.
 StatusOr<Value> CallMethod(Interpreter& in, const Value& self, std::string_view name, CallArgs& args, bool* found);
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/test_util.h"
-#include "tokenizer/jinja/template.h"
+#include "template/template.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 namespace {
 
 using nlohmann::ordered_json;
@@ -446,4 +446,4 @@ TEST(JinjaThreadTest, OneTemplateRendersOnManyThreads) {
 }
 
 }  // namespace
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

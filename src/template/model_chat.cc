@@ -1,8 +1,8 @@
-#include "tokenizer/model_chat.h"
+#include "template/model_chat.h"
 
-namespace kvs::tok {
+namespace kvs::tmpl {
 
-StatusOr<ModelChatTemplate> LoadModelChatTemplate(const Tokenizer& tok) {
+StatusOr<ModelChatTemplate> LoadModelChatTemplate(const tok::Tokenizer& tok) {
   const std::string& source = tok.chat_template();
   if (source.empty()) {
     KVS_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::Builtin("chatml"));
@@ -13,9 +13,9 @@ StatusOr<ModelChatTemplate> LoadModelChatTemplate(const Tokenizer& tok) {
   return ModelChatTemplate{std::move(*t), false};
 }
 
-void SetSpecialTokens(const Tokenizer& tok, ChatRequest* request) {
+void SetSpecialTokens(const tok::Tokenizer& tok, ChatRequest* request) {
   if (tok.bos_id() >= 0) request->bos_token = tok.TokenText(tok.bos_id());
   if (tok.eos_id() >= 0) request->eos_token = tok.TokenText(tok.eos_id());
 }
 
-}  // namespace kvs::tok
+}  // namespace kvs::tmpl

@@ -1,46 +1,6 @@
-#include "tokenizer/jinja/text.h"
+#include "template/text.h"
 
-namespace kvs::jinja::text {
-
-uint32_t NextCodePoint(std::string_view s, size_t* i) {
-  const auto b0 = static_cast<uint8_t>(s[*i]);
-  auto cont = [&](size_t k) -> int {
-    if (*i + k >= s.size()) return -1;
-    const auto b = static_cast<uint8_t>(s[*i + k]);
-    return (b & 0xC0) == 0x80 ? (b & 0x3F) : -1;
-  };
-  if (b0 < 0x80) {
-    ++*i;
-    return b0;
-  }
-  int n = 0;
-  uint32_t cp = 0;
-  uint32_t min = 0;
-  if ((b0 & 0xE0) == 0xC0) {
-    n = 1, cp = b0 & 0x1F, min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    n = 2, cp = b0 & 0x0F, min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    n = 3, cp = b0 & 0x07, min = 0x10000;
-  } else {
-    ++*i;
-    return b0;
-  }
-  for (int k = 1; k <= n; ++k) {
-    const int c = cont(k);
-    if (c < 0) {
-      ++*i;
-      return b0;
-    }
-    cp = (cp << 6) | static_cast<uint32_t>(c);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++*i;
-    return b0;
-  }
-  *i += n + 1;
-  return cp;
-}
+namespace kvs::tmpl::text {
 
 size_t CodePointCount(std::string_view s) {
   size_t n = 0;
@@ -249,4 +209,4 @@ std::string Replace(std::string_view s, std::string_view from, std::string_view 
   return out;
 }
 
-}  // namespace kvs::jinja::text
+}  // namespace kvs::tmpl::text

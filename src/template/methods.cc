@@ -6,10 +6,10 @@
 #include <locale>
 #include <sstream>
 
-#include "tokenizer/jinja/interpreter.h"
-#include "tokenizer/jinja/text.h"
+#include "template/interpreter.h"
+#include "template/text.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 namespace {
 
 // ---- string methods ----
@@ -611,4 +611,4 @@ void InstallGlobalFunctions(Scope* scope) {
   });
 }
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

@@ -1,12 +1,12 @@
-#include "tokenizer/jinja/interpreter.h"
+#include "template/interpreter.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja/text.h"
+#include "template/text.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 // ---- Scope ----
 
@@ -504,4 +504,4 @@ StatusOr<Value> Interpreter::EvalUnary(const Expr& e, Scope* scope) {
   return InvalidArgument("Unknown operator \"{}\" for {}", e.unary_op, v.kind_name());
 }
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

@@ -1,10 +1,10 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <utility>
 
 #include "gguf/gguf.h"
 
-namespace kvs::tok {
+namespace kvs::tmpl {
 namespace {
 
 // Text of a message's content, whether a string, a list of parts or null.
@@ -113,7 +113,7 @@ constexpr BuiltinTemplate kBuiltins[] = {
 }  // namespace
 
 StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
-  KVS_ASSIGN_OR_RETURN(jinja::Template t, jinja::Template::Parse(std::move(source)));
+  KVS_ASSIGN_OR_RETURN(Template t, Template::Parse(std::move(source)));
   return ChatTemplate(std::move(t));
 }
 
@@ -195,7 +195,7 @@ StatusOr<nlohmann::ordered_json> ChatTemplate::BuildContext(const ChatRequest& r
 
 StatusOr<std::string> ChatTemplate::RenderContext(const nlohmann::ordered_json& context,
                                                   std::optional<int64_t> now_unix) const {
-  jinja::RenderOptions options;
+  RenderOptions options;
   if (now_unix) {
     options.has_fixed_now = true;
     options.fixed_now_unix = *now_unix;
@@ -208,4 +208,4 @@ StatusOr<std::string> ChatTemplate::Render(const ChatRequest& request) const {
   return RenderContext(ctx, request.now_unix);
 }
 
-}  // namespace kvs::tok
+}  // namespace kvs::tmpl

@@ -1,6 +1,6 @@
 // A parsed Jinja template: the public entry point of the interpreter.
 //
-//   KVS_ASSIGN_OR_RETURN(auto t, jinja::Template::Parse(source));
+//   KVS_ASSIGN_OR_RETURN(auto t, Template::Parse(source));
 //   KVS_ASSIGN_OR_RETURN(std::string text, t.Render(context_json));
 //
 // Parse runs the lexer and parser once (trim_blocks and lstrip_blocks on by
@@ -19,10 +19,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "tokenizer/jinja/interpreter.h"
-#include "tokenizer/jinja/lexer.h"
+#include "template/interpreter.h"
+#include "template/lexer.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 struct Program;
 
@@ -41,4 +41,4 @@ class Template {
   std::shared_ptr<const Impl> impl_;
 };
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

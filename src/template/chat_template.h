@@ -35,13 +35,13 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "tokenizer/jinja/template.h"
+#include "template/template.h"
 
 namespace kvs::gguf {
 class GgufFile;
 }
 
-namespace kvs::tok {
+namespace kvs::tmpl {
 
 struct ChatRequest {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -86,8 +86,8 @@ class ChatTemplate {
   const std::string& source() const { return template_.source(); }
 
  private:
-  explicit ChatTemplate(jinja::Template t) : template_(std::move(t)) {}
-  jinja::Template template_;
+  explicit ChatTemplate(Template t) : template_(std::move(t)) {}
+  Template template_;
 };
 
-}  // namespace kvs::tok
+}  // namespace kvs::tmpl

@@ -15,14 +15,13 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
-namespace kvs::jinja::text {
+namespace kvs::tmpl::text {
 
-// Decodes the code point at s[*i] and advances *i past it.
-uint32_t NextCodePoint(std::string_view s, size_t* i);
-// UTF-8 encoding is the tokenizer's (one implementation for the module).
-using ::kvs::tok::AppendUtf8;
+// Decodes the code point at s[*i] and advances *i past it (base/utf8.h).
+inline uint32_t NextCodePoint(std::string_view s, size_t* i) { return NextCodePointLenient(s, i); }
+using ::kvs::AppendUtf8;
 size_t CodePointCount(std::string_view s);
 // The code points of s, each as its own UTF-8 string.
 std::vector<std::string> SplitCodePoints(std::string_view s);
@@ -53,4 +52,4 @@ std::string Capitalize(std::string_view s);
 // An empty `from` inserts `to` around every code point, as Python does.
 std::string Replace(std::string_view s, std::string_view from, std::string_view to, long count);
 
-}  // namespace kvs::jinja::text
+}  // namespace kvs::tmpl::text

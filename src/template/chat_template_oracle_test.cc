@@ -22,9 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/test_util.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
-namespace kvs::tok {
+namespace kvs::tmpl {
 namespace {
 
 namespace fs = std::filesystem;
@@ -203,4 +203,4 @@ TEST(ChatTemplateOracleTest, MatchesHuggingFaceJinjaOnRealTemplates) {
 }
 
 }  // namespace
-}  // namespace kvs::tok
+}  // namespace kvs::tmpl

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja/value.h"
+#include "template/value.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 struct Expr;
 struct Stmt;
@@ -101,4 +101,4 @@ struct Program {
   Body body;
 };
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

@@ -1,10 +1,10 @@
-#include "tokenizer/jinja/template.h"
+#include "template/template.h"
 
-#include "tokenizer/jinja/ast.h"
-#include "tokenizer/jinja/json.h"
-#include "tokenizer/jinja/parser.h"
+#include "template/ast.h"
+#include "template/json.h"
+#include "template/parser.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 struct Template::Impl {
   SourceMap map;
@@ -15,7 +15,7 @@ StatusOr<Template> Template::Parse(std::string source, const LexOptions& options
   auto impl = std::make_shared<Impl>();
   impl->map = SourceMap(std::move(source));
   KVS_ASSIGN_OR_RETURN(std::vector<Token> tokens, Tokenize(impl->map.source(), options, impl->map));
-  KVS_ASSIGN_OR_RETURN(impl->program, jinja::Parse(std::move(tokens), impl->map));
+  KVS_ASSIGN_OR_RETURN(impl->program, tmpl::Parse(std::move(tokens), impl->map));
   return Template(std::move(impl));
 }
 
@@ -36,4 +36,4 @@ StatusOr<std::string> Template::Render(const nlohmann::ordered_json& context, co
   return out;
 }
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

@@ -1,13 +1,13 @@
-#include "tokenizer/jinja/value.h"
+#include "template/value.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 
-#include "tokenizer/jinja/text.h"
+#include "template/text.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 // Containers nest at most this deep when printed or serialized; it also stops
 // a namespace that contains itself.
@@ -442,4 +442,4 @@ StatusOr<int> Compare(const Value& a, const Value& b, bool case_sensitive) {
   return InvalidArgument("Cannot compare type: {}", a.kind_name());
 }
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

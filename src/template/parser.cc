@@ -1,11 +1,11 @@
-#include "tokenizer/jinja/parser.h"
+#include "template/parser.h"
 
 #include <charconv>
 #include <cmath>
 #include <initializer_list>
 #include <string_view>
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 namespace {
 
 // Tests that take one argument may be written `x is divisibleby 3`.
@@ -798,4 +798,4 @@ StatusOr<std::unique_ptr<Program>> Parse(std::vector<Token> tokens, const Source
   return p.Run();
 }
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

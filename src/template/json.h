@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "tokenizer/jinja/value.h"
+#include "template/value.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 // Deepest JSON nesting accepted as template input.
 inline constexpr int kMaxJsonDepth = 128;
@@ -24,4 +24,4 @@ StatusOr<Value> FromJson(const nlohmann::ordered_json& j);
 // Parses JSON text (the from_json filter).
 StatusOr<Value> ParseJsonText(std::string_view text);
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "base/status.h"
-#include "tokenizer/jinja/ast.h"
-#include "tokenizer/jinja/lexer.h"
+#include "template/ast.h"
+#include "template/lexer.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 // Deepest nesting of expressions and blocks the parser accepts.
 inline constexpr int kMaxParseDepth = 100;
 
 StatusOr<std::unique_ptr<Program>> Parse(std::vector<Token> tokens, const SourceMap& map);
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

@@ -1,10 +1,10 @@
-#include "tokenizer/jinja/lexer.h"
+#include "template/lexer.h"
 
 #include <charconv>
 
-#include "tokenizer/jinja/text.h"
+#include "template/text.h"
 
-namespace kvs::jinja {
+namespace kvs::tmpl {
 
 const char* TokName(Tok t) {
   switch (t) {
@@ -475,4 +475,4 @@ StatusOr<std::vector<Token>> Tokenize(std::string_view source, const LexOptions&
   return lexer.Run();
 }
 
-}  // namespace kvs::jinja
+}  // namespace kvs::tmpl

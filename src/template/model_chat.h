@@ -5,10 +5,10 @@
 #pragma once
 
 #include "base/status.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kvs::tok {
+namespace kvs::tmpl {
 
 struct ModelChatTemplate {
   ChatTemplate tmpl;
@@ -17,9 +17,9 @@ struct ModelChatTemplate {
 
 // The model's own template (tokenizer.chat_template), else built-in ChatML.
 // A template that does not parse is an error naming it.
-StatusOr<ModelChatTemplate> LoadModelChatTemplate(const Tokenizer& tok);
+StatusOr<ModelChatTemplate> LoadModelChatTemplate(const tok::Tokenizer& tok);
 
 // Sets request->bos_token / eos_token to the model's BOS and EOS text.
-void SetSpecialTokens(const Tokenizer& tok, ChatRequest* request);
+void SetSpecialTokens(const tok::Tokenizer& tok, ChatRequest* request);
 
-}  // namespace kvs::tok
+}  // namespace kvs::tmpl
