@@ -188,12 +188,7 @@ int RunNeedleCommand(const NeedleCommandOptions& options) {
     if (!info->context) return fail(InvalidArgument("the endpoint does not say its context length: give --lengths"));
     spec.lengths = DefaultNeedleLengths(*info->context, answer_tokens);
   } else {
-    std::string t = o.lengths_text;
-    if (const size_t m = t.find("max"); m != std::string::npos) {
-      if (!info->context) return fail(InvalidArgument("--lengths '{}': the context length is unknown", t));
-      t.replace(m, 3, std::to_string(*info->context - answer_tokens));
-    }
-    auto l = ParseLengths(t);
+    auto l = ParseLengths(o.lengths_text, info->context ? *info->context - answer_tokens : 0);
     if (!l.ok()) return fail(l.status());
     spec.lengths = *l;
   }

@@ -41,21 +41,6 @@ Status WriteFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
-// "512:max" -> 512 ... (context - output), doubling.
-StatusOr<std::vector<int64_t>> ResolveLengths(const std::string& text, std::optional<int64_t> context,
-                                              int64_t output_len) {
-  std::string t = text;
-  const size_t m = t.find("max");
-  if (m != std::string::npos) {
-    if (!context) {
-      return InvalidArgument("--input-lengths '{}': the endpoint does not say its context length; give a number",
-                             text);
-    }
-    t.replace(m, 3, std::to_string(std::max<int64_t>(*context - output_len, 1)));
-  }
-  return ParseLengths(t);
-}
-
 }  // namespace
 
 int RunOnlineBench(const OnlineBenchOptions& options) {
@@ -104,13 +89,10 @@ int RunOnlineBench(const OnlineBenchOptions& options) {
     specs = f->specs;
     slo_texts.insert(slo_texts.end(), f->slos.begin(), f->slos.end());
   } else {
-    WorkloadSpec s = o.spec;
-    if (!o.lengths_text.empty()) {
-      auto l = ResolveLengths(o.lengths_text, info->context, s.output_len);
-      if (!l.ok()) return Fail(l.status());
-      s.input_lengths = *l;
-    }
-    specs.push_back(s);
+    specs.push_back(o.spec);
+  }
+  for (WorkloadSpec& s : specs) {
+    if (Status st = ResolveLengths(&s, info->context); !st.ok()) return Fail(st);
   }
   for (const std::string& t : slo_texts) {
     auto s = ParseSlo(t);

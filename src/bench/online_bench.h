@@ -22,7 +22,6 @@ struct OnlineBenchOptions {
   std::string model;            // served model id ("" = the endpoint's first)
   std::string tokenizer;        // local GGUF for token counts when the endpoint has no /tokenize
   WorkloadSpec spec;            // from the flags
-  std::string lengths_text;     // --input-lengths as given ("512:max" resolves against the context)
   std::string workload_file;    // YAML; overrides the flag workload
   std::vector<std::string> slos;
   CheckOptions checks;

@@ -91,7 +91,15 @@ StatusOr<MultiTurnSpec> ParseMultiTurn(const std::string& s) {
   return m;
 }
 
-StatusOr<std::vector<int64_t>> ParseLengths(const std::string& s) {
+StatusOr<std::vector<int64_t>> ParseLengths(const std::string& text, int64_t max) {
+  std::string s = text;
+  if (const size_t m = s.find("max"); m != std::string::npos) {
+    if (max <= 0) {
+      return InvalidArgument("input lengths '{}': 'max' needs the endpoint's context length, which it does not give",
+                             text);
+    }
+    s.replace(m, 3, std::to_string(max));
+  }
   std::vector<int64_t> out;
   if (s.find(':') != std::string::npos) {
     const auto parts = Split(s, ':');
@@ -145,6 +153,7 @@ nlohmann::json WorkloadSpec::ToJson() const {
   j["num_requests"] = num_requests;
   j["duration_seconds"] = duration_seconds;
   j["input_lengths"] = input_lengths;
+  if (!input_lengths_text.empty()) j["input_lengths_text"] = input_lengths_text;
   j["input_len"] = input_len;
   j["output_len"] = output_len;
   nlohmann::json m = nlohmann::json::array();
@@ -157,6 +166,14 @@ nlohmann::json WorkloadSpec::ToJson() const {
   j["text"] = text;
   j["seed"] = seed;
   return j;
+}
+
+Status ResolveLengths(WorkloadSpec* spec, std::optional<int64_t> context) {
+  if (spec->input_lengths_text.empty()) return Status::Ok();
+  const int64_t max = context ? std::max<int64_t>(*context - spec->output_len, 1) : 0;
+  KVS_ASSIGN_OR_RETURN(spec->input_lengths, ParseLengths(spec->input_lengths_text, max));
+  spec->input_lengths_text.clear();
+  return Status::Ok();
 }
 
 Status ValidateSpec(const WorkloadSpec& s) {
@@ -177,7 +194,8 @@ Status ValidateSpec(const WorkloadSpec& s) {
   for (int64_t l : s.input_lengths) {
     if (l < 1) return InvalidArgument("input lengths must be >= 1");
   }
-  const int shapes = (!s.input_lengths.empty()) + (!s.mix.empty()) + (s.multi_turn.conversations > 0);
+  const bool sweep = !s.input_lengths.empty() || !s.input_lengths_text.empty();
+  const int shapes = sweep + (!s.mix.empty()) + (s.multi_turn.conversations > 0);
   if (shapes > 1) return InvalidArgument("input-lengths, mix and multi-turn are alternatives: give one of them");
   if (s.multi_turn.conversations > 0 && s.api != ApiKind::kChat) {
     return InvalidArgument("multi-turn conversations need the chat API (api: chat, --api chat)");
@@ -185,7 +203,9 @@ Status ValidateSpec(const WorkloadSpec& s) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& spec) {
+StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
+  WorkloadSpec spec = unresolved;
+  KVS_RETURN_IF_ERROR(ResolveLengths(&spec, std::nullopt));
   KVS_RETURN_IF_ERROR(ValidateSpec(spec));
   std::vector<int64_t> lengths = spec.input_lengths;
   if (lengths.empty()) lengths.push_back(spec.mix.empty() ? spec.input_len : 0);
@@ -371,7 +391,13 @@ Status ApplyKey(const std::string& raw_key, const YAML::Node& v, WorkloadSpec* s
     KVS_RETURN_IF_ERROR(integer(&s->input_len));
   } else if (key == "input-lengths") {
     KVS_ASSIGN_OR_RETURN(std::string list, ScalarOrList(v, raw_key));
-    KVS_ASSIGN_OR_RETURN(s->input_lengths, ParseLengths(list));
+    s->input_lengths.clear();
+    s->input_lengths_text.clear();
+    if (list.find("max") != std::string::npos) {
+      s->input_lengths_text = list;  // resolved against the endpoint's context
+    } else {
+      KVS_ASSIGN_OR_RETURN(s->input_lengths, ParseLengths(list));
+    }
   } else if (key == "output-len") {
     KVS_RETURN_IF_ERROR(integer(&s->output_len));
   } else if (key == "mix") {

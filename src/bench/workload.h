@@ -49,6 +49,9 @@ struct WorkloadSpec {
   int64_t num_requests = 0;            // per run (0: default)
   double duration_seconds = 0;         // per run: stop sending after this (0: none)
   std::vector<int64_t> input_lengths;  // one run each (empty: input_len)
+  // The lengths as written when they refer to the context ("512:max", max =
+  // the context minus output_len): ResolveLengths fills input_lengths.
+  std::string input_lengths_text;
   int64_t input_len = 512;
   int64_t output_len = 128;
   std::vector<std::pair<int64_t, double>> mix;  // (input length, weight); non-empty: drawn per request
@@ -64,12 +67,16 @@ struct WorkloadSpec {
 // Checks ranges and combinations (names the setting at fault).
 Status ValidateSpec(const WorkloadSpec& spec);
 
+// Turns input_lengths_text into input_lengths; "max" needs the context.
+Status ResolveLengths(WorkloadSpec* spec, std::optional<int64_t> context);
+
 // "256:0.8,4096:0.2" (weights need not sum to 1; "4k" means 4096).
 StatusOr<std::vector<std::pair<int64_t, double>>> ParseMix(const std::string& s);
 // "4:3" or "4:3:512": conversations, turns, shared system prompt tokens.
 StatusOr<MultiTurnSpec> ParseMultiTurn(const std::string& s);
 // "512:4096" doubling (512, 1024, 2048, 4096), or a list "512,1000,3000".
-StatusOr<std::vector<int64_t>> ParseLengths(const std::string& s);
+// "max" stands for `max` when it is > 0 (an error otherwise).
+StatusOr<std::vector<int64_t>> ParseLengths(const std::string& s, int64_t max = 0);
 
 // A YAML workload file: top-level keys are defaults; an optional `runs:`
 // list gives one spec each, overriding the defaults. Keys are the long flag

@@ -24,6 +24,8 @@ TEST(Workload, ParsersAcceptTheDocumentedForms) {
   EXPECT_EQ(*ParseLengths("500:1500"), (std::vector<int64_t>{500, 1000, 1500}));
   EXPECT_EQ(*ParseLengths("100,2k"), (std::vector<int64_t>{100, 2048}));
   EXPECT_FALSE(ParseLengths("4096:512").ok());
+  EXPECT_EQ(*ParseLengths("1024:max", 4000), (std::vector<int64_t>{1024, 2048, 4000}));
+  EXPECT_FALSE(ParseLengths("1024:max").ok());  // the context is unknown
   EXPECT_FALSE(ParseLengths("0,1").ok());
 
   auto m = ParseMultiTurn("4:3:512");
@@ -158,6 +160,19 @@ runs:
   EXPECT_EQ(f->specs[2].multi_turn.turns, 3);
   EXPECT_EQ(f->specs[2].multi_turn.system_tokens, 64);
   EXPECT_EQ(f->specs[2].concurrency, (std::vector<int>{2}));
+}
+
+TEST(WorkloadFile, MaxLengthResolvesAgainstTheContext) {
+  auto f = ParseWorkloadYaml("output_len: 96\ninput-lengths: 1024:max\n", WorkloadSpec{});
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  WorkloadSpec s = f->specs[0];
+  EXPECT_TRUE(s.input_lengths.empty());
+  EXPECT_FALSE(ExpandRuns(s).ok());  // not resolved yet
+  ASSERT_TRUE(ResolveLengths(&s, 4096).ok());
+  EXPECT_EQ(s.input_lengths, (std::vector<int64_t>{1024, 2048, 4000}));
+  auto runs = ExpandRuns(s);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(runs->size(), 3u);
 }
 
 TEST(WorkloadFile, UnknownKeysAndBadValuesAreRefusedByName) {

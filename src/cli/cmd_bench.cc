@@ -315,7 +315,7 @@ void AddOnlineOptions(CLI::App* app, BenchOptions* o) {
       ->group(g);
   app->add_option("--duration", on.spec.duration_seconds, "Stop sending after this many seconds per run")->group(g);
   app->add_option("--input-len", o->input_len, "Prompt tokens per request (default: -p)")->group(g);
-  app->add_option("--input-lengths", on.lengths_text,
+  app->add_option("--input-lengths", on.spec.input_lengths_text,
                   "One run per input length: FROM:TO doubling (TO may be 'max': the context minus the output) or a "
                   "list")
       ->group(g);
