@@ -77,6 +77,20 @@ std::string NeedleTable(const NeedleSummary& s) {
     o += fmt::format("note: shorter lengths below the threshold: {}\n", fmt::join(s.failing_below_effective, ", "));
   }
   for (const std::string& w : s.late_position_warnings) o += "WARNING: " + w + "\n";
+  // One miss in a cell of few trials is already below a high threshold.
+  int min_trials = 0;
+  for (const auto& row : s.cells) {
+    for (const NeedleCell& c : row) {
+      if (c.trials > 0 && (min_trials == 0 || c.trials < min_trials)) min_trials = c.trials;
+    }
+  }
+  if (min_trials > 0 && static_cast<double>(min_trials - 1) / min_trials < s.threshold) {
+    o += fmt::format(
+        "note: with {} trials per cell a single miss ({:.0f} %) is below the {:.0f} % threshold; use --trials {} or "
+        "more for an effective length that one unlucky case does not decide\n",
+        min_trials, 100.0 * (min_trials - 1) / min_trials, s.threshold * 100,
+        static_cast<int>(std::ceil(1.0 / std::max(1e-9, 1.0 - s.threshold) - 1e-6)));
+  }
   return o;
 }
 

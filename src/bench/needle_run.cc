@@ -243,6 +243,11 @@ int RunNeedleCommand(const NeedleCommandOptions& options) {
   if (!o.html_path.empty()) {
     if (Status s = write(o.html_path, NeedleHtml(summary, results, meta)); !s.ok()) return fail(s);
   }
+  if (!o.svg_path.empty()) {
+    if (Status s = write(o.svg_path, NeedleHeatmapSvg(summary, "Needle recall: " + info->model)); !s.ok()) {
+      return fail(s);
+    }
+  }
   return code;
 }
 

@@ -47,6 +47,7 @@ struct NeedleCommandOptions {
   NeedleRunOptions run;
   std::optional<int64_t> expect_length;
   std::string json_path, html_path;
+  std::string svg_path;  // also write the heatmap as a standalone SVG
 };
 int RunNeedleCommand(const NeedleCommandOptions& options);
 

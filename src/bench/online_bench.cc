@@ -206,6 +206,13 @@ int RunOnlineBench(const OnlineBenchOptions& options) {
     if (Status s = WriteFile(o.html_path, BenchHtml(report, results, meta)); !s.ok()) return Fail(s);
     std::fprintf(stderr, "wrote %s\n", o.html_path.c_str());
   }
+  if (!o.svg_dir.empty()) {
+    for (auto& [name, svg] : BenchCharts(report, results)) {
+      const std::string path = o.svg_dir + "/" + name + ".svg";
+      if (Status s = WriteFile(path, svg); !s.ok()) return Fail(s);
+    }
+    std::fprintf(stderr, "wrote the charts to %s/\n", o.svg_dir.c_str());
+  }
   return report.passed() ? 0 : 1;
 }
 

@@ -29,6 +29,7 @@ struct OnlineBenchOptions {
   double metrics_interval = 0.5;
   double request_timeout = 600;
   std::string json_path, html_path;
+  std::string svg_dir;          // also write each chart as DIR/NAME.svg
   bool progress = true;
 };
 

@@ -345,6 +345,7 @@ void AddOnlineOptions(CLI::App* app, BenchOptions* o) {
   app->add_option("--request-timeout", on.request_timeout, "Seconds before a request is given up")->group(g);
   app->add_option("--json", on.json_path, "Write the report (every request's timings) as JSON")->group(g);
   app->add_option("--html", on.html_path, "Write a self-contained HTML report")->group(g);
+  app->add_option("--svg-dir", on.svg_dir, "Also write each chart as an SVG file in this directory")->group(g);
   app->add_flag("--no-progress", o->no_progress, "No progress bar")->group(g);
 }
 

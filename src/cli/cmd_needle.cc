@@ -90,6 +90,7 @@ Registrar reg({"needle", "Needle-in-a-haystack recall of an endpoint over contex
                  app->add_option("--request-timeout", o.run.request_timeout_seconds, "Seconds per request");
                  app->add_option("--json", o.json_path, "Write the grid and every case as JSON");
                  app->add_option("--html", o.html_path, "Write a self-contained HTML report with the heatmap");
+                 app->add_option("--svg", o.svg_path, "Also write the heatmap as an SVG file");
                  app->add_flag("--no-progress", [a](int64_t) { a->o.run.progress = false; }, "No progress line");
                  return [a] { return RunNeedle(*a); };
                }});
