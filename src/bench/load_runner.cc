@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "http/sse.h"
+#include "http/sse_parser.h"
 
 namespace kvs::bench {
 

@@ -275,12 +275,16 @@ StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
           }
         }
       } else {
-        for (int64_t i = 0; i < n; ++i) {
+        // A Poisson run given only a duration: the arrivals that fall
+        // inside it (their number is itself random, mean rate x duration).
+        const bool by_time = rate > 0 && spec.duration_seconds > 0 && spec.num_requests == 0;
+        for (int64_t i = 0; by_time ? i < 10000000 : i < n; ++i) {
+          if (rate > 0 && i > 0) t += gap(rng);
+          if (by_time && t >= spec.duration_seconds) break;
           PlannedRequest r;
           r.index = i;
           r.input_tokens = spec.mix.empty() ? len : spec.mix[pick_len(rng)].first;
           r.output_tokens = spec.output_len;
-          if (rate > 0 && i > 0) t += gap(rng);
           r.arrival = rate > 0 ? t : 0;
           p.requests.push_back(r);
         }

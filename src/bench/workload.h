@@ -46,7 +46,7 @@ struct WorkloadSpec {
   std::vector<int> concurrency;        // closed loop
   std::vector<double> rates;           // requests/s, Poisson open loop
   int max_concurrency = 0;             // cap for Poisson runs (0: none)
-  int64_t num_requests = 0;            // per run (0: default)
+  int64_t num_requests = 0;            // per run (0: default; a rate run with a duration: the arrivals in it)
   double duration_seconds = 0;         // per run: stop sending after this (0: none)
   std::vector<int64_t> input_lengths;  // one run each (empty: input_len)
   // The lengths as written when they refer to the context ("512:max", max =

@@ -110,11 +110,10 @@ class Engine {
   // (Unavailable: "the engine stopped") and Submit refuses from now on.
   void Stop();
 
-  // Validates and queues a request; its output arrives on the stream.
-  // InvalidArgument: empty prompt, token outside the vocabulary, bad
-  //   sampling parameters, duplicate live request id.
-  // OutOfRange: prompt + max_tokens > max_context_length, or more KV blocks
-  //   than the whole pool could ever give it.
+  // Validates (ValidateRequest against limits()) and queues a request; its
+  // output arrives on the stream.
+  // InvalidArgument: as ValidateRequest, or a duplicate live request id.
+  // OutOfRange: as ValidateRequest.
   // ResourceExhausted: max_queued_requests are already queued.
   // Unavailable: the engine is stopped.
   StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
@@ -129,6 +128,7 @@ class Engine {
   EngineStats GetStats() const;
 
   const EngineConfig& config() const { return config_; }
+  RequestLimits limits() const;
   int32_t vocab_size() const { return vocab_size_; }
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }

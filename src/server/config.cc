@@ -470,6 +470,12 @@ Status ValidateConfig(const ServeConfig& cfg) {
   return Status::Ok();
 }
 
+Status LoadServeConfig(const std::string& config_path, const std::vector<std::string>& overrides, ServeConfig* cfg) {
+  if (!config_path.empty()) KVS_RETURN_IF_ERROR(LoadConfigFile(config_path, cfg));
+  KVS_RETURN_IF_ERROR(ApplyOverrides(overrides, cfg));
+  return ValidateConfig(*cfg);
+}
+
 StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg) {
   std::vector<std::string> keys = cfg.server.api_keys;
   if (!cfg.server.api_key_file.empty()) {

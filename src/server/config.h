@@ -100,6 +100,10 @@ Status SetConfigValue(std::string_view key, std::string_view value, ServeConfig*
 // Checks between keys (each key's own range is checked when it is set).
 Status ValidateConfig(const ServeConfig& cfg);
 
+// The whole configuration of `kvserve serve`: defaults, then the YAML file
+// (when config_path is not ""), then the overrides, then ValidateConfig.
+Status LoadServeConfig(const std::string& config_path, const std::vector<std::string>& overrides, ServeConfig* cfg);
+
 // api_keys plus those of api_key_file (read now). Empty: no authentication.
 StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg);
 

@@ -1,5 +1,6 @@
 // FakeBackend: an InferenceBackend with no model, for tests of the HTTP
-// service (and `kvserve serve --fake-backend`). It behaves like a small
+// service (in-process, and kvserve_fake for the integration tests; part of
+// the test-only library kvs_server_testing). It behaves like a small
 // continuous-batching engine, deterministically:
 //
 //   * vocabulary: 0 <unk>, 1 <s> (BOS), 2 </s> (EOS), 3..258 the bytes
@@ -58,7 +59,7 @@ class FakeBackend : public InferenceBackend {
   std::string TokenString(int32_t id) override { return Piece(id); }
   StatusOr<std::string> ApplyChatTemplate(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                           bool add_generation_prompt) override;
-  Status Submit(GenerateRequest request, ChunkCallback on_chunk) override;
+  Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
   void Shutdown() override;
@@ -72,7 +73,8 @@ class FakeBackend : public InferenceBackend {
 
  private:
   struct Seq {
-    GenerateRequest req;
+    engine::Request req;
+    Executor executor;
     ChunkCallback cb;
     std::chrono::steady_clock::time_point arrival;
     size_t story_pos = 0;
@@ -83,6 +85,8 @@ class FakeBackend : public InferenceBackend {
   };
 
   void Loop();
+  // Posts a chunk to the request's executor (the final one drops it).
+  static void Deliver(Seq& s, GenerationChunk chunk);
   // Under mu_: the request's prefix-cache hit in tokens, and remember its blocks.
   int32_t LookupAndInsertPrefix(const std::vector<int32_t>& prompt);
   int64_t UsedBlocksLocked() const;

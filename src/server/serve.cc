@@ -79,10 +79,6 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   // Logs go to stderr; stdout is left to the access log.
   if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
   spdlog::set_level(spdlog::level::from_str(config.logging.level));
-  if (Status s = ValidateConfig(config); !s.ok()) {
-    spdlog::error("configuration: {}", s.message());
-    return 2;
-  }
   if (options.require_model_file) {
     std::error_code ec;
     if (config.model.path.empty()) {
@@ -164,7 +160,7 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     }
     if (st.ok()) {
       card.id = b->Info().name.empty() ? ServedModelName(config) : b->Info().name;
-      card.max_context_length = b->Info().max_context_length;
+      card.max_context_length = b->Info().limits.max_context_length;
       card.load_seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
       card.created = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
@@ -218,11 +214,8 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
       if (!cut_at && (now >= deadline || signals > 1)) {
         spdlog::warn("drain: {} requests still running after {} s; ending them", service.running_jobs(),
                      config.server.drain_timeout_seconds);
-        ApiError e;
-        e.status = 503;
-        e.type = "service_unavailable";
-        e.code = "server_shutting_down";
-        e.message = "the server is shutting down (drain timeout reached)";
+        const api::ApiError e = api::MakeError(503, "the server is shutting down (drain timeout reached)",
+                                               "service_unavailable", "server_shutting_down");
         service.AbortAll(e, "shutdown");
         cut_at = now;
       }

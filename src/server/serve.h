@@ -1,7 +1,7 @@
 // RunServe: the lifecycle of `kvserve serve`.
 //
-//   1. Checks the configuration, API keys and access log; fails with exit
-//      code 2 naming what is wrong.
+//   1. Checks the API keys and access log (the configuration was validated
+//      by LoadServeConfig); fails with exit code 2 naming what is wrong.
 //   2. Starts HTTP at once (/health answers, /ready and the API say 503
 //      while loading), then in a loader thread hashes the weights file
 //      (SHA-256, compared with model.sha256 when set) and creates the

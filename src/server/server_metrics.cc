@@ -1,9 +1,5 @@
 #include "server/server_metrics.h"
 
-#include <cstdio>
-
-#include <unistd.h>
-
 namespace kvs::server {
 
 namespace {
@@ -68,35 +64,26 @@ ServerMetrics::ServerMetrics()
   for (const char* r : {"stop", "length", "cancelled", "timeout", "error", "shutdown"}) finished.With({r});
 }
 
-void ServerMetrics::Refresh(const BackendStats* s) {
-  resident_memory.Set(static_cast<double>(ProcessResidentBytes()));
-  if (!s) return;
-  requests_running.Set(static_cast<double>(s->num_running));
-  requests_waiting.Set(static_cast<double>(s->num_waiting));
-  kv_blocks_total.Set(static_cast<double>(s->kv_blocks_total));
-  kv_blocks_used.Set(static_cast<double>(s->kv_blocks_used));
-  kv_blocks_cached.Set(static_cast<double>(s->kv_blocks_cached));
-  kv_blocks_free.Set(static_cast<double>(s->kv_blocks_free));
-  kv_usage_ratio.Set(s->kv_blocks_total > 0 ? static_cast<double>(s->kv_blocks_used) / s->kv_blocks_total : 0.0);
-  kv_block_size.Set(static_cast<double>(s->kv_block_size));
-  memory_bytes.With({"weights"}).Set(static_cast<double>(s->weights_bytes));
-  memory_bytes.With({"kv_pool"}).Set(static_cast<double>(s->kv_pool_bytes));
-  memory_bytes.With({"activations"}).Set(static_cast<double>(s->activation_bytes));
-  memory_bytes.With({"overhead"}).Set(static_cast<double>(s->overhead_bytes));
-  max_admissible_context.Set(static_cast<double>(s->max_admissible_context));
-  prefix_queried_tokens.SetMax(static_cast<double>(s->prefix_cache_queried_tokens));
-  prefix_hit_tokens.SetMax(static_cast<double>(s->prefix_cache_hit_tokens));
-  preemptions.SetMax(static_cast<double>(s->num_preemptions));
-}
-
-uint64_t ProcessResidentBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  if (n != 2) return 0;
-  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+void ServerMetrics::Refresh(const BackendStats* stats) {
+  resident_memory.Set(static_cast<double>(metrics::ProcessResidentBytes()));
+  if (!stats) return;
+  const engine::EngineStats& s = stats->engine;
+  requests_running.Set(static_cast<double>(s.num_running));
+  requests_waiting.Set(static_cast<double>(s.num_waiting));
+  kv_blocks_total.Set(static_cast<double>(s.num_blocks_total));
+  kv_blocks_used.Set(static_cast<double>(s.num_blocks_used));
+  kv_blocks_cached.Set(static_cast<double>(s.num_blocks_cached));
+  kv_blocks_free.Set(static_cast<double>(s.num_blocks_free));
+  kv_usage_ratio.Set(s.num_blocks_total > 0 ? static_cast<double>(s.num_blocks_used) / s.num_blocks_total : 0.0);
+  kv_block_size.Set(static_cast<double>(s.block_size));
+  memory_bytes.With({"weights"}).Set(static_cast<double>(stats->memory.weights_bytes));
+  memory_bytes.With({"kv_pool"}).Set(static_cast<double>(stats->memory.kv_pool_bytes));
+  memory_bytes.With({"activations"}).Set(static_cast<double>(stats->memory.activation_bytes));
+  memory_bytes.With({"overhead"}).Set(static_cast<double>(stats->memory.overhead_bytes));
+  max_admissible_context.Set(static_cast<double>(stats->max_admissible_context));
+  prefix_queried_tokens.SetMax(static_cast<double>(s.prefix_query_tokens));
+  prefix_hit_tokens.SetMax(static_cast<double>(s.prefix_hit_tokens));
+  preemptions.SetMax(static_cast<double>(s.num_preemptions));
 }
 
 }  // namespace kvs::server

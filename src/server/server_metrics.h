@@ -9,9 +9,14 @@
 #include <string>
 
 #include "server/backend.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 namespace kvs::server {
+
+using metrics::Counter;
+using metrics::Family;
+using metrics::Gauge;
+using metrics::Histogram;
 
 struct ServerMetrics {
   ServerMetrics();
@@ -22,7 +27,7 @@ struct ServerMetrics {
   void Refresh(const BackendStats* stats);
   std::string Render() const { return registry.Render(); }
 
-  Registry registry;
+  metrics::Registry registry;
   // Engine state (from Stats()).
   Gauge& requests_running;
   Gauge& requests_waiting;
@@ -52,8 +57,5 @@ struct ServerMetrics {
   Gauge& resident_memory;
   Gauge& ready;                    // 1 when serving, 0 while loading or draining
 };
-
-// Resident set size of this process in bytes (0 if unknown).
-uint64_t ProcessResidentBytes();
 
 }  // namespace kvs::server

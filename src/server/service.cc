@@ -13,6 +13,10 @@
 namespace kvs::server {
 
 using nlohmann::json;
+using api::ApiError;
+using api::BadRequest;
+using api::ErrorFromStatus;
+using api::MakeError;
 
 struct Service::Ctx {
   std::shared_ptr<http::Exchange> ex;
@@ -39,15 +43,6 @@ std::string IsoTime(int64_t unix_seconds) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-ApiError MakeError(int status, std::string message, std::string type, std::string code) {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
 }
 
 }  // namespace
@@ -128,7 +123,7 @@ void Service::Reply(Ctx& ctx, int status, const json& body, std::vector<std::pai
   res.SetHeader("Content-Type", "application/json");
   res.SetHeader("X-Request-Id", ctx.id);
   for (auto& [k, v] : headers) res.SetHeader(k, v);
-  res.body = Dump(body);
+  res.body = api::Dump(body);
   ctx.ex->Respond(std::move(res));
   Log(ctx, status, nullptr);
 }
@@ -189,8 +184,8 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   if (!Authorize(ctx) || !CheckReady(ctx)) return;
   if (path == "/v1/models") return HandleModels(ctx, "");
   if (path == "/v1/models/") return HandleModels(ctx, req.path.substr(path.size()));
-  if (path == "/v1/completions") return HandleGenerate(ctx, Endpoint::kCompletions);
-  if (path == "/v1/chat/completions") return HandleGenerate(ctx, Endpoint::kChatCompletions);
+  if (path == "/v1/completions") return HandleGenerate(ctx, api::Endpoint::kCompletions);
+  if (path == "/v1/chat/completions") return HandleGenerate(ctx, api::Endpoint::kChatCompletions);
   if (path == "/tokenize") return HandleTokenize(ctx);
   if (path == "/detokenize") return HandleDetokenize(ctx);
 }
@@ -298,33 +293,39 @@ void Service::HandleModels(Ctx& ctx, const std::string& model_id) {
   Reply(ctx, 200, {{"object", "list"}, {"data", json::array({m})}});
 }
 
-std::optional<ApiError> Service::CheckLength(int64_t prompt_tokens, std::optional<int64_t> max_tokens,
-                                             const std::string& max_tokens_param, const std::string& prompt_param,
-                                             int64_t default_max_tokens, int32_t* effective) {
-  const int64_t limit = card_.max_context_length;
-  const int64_t wanted = max_tokens.value_or(1);
-  if (prompt_tokens + wanted > limit) {
-    ApiError e = BadRequest(
-        max_tokens ? fmt::format("this request needs {} tokens ({} in the prompt + {} max_tokens) but the model's "
-                                 "context length is {} tokens; shorten the prompt or lower {}",
-                                 prompt_tokens + wanted, prompt_tokens, wanted, limit, max_tokens_param)
-                   : fmt::format("the prompt is {} tokens but the model's context length is {} tokens, which must also "
-                                 "hold at least one generated token; shorten the prompt",
-                                 prompt_tokens, limit),
-        prompt_tokens < limit && max_tokens ? max_tokens_param : prompt_param, "context_length_exceeded");
+namespace {
+
+// The OpenAI error for a prompt that engine::ValidateRequest refused.
+ApiError RequestError(const Status& st, const std::string& prompt_param, const api::ParsedRequest& req,
+                      int64_t prompt_tokens, int64_t max_tokens, int64_t limit) {
+  if (st.code() == StatusCode::kOutOfRange) {
+    // Which field to shorten: the prompt when it alone leaves no room.
+    const bool blame_max_tokens = req.max_tokens.has_value() && prompt_tokens < limit;
+    const std::string param = blame_max_tokens ? req.max_tokens_param : prompt_param;
+    ApiError e = BadRequest(fmt::format("{}; shorten the prompt or lower {}", st.message(), req.max_tokens_param), param,
+                            "context_length_exceeded");
     e.extra["prompt_tokens"] = prompt_tokens;
-    e.extra["max_tokens"] = wanted;
+    e.extra["max_tokens"] = max_tokens;
     e.extra["max_context_length"] = limit;
     return e;
   }
-  *effective = static_cast<int32_t>(max_tokens ? *max_tokens : std::min(default_max_tokens, limit - prompt_tokens));
-  return std::nullopt;
+  ApiError e = ErrorFromStatus(st);
+  // ValidateRequest's messages start with what is wrong: a prompt token or
+  // a stop token id (every other sampling field was range-checked when the
+  // body was parsed).
+  e.param = st.message().rfind("stop token id", 0) == 0 ? "stop_token_ids" : prompt_param;
+  return e;
 }
 
-std::optional<ApiError> Service::Prepare(const ParsedRequest& req, std::vector<PreparedPrompt>* out) {
+}  // namespace
+
+std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vector<PreparedPrompt>* out) {
   InferenceBackend* b = backend_.load();
-  const int32_t vocab = b->Info().vocab_size;
-  if (req.endpoint == Endpoint::kChatCompletions) {
+  const engine::RequestLimits& limits = b->Info().limits;
+  const int64_t limit = limits.max_context_length;
+  const bool chat = req.endpoint == api::Endpoint::kChatCompletions;
+  std::vector<api::PromptInput> chat_prompt(chat ? 1 : 0);
+  if (chat) {
     auto text = b->ApplyChatTemplate(req.messages, req.tools, true);
     if (!text.ok()) {
       ApiError e = ErrorFromStatus(text.status());
@@ -332,54 +333,52 @@ std::optional<ApiError> Service::Prepare(const ParsedRequest& req, std::vector<P
       if (e.status == 400) e.param = "messages";
       return e;
     }
-    auto tokens = b->Tokenize(*text, false);
-    if (!tokens.ok()) return ErrorFromStatus(tokens.status());
-    PreparedPrompt p;
-    p.tokens = std::move(*tokens);
-    const int64_t n = static_cast<int64_t>(p.tokens.size());
-    if (auto e = CheckLength(n, req.max_tokens, req.max_tokens_param, "messages", card_.max_context_length - n,
-                             &p.max_tokens)) {
-      return e;
-    }
-    out->push_back(std::move(p));
-    return std::nullopt;
+    chat_prompt[0].text = std::move(*text);
   }
-  for (size_t i = 0; i < req.prompts.size(); ++i) {
-    const PromptInput& in = req.prompts[i];
-    const std::string param = req.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
+  const std::vector<api::PromptInput>& inputs = chat ? chat_prompt : req.prompts;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const api::PromptInput& in = inputs[i];
+    const std::string param = chat ? "messages" : inputs.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
     PreparedPrompt p;
     if (in.text) {
-      auto tokens = b->Tokenize(*in.text, true);
+      // A chat template writes BOS itself where the model wants one.
+      auto tokens = b->Tokenize(*in.text, /*add_special=*/!chat);
       if (!tokens.ok()) return ErrorFromStatus(tokens.status());
       p.tokens = std::move(*tokens);
       if (req.echo) p.echo_text = *in.text;
     } else {
-      for (int32_t id : in.tokens) {
-        if (id >= vocab) return BadRequest(fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab), param);
-      }
       p.tokens = in.tokens;
-      if (req.echo) {
-        auto text = b->Detokenize(p.tokens);
-        if (!text.ok()) return ErrorFromStatus(text.status());
-        p.echo_text = std::move(*text);
-      }
     }
-    if (p.tokens.empty()) return BadRequest("the prompt is empty (it has no tokens)", param);
-    if (auto e = CheckLength(static_cast<int64_t>(p.tokens.size()), req.max_tokens, req.max_tokens_param, param, 16,
-                             &p.max_tokens)) {
-      return e;
+    const auto n = static_cast<int64_t>(p.tokens.size());
+    // The default: the rest of the context for chat, 16 for completions (as
+    // OpenAI), at least one token (a prompt that fills the context fails).
+    const int64_t by_default = std::max<int64_t>(1, std::min<int64_t>(chat ? limit - n : 16, limit - n));
+    const int64_t max_tokens = req.max_tokens.value_or(by_default);
+    engine::Request check;
+    check.prompt_token_ids = std::move(p.tokens);
+    check.sampling = req.sampling;
+    check.sampling.max_tokens = static_cast<int32_t>(std::min<int64_t>(max_tokens, INT32_MAX));
+    if (Status st = engine::ValidateRequest(check, limits); !st.ok()) {
+      return RequestError(st, param, req, n, max_tokens, limit);
+    }
+    p.tokens = std::move(check.prompt_token_ids);
+    p.max_tokens = check.sampling.max_tokens;
+    if (req.echo && !in.text) {
+      auto text = b->Detokenize(p.tokens);
+      if (!text.ok()) return ErrorFromStatus(text.status());
+      p.echo_text = std::move(*text);
     }
     out->push_back(std::move(p));
   }
   return std::nullopt;
 }
 
-void Service::HandleGenerate(Ctx& ctx, Endpoint endpoint) {
-  const bool chat = endpoint == Endpoint::kChatCompletions;
-  json body;
-  ParsedRequest req;
-  if (auto e = ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
-  if (auto e = chat ? ParseChatRequest(body, &req, ctx.ex->request().body) : ParseCompletionRequest(body, &req)) {
+void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint) {
+  const bool chat = endpoint == api::Endpoint::kChatCompletions;
+  api::Json body;
+  api::ParsedRequest req;
+  if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
+  if (auto e = chat ? api::ParseChatRequest(body, &req) : api::ParseCompletionRequest(body, &req)) {
     return ReplyError(ctx, *e);
   }
   if (req.model != card_.id) {
@@ -439,48 +438,22 @@ void Service::HandleGenerate(Ctx& ctx, Endpoint endpoint) {
 }
 
 void Service::HandleTokenize(Ctx& ctx) {
-  json body;
-  if (auto e = ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
-  InferenceBackend* b = backend_.load();
-  if (body.contains("model") && !body["model"].is_null() &&
-      (!body["model"].is_string() || body["model"].get<std::string>() != card_.id)) {
-    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'",
-                                            body["model"].is_string() ? body["model"].get<std::string>() : "?", card_.id),
+  api::Json body;
+  api::TokenizeRequest req;
+  if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
+  if (auto e = api::ParseTokenizeRequest(body, &req)) return ReplyError(ctx, *e);
+  if (req.model && *req.model != card_.id) {
+    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", *req.model, card_.id),
                            "invalid_request_error", "model_not_found");
     e.param = "model";
     return ReplyError(ctx, e);
   }
-  auto get_bool = [&](const char* name, bool def, bool* out) -> bool {
-    *out = def;
-    if (!body.contains(name) || body[name].is_null()) return true;
-    if (!body[name].is_boolean()) {
-      ReplyError(ctx, BadRequest(fmt::format("'{}' must be a boolean", name), name, "invalid_type"));
-      return false;
-    }
-    *out = body[name].get<bool>();
-    return true;
-  };
-  const bool has_prompt = body.contains("prompt") && !body["prompt"].is_null();
-  const bool has_messages = body.contains("messages") && !body["messages"].is_null();
-  if (has_prompt == has_messages) {
-    return ReplyError(ctx, BadRequest("give exactly one of 'prompt' (a string) or 'messages'", "prompt",
-                                      "missing_required_parameter"));
-  }
-  bool add_special = false, return_strs = false, add_generation_prompt = true;
-  if (!get_bool("add_special_tokens", has_prompt, &add_special) || !get_bool("return_token_strs", false, &return_strs) ||
-      !get_bool("add_generation_prompt", true, &add_generation_prompt)) {
-    return;
-  }
+  InferenceBackend* b = backend_.load();
   std::string text;
-  if (has_prompt) {
-    if (!body["prompt"].is_string()) return ReplyError(ctx, BadRequest("'prompt' must be a string", "prompt", "invalid_type"));
-    text = body["prompt"].get<std::string>();
+  if (req.prompt) {
+    text = std::move(*req.prompt);
   } else {
-    json chat = {{"model", card_.id}, {"messages", body["messages"]}};
-    if (body.contains("tools")) chat["tools"] = body["tools"];
-    ParsedRequest req;
-    if (auto e = ParseChatRequest(chat, &req, ctx.ex->request().body)) return ReplyError(ctx, *e);
-    auto rendered = b->ApplyChatTemplate(req.messages, req.tools, add_generation_prompt);
+    auto rendered = b->ApplyChatTemplate(req.chat.messages, req.chat.tools, req.add_generation_prompt);
     if (!rendered.ok()) {
       ApiError e = ErrorFromStatus(rendered.status());
       e.message = "cannot apply the chat template: " + e.message;
@@ -488,10 +461,10 @@ void Service::HandleTokenize(Ctx& ctx) {
     }
     text = std::move(*rendered);
   }
-  auto tokens = b->Tokenize(text, add_special);
+  auto tokens = b->Tokenize(text, req.add_special_tokens);
   if (!tokens.ok()) return ReplyError(ctx, ErrorFromStatus(tokens.status()));
   json out = {{"count", tokens->size()}, {"max_model_len", card_.max_context_length}, {"tokens", *tokens}};
-  if (return_strs) {
+  if (req.return_token_strs) {
     json strs = json::array();
     for (int32_t id : *tokens) strs.push_back(b->TokenString(id));
     out["token_strs"] = strs;
@@ -502,23 +475,16 @@ void Service::HandleTokenize(Ctx& ctx) {
 }
 
 void Service::HandleDetokenize(Ctx& ctx) {
-  json body;
-  if (auto e = ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
-  InferenceBackend* b = backend_.load();
-  if (!body.contains("tokens") || !body["tokens"].is_array()) {
-    return ReplyError(ctx, BadRequest("'tokens' must be an array of token ids", "tokens", "invalid_type"));
+  api::Json body;
+  api::DetokenizeRequest req;
+  if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
+  if (auto e = api::ParseDetokenizeRequest(body, &req)) return ReplyError(ctx, *e);
+  auto text = backend_.load()->Detokenize(req.tokens);
+  if (!text.ok()) {
+    ApiError e = ErrorFromStatus(text.status());
+    e.param = "tokens";
+    return ReplyError(ctx, e);
   }
-  std::vector<int32_t> ids;
-  const int32_t vocab = b->Info().vocab_size;
-  for (size_t i = 0; i < body["tokens"].size(); ++i) {
-    const json& t = body["tokens"][i];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab) {
-      return ReplyError(ctx, BadRequest(fmt::format("'tokens' item {} must be a token id in [0, {})", i, vocab), "tokens"));
-    }
-    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-  }
-  auto text = b->Detokenize(ids);
-  if (!text.ok()) return ReplyError(ctx, ErrorFromStatus(text.status()));
   Reply(ctx, 200, {{"prompt", *text}});
 }
 

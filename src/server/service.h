@@ -22,6 +22,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/error.h"
+#include "api/openai_request.h"
 #include "http/http_server.h"
 #include "server/access_log.h"
 #include "server/backend.h"
@@ -59,7 +61,7 @@ class Service {
   void SetNotReadyReason(std::string reason);
   void BeginDrain();
   // Ends every running generation with `error` (e.g. at the drain deadline).
-  void AbortAll(const ApiError& error, const std::string& finish_reason);
+  void AbortAll(const api::ApiError& error, const std::string& finish_reason);
 
   State state() const { return state_.load(); }
   int64_t sequences_in_flight() const { return sequences_in_flight_.load(); }
@@ -72,7 +74,7 @@ class Service {
  private:
   struct Ctx;
   void Reply(Ctx& ctx, int status, const nlohmann::json& body, std::vector<std::pair<std::string, std::string>> headers = {});
-  void ReplyError(Ctx& ctx, const ApiError& e);
+  void ReplyError(Ctx& ctx, const api::ApiError& e);
   // Counts the response (unless already counted) and writes the access log.
   void Log(const Ctx& ctx, int status, const JobSummary* summary, bool count = true);
   bool Authorize(Ctx& ctx);
@@ -82,15 +84,13 @@ class Service {
   void HandleReady(Ctx& ctx);
   void HandleMetrics(Ctx& ctx);
   void HandleModels(Ctx& ctx, const std::string& model_id);
-  void HandleGenerate(Ctx& ctx, Endpoint endpoint);
+  void HandleGenerate(Ctx& ctx, api::Endpoint endpoint);
   void HandleTokenize(Ctx& ctx);
   void HandleDetokenize(Ctx& ctx);
 
-  // Tokenizes and length-checks every prompt of a parsed request.
-  std::optional<ApiError> Prepare(const ParsedRequest& req, std::vector<PreparedPrompt>* out);
-  std::optional<ApiError> CheckLength(int64_t prompt_tokens, std::optional<int64_t> max_tokens,
-                                      const std::string& max_tokens_param, const std::string& prompt_param,
-                                      int64_t default_max_tokens, int32_t* effective);
+  // Renders and tokenizes every prompt of a parsed request and checks it
+  // against the model's limits (engine::ValidateRequest, the one check).
+  std::optional<api::ApiError> Prepare(const api::ParsedRequest& req, std::vector<PreparedPrompt>* out);
 
   const ServeConfig config_;
   std::vector<std::string> key_digests_;  // SHA-256 of each accepted key
@@ -107,7 +107,7 @@ class Service {
 
   std::mutex jobs_mu_;
   std::unordered_map<std::string, std::weak_ptr<GenerationJob>> jobs_;    // guarded by jobs_mu_
-  std::optional<std::pair<ApiError, std::string>> abort_;                // guarded by jobs_mu_; set by AbortAll
+  std::optional<std::pair<api::ApiError, std::string>> abort_;                // guarded by jobs_mu_; set by AbortAll
 };
 
 }  // namespace kvs::server

@@ -11,7 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <gtest/gtest.h>
 
-#include "http/sse.h"
+#include "http/sse_parser.h"
 #include "server/fake_backend.h"
 
 namespace kvs::server {
@@ -83,14 +83,14 @@ class Harness {
   // Waits until nothing is in flight and the fake holds no KV.
   bool WaitIdle() {
     for (int i = 0; i < 500; ++i) {
-      if (service_->sequences_in_flight() == 0 && backend_->Stats().kv_blocks_used == 0 &&
+      if (service_->sequences_in_flight() == 0 && backend_->Stats().engine.num_blocks_used == 0 &&
           server_->active_exchanges() == 0) {
         return true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ADD_FAILURE() << "not idle: sequences " << service_->sequences_in_flight() << ", KV blocks used "
-                  << backend_->Stats().kv_blocks_used << ", exchanges " << server_->active_exchanges();
+                  << backend_->Stats().engine.num_blocks_used << ", exchanges " << server_->active_exchanges();
     return false;
   }
 
@@ -191,10 +191,10 @@ TEST(ServiceTest, ClientDisconnectCancelsAndFreesKv) {
     asio::write(s, asio::buffer(req));
     char buf[512];
     s.read_some(asio::buffer(buf));  // the stream has started
-    for (int i = 0; i < 200 && h.backend().Stats().kv_blocks_used == 0; ++i) {
+    for (int i = 0; i < 200 && h.backend().Stats().engine.num_blocks_used == 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    EXPECT_GT(h.backend().Stats().kv_blocks_used, 0);
+    EXPECT_GT(h.backend().Stats().engine.num_blocks_used, 0);
     s.close();
     EXPECT_TRUE(h.WaitIdle()) << "round " << round;
   }
@@ -245,7 +245,7 @@ TEST(ServiceTest, AbortAllEndsRunningRequests) {
   h.service().BeginDrain();
   Reply refused = Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}});
   EXPECT_EQ(refused.status, 503);
-  ApiError e;
+  api::ApiError e;
   e.status = 503;
   e.code = "server_shutting_down";
   e.message = "bye";

@@ -3,8 +3,9 @@
 // tests/oracles): each page loads without console errors, page errors or any
 // request leaving the file (the reports are self-contained), every chart has
 // a size, and the full-page screenshot is not blank (decoded here and its
-// pixels counted). The reports come from a real `kvserve serve
-// --fake-backend` (no model needed).
+// pixels counted). The reports come from `kvserve bench` and `kvserve
+// needle` against kvserve_fake (`kvserve serve` over the fake backend: no
+// model needed).
 // Exits 77 (ctest: skipped) when chromium, playwright-core or the binary is
 // absent.
 import { spawnSync } from "node:child_process";

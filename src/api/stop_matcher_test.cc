@@ -1,10 +1,10 @@
-#include "server/stop_matcher.h"
+#include "api/stop_matcher.h"
 
 #include <random>
 
 #include <gtest/gtest.h>
 
-namespace kvs::server {
+namespace kvs::api {
 namespace {
 
 TEST(StopMatcherTest, NoStopsReleasesEverything) {
@@ -142,4 +142,4 @@ TEST(StopMatcherTest, RandomizedAgainstReference) {
 }
 
 }  // namespace
-}  // namespace kvs::server
+}  // namespace kvs::api

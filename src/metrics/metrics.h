@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace kvs::server {
+namespace kvs::metrics {
 
 class Counter {
  public:
@@ -136,4 +136,7 @@ bool IsValidMetricName(const std::string& name);
 // Bucket bounds: start, start*factor, ... (count bounds).
 std::vector<double> ExponentialBuckets(double start, double factor, int count);
 
-}  // namespace kvs::server
+// Resident set size of this process in bytes (0 if unknown).
+uint64_t ProcessResidentBytes();
+
+}  // namespace kvs::metrics

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kvs::server {
+namespace kvs::api {
 
 class StopMatcher {
  public:
@@ -48,4 +48,4 @@ class StopMatcher {
   bool stopped_ = false;
 };
 
-}  // namespace kvs::server
+}  // namespace kvs::api

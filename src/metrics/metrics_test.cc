@@ -1,4 +1,4 @@
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 #include <cmath>
 #include <limits>
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kvs::server {
+namespace kvs::metrics {
 namespace {
 
 TEST(MetricsTest, ExpositionOfEachType) {
@@ -127,4 +127,4 @@ TEST(MetricsTest, ExpositionLinesAreWellFormed) {
 }
 
 }  // namespace
-}  // namespace kvs::server
+}  // namespace kvs::metrics

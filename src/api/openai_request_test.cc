@@ -1,11 +1,11 @@
-#include "server/openai_request.h"
+#include "api/openai_request.h"
 
 #include <gtest/gtest.h>
 
-namespace kvs::server {
+namespace kvs::api {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 ParsedRequest Completion(const std::string& body) {
   json j;
@@ -44,16 +44,16 @@ TEST(OpenAiRequestTest, CompletionWithEveryField) {
   ASSERT_EQ(r.prompts.size(), 1u);
   EXPECT_EQ(*r.prompts[0].text, "hi");
   EXPECT_EQ(*r.max_tokens, 5);
-  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
-  EXPECT_FLOAT_EQ(r.top_p, 0.9f);
-  EXPECT_EQ(r.top_k, 40);
-  EXPECT_FLOAT_EQ(r.min_p, 0.1f);
-  EXPECT_FLOAT_EQ(r.presence_penalty, 1);
-  EXPECT_FLOAT_EQ(r.frequency_penalty, -1);
-  EXPECT_EQ(*r.seed, static_cast<uint64_t>(-7));
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 1);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -1);
+  EXPECT_EQ(*r.sampling.seed, static_cast<uint64_t>(-7));
   EXPECT_EQ(r.n, 2);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(*r.logprobs, 3);
+  EXPECT_EQ(*r.sampling.logprobs, 3);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
 }
@@ -67,11 +67,11 @@ TEST(OpenAiRequestTest, PromptShapes) {
   ASSERT_EQ(r.prompts.size(), 2u);
   EXPECT_EQ(r.prompts[1].tokens, (std::vector<int32_t>{2, 3}));
   EXPECT_FALSE(r.max_tokens.has_value());  // the endpoint's default applies
-  EXPECT_FALSE(r.logprobs.has_value());
+  EXPECT_FALSE(r.sampling.logprobs.has_value());
   // null is absent
   r = Completion(R"({"model":"m","prompt":"x","max_tokens":null,"stop":null,"temperature":null})");
   EXPECT_FALSE(r.max_tokens.has_value());
-  EXPECT_FLOAT_EQ(r.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
 }
 
 TEST(OpenAiRequestTest, InvalidJsonAndNonObjects) {
@@ -158,7 +158,7 @@ TEST(OpenAiRequestTest, ChatParsesAndFlattensContent) {
   EXPECT_EQ(r.messages[3]["tool_call_id"], "1");
   EXPECT_EQ(*r.max_tokens, 7);  // max_completion_tokens wins
   EXPECT_EQ(r.max_tokens_param, "max_completion_tokens");
-  EXPECT_EQ(*r.logprobs, 2);
+  EXPECT_EQ(*r.sampling.logprobs, 2);
   EXPECT_EQ(r.tools.size(), 1u);
   // tool_choice none: the tools do not reach the template.
   body["tool_choice"] = "none";
@@ -172,7 +172,7 @@ TEST(OpenAiRequestTest, ChatKeepsTheClientsKeyOrder) {
       R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}],"name":"z"}],)"
       R"("tools":[{"type":"function","function":{"name":"f","parameters":{"zeta":1,"alpha":2}}}]})";
   ParsedRequest r;
-  auto e = ParseChatRequest(json::parse(raw), &r, raw);
+  auto e = ParseChatRequest(json::parse(raw), &r);
   ASSERT_FALSE(e.has_value()) << e->message;
   EXPECT_EQ(r.tools.dump(), R"([{"type":"function","function":{"name":"f","parameters":{"zeta":1,"alpha":2}}}])");
   EXPECT_EQ(r.messages[0].dump(), R"({"role":"user","content":"x","name":"z"})");
@@ -221,4 +221,4 @@ TEST(OpenAiRequestTest, ErrorJsonCarriesExtraFields) {
 }
 
 }  // namespace
-}  // namespace kvs::server
+}  // namespace kvs::api

@@ -1,8 +1,8 @@
-#include "server/stop_matcher.h"
+#include "api/stop_matcher.h"
 
 #include <algorithm>
 
-namespace kvs::server {
+namespace kvs::api {
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) {
   for (auto& s : stops) {
@@ -68,4 +68,4 @@ std::string StopMatcher::Flush() {
   return out;
 }
 
-}  // namespace kvs::server
+}  // namespace kvs::api

@@ -1,14 +1,15 @@
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 #include <cmath>
 #include <cstdio>
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "base/status.h"
 
-namespace kvs::server {
+namespace kvs::metrics {
 
 namespace {
 
@@ -250,4 +251,14 @@ std::vector<double> ExponentialBuckets(double start, double factor, int count) {
   return b;
 }
 
-}  // namespace kvs::server
+uint64_t ProcessResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace kvs::metrics

@@ -1,15 +1,15 @@
-#include "server/openai_request.h"
+#include "api/openai_request.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-namespace kvs::server {
+namespace kvs::api {
 
 namespace {
 
-using nlohmann::json;
+using json = Json;
 using Err = std::optional<ApiError>;
 
 const char* TypeName(const json& j) {
@@ -144,21 +144,21 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
       return e;
     }
   }
-  if (auto e = GetFloat(body, "temperature", 0, false, 2, &r->temperature)) return e;
-  if (auto e = GetFloat(body, "top_p", 0, true, 1, &r->top_p)) return e;
+  if (auto e = GetFloat(body, "temperature", 0, false, 2, &r->sampling.temperature)) return e;
+  if (auto e = GetFloat(body, "top_p", 0, true, 1, &r->sampling.top_p)) return e;
   std::optional<int64_t> top_k;
   if (auto e = GetInt(body, "top_k", -1, INT32_MAX, &top_k)) return e;
-  if (top_k) r->top_k = *top_k < 0 ? 0 : static_cast<int32_t>(*top_k);
-  if (auto e = GetFloat(body, "min_p", 0, false, 1, &r->min_p)) return e;
-  if (auto e = GetFloat(body, "presence_penalty", -2, false, 2, &r->presence_penalty)) return e;
-  if (auto e = GetFloat(body, "frequency_penalty", -2, false, 2, &r->frequency_penalty)) return e;
-  if (auto e = GetFloat(body, "repetition_penalty", 0, true, 10, &r->repetition_penalty)) return e;
+  if (top_k) r->sampling.top_k = *top_k < 0 ? 0 : static_cast<int32_t>(*top_k);
+  if (auto e = GetFloat(body, "min_p", 0, false, 1, &r->sampling.min_p)) return e;
+  if (auto e = GetFloat(body, "presence_penalty", -2, false, 2, &r->sampling.presence_penalty)) return e;
+  if (auto e = GetFloat(body, "frequency_penalty", -2, false, 2, &r->sampling.frequency_penalty)) return e;
+  if (auto e = GetFloat(body, "repetition_penalty", 0, true, 10, &r->sampling.repetition_penalty)) return e;
   if (const json* seed = Field(body, "seed")) {
     int64_t v = 0;
     if (seed->is_number_unsigned()) {
-      r->seed = seed->get<uint64_t>();
+      r->sampling.seed = seed->get<uint64_t>();
     } else if (AsInteger(*seed, &v)) {
-      r->seed = static_cast<uint64_t>(v);
+      r->sampling.seed = static_cast<uint64_t>(v);
     } else {
       return WrongType("seed", "an integer", *seed);
     }
@@ -186,9 +186,9 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
   }
   if (const json* ids = Field(body, "stop_token_ids")) {
     if (!ids->is_array()) return WrongType("stop_token_ids", "an array of token ids", *ids);
-    if (auto e = ParseTokenIds(*ids, "stop_token_ids", &r->stop_token_ids)) return e;
+    if (auto e = ParseTokenIds(*ids, "stop_token_ids", &r->sampling.stop_token_ids)) return e;
   }
-  if (auto e = GetBool(body, "ignore_eos", &r->ignore_eos)) return e;
+  if (auto e = GetBool(body, "ignore_eos", &r->sampling.ignore_eos)) return e;
   if (auto e = GetString(body, "cache_salt", &r->cache_salt)) return e;
   std::optional<int64_t> priority;
   if (auto e = GetInt(body, "priority", -1000000, 1000000, &priority)) return e;
@@ -209,26 +209,7 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
 
 }  // namespace
 
-nlohmann::json ApiError::ToJson() const {
-  json err = json::object();
-  err["message"] = message;
-  err["type"] = type;
-  err["param"] = param ? json(*param) : json(nullptr);
-  err["code"] = code;
-  for (auto it = extra.begin(); it != extra.end(); ++it) err[it.key()] = it.value();
-  return json{{"error", err}};
-}
-
-ApiError BadRequest(std::string message, std::optional<std::string> param, std::string code) {
-  ApiError e;
-  e.status = 400;
-  e.message = std::move(message);
-  e.param = std::move(param);
-  e.code = std::move(code);
-  return e;
-}
-
-std::optional<ApiError> ParseJsonObject(std::string_view body, nlohmann::json* out) {
+std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     // Parse again with exceptions only for the message (where it failed).
@@ -246,7 +227,7 @@ std::optional<ApiError> ParseJsonObject(std::string_view body, nlohmann::json* o
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body, ParsedRequest* out) {
+std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* out) {
   ParsedRequest r;
   r.endpoint = Endpoint::kCompletions;
   if (auto e = ParseCommon(body, &r)) return e;
@@ -294,10 +275,10 @@ std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body, Parse
     return BadRequest("'logprobs' of /v1/completions is the number of alternatives, an integer in [0, 20]",
                       "logprobs", "invalid_type");
   }
-  if (auto e = GetInt(body, "logprobs", 0, kMaxLogprobs, &logprobs)) return e;
-  if (logprobs) r.logprobs = static_cast<int32_t>(*logprobs);
+  if (auto e = GetInt(body, "logprobs", 0, engine::kMaxLogprobs, &logprobs)) return e;
+  if (logprobs) r.sampling.logprobs = static_cast<int32_t>(*logprobs);
   if (auto e = GetBool(body, "echo", &r.echo)) return e;
-  if (r.echo && r.logprobs) {
+  if (r.echo && r.sampling.logprobs) {
     return Unsupported("echo", "echo together with logprobs would need prompt logprobs");
   }
   std::string suffix;
@@ -307,7 +288,7 @@ std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body, Parse
   return std::nullopt;
 }
 
-std::optional<ApiError> FlattenContent(const nlohmann::json& content, const std::string& param, std::string* out) {
+std::optional<ApiError> FlattenContent(const Json& content, const std::string& param, std::string* out) {
   if (content.is_string()) {
     *out = content.get<std::string>();
     return std::nullopt;
@@ -334,7 +315,7 @@ std::optional<ApiError> FlattenContent(const nlohmann::json& content, const std:
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, ParsedRequest* out, std::string_view raw_body) {
+std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
   ParsedRequest r;
   r.endpoint = Endpoint::kChatCompletions;
   if (auto e = ParseCommon(body, &r)) return e;
@@ -343,12 +324,7 @@ std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, ParsedReque
   if (!messages->is_array()) return WrongType("messages", "an array", *messages);
   if (messages->empty()) return BadRequest("'messages' must hold at least one message", "messages");
   static const std::vector<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
-  // The client's key order, when the raw body is at hand.
-  nlohmann::ordered_json ordered;
-  if (!raw_body.empty()) ordered = nlohmann::ordered_json::parse(raw_body, nullptr, false);
-  const bool have_ordered = ordered.is_object() && ordered.contains("messages") && ordered["messages"].is_array() &&
-                            ordered["messages"].size() == messages->size();
-  r.messages = nlohmann::ordered_json::array();
+  r.messages = json::array();
   for (size_t i = 0; i < messages->size(); ++i) {
     const json& m = (*messages)[i];
     const std::string p = fmt::format("messages[{}]", i);
@@ -360,7 +336,7 @@ std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, ParsedReque
       return BadRequest(fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; got '{}'", p, rs),
                         p + ".role");
     }
-    nlohmann::ordered_json msg = have_ordered ? ordered["messages"][i] : nlohmann::ordered_json(m);
+    json msg = m;
     const json* content = Field(m, "content");
     if (content) {
       std::string text;
@@ -385,9 +361,9 @@ std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, ParsedReque
   bool logprobs = false;
   if (auto e = GetBool(body, "logprobs", &logprobs)) return e;
   std::optional<int64_t> top;
-  if (auto e = GetInt(body, "top_logprobs", 0, kMaxLogprobs, &top)) return e;
+  if (auto e = GetInt(body, "top_logprobs", 0, engine::kMaxLogprobs, &top)) return e;
   if (top && !logprobs) return BadRequest("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
-  if (logprobs) r.logprobs = static_cast<int32_t>(top.value_or(0));
+  if (logprobs) r.sampling.logprobs = static_cast<int32_t>(top.value_or(0));
   std::string tool_choice = "auto";
   if (const json* tc = Field(body, "tool_choice")) {
     if (!tc->is_string()) return Unsupported("tool_choice", "only \"auto\" and \"none\" are served");
@@ -399,7 +375,7 @@ std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, ParsedReque
   if (const json* tools = Field(body, "tools")) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
     if (tool_choice != "none") {
-      r.tools = ordered.is_object() && ordered.contains("tools") ? ordered["tools"] : nlohmann::ordered_json(*tools);
+      r.tools = *tools;
     }
   }
   if (const json* rf = Field(body, "response_format")) {
@@ -414,4 +390,40 @@ std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, ParsedReque
   return std::nullopt;
 }
 
-}  // namespace kvs::server
+std::optional<ApiError> ParseTokenizeRequest(const Json& body, TokenizeRequest* out) {
+  TokenizeRequest r;
+  if (const json* model = Field(body, "model")) r.model = model->is_string() ? model->get<std::string>() : "?";
+  const json* prompt = Field(body, "prompt");
+  const json* messages = Field(body, "messages");
+  if ((prompt != nullptr) == (messages != nullptr)) {
+    return BadRequest("give exactly one of 'prompt' (a string) or 'messages'", "prompt", "missing_required_parameter");
+  }
+  r.add_special_tokens = prompt != nullptr;
+  if (auto e = GetBool(body, "add_special_tokens", &r.add_special_tokens)) return e;
+  if (auto e = GetBool(body, "return_token_strs", &r.return_token_strs)) return e;
+  if (auto e = GetBool(body, "add_generation_prompt", &r.add_generation_prompt)) return e;
+  if (prompt) {
+    if (!prompt->is_string()) return BadRequest("'prompt' must be a string", "prompt", "invalid_type");
+    r.prompt = prompt->get<std::string>();
+  } else {
+    // The messages and tools as a chat request would carry them.
+    json chat = {{"model", "tokenize"}, {"messages", *messages}};
+    if (const json* tools = Field(body, "tools")) chat["tools"] = *tools;
+    if (auto e = ParseChatRequest(chat, &r.chat)) return e;
+  }
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseDetokenizeRequest(const Json& body, DetokenizeRequest* out) {
+  const json* tokens = Field(body, "tokens");
+  if (!tokens || !tokens->is_array()) {
+    return BadRequest("'tokens' must be an array of token ids", "tokens", "invalid_type");
+  }
+  DetokenizeRequest r;
+  if (auto e = ParseTokenIds(*tokens, "tokens", &r.tokens)) return e;
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+}  // namespace kvs::api
