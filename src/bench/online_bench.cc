@@ -91,8 +91,11 @@ int RunOnlineBench(const OnlineBenchOptions& options) {
   } else {
     specs.push_back(o.spec);
   }
-  for (WorkloadSpec& s : specs) {
-    if (Status st = ResolveLengths(&s, info->context); !st.ok()) return Fail(st);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (Status st = ResolveLengths(&specs[i], info->context); !st.ok()) return Fail(st);
+    // Every workload of a file gets its own prompts: the same text twice
+    // would be served from the prefix cache and flatter the second run.
+    specs[i].seed += static_cast<uint64_t>(i) * 1000003u;
   }
   for (const std::string& t : slo_texts) {
     auto s = ParseSlo(t);
@@ -143,6 +146,7 @@ int RunOnlineBench(const OnlineBenchOptions& options) {
   if (o.warmup > 0) {
     RunPlan w = plans.front();
     w.name = "warm-up";
+    w.seed ^= 0x5bd1e995u;  // its own text: not a cached prefix of the first run's prompts
     w.concurrency = 1;
     w.rate = 0;
     w.duration_seconds = 0;

@@ -26,6 +26,10 @@ constexpr const char* kPeoplePlural[] = {
 constexpr const char* kNames[] = {
     "Martha", "Jonas", "Elena", "Tobias", "Ingrid", "Samuel", "Lucia", "Arthur", "Helena", "Victor",
     "Nadia", "Oliver", "Rosa", "Felix", "Greta", "Hugo", "Clara", "Matteo", "Agnes", "Pavel", "Leah", "Anton"};
+constexpr const char* kSurnames[] = {
+    "Keller", "Brandt", "Moreau", "Lindqvist", "Novak", "Okafor", "Haddad", "Ferreira", "Takahashi", "Kowalski",
+    "Marsh", "Delgado", "Fischer", "Ambrose", "Petrov", "Whitfield", "Castellan", "Osei", "Varga", "Holloway",
+    "Brennan", "Sato", "Lindgren", "Quist", "Romero", "Albright", "Nakamura", "Duval", "Ivanova", "Thorne"};
 constexpr const char* kPlaces[] = {
     "harbor", "valley", "market square", "old mill", "railway station", "library", "orchard", "bridge",
     "village hall", "lighthouse", "riverbank", "workshop", "school", "museum", "bakery", "factory",
@@ -125,6 +129,17 @@ class ProseSource final : public TextSource {
         break;
     }
     return s;
+  }
+  std::string First(Rng& rng) const override {
+    // Three distinct full names open the text: ~22 x 30 choices each.
+    std::string who[3];
+    for (int i = 0; i < 3; ++i) {
+      do {
+        who[i] = std::string(Pick(rng, kNames)) + " " + Pick(rng, kSurnames);
+      } while ((i > 0 && who[i] == who[0]) || (i > 1 && who[i] == who[1]));
+    }
+    return who[0] + ", " + who[1] + " and " + who[2] + " met at the " + Pick(rng, kPlaces) + " to talk about " +
+           Pick(rng, kTopics) + ".";
   }
   std::string Name() const override { return "prose"; }
 };
@@ -245,6 +260,7 @@ WordStream MakeWords(const TextSource& source, Rng& rng, size_t min_words) {
     }
     return ws;
   }
+  ws.Append(source.First(rng));
   while (ws.words.size() < min_words) ws.Append(source.Next(rng));
   return ws;
 }

@@ -27,6 +27,10 @@ class TextSource {
   virtual ~TextSource() = default;
   // One sentence (no leading or trailing space).
   virtual std::string Next(Rng& rng) const = 0;
+  // The sentence a prompt starts with. Prose makes it unlikely to repeat
+  // (several random full names), so that two prompts share no prefix-cache
+  // block by accident; others use Next.
+  virtual std::string First(Rng& rng) const { return Next(rng); }
   virtual std::string Name() const = 0;
 };
 

@@ -26,6 +26,13 @@ TEST(TextSources, ProseIsVariedAndHasNoDigits) {
     distinct.insert(s);
   }
   EXPECT_GT(distinct.size(), 150u);
+  // Prompts start differently: no two of 300 share their first 8 words.
+  std::set<std::string> openings;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    Rng r(seed);
+    openings.insert(MakeWords(*src, r, 20).Join(8));
+  }
+  EXPECT_EQ(openings.size(), 300u);
   // Same seed, same text.
   Rng a(5), b(5);
   EXPECT_EQ(MakeWords(*src, a, 100).Join(100), MakeWords(*src, b, 100).Join(100));

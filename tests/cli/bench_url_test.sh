@@ -60,6 +60,12 @@ assert load["settings"]["arrival"] == "poisson"
 labels = [b["label"] for b in load["by_input_length"]]
 assert set(labels) <= {"64", "512"} and len(labels) >= 1, labels
 assert all(r["server_metrics"]["samples"] >= 2 for r in j["runs"]), "metrics not sampled"
+# Runs never reuse each other's (or the warm-up's) prompts: no single-turn
+# request finds more than one block (16 tokens) of its prompt in the cache.
+for r in j["runs"]:
+    if r["settings"]["multi_turn"]["conversations"] == 0:
+        for q in r["requests"]:
+            assert q["cached_tokens"] is None or q["cached_tokens"] <= 16, (r["settings"]["name"], q["index"], q["cached_tokens"], q["prompt_tokens"])
 assert j["endpoint"]["tokenize"].startswith("/tokenize"), j["endpoint"]
 print("workload checks ok")
 PY
