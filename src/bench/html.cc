@@ -18,11 +18,12 @@ void HtmlPage::Pre(std::string_view text) { body_ += "<pre>" + HtmlEscape(text) 
 
 namespace {
 
-// Numbers ("12", "-3.5", "45 ms", "12%") are right-aligned, words left.
+// Numbers ("12", "-3.5", "45 ms", "12%", "3/10") are right-aligned; words
+// and sentences (even those starting with a digit) left.
 bool Numeric(const std::string& s) {
   size_t i = 0;
   if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-  return (i < s.size() && s[i] >= '0' && s[i] <= '9') || s == "-";
+  return ((i < s.size() && s[i] >= '0' && s[i] <= '9') && s.size() <= 12) || s == "-";
 }
 
 }  // namespace

@@ -135,10 +135,17 @@ void Range(const LineChart& c, bool x_axis, double* lo, double* hi) {
 }  // namespace
 
 std::string RenderLineChart(const LineChart& c) {
-  const int W = c.width, H = c.height;
+  const int W = c.width;
   const int left = 70, right = 20, top = 34, bottom = 52;
   const bool legend = c.series.size() > 1 || (c.series.size() == 1 && !c.series[0].name.empty());
-  const int legend_h = legend ? 18 * static_cast<int>((c.series.size() + 2) / 3) : 0;
+  // As many legend columns as the longest name allows (~6.5 px a character).
+  size_t longest_name = 1;
+  for (const Series& s : c.series) longest_name = std::max(longest_name, s.name.size());
+  const int legend_cols = std::clamp(
+      static_cast<int>((W - left - right) / (6.5 * static_cast<double>(longest_name) + 34)), 1, 3);
+  const int legend_h =
+      legend ? 18 * static_cast<int>((c.series.size() + static_cast<size_t>(legend_cols) - 1) / legend_cols) : 0;
+  const int H = c.height + legend_h;  // the legend adds height; the plot keeps its size
   Scale xs, ys;
   Range(c, true, &xs.lo, &xs.hi);
   Range(c, false, &ys.lo, &ys.hi);
@@ -232,8 +239,10 @@ std::string RenderLineChart(const LineChart& c) {
   }
   if (legend) {
     for (size_t si = 0; si < c.series.size(); ++si) {
-      const int lx = left + static_cast<int>(si % 3) * ((W - left - right) / 3);
-      const int ly = H - legend_h + 4 + 18 * static_cast<int>(si / 3);
+      const int col = static_cast<int>(si % static_cast<size_t>(legend_cols));
+      const int row = static_cast<int>(si / static_cast<size_t>(legend_cols));
+      const int lx = (legend_cols == 1 ? 16 : left) + col * ((W - left - right) / legend_cols);
+      const int ly = H - legend_h + 4 + 18 * row;
       const std::string color = c.series[si].color.empty() ? PaletteColor(si) : c.series[si].color;
       o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{}\"/>\n", lx, ly, color);
       o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", lx + 20, ly + 6, Escape(c.series[si].name));
