@@ -33,10 +33,13 @@ const json* Field(const json& body, const char* name) {
   return &*it;
 }
 
+// A value as an error message shows it: scalars (strings cut short),
+// arrays and objects by their type only, so no untrusted value is ever
+// serialized whole into a message.
 std::string Shown(const json& j) {
-  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
+  if (j.is_structured()) return TypeName(j);
+  if (j.is_string()) return json(Clip(j.get_ref<const std::string&>(), 37)).dump(-1, ' ', false, json::error_handler_t::replace);
+  return j.dump();
 }
 
 Err WrongType(const std::string& name, const char* want, const json& got) {
@@ -182,14 +185,25 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
     }
     for (const auto& s : r->stop) {
       if (s.empty()) return BadRequest("'stop' strings must not be empty", "stop");
+      if (s.size() > kMaxStopBytes) {
+        return BadRequest(fmt::format("'stop' strings may be at most {} bytes, got {}", kMaxStopBytes, s.size()), "stop");
+      }
     }
   }
   if (const json* ids = Field(body, "stop_token_ids")) {
     if (!ids->is_array()) return WrongType("stop_token_ids", "an array of token ids", *ids);
+    if (ids->size() > kMaxStopTokenIds) {
+      return BadRequest(fmt::format("'stop_token_ids' may hold at most {} ids, got {}", kMaxStopTokenIds, ids->size()),
+                        "stop_token_ids");
+    }
     if (auto e = ParseTokenIds(*ids, "stop_token_ids", &r->sampling.stop_token_ids)) return e;
   }
   if (auto e = GetBool(body, "ignore_eos", &r->sampling.ignore_eos)) return e;
   if (auto e = GetString(body, "cache_salt", &r->cache_salt)) return e;
+  if (r->cache_salt.size() > kMaxCacheSaltBytes) {
+    return BadRequest(fmt::format("'cache_salt' may be at most {} bytes, got {}", kMaxCacheSaltBytes, r->cache_salt.size()),
+                      "cache_salt");
+  }
   std::optional<int64_t> priority;
   if (auto e = GetInt(body, "priority", -1000000, 1000000, &priority)) return e;
   if (priority) r->priority = static_cast<int32_t>(*priority);
@@ -209,7 +223,51 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
 
 }  // namespace
 
+size_t JsonNestingDepth(std::string_view text, size_t stop_after) {
+  size_t depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        max_depth = depth;
+        if (max_depth > stop_after) return max_depth;
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+std::string Clip(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  // Cut on a UTF-8 character boundary.
+  size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return std::string(s.substr(0, n)) + "...";
+}
+
 std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
+  // Bounded before parsing: nlohmann's parser does not recurse, but copying,
+  // comparing or serializing a parsed value does, so a deep value must never
+  // exist. An upper bound of the depth the parser would build: brackets
+  // outside strings.
+  if (const size_t depth = JsonNestingDepth(body, kMaxJsonDepth); depth > kMaxJsonDepth) {
+    return BadRequest(fmt::format("the body nests arrays and objects more than {} levels deep (the limit)", kMaxJsonDepth),
+                      std::nullopt, "invalid_json");
+  }
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     // Parse again with exceptions only for the message (where it failed).
@@ -303,7 +361,7 @@ std::optional<ApiError> FlattenContent(const Json& content, const std::string& p
     if (!type || !type->is_string()) return BadRequest(fmt::format("'{}.type' must be a string", p), p + ".type");
     if (type->get<std::string>() != "text") {
       return BadRequest(fmt::format("content part type '{}' is not supported; kvserve serves text only",
-                                    type->get<std::string>()),
+                                    Clip(type->get<std::string>(), 40)),
                         p + ".type", "unsupported_parameter");
     }
     const json* t = Field(part, "text");
@@ -333,7 +391,8 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
     if (!role || !role->is_string()) return BadRequest(fmt::format("'{}.role' must be a string", p), p + ".role");
     const std::string rs = role->get<std::string>();
     if (std::find(kRoles.begin(), kRoles.end(), rs) == kRoles.end()) {
-      return BadRequest(fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; got '{}'", p, rs),
+      return BadRequest(fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; got '{}'", p,
+                                    Clip(rs, 40)),
                         p + ".role");
     }
     json msg = m;

@@ -80,12 +80,27 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 
+// Limits of fields that would otherwise cost memory or engine time per
+// token without bound (docs/api.md lists every limit).
 inline constexpr int32_t kMaxN = 128;
+inline constexpr size_t kMaxStopBytes = 1024;       // each stop string
+inline constexpr size_t kMaxStopTokenIds = 64;      // scanned per generated token
+inline constexpr size_t kMaxCacheSaltBytes = 256;
+// Arrays and objects nested deeper than this are refused before parsing
+// (every endpoint's body goes through ParseJsonObject).
+inline constexpr size_t kMaxJsonDepth = 64;
 inline constexpr size_t kMaxStops = 16;
 inline constexpr size_t kMaxPrompts = 128;
 
-// Parses a request body into a JSON object (400 invalid_json otherwise).
+// Parses a request body into a JSON object (400 invalid_json otherwise,
+// also when it nests deeper than kMaxJsonDepth).
 std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out);
+// The deepest nesting of arrays and objects in JSON text (brackets outside
+// strings), counting stops once it exceeds stop_after.
+size_t JsonNestingDepth(std::string_view text, size_t stop_after);
+// At most max_bytes of s (cut on a UTF-8 boundary, "..." appended when cut):
+// how error messages quote untrusted strings.
+std::string Clip(std::string_view s, size_t max_bytes);
 
 std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* out);
 std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out);

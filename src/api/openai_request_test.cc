@@ -220,5 +220,46 @@ TEST(OpenAiRequestTest, ErrorJsonCarriesExtraFields) {
   EXPECT_EQ(j["error"]["param"], "prompt");
 }
 
+// Issue 10 item 1: a 200 KB body nested 100,000 deep crashed the server
+// (recursive copies and dumps of the parsed value). Refused before parsing.
+TEST(OpenAiRequestTest, DeepNestingIsRefusedNamingTheLimit) {
+  const std::string deep = R"({"model":"m","prompt":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  json j;
+  auto e = ParseJsonObject(deep, &j);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find(std::to_string(kMaxJsonDepth)), std::string::npos) << e->message;
+  // Brackets inside strings do not count; the limit itself is fine.
+  std::string ok = R"({"s":"[[[[[[[[[[{{{{{{","a":)" + std::string(kMaxJsonDepth - 1, '[') +
+                   std::string(kMaxJsonDepth - 1, ']') + "}";
+  EXPECT_FALSE(ParseJsonObject(ok, &j).has_value());
+  EXPECT_EQ(JsonNestingDepth(R"(["\"[", {"a":[1]}])", 100), 3u);
+}
+
+TEST(OpenAiRequestTest, ErrorMessagesNeverQuoteAValueWhole) {
+  const std::string big(1 << 20, 'x');
+  ApiError e = ChatError(R"({"model":"m","messages":[{"role":")" + big + R"(","content":"x"}]})");
+  EXPECT_LT(e.message.size(), 300u);
+  e = CompletionError(R"({"model":"m","prompt":[1,[)" + std::string(50, '7') + R"(]]})");
+  EXPECT_LT(e.message.size(), 300u);
+  EXPECT_NE(e.message.find("an array"), std::string::npos) << e.message;
+}
+
+// Issue 10 item 4: fields that cost memory per choice or engine time per
+// token are bounded (docs/api.md).
+TEST(OpenAiRequestTest, FieldsAreBounded) {
+  const std::string long_stop(kMaxStopBytes + 1, 's');
+  EXPECT_EQ(CompletionError(R"({"model":"m","prompt":"x","stop":")" + long_stop + R"("})").param, "stop");
+  std::string ids = "[";
+  for (size_t i = 0; i <= kMaxStopTokenIds; ++i) ids += (i ? "," : "") + std::to_string(i);
+  ids += "]";
+  EXPECT_EQ(CompletionError(R"({"model":"m","prompt":"x","stop_token_ids":)" + ids + "}").param, "stop_token_ids");
+  const std::string salt(kMaxCacheSaltBytes + 1, 'k');
+  EXPECT_EQ(CompletionError(R"({"model":"m","prompt":"x","cache_salt":")" + salt + R"("})").param, "cache_salt");
+  // At the limits: fine.
+  Completion(R"({"model":"m","prompt":"x","stop":")" + long_stop.substr(1) + R"(","cache_salt":")" + salt.substr(1) +
+             R"("})");
+}
+
 }  // namespace
 }  // namespace kvs::api

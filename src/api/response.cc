@@ -14,7 +14,7 @@ json Bytes(const std::string& s) {
 
 }  // namespace
 
-ChoiceText::ChoiceText(std::vector<std::string> stops, bool logprobs)
+ChoiceText::ChoiceText(std::shared_ptr<const std::vector<std::string>> stops, bool logprobs)
     : stop_(std::move(stops)), logprobs_(logprobs) {}
 
 bool ChoiceText::AddToken(TokenOutput t, std::string* out) {

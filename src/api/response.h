@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,7 +53,7 @@ struct LogprobToken {
 class ChoiceText {
  public:
   ChoiceText() = default;
-  ChoiceText(std::vector<std::string> stops, bool logprobs);
+  ChoiceText(std::shared_ptr<const std::vector<std::string>> stops, bool logprobs);
 
   // A generated token; its released text is appended to *out. True when a
   // stop string completed (the choice is done).

@@ -19,7 +19,7 @@ TokenOutput Tok(int32_t id, std::string text) {
 // A stop string spanning tokens is held back and never released; the
 // tokens before the cut keep their logprobs, the stop string's do not.
 TEST(ChoiceTextTest, StopStringCutsTextAndLogprobs) {
-  ChoiceText c({"END"}, /*logprobs=*/true);
+  ChoiceText c(std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"END"}), /*logprobs=*/true);
   std::string out;
   EXPECT_FALSE(c.AddToken(Tok(1, "ab"), &out));
   EXPECT_FALSE(c.AddToken(Tok(2, "cE"), &out));  // "E" may start the stop string
@@ -36,13 +36,14 @@ TEST(ChoiceTextTest, StopStringCutsTextAndLogprobs) {
 }
 
 TEST(ChoiceTextTest, EndReleasesWhatWasHeldBack) {
-  ChoiceText c({"xyz"}, false);
+  auto stops = std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"xyz"});
+  ChoiceText c(stops, false);
   std::string out;
   c.AddToken(Tok(1, "hello x"), &out);
   EXPECT_EQ(out, "hello ");
   EXPECT_FALSE(c.End("y", &out));
   EXPECT_EQ(out, "hello xy");
-  ChoiceText d({"xyz"}, false);
+  ChoiceText d(stops, false);
   out.clear();
   d.AddToken(Tok(1, "a xy"), &out);
   EXPECT_TRUE(d.End("z tail", &out));  // the stop string completes in the tail

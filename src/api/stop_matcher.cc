@@ -5,10 +5,11 @@
 namespace kvs::api {
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) {
-  for (auto& s : stops) {
-    if (!s.empty()) stops_.push_back(std::move(s));
-  }
+  std::erase_if(stops, [](const std::string& s) { return s.empty(); });
+  stops_ = std::make_shared<const std::vector<std::string>>(std::move(stops));
 }
+
+StopMatcher::StopMatcher(std::shared_ptr<const std::vector<std::string>> stops) : stops_(std::move(stops)) {}
 
 StopMatcher::Result StopMatcher::Push(std::string_view text) {
   Result r;
@@ -16,7 +17,7 @@ StopMatcher::Result StopMatcher::Push(std::string_view text) {
     r.stopped = true;
     return r;
   }
-  if (stops_.empty()) {
+  if (!stops_ || stops_->empty()) {
     r.released = std::string(text);
     return r;
   }
@@ -27,7 +28,7 @@ StopMatcher::Result StopMatcher::Push(std::string_view text) {
   // the one that ends first.
   size_t best = std::string::npos, best_end = std::string::npos;
   const std::string* which = nullptr;
-  for (const auto& s : stops_) {
+  for (const auto& s : *stops_) {
     const size_t pos = held_.find(s);
     if (pos == std::string::npos) continue;
     const size_t end = pos + s.size();
@@ -47,7 +48,8 @@ StopMatcher::Result StopMatcher::Push(std::string_view text) {
   }
   // Hold back the longest suffix of held_ that is a proper prefix of a stop.
   size_t keep = 0;
-  for (const auto& s : stops_) {
+  for (const auto& s : *stops_) {
+    if (s.empty()) continue;
     const size_t max_len = std::min(s.size() - 1, held_.size());
     for (size_t len = max_len; len > keep; --len) {
       if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {

@@ -18,6 +18,7 @@
 // Thread-safety: a value type, one per choice.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,9 @@ class StopMatcher {
  public:
   StopMatcher() = default;
   explicit StopMatcher(std::vector<std::string> stops);  // empty strings are ignored
+  // Stop strings shared by every choice of a request (none empty): n
+  // choices do not copy them n times.
+  explicit StopMatcher(std::shared_ptr<const std::vector<std::string>> stops);
 
   struct Result {
     std::string released;  // safe to emit now
@@ -43,7 +47,7 @@ class StopMatcher {
   const std::string& held() const { return held_; }
 
  private:
-  std::vector<std::string> stops_;
+  std::shared_ptr<const std::vector<std::string>> stops_;
   std::string held_;
   bool stopped_ = false;
 };

@@ -201,7 +201,11 @@ Status Engine::Forward(const SchedulerOutput& plan) {
   const auto num_logits = static_cast<size_t>(batch_.NumLogits());
   counters_.num_computed_tokens += plan.num_tokens;
   ++counters_.num_steps;
-  return runner_->Forward(batch_, std::span<float>(logits_).first(num_logits * static_cast<size_t>(vocab_size_)));
+  counters_.num_blocks_used_peak = std::max(counters_.num_blocks_used_peak, block_manager_.num_used());
+  const auto t0 = Clock::now();
+  Status st = runner_->Forward(batch_, std::span<float>(logits_).first(num_logits * static_cast<size_t>(vocab_size_)));
+  counters_.forward_seconds += Seconds(t0, Clock::now());
+  return st;
 }
 
 void Engine::SampleTokens(const SchedulerOutput& plan) {

@@ -138,9 +138,22 @@ TEST(EngineTest, TinyPoolPreemptionGivesIdenticalOutputs) {
     auto t = MakeEngine(Opts(num_blocks), c);
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (const Request& r : work) streams.push_back(MustSubmit(*t.engine, r));
+    int32_t max_used_seen = 0;
     while (t.engine->Step()) {
       EXPECT_EQ(t.engine->TEST_CheckInvariants(), "");
+      max_used_seen = std::max(max_used_seen, t.engine->GetStats().num_blocks_used);
     }
+    // The peak is sampled inside the step (after scheduling), so it covers
+    // every value seen between steps, stays within the pool, and outlives
+    // the requests; forward passes took measurable time.
+    const EngineStats end = t.engine->GetStats();
+    EXPECT_GE(end.num_blocks_used_peak, max_used_seen);
+    EXPECT_LE(end.num_blocks_used_peak, num_blocks);
+    if (num_blocks < 100) {
+      EXPECT_GE(end.num_blocks_used_peak, num_blocks - 2) << "a tiny pool fills up";
+    }
+    EXPECT_GT(end.forward_seconds, 0.0);
+    EXPECT_GT(end.num_steps, 0);
     std::vector<std::vector<int32_t>> out;
     for (auto& s : streams) {
       const Collected c = Drain(*s);

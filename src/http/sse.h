@@ -2,7 +2,7 @@
 // defines it: an event is a block of "field: value" lines ended by an empty
 // line; a payload with line breaks becomes several "data:" lines, which the
 // client joins with "\n".
-// The client side, SseParser, is test-only (sse_parser.h).
+// The client side is SseParser (sse_parser.h).
 // Thread-safety: pure functions.
 #pragma once
 

@@ -72,6 +72,12 @@ void Counter::SetMax(double v) {
 
 void Gauge::Inc(double v) { AtomicAdd(value_, v); }
 
+void Gauge::SetMax(double v) {
+  double cur = value_.load(std::memory_order_relaxed);
+  while (v > cur && !value_.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {
   for (size_t i = 0; i < bounds_.size(); ++i) {
     KVS_CHECK(std::isfinite(bounds_[i]));
@@ -249,6 +255,25 @@ std::vector<double> ExponentialBuckets(double start, double factor, int count) {
   double v = start;
   for (int i = 0; i < count; ++i, v *= factor) b.push_back(v);
   return b;
+}
+
+double HistogramQuantile(double q, const Histogram::Snapshot& now, const Histogram::Snapshot* before) {
+  const size_t n = now.cumulative.size();
+  std::vector<double> cum(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t b = before && i < before->cumulative.size() ? before->cumulative[i] : 0;
+    cum[i] = static_cast<double>(now.cumulative[i] >= b ? now.cumulative[i] - b : 0);
+  }
+  if (n == 0 || cum[n - 1] <= 0) return std::nan("");
+  const double rank = q * cum[n - 1];
+  size_t i = 0;
+  while (i < n - 1 && cum[i] < rank) ++i;
+  if (i == n - 1) return now.bounds.empty() ? std::nan("") : now.bounds.back();  // the +Inf bucket
+  const double lo = i == 0 ? 0.0 : now.bounds[i - 1];
+  const double hi = now.bounds[i];
+  const double below = i == 0 ? 0.0 : cum[i - 1];
+  const double in_bucket = cum[i] - below;
+  return in_bucket > 0 ? lo + (hi - lo) * (rank - below) / in_bucket : hi;
 }
 
 uint64_t ProcessResidentBytes() {

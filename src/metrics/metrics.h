@@ -41,6 +41,8 @@ class Counter {
 class Gauge {
  public:
   void Set(double v) { value_.store(v, std::memory_order_relaxed); }
+  // Raises the value to v, never lowers it (peaks updated from several threads).
+  void SetMax(double v);
   void Inc(double v = 1.0);
   void Dec(double v = 1.0) { Inc(-v); }
   double Value() const { return value_.load(std::memory_order_relaxed); }
@@ -135,6 +137,12 @@ bool IsValidMetricName(const std::string& name);
 
 // Bucket bounds: start, start*factor, ... (count bounds).
 std::vector<double> ExponentialBuckets(double start, double factor, int count);
+
+// The q-quantile (0 <= q <= 1) of the observations between two snapshots
+// of one histogram (`before` may be null: since start), interpolated
+// linearly inside the bucket as Prometheus' histogram_quantile does; the
+// +Inf bucket answers its lower bound. NaN when nothing was observed.
+double HistogramQuantile(double q, const Histogram::Snapshot& now, const Histogram::Snapshot* before);
 
 // Resident set size of this process in bytes (0 if unknown).
 uint64_t ProcessResidentBytes();

@@ -83,6 +83,20 @@ TEST(MetricsTest, CounterSetMaxIsMonotonic) {
   EXPECT_EQ(c.Value(), 10);
 }
 
+TEST(MetricsTest, GaugeSetMaxKeepsThePeakAcrossThreads) {
+  Gauge g;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&g, t] {
+      for (int i = 0; i < 2000; ++i) g.SetMax((i * 7 + t * 13) % 1000);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(g.Value(), 999);
+  g.SetMax(5);
+  EXPECT_EQ(g.Value(), 999);
+}
+
 TEST(MetricsTest, ConcurrentUpdatesAreAllCounted) {
   Registry r;
   auto& fam = r.AddCounter("c_total", "c", {"t"});
@@ -124,6 +138,24 @@ TEST(MetricsTest, ExpositionLinesAreWellFormed) {
     ++samples;
   }
   EXPECT_EQ(samples, 1 + (6 + 1 + 2) + 1);
+}
+
+TEST(MetricsTest, HistogramQuantileInterpolatesAsPrometheus) {
+  Histogram h({1, 2, 4});
+  EXPECT_TRUE(std::isnan(HistogramQuantile(0.5, h.Read(), nullptr)));
+  for (int i = 0; i < 10; ++i) h.Observe(0.5);  // bucket (0, 1]
+  const Histogram::Snapshot first = h.Read();
+  for (int i = 0; i < 10; ++i) h.Observe(3);    // bucket (2, 4]
+  const Histogram::Snapshot second = h.Read();
+  // Since start: 20 observations; the median's rank 10 ends bucket (0, 1].
+  EXPECT_DOUBLE_EQ(HistogramQuantile(0.5, second, nullptr), 1.0);
+  // 0.75 -> rank 15, halfway through (2, 4].
+  EXPECT_DOUBLE_EQ(HistogramQuantile(0.75, second, nullptr), 3.0);
+  // Between the snapshots only the 3s count: the median is mid-bucket.
+  EXPECT_DOUBLE_EQ(HistogramQuantile(0.5, second, &first), 3.0);
+  h.Observe(100);  // +Inf answers the highest finite bound
+  EXPECT_DOUBLE_EQ(HistogramQuantile(1.0, h.Read(), &second), 4.0);
+  EXPECT_TRUE(std::isnan(HistogramQuantile(0.5, second, &second)));
 }
 
 }  // namespace

@@ -99,6 +99,7 @@ FakeBackend::FakeBackend(FakeBackendOptions options) : opt_(std::move(options)) 
 FakeBackend::~FakeBackend() { Shutdown(); }
 
 StatusOr<std::vector<int32_t>> FakeBackend::Tokenize(std::string_view text, bool add_special) {
+  if (opt_.before_tokenize) opt_.before_tokenize();
   std::vector<int32_t> out;
   if (add_special) out.push_back(kBos);
   size_t i = 0;
@@ -159,6 +160,7 @@ StatusOr<std::string> FakeBackend::ApplyChatTemplate(const nlohmann::ordered_jso
 Status FakeBackend::Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) {
   if (request.request_id.empty()) return InvalidArgument("request_id is empty");
   KVS_RETURN_IF_ERROR(engine::ValidateRequest(request, info_.limits));
+  if (opt_.on_submit) opt_.on_submit(request);
   auto seq = std::make_shared<Seq>();
   const size_t story_len = StoryTokens().size() + 1;  // + EOS
   if (request.sampling.temperature == 0.0f) {
@@ -193,12 +195,13 @@ void FakeBackend::Cancel(const std::string& request_id) {
   cv_.notify_one();
 }
 
-int32_t FakeBackend::LookupAndInsertPrefix(const std::vector<int32_t>& prompt) {
+int32_t FakeBackend::LookupAndInsertPrefix(const std::vector<int32_t>& prompt, const std::string& salt) {
   queried_tokens_ += static_cast<int64_t>(prompt.size());
   if (!opt_.prefix_caching) return 0;
   const size_t bs = static_cast<size_t>(opt_.block_size);
   const size_t full = (prompt.size() - 1) / bs;  // never the last prompt token
   uint64_t h = 0;
+  for (unsigned char c : salt) h = Mix(h, c);  // salts never share a block
   int32_t hit = 0;
   bool matching = true;
   for (size_t b = 0; b < full; ++b) {
@@ -261,7 +264,7 @@ void FakeBackend::Loop() {
       while (static_cast<int64_t>(running_.size()) < opt_.max_batch_size && !waiting_.empty()) {
         auto s = std::move(waiting_.front());
         waiting_.pop_front();
-        s->cached = LookupAndInsertPrefix(s->req.prompt_token_ids);
+        s->cached = LookupAndInsertPrefix(s->req.prompt_token_ids, s->req.cache_salt);
         running_.push_back(std::move(s));
       }
       for (auto it = running_.begin(); it != running_.end();) {

@@ -18,7 +18,8 @@
 //     one token. Requests beyond max_batch_size wait (queue time).
 //   * KV accounting: a running request holds ceil(tokens / block_size)
 //     blocks; prompt blocks are remembered as a prefix cache (whole blocks,
-//     never the last prompt token), reported as cached tokens and counters.
+//     never the last prompt token, within the request's cache_salt),
+//     reported as cached tokens and counters.
 //   * logprobs: a fixed pattern (-0.05 - 0.1 * (i % 5) for the chosen
 //     token; alternatives lower).
 // Thread-safety: as InferenceBackend (all methods from any thread).
@@ -27,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -46,6 +48,11 @@ struct FakeBackendOptions {
   int64_t num_blocks = 4096;
   bool prefix_caching = true;
   std::chrono::microseconds step_time{2000};  // one decode step
+  // Tests: called at the start of every Tokenize (e.g. to hold a request in
+  // preparation until the test lets it go).
+  std::function<void()> before_tokenize;
+  // Tests: sees every request Submit accepts.
+  std::function<void(const engine::Request&)> on_submit;
 };
 
 class FakeBackend : public InferenceBackend {
@@ -88,7 +95,7 @@ class FakeBackend : public InferenceBackend {
   // Posts a chunk to the request's executor (the final one drops it).
   static void Deliver(Seq& s, GenerationChunk chunk);
   // Under mu_: the request's prefix-cache hit in tokens, and remember its blocks.
-  int32_t LookupAndInsertPrefix(const std::vector<int32_t>& prompt);
+  int32_t LookupAndInsertPrefix(const std::vector<int32_t>& prompt, const std::string& salt);
   int64_t UsedBlocksLocked() const;
 
   FakeBackendOptions opt_;

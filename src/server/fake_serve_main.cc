@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   app.add_option("--fake-step-ms", step_ms);
   app.add_option("--fake-load-seconds", load_seconds);
   app.add_option("--fake-kv-blocks", kv_blocks);
+  server::ConfigOverrides overrides;
+  server::AddConfigOptions(&app, &overrides);
   app.allow_extras();
   try {
     app.parse(argc, argv);
@@ -33,7 +35,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "serve") rest.erase(rest.begin());
   server::ServeConfig cfg;
-  if (Status s = server::LoadServeConfig(config, rest, &cfg); !s.ok()) {
+  Status s = server::CheckExtraArguments(rest);
+  if (s.ok()) s = server::LoadServeConfig(config, overrides, &cfg);
+  if (!s.ok()) {
     std::fprintf(stderr, "kvserve serve: %s\n", s.message().c_str());
     return 2;
   }

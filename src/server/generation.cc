@@ -42,13 +42,15 @@ GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api
       id_(std::move(id)),
       done_(std::move(done)),
       shape_(id_, UnixNow(), env_.model_name, req_.endpoint == api::Endpoint::kChatCompletions, req_.include_usage) {
+  // One copy of the stop strings for every choice.
+  const auto stops = std::make_shared<const std::vector<std::string>>(std::move(req_.stop));
   for (size_t p = 0; p < prompts_.size(); ++p) {
     for (int i = 0; i < req_.n; ++i) {
       Choice c;
       c.index = static_cast<int>(p) * req_.n + i;
       c.prompt_index = static_cast<int>(p);
       c.backend_id = fmt::format("{}-{}", id_, c.index);
-      c.text = api::ChoiceText(req_.stop, req_.sampling.logprobs.has_value());
+      c.text = api::ChoiceText(stops, req_.sampling.logprobs.has_value());
       if (req_.echo) {
         c.answer = prompts_[p].echo_text;
         c.offset_base = c.answer.size();
@@ -100,6 +102,7 @@ void GenerationJob::Start() {
   double prompt_tokens = 0;
   for (const auto& p : prompts_) prompt_tokens += static_cast<double>(p.tokens.size());
   env_.metrics->prompt_tokens.Inc(prompt_tokens);
+  for (const auto& p : prompts_) env_.metrics->ObservePrompt(static_cast<int64_t>(p.tokens.size()));
   if (!req_.stream) return;
   http::HttpResponse h;
   h.SetHeader("Content-Type", "text/event-stream");
@@ -130,11 +133,14 @@ void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
   for (api::TokenOutput& t : chunk.tokens) {
     ++c.completion_tokens;
     env_.metrics->generation_tokens.Inc();
+    ++c.timed_tokens;
     if (!c.got_token) {
       c.got_token = true;
+      c.first_token = now;
       if (!first_token_) {
         first_token_ = now;
-        env_.metrics->ttft.Observe(std::chrono::duration<double>(now - ex_->received_at()).count());
+        env_.metrics->ObserveFirstToken(static_cast<int64_t>(prompts_[static_cast<size_t>(c.prompt_index)].tokens.size()),
+                                        std::chrono::duration<double>(now - ex_->received_at()).count());
       }
     } else {
       env_.metrics->inter_token_latency.Observe(std::chrono::duration<double>(now - c.last_token).count());
@@ -182,6 +188,9 @@ void GenerationJob::Emit(Choice& c, const std::string& text) {
 
 void GenerationJob::ChoiceDone(Choice& c, const std::string& finish_reason) {
   env_.metrics->finished.With({finish_reason}).Inc();
+  if (c.got_token) {
+    env_.metrics->ObserveDecode(c.timed_tokens, std::chrono::duration<double>(c.last_token - c.first_token).count());
+  }
   if (req_.stream) SendEvent(shape_.FinishChunk(c.index, finish_reason));
   for (const Choice& other : choices_) {
     if (!other.done) return;

@@ -95,7 +95,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int64_t cached_tokens = -1;
     bool got_token = false;
     bool queue_observed = false;
+    Clock::time_point first_token;
     Clock::time_point last_token;
+    int64_t timed_tokens = 0;    // tokens received with a time (not a stop token counted at the end)
     nlohmann::json logprobs;     // non-streaming: accumulated
   };
 

@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "metrics/status_page.h"
 #include "server/sha256.h"
 
 namespace kvs::server {
@@ -22,7 +23,8 @@ struct Service::Ctx {
   std::shared_ptr<http::Exchange> ex;
   std::string id;
   std::string key_id;
-  std::string route;  // metric label: the route template, or "other"
+  std::string route;       // metric label: the route template, or "other"
+  std::string key_digest;  // SHA-256 of the request's API key ("" without keys)
 };
 
 namespace {
@@ -48,17 +50,41 @@ std::string IsoTime(int64_t unix_seconds) {
 }  // namespace
 
 Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMetrics* metrics, AccessLog* access_log)
-    : config_(std::move(config)), metrics_(metrics), access_log_(access_log) {
+    : config_(std::move(config)),
+      prep_(static_cast<int>(config_.server.prep_threads), static_cast<int>(config_.server.prep_queue)),
+      metrics_(metrics),
+      access_log_(access_log),
+      status_board_(metrics) {
   for (const auto& k : api_keys) key_digests_.push_back(Sha256Hex(k));
 }
 
+Service::~Service() { prep_.Stop(); }
+
 std::string Service::KeyId(std::string_view key) { return "k-" + Sha256Hex(key).substr(0, 8); }
 
+std::string Service::PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt) {
+  if (key_digest.empty() && cache_salt.empty()) return "";
+  std::string material(key_digest);
+  material += '\n';  // a digest never contains one: key and salt cannot run into each other
+  material += cache_salt;
+  return Sha256Hex(material).substr(0, 32);
+}
+
 void Service::SetReady(InferenceBackend* backend, ModelCard card) {
+  metrics_->model_info.With({card.id, card.sha256}).Set(1);
   card_ = std::move(card);
   backend_.store(backend);
   State expected = State::kLoading;
-  if (state_.compare_exchange_strong(expected, State::kReady)) metrics_->ready.Set(1);
+  if (state_.compare_exchange_strong(expected, State::kReady)) {
+    std::lock_guard<std::mutex> lock(not_ready_mu_);
+    metrics_->ready.Set(not_ready_reason_.empty() ? 1 : 0);
+  }
+}
+
+void Service::SetNotReadyReason(std::string reason) {
+  std::lock_guard<std::mutex> lock(not_ready_mu_);
+  not_ready_reason_ = std::move(reason);
+  metrics_->ready.Set(not_ready_reason_.empty() && state_.load() == State::kReady ? 1 : 0);
 }
 
 void Service::BeginDrain() {
@@ -87,7 +113,26 @@ void Service::AbortAll(const ApiError& error, const std::string& finish_reason) 
 
 void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool count) {
   if (count) metrics_->http_requests.With({ctx.route, std::to_string(status)}).Inc();
+  metrics_->CountError(status, summary ? summary->finish_reason : std::string());
   metrics_->http_in_flight.Dec();
+  const double duration_ms =
+      std::chrono::duration<double, std::milli>(http::Clock::now() - ctx.ex->received_at()).count();
+  if (summary || ctx.route == "/v1/completions" || ctx.route == "/v1/chat/completions") {
+    RecentRequest rr;
+    rr.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    rr.id = ctx.id;
+    rr.path = ctx.route;
+    rr.status = status;
+    rr.duration_ms = duration_ms;
+    if (summary) {
+      rr.prompt_tokens = summary->prompt_tokens;
+      rr.completion_tokens = summary->completion_tokens;
+      rr.cached_tokens = summary->cached_tokens;
+      rr.ttft_ms = summary->ttft_ms;
+      rr.finish_reason = summary->finish_reason;
+    }
+    status_board_.Record(std::move(rr));
+  }
   if (!access_log_ || !access_log_->enabled()) return;
   AccessRecord r;
   r.id = ctx.id;
@@ -96,8 +141,7 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
   r.path = ctx.ex->request().path;
   r.status = status;
   r.remote = ctx.ex->remote();
-  r.duration_ms =
-      std::chrono::duration<double, std::milli>(http::Clock::now() - ctx.ex->received_at()).count();
+  r.duration_ms = duration_ms;
   if (summary) {
     r.prompt_tokens = summary->prompt_tokens;
     r.cached_tokens = summary->cached_tokens;
@@ -109,6 +153,11 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
 }
 
 void Service::Reply(Ctx& ctx, int status, const json& body, std::vector<std::pair<std::string, std::string>> headers) {
+  if (!ctx.ex->OnStrand()) {
+    // From a prep thread: the response is written on the exchange's strand.
+    ctx.ex->Post([this, ctx, status, body, headers]() mutable { Reply(ctx, status, body, std::move(headers)); });
+    return;
+  }
   http::HttpResponse res;
   res.status = status;
   res.SetHeader("Content-Type", "application/json");
@@ -128,7 +177,7 @@ void Service::ReplyError(Ctx& ctx, const ApiError& e) {
 
 void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   metrics_->http_in_flight.Inc();
-  Ctx ctx{std::move(ex), "req-" + RandomHex(24), "", "other"};
+  Ctx ctx{std::move(ex), "req-" + RandomHex(24), "", "other", ""};
   const http::HttpRequest& req = ctx.ex->request();
   if (int status = ctx.ex->transport_error()) {
     ApiError e = MakeError(status, ctx.ex->transport_error_message(), "invalid_request_error",
@@ -142,6 +191,7 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
     bool prefix;
   };
   static const Route kRoutes[] = {
+      {"/", "GET", false},             {"/status", "GET", false},
       {"/health", "GET", false},       {"/ready", "GET", false},
       {"/metrics", "GET", false},      {"/v1/models", "GET", false},
       {"/v1/models/", "GET", true},    {"/v1/completions", "POST", false},
@@ -157,7 +207,7 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
     }
   }
   if (!route) {
-    ReplyError(ctx, MakeError(404, fmt::format("no route for {} {}", req.method, req.path), "not_found_error",
+    ReplyError(ctx, MakeError(404, fmt::format("no route for {} {}", api::Clip(req.method, 16), api::Clip(req.path, 256)), "not_found_error",
                               "not_found"));
     return;
   }
@@ -172,13 +222,30 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   if (path == "/health") return HandleHealth(ctx);
   if (path == "/ready") return HandleReady(ctx);
   if (path == "/metrics") return HandleMetrics(ctx);
+  if (path == "/") return HandleStatusPage(ctx);
+  if (path == "/status") return HandleStatus(ctx);
   if (!Authorize(ctx) || !CheckReady(ctx)) return;
   if (path == "/v1/models") return HandleModels(ctx, "");
   if (path == "/v1/models/") return HandleModels(ctx, req.path.substr(path.size()));
-  if (path == "/v1/completions") return HandleGenerate(ctx, api::Endpoint::kCompletions);
-  if (path == "/v1/chat/completions") return HandleGenerate(ctx, api::Endpoint::kChatCompletions);
-  if (path == "/tokenize") return HandleTokenize(ctx);
-  if (path == "/detokenize") return HandleDetokenize(ctx);
+  // Everything below parses, renders or tokenizes: off the I/O threads.
+  if (path == "/v1/completions") return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kCompletions); });
+  if (path == "/v1/chat/completions") {
+    return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions); });
+  }
+  if (path == "/tokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleTokenize(c); });
+  if (path == "/detokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleDetokenize(c); });
+}
+
+void Service::OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work) {
+  auto c = std::make_shared<Ctx>(ctx);
+  if (prep_.TrySubmit([c, work = std::move(work)] { work(*c); })) return;
+  ApiError e = MakeError(503,
+                         fmt::format("the server is busy preparing other requests ({} threads, {} waiting: "
+                                     "server.prep_threads, server.prep_queue); retry shortly",
+                                     prep_.threads(), prep_.max_queued()),
+                         "service_unavailable", "server_overloaded");
+  e.retry_after_seconds = 1;
+  ReplyError(ctx, e);
 }
 
 bool Service::Authorize(Ctx& ctx) {
@@ -194,6 +261,7 @@ bool Service::Authorize(Ctx& ctx) {
     for (const auto& d : key_digests_) ok |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
     if (ok) {
       ctx.key_id = KeyId(key);
+      ctx.key_digest = digest;
       return true;
     }
   }
@@ -228,13 +296,23 @@ void Service::HandleHealth(Ctx& ctx) { Reply(ctx, 200, {{"status", "ok"}}); }
 
 void Service::HandleReady(Ctx& ctx) {
   switch (state_.load()) {
-    case State::kReady: return Reply(ctx, 200, {{"status", "ready"}});
+    case State::kReady: {
+      std::string reason;
+      {
+        std::lock_guard<std::mutex> lock(not_ready_mu_);
+        reason = not_ready_reason_;
+      }
+      if (!reason.empty()) return Reply(ctx, 503, {{"status", "not_ready"}, {"reason", reason}}, {{"Retry-After", "5"}});
+      return Reply(ctx, 200, {{"status", "ready"}});
+    }
     case State::kLoading: return Reply(ctx, 503, {{"status", "loading"}}, {{"Retry-After", "5"}});
     case State::kDraining: return Reply(ctx, 503, {{"status", "draining"}});
   }
 }
 
-void Service::HandleMetrics(Ctx& ctx) {
+void Service::RefreshMetrics() {
+  metrics_->prep_running.Set(static_cast<double>(prep_.busy()));
+  metrics_->prep_waiting.Set(static_cast<double>(prep_.queued()));
   InferenceBackend* b = backend_.load();
   if (b) {
     BackendStats s = b->Stats();
@@ -242,6 +320,40 @@ void Service::HandleMetrics(Ctx& ctx) {
   } else {
     metrics_->Refresh(nullptr);
   }
+}
+
+void Service::SampleStatus() {
+  RefreshMetrics();
+  status_board_.Sample();
+}
+
+void Service::HandleStatusPage(Ctx& ctx) {
+  http::HttpResponse res;
+  res.status = 200;
+  res.SetHeader("Content-Type", "text/html; charset=utf-8");
+  res.SetHeader("Cache-Control", "no-cache");
+  res.SetHeader("X-Request-Id", ctx.id);
+  res.body = std::string(metrics::StatusPageHtml());
+  ctx.ex->Respond(std::move(res));
+  Log(ctx, 200, nullptr);
+}
+
+void Service::HandleStatus(Ctx& ctx) {
+  RefreshMetrics();
+  StatusIdentity id;
+  const State st = state_.load();
+  id.state = st == State::kReady ? "ready" : st == State::kLoading ? "loading" : "draining";
+  if (backend_.load()) {  // card_ is written before the backend is published
+    id.model_id = card_.id;
+    id.model_path = card_.path;
+    id.sha256 = card_.sha256;
+    id.max_context_length = card_.max_context_length;
+  }
+  Reply(ctx, 200, status_board_.ToJson(id), {{"Cache-Control", "no-cache"}});
+}
+
+void Service::HandleMetrics(Ctx& ctx) {
+  RefreshMetrics();
   // Count this scrape before rendering so it shows in its own output.
   metrics_->http_requests.With({ctx.route, "200"}).Inc();
   http::HttpResponse res;
@@ -266,7 +378,7 @@ void Service::HandleModels(Ctx& ctx, const std::string& model_id) {
             {"load_time_seconds", card_.load_seconds}};
   if (!model_id.empty()) {
     if (model_id != card_.id) {
-      ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", model_id, card_.id),
+      ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(model_id, 64), card_.id),
                              "invalid_request_error", "model_not_found");
       e.param = "model";
       return ReplyError(ctx, e);
@@ -365,14 +477,19 @@ void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint) {
     return ReplyError(ctx, *e);
   }
   if (req.model != card_.id) {
-    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", req.model, card_.id),
+    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
     e.param = "model";
     return ReplyError(ctx, e);
   }
-  std::vector<PreparedPrompt> prompts;
-  if (auto e = Prepare(req, &prompts)) return ReplyError(ctx, *e);
+  req.cache_salt = PrefixCacheNamespace(ctx.key_digest, req.cache_salt);
+  auto prompts = std::make_shared<std::vector<PreparedPrompt>>();
+  if (auto e = Prepare(req, prompts.get())) return ReplyError(ctx, *e);
+  auto parsed = std::make_shared<api::ParsedRequest>(std::move(req));
+  ctx.ex->Post([this, ctx, chat, parsed, prompts]() mutable { StartGeneration(ctx, chat, std::move(*parsed), std::move(*prompts)); });
+}
 
+void Service::StartGeneration(Ctx& ctx, bool chat, api::ParsedRequest req, std::vector<PreparedPrompt> prompts) {
   // Admission: reserve one slot per sequence, or refuse.
   const int64_t need = static_cast<int64_t>(prompts.size()) * req.n;
   const int64_t bound = config_.runtime.max_concurrent_requests;
@@ -426,7 +543,7 @@ void Service::HandleTokenize(Ctx& ctx) {
   if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
   if (auto e = api::ParseTokenizeRequest(body, &req)) return ReplyError(ctx, *e);
   if (req.model && *req.model != card_.id) {
-    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", *req.model, card_.id),
+    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(*req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
     e.param = "model";
     return ReplyError(ctx, e);
