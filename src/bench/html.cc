@@ -1,10 +1,31 @@
 #include "bench/html.h"
 
+#include <ctime>
+#include <fstream>
+
 #include "bench/svg.h"
 
 namespace kvs::bench {
 
 std::string HtmlEscape(std::string_view s) { return svg::Escape(s); }
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return IoError("cannot write {}", path);
+  out << text;
+  out.close();
+  if (!out) return IoError("writing {} failed", path);
+  return Status::Ok();
+}
+
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 HtmlPage::HtmlPage(std::string title) : title_(std::move(title)) {}
 

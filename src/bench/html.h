@@ -1,11 +1,14 @@
 // A minimal builder for the self-contained HTML reports: one file, inline
-// CSS, inline SVG charts, no scripts, nothing fetched from the network.
-// Thread-safety: a value type.
+// CSS, inline SVG charts, no scripts, nothing fetched from the network; and
+// the small helpers every report writer needs.
+// Thread-safety: HtmlPage is a value type; the functions are thread-safe.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/status.h"
 
 namespace kvs::bench {
 
@@ -31,5 +34,10 @@ class HtmlPage {
 
 // HTML escaping of text (&, <, >, ").
 std::string HtmlEscape(std::string_view s);
+
+// Writes a report file (created or truncated); the error names the path.
+Status WriteTextFile(const std::string& path, const std::string& text);
+// The current UTC time as ISO 8601 ("2026-12-03T05:27:06Z"), for reports.
+std::string UtcNow();
 
 }  // namespace kvs::bench

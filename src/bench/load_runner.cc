@@ -7,7 +7,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <ctime>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -15,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/html.h"
 #include "http/sse_parser.h"
 
 namespace kvs::bench {
@@ -152,15 +152,6 @@ nlohmann::json RequestBody(const RunPlan& plan, const std::string& model, const 
 // --- Running -------------------------------------------------------------------------
 
 namespace {
-
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // Per-call state, touched only by the call's callbacks (one at a time on
 // its strand) until on_done hands the record back under the run's mutex.

@@ -7,12 +7,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "bench/html.h"
 #include "bench/needle_report.h"
 #include "bench/workload.h"
 
@@ -228,12 +228,8 @@ int RunNeedleCommand(const NeedleCommandOptions& options) {
                          {"seconds", secs},
                          {"spec", spec.ToJson()}};
   if (o.expect_length) meta["expect_length"] = *o.expect_length;
-  auto write = [&](const std::string& path, const std::string& text) -> Status {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) return IoError("cannot write {}", path);
-    out << text;
-    out.close();
-    if (!out) return IoError("writing {} failed", path);
+  auto write = [](const std::string& path, const std::string& text) -> Status {
+    KVS_RETURN_IF_ERROR(WriteTextFile(path, text));
     std::fprintf(stderr, "wrote %s\n", path.c_str());
     return Status::Ok();
   };

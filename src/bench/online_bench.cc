@@ -4,13 +4,12 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
-#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
 
 #include "bench/endpoint.h"
+#include "bench/html.h"
 #include "bench/load_html.h"
 #include "bench/load_runner.h"
 
@@ -21,24 +20,6 @@ namespace {
 int Fail(const Status& s, int code = 2) {
   std::fprintf(stderr, "kvserve bench: %s\n", s.message().c_str());
   return code;
-}
-
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return IoError("cannot write {}", path);
-  out << text;
-  out.close();
-  if (!out) return IoError("writing {} failed", path);
-  return Status::Ok();
 }
 
 }  // namespace
@@ -203,17 +184,18 @@ int RunOnlineBench(const OnlineBenchOptions& options) {
   meta["command"] = "kvserve bench --url " + o.url;
   meta["seed"] = o.spec.seed;
   if (!o.json_path.empty()) {
-    if (Status s = WriteFile(o.json_path, BenchReportJson(report, results, meta).dump(1)); !s.ok()) return Fail(s);
+    const std::string json = BenchReportJson(report, results, meta).dump(1);
+    if (Status s = WriteTextFile(o.json_path, json); !s.ok()) return Fail(s);
     std::fprintf(stderr, "wrote %s\n", o.json_path.c_str());
   }
   if (!o.html_path.empty()) {
-    if (Status s = WriteFile(o.html_path, BenchHtml(report, results, meta)); !s.ok()) return Fail(s);
+    if (Status s = WriteTextFile(o.html_path, BenchHtml(report, results, meta)); !s.ok()) return Fail(s);
     std::fprintf(stderr, "wrote %s\n", o.html_path.c_str());
   }
   if (!o.svg_dir.empty()) {
     for (auto& [name, svg] : BenchCharts(report, results)) {
       const std::string path = o.svg_dir + "/" + name + ".svg";
-      if (Status s = WriteFile(path, svg); !s.ok()) return Fail(s);
+      if (Status s = WriteTextFile(path, svg); !s.ok()) return Fail(s);
     }
     std::fprintf(stderr, "wrote the charts to %s/\n", o.svg_dir.c_str());
   }

@@ -10,8 +10,16 @@
 // a header size limit, a body size limit (a request over it is still handed
 // to the handler, with transport_error() == 413, and the connection is
 // closed after the answer, draining the unread body first so the client sees
-// the answer instead of a reset), "Expect: 100-continue", and an idle timeout
-// while waiting for the next request. While a request is being handled the
+// the answer instead of a reset), "Expect: 100-continue", and three read
+// timeouts: idle (waiting for the next request's first byte), header (its
+// first byte to its complete header) and body; a connection that runs out of
+// one is closed.
+//
+// Connection limits: beyond max_connections open connections a new one is
+// answered 503 and closed, beyond max_connections_per_client from one
+// address 429 (both with Retry-After and an OpenAI-shaped JSON error),
+// without reading its request. Accept failures (e.g. no file descriptors
+// left) are retried and logged at most every 10 s. While a request is being handled the
 // server keeps reading the socket, so a client that goes away is noticed at
 // once (Exchange::SetCloseHandler), even mid-generation.
 //
@@ -74,10 +82,13 @@ struct ServerOptions {
   int io_threads = 2;
   uint64_t max_body_bytes = uint64_t{32} << 20;
   uint32_t max_header_bytes = 64 << 10;
-  std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(60)};  // waiting for a request's header
+  std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(60)};  // idle: waiting for a request's first byte
+  std::chrono::milliseconds header_timeout{std::chrono::seconds(30)};      // a request's first byte to its whole header
   std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};        // reading a started request's body
   std::chrono::milliseconds write_timeout{std::chrono::seconds(60)};       // one socket write making no progress
   size_t max_pending_bytes = size_t{8} << 20;  // unsent stream data before a client counts as stuck
+  int max_connections = 0;             // open connections; a new one beyond gets 503 and is closed; 0: no limit
+  int max_connections_per_client = 0;  // open connections per remote address; beyond: 429; 0: no limit
 };
 
 namespace internal {
@@ -180,6 +191,8 @@ class HttpServer {
   // Exchanges handed to the handler and not yet ended.
   int64_t active_exchanges() const;
   int64_t open_connections() const;
+  // Connections refused over max_connections / max_connections_per_client.
+  int64_t refused_connections() const;
 
   // Runs fn once on an io thread for each of the given signals (SIGTERM...).
   void OnSignal(std::vector<int> signals, std::function<void(int)> fn);

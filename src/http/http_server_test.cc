@@ -2,6 +2,9 @@
 // disconnect detection, deadlines, many idle connections on one io thread.
 #include "http/http_server.h"
 
+#include <sys/socket.h>
+#include <sys/time.h>
+
 #include <future>
 #include <thread>
 
@@ -53,6 +56,12 @@ class Client {
   }
 
   tcp::socket& socket() { return socket_; }
+
+  // Reads fail after this long instead of blocking (the server must act first).
+  void SetReadTimeout(std::chrono::milliseconds t) {
+    timeval tv{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
 
  private:
   asio::io_context ioc_;
@@ -320,6 +329,73 @@ TEST(HttpServerTest, SlowReaderIsCutOffOnceTooMuchIsPending) {
   Client c(server.port());
   c.WriteRaw("GET /s HTTP/1.1\r\nHost: a\r\n\r\n");  // and never read
   ASSERT_EQ(closed.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  server.Stop();
+}
+
+HttpServer& Hello(HttpServer& server) {
+  EXPECT_TRUE(server.Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, "hello")); }).ok());
+  return server;
+}
+
+// Issue 10 item 5: accepting was unbounded. Beyond max_connections a new
+// connection gets 503 (Retry-After) without its request being read, and is
+// closed; once one closes, connections are served again.
+TEST(HttpServerTest, ConnectionsBeyondTheLimitGet503AndAreClosed) {
+  ServerOptions o;
+  o.max_connections = 2;
+  HttpServer server(o);
+  Hello(server);
+  Client a(server.port()), b(server.port());
+  EXPECT_EQ(a.Request(bhttp::verb::get, "/").result_int(), 200);
+  EXPECT_EQ(b.Request(bhttp::verb::get, "/").result_int(), 200);
+  {
+    Client c(server.port());
+    c.SetReadTimeout(std::chrono::seconds(10));
+    auto r = c.Read();
+    EXPECT_EQ(r.result_int(), 503);
+    EXPECT_EQ(r[bhttp::field::retry_after], "1");
+    EXPECT_NE(r.body().find("server.max_connections"), std::string::npos) << r.body();
+    EXPECT_TRUE(c.ServerClosed());
+  }
+  EXPECT_EQ(server.refused_connections(), 1);
+  a.socket().close();
+  for (int i = 0; i < 500 && server.open_connections() > 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Client d(server.port());
+  EXPECT_EQ(d.Request(bhttp::verb::get, "/").result_int(), 200);
+  server.Stop();
+}
+
+TEST(HttpServerTest, ConnectionsPerClientAddressAreLimitedWith429) {
+  ServerOptions o;
+  o.max_connections_per_client = 1;
+  HttpServer server(o);
+  Hello(server);
+  Client a(server.port());
+  EXPECT_EQ(a.Request(bhttp::verb::get, "/").result_int(), 200);
+  Client b(server.port());
+  b.SetReadTimeout(std::chrono::seconds(10));
+  auto r = b.Read();
+  EXPECT_EQ(r.result_int(), 429);
+  EXPECT_NE(r.body().find("max_connections_per_client"), std::string::npos) << r.body();
+  server.Stop();
+}
+
+// A client that trickles its header (slowloris) is cut off after
+// header_timeout, even though idle connections may stay much longer.
+TEST(HttpServerTest, HeaderTimeoutClosesATricklingClient) {
+  ServerOptions o;
+  o.keep_alive_timeout = std::chrono::seconds(60);
+  o.header_timeout = std::chrono::milliseconds(200);
+  HttpServer server(o);
+  Hello(server);
+  Client c(server.port());
+  c.SetReadTimeout(std::chrono::seconds(10));
+  c.WriteRaw("GET / HTTP/1.1\r\nHost: a\r\nX-Slow: ");
+  EXPECT_TRUE(c.ServerClosed()) << "the header was still awaited after header_timeout";
+  // An idle connection (no byte sent) is not subject to it.
+  Client idle(server.port());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(idle.Request(bhttp::verb::get, "/").result_int(), 200);
   server.Stop();
 }
 

@@ -215,6 +215,15 @@ const std::vector<KeyDef>& Table() {
                        1, 64, "Threads that prepare requests (parse JSON, render chat templates, tokenize) off the I/O threads"));
     t.push_back(IntKey("server.prep_queue", "prep-queue", [](ServeConfig& c) -> int64_t& { return c.server.prep_queue; }, 0,
                        1 << 20, "Requests that may wait for a prep thread; beyond it requests get 503 with Retry-After"));
+    t.push_back(NumberKey("server.header_timeout_seconds", "header-timeout",
+                          [](ServeConfig& c) -> double& { return c.server.header_timeout_seconds; }, 0, true, 3600,
+                          "From a request's first byte to its complete header; a slower client is disconnected"));
+    t.push_back(IntKey("server.max_connections", "max-connections",
+                       [](ServeConfig& c) -> int64_t& { return c.server.max_connections; }, 0, 1 << 20,
+                       "Open connections; a new one beyond gets 503 with Retry-After and is closed; 0: no limit"));
+    t.push_back(IntKey("server.max_connections_per_client", "max-connections-per-client",
+                       [](ServeConfig& c) -> int64_t& { return c.server.max_connections_per_client; }, 0, 1 << 20,
+                       "Open connections from one client address; beyond it 429 with Retry-After; 0: no limit"));
     // model
     t.push_back(StringKey("model.path", "model", [](ServeConfig& c) -> std::string& { return c.model.path; },
                           "a GGUF file path", "The model to serve (required)"));

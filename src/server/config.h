@@ -41,6 +41,9 @@ struct ServerSection {
   double keep_alive_timeout_seconds = 60;   // idle time before a keep-alive connection closes
   int64_t prep_threads = 2;                 // request preparation (parse, template, tokenize) threads
   int64_t prep_queue = 64;                  // requests waiting for a prep thread; more get 503
+  double header_timeout_seconds = 30;       // a request's first byte to its complete header (slowloris)
+  int64_t max_connections = 4096;           // open connections; beyond: 503 and closed; 0: no limit
+  int64_t max_connections_per_client = 0;   // open connections from one address; beyond: 429; 0: no limit
 };
 
 struct ModelSection {

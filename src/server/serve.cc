@@ -112,6 +112,9 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   ho.io_threads = static_cast<int>(config.server.io_threads);
   ho.max_body_bytes = static_cast<uint64_t>(config.server.max_body_bytes);
   ho.keep_alive_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.server.keep_alive_timeout_seconds * 1000));
+  ho.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.server.header_timeout_seconds * 1000));
+  ho.max_connections = static_cast<int>(config.server.max_connections);
+  ho.max_connections_per_client = static_cast<int>(config.server.max_connections_per_client);
   http::HttpServer server(ho);
   if (Status s = server.Start([&service](std::shared_ptr<http::Exchange> ex) { service.Handle(std::move(ex)); });
       !s.ok()) {
