@@ -83,6 +83,19 @@ TEST(OpenAiRequestTest, InvalidJsonAndNonObjects) {
   EXPECT_EQ(CompletionError("").code, "invalid_json");
 }
 
+// A number too large for a double made nlohmann throw out_of_range (not a
+// parse_error) while the message was built: an uncaught exception on a prep
+// thread (found by request_fuzzer). The quoted token is clipped.
+TEST(OpenAiRequestTest, OverflowingNumbersAreInvalidJsonNotACrash) {
+  for (const std::string& body : {std::string("5555e57176605"), std::string(R"({"model":"m","prompt":"x","n":1e400})"),
+                                 "{\"max_tokens\":" + std::string(100000, '9') + "e999}"}) {
+    ApiError e = CompletionError(body);
+    EXPECT_EQ(e.status, 400) << body.substr(0, 40);
+    EXPECT_EQ(e.code, "invalid_json");
+    EXPECT_LT(e.message.size(), 400u);
+  }
+}
+
 struct FieldCase {
   std::string body;
   std::string param;
