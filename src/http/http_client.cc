@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/strings.h"
+
 namespace kvs::http {
 
 namespace asio = boost::asio;
@@ -27,15 +29,9 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-bool IEq(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 std::string_view FindHeader(const std::vector<std::pair<std::string, std::string>>& headers, std::string_view name) {
   for (const auto& [k, v] : headers) {
-    if (IEq(k, name)) return v;
+    if (EqualsIgnoreAsciiCase(k, name)) return v;
   }
   return {};
 }
@@ -53,7 +49,7 @@ bool IsHttpSyntaxError(const beast::error_code& ec) {
 StatusOr<Url> Url::Parse(std::string_view url) {
   const std::string_view original = url;
   constexpr std::string_view kScheme = "http://";
-  if (url.size() < kScheme.size() || !IEq(url.substr(0, kScheme.size()), kScheme)) {
+  if (url.size() < kScheme.size() || !EqualsIgnoreAsciiCase(url.substr(0, kScheme.size()), kScheme)) {
     return InvalidArgument("URL \"{}\": expected http://HOST[:PORT][/PATH]", original);
   }
   url.remove_prefix(kScheme.size());
@@ -298,7 +294,7 @@ class Call : public std::enable_shared_from_this<Call> {
     wire_->target(url_.base_path + req_.target);
     wire_->set(bhttp::field::host, key_);
     for (const auto& [k, v] : req_.headers) {
-      if (IEq(k, "host") || IEq(k, "content-length") || IEq(k, "transfer-encoding") || IEq(k, "connection")) continue;
+      if (EqualsIgnoreAsciiCase(k, "host") || EqualsIgnoreAsciiCase(k, "content-length") || EqualsIgnoreAsciiCase(k, "transfer-encoding") || EqualsIgnoreAsciiCase(k, "connection")) continue;
       wire_->insert(k, v);
     }
     wire_->body() = req_.body;

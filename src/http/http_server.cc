@@ -4,19 +4,18 @@
 
 namespace kvs::http {
 
-using internal::IEquals;
 
 
 std::string_view HttpRequest::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
-    if (IEquals(k, name)) return v;
+    if (EqualsIgnoreAsciiCase(k, name)) return v;
   }
   return {};
 }
 
 HttpResponse& HttpResponse::SetHeader(std::string name, std::string value) {
   for (auto& [k, v] : headers) {
-    if (IEquals(k, name)) {
+    if (EqualsIgnoreAsciiCase(k, name)) {
       v = std::move(value);
       return *this;
     }

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/strings.h"
 #include "http/http_server.h"
 
 namespace kvs::http {
@@ -31,11 +32,6 @@ using Strand = asio::strand<asio::io_context::executor_type>;
 
 namespace internal {
 
-inline bool IEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 // Header values must not smuggle line breaks into the response.
 inline std::string Sanitize(std::string_view v) {
@@ -53,7 +49,7 @@ void SetFields(bhttp::response<Body>& res, int status, const HeaderList& headers
   res.result(static_cast<unsigned>(status));
   for (const auto& [name, value] : headers) {
     // The server owns framing and connection management.
-    if (IEquals(name, "content-length") || IEquals(name, "transfer-encoding") || IEquals(name, "connection")) {
+    if (EqualsIgnoreAsciiCase(name, "content-length") || EqualsIgnoreAsciiCase(name, "transfer-encoding") || EqualsIgnoreAsciiCase(name, "connection")) {
       continue;
     }
     res.insert(Sanitize(name), Sanitize(value));
@@ -319,7 +315,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       Dispatch(0, {});
       return;
     }
-    if (IEquals(req[bhttp::field::expect], "100-continue") && req.version() == 11) {
+    if (EqualsIgnoreAsciiCase(req[bhttp::field::expect], "100-continue") && req.version() == 11) {
       continue_ = Serialize(bhttp::response<bhttp::empty_body>(bhttp::status::continue_, 11).base());
       stream_.expires_after(server_->options.write_timeout);
       asio::async_write(stream_, asio::buffer(continue_),
