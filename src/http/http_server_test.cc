@@ -332,6 +332,56 @@ TEST(HttpServerTest, SlowReaderIsCutOffOnceTooMuchIsPending) {
   server.Stop();
 }
 
+// Issue 10 item 6: a streamed `echo` of a prompt over max_pending_bytes is
+// one chunk queued at once; the client reading it is not stuck. Everything
+// arrives, and a slow but steady reader outlives write_timeout as long as
+// each socket write makes progress.
+TEST(HttpServerTest, OneChunkOverThePendingLimitReachesAnHonestSlowReader) {
+  ServerOptions o;
+  o.max_pending_bytes = 64 << 10;
+  o.write_timeout = std::chrono::milliseconds(300);
+  HttpServer server(o);
+  const std::string big(16 << 20, 'e');
+  std::atomic<bool> closed_early{false};
+  ASSERT_TRUE(server
+                  .Start([&](std::shared_ptr<Exchange> ex) {
+                    ex->SetCloseHandler([&closed_early] { closed_early = true; });
+                    ex->StartStream(HttpResponse{});
+                    EXPECT_TRUE(ex->Write(big));  // queued while the head is still being written
+                    for (int i = 0; i < 8; ++i) EXPECT_TRUE(ex->Write("token "));
+                    ex->EndStream();
+                  })
+                  .ok());
+  asio::io_context ioc;
+  tcp::socket s(ioc);
+  s.open(tcp::v4());
+  s.set_option(asio::socket_base::receive_buffer_size(64 << 10));
+  s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server.port()));
+  const std::string req = "GET /s HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+  asio::write(s, asio::buffer(req));
+  // Read slowly: 256 KiB every 10 ms, ~0.7 s for the whole, more than write_timeout.
+  std::string raw;
+  std::vector<char> buf(256 << 10);
+  for (;;) {
+    beast::error_code ec;
+    const size_t n = asio::read(s, asio::buffer(buf), ec);
+    raw.append(buf.data(), n);
+    if (ec) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  bhttp::response_parser<bhttp::string_body> p;
+  p.body_limit(1 << 30);
+  p.eager(true);
+  beast::error_code ec;
+  for (size_t off = 0; off < raw.size() && !ec && !p.is_done();) off += p.put(asio::buffer(raw.data() + off, raw.size() - off), ec);
+  ASSERT_FALSE(ec) << ec.message() << " after " << raw.size() << " bytes";
+  ASSERT_TRUE(p.is_done()) << "the stream was cut off after " << raw.size() << " bytes";
+  EXPECT_EQ(p.get().body().size(), big.size() + 8 * 6);
+  EXPECT_EQ(p.get().body().substr(big.size()), "token token token token token token token token ");
+  server.Stop();
+  EXPECT_FALSE(closed_early.load()) << "the close handler ran: the client was taken for stuck";
+}
+
 HttpServer& Hello(HttpServer& server) {
   EXPECT_TRUE(server.Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, "hello")); }).ok());
   return server;
