@@ -21,7 +21,11 @@
 // without reading its request. Accept failures (e.g. no file descriptors
 // left) are retried and logged at most every 10 s. While a request is being handled the
 // server keeps reading the socket, so a client that goes away is noticed at
-// once (Exchange::SetCloseHandler), even mid-generation.
+// once (Exchange::SetCloseHandler), even mid-generation. The one exception:
+// end-of-file before the response has started is a half-close (the client
+// shut down its sending side and awaits the answer): the request is still
+// answered and the connection closed after it; if the client had closed
+// entirely, the first write of the answer notices.
 //
 // Responses are either whole (Respond) or streamed (StartStream, Write...,
 // EndStream) with chunked transfer encoding. Streamed writes are coalesced:

@@ -382,6 +382,56 @@ TEST(HttpServerTest, OneChunkOverThePendingLimitReachesAnHonestSlowReader) {
   EXPECT_FALSE(closed_early.load()) << "the close handler ran: the client was taken for stuck";
 }
 
+// Issue 10 item 10: a client that half-closes after sending its request
+// (shutdown(SHUT_WR)) still gets its answer, whole or streamed, answered
+// later from another thread as a generation would be.
+TEST(HttpServerTest, HalfClosedClientStillGetsItsAnswer) {
+  HttpServer server(ServerOptions{});
+  std::atomic<int> closed{0};
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  ASSERT_TRUE(server
+                  .Start([&](std::shared_ptr<Exchange> ex) {
+                    ex->SetCloseHandler([&closed] { ++closed; });
+                    std::lock_guard<std::mutex> lock(mu);
+                    workers.emplace_back([ex] {
+                      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the FIN arrives meanwhile
+                      ex->Post([ex] {
+                        if (ex->request().path == "/stream") {
+                          ex->StartStream(HttpResponse{});
+                          ex->Write("one ");
+                          ex->Write("two");
+                          ex->EndStream();
+                        } else {
+                          ex->Respond(Text(200, "answer"));
+                        }
+                      });
+                    });
+                  })
+                  .ok());
+  for (const std::string path : {"/whole", "/stream"}) {
+    Client c(server.port());
+    c.SetReadTimeout(std::chrono::seconds(10));
+    c.WriteRaw("GET " + path + " HTTP/1.1\r\nHost: a\r\n\r\n");
+    c.socket().shutdown(tcp::socket::shutdown_send);
+    beast::error_code ec;
+    bhttp::response<bhttp::string_body> r;
+    beast::flat_buffer buf;
+    bhttp::read(c.socket(), buf, r, ec);
+    ASSERT_FALSE(ec) << path << ": " << ec.message();
+    EXPECT_EQ(r.result_int(), 200) << path;
+    EXPECT_EQ(r.body(), path == "/whole" ? "answer" : "one two") << path;
+    EXPECT_FALSE(r.keep_alive()) << path << ": no request can follow a half-close";
+    EXPECT_TRUE(c.ServerClosed()) << path;
+  }
+  EXPECT_EQ(closed.load(), 0);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& t : workers) t.join();
+  }
+  server.Stop();
+}
+
 HttpServer& Hello(HttpServer& server) {
   EXPECT_TRUE(server.Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, "hello")); }).ok());
   return server;

@@ -441,6 +441,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     if (ec == asio::error::operation_aborted) return;
+    if (ec == asio::error::eof && !stream_started_) {
+      // The client shut down its sending side after its request (a
+      // half-close, as `nc -N` or a proxy may do) and waits for the answer:
+      // no further request can come, but this one is answered. A client that
+      // closed the socket entirely is noticed when the answer is written.
+      keep_alive_ = false;
+      return;
+    }
     if (ec) {
       ClientGone();
       return;
