@@ -11,6 +11,7 @@
 // The vocabularies are found through $KVSERVE_SHARED_DIR, else the ../shared
 // this build was configured with; without them every input is skipped (the
 // target still builds and runs).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
