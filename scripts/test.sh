@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite through ctest:
-#   1. Release build, all tests;
+#   1. Release build, all tests, then a 60 s soak (scripts/soak.sh; KVSERVE_SOAK_SECONDS);
 #   2. ASan+UBSan build, all tests;
 #   3. TSan build, engine and server tests (label "engine");
 #   4. every libFuzzer target for 30 s each (KVSERVE_FUZZ_SECONDS; scripts/fuzz.sh).
@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 JOBS=${JOBS:-$(nproc)}
 FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-30}
+SOAK_SECONDS=${KVSERVE_SOAK_SECONDS:-60}
 start=$(date +%s)
 stage() { echo "=== $1 ($(( $(date +%s) - start )) s elapsed)"; }
 
@@ -17,6 +18,9 @@ cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$JOBS"
 stage "release tests"
 (cd build/release && ctest --output-on-failure -j "$JOBS")
+
+stage "soak: ${SOAK_SECONDS}s of mixed traffic on the Release server"
+bash scripts/soak.sh "$SOAK_SECONDS"
 
 stage "asan+ubsan build"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_SANITIZE=address,undefined -DKVSERVE_BENCH=OFF >/dev/null

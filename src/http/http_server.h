@@ -21,14 +21,21 @@
 // without reading its request. Accept failures (e.g. no file descriptors
 // left) are retried and logged at most every 10 s. While a request is being handled the
 // server keeps reading the socket, so a client that goes away is noticed at
-// once (Exchange::SetCloseHandler), even mid-generation.
+// once (Exchange::SetCloseHandler), even mid-generation. The one exception:
+// end-of-file before the response has started is a half-close (the client
+// shut down its sending side and awaits the answer): the request is still
+// answered and the connection closed after it; if the client had closed
+// entirely, the first write of the answer notices.
 //
 // Responses are either whole (Respond) or streamed (StartStream, Write...,
 // EndStream) with chunked transfer encoding. Streamed writes are coalesced:
 // one socket write is in flight at a time and whatever arrives meanwhile is
 // sent together when it completes (backpressure without unbounded queues of
 // small writes). A client that stops reading while more than
-// max_pending_bytes pile up is disconnected (its close handler runs).
+// max_pending_bytes pile up behind what it is reading now (the write in
+// flight and the next chunk: one large chunk, such as an echoed prompt, is
+// never "too much" by itself) is disconnected (its close handler runs), and
+// so is one whose socket write makes no progress for write_timeout.
 //
 // Draining: StopAccepting() accepts what is already in the listen backlog
 // (those requests reach the handler, which is expected to refuse them) and
@@ -86,7 +93,7 @@ struct ServerOptions {
   std::chrono::milliseconds header_timeout{std::chrono::seconds(30)};      // a request's first byte to its whole header
   std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};        // reading a started request's body
   std::chrono::milliseconds write_timeout{std::chrono::seconds(60)};       // one socket write making no progress
-  size_t max_pending_bytes = size_t{8} << 20;  // unsent stream data before a client counts as stuck
+  size_t max_pending_bytes = size_t{8} << 20;  // stream data queued behind the client's reading before it counts as stuck
   int max_connections = 0;             // open connections; a new one beyond gets 503 and is closed; 0: no limit
   int max_connections_per_client = 0;  // open connections per remote address; beyond: 429; 0: no limit
 };

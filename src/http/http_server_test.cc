@@ -332,6 +332,106 @@ TEST(HttpServerTest, SlowReaderIsCutOffOnceTooMuchIsPending) {
   server.Stop();
 }
 
+// Issue 10 item 6: a streamed `echo` of a prompt over max_pending_bytes is
+// one chunk queued at once; the client reading it is not stuck. Everything
+// arrives, and a slow but steady reader outlives write_timeout as long as
+// each socket write makes progress.
+TEST(HttpServerTest, OneChunkOverThePendingLimitReachesAnHonestSlowReader) {
+  ServerOptions o;
+  o.max_pending_bytes = 64 << 10;
+  o.write_timeout = std::chrono::seconds(2);  // generous: a loaded machine or TSan must not stall one write this long
+  HttpServer server(o);
+  const std::string big(16 << 20, 'e');
+  std::atomic<bool> closed_early{false};
+  ASSERT_TRUE(server
+                  .Start([&](std::shared_ptr<Exchange> ex) {
+                    ex->SetCloseHandler([&closed_early] { closed_early = true; });
+                    ex->StartStream(HttpResponse{});
+                    EXPECT_TRUE(ex->Write(big));  // queued while the head is still being written
+                    for (int i = 0; i < 8; ++i) EXPECT_TRUE(ex->Write("token "));
+                    ex->EndStream();
+                  })
+                  .ok());
+  asio::io_context ioc;
+  tcp::socket s(ioc);
+  s.open(tcp::v4());
+  s.set_option(asio::socket_base::receive_buffer_size(64 << 10));
+  s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server.port()));
+  const std::string req = "GET /s HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+  asio::write(s, asio::buffer(req));
+  // Read slowly: 256 KiB every 40 ms, over 2.5 s for the whole, more than write_timeout.
+  std::string raw;
+  std::vector<char> buf(256 << 10);
+  for (;;) {
+    beast::error_code ec;
+    const size_t n = asio::read(s, asio::buffer(buf), ec);
+    raw.append(buf.data(), n);
+    if (ec) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  }
+  bhttp::response_parser<bhttp::string_body> p;
+  p.body_limit(1 << 30);
+  p.eager(true);
+  beast::error_code ec;
+  for (size_t off = 0; off < raw.size() && !ec && !p.is_done();) off += p.put(asio::buffer(raw.data() + off, raw.size() - off), ec);
+  ASSERT_FALSE(ec) << ec.message() << " after " << raw.size() << " bytes";
+  ASSERT_TRUE(p.is_done()) << "the stream was cut off after " << raw.size() << " bytes";
+  EXPECT_EQ(p.get().body().size(), big.size() + 8 * 6);
+  EXPECT_EQ(p.get().body().substr(big.size()), "token token token token token token token token ");
+  server.Stop();
+  EXPECT_FALSE(closed_early.load()) << "the close handler ran: the client was taken for stuck";
+}
+
+// Issue 10 item 10: a client that half-closes after sending its request
+// (shutdown(SHUT_WR)) still gets its answer, whole or streamed, answered
+// later from another thread as a generation would be.
+TEST(HttpServerTest, HalfClosedClientStillGetsItsAnswer) {
+  HttpServer server(ServerOptions{});
+  std::atomic<int> closed{0};
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  ASSERT_TRUE(server
+                  .Start([&](std::shared_ptr<Exchange> ex) {
+                    ex->SetCloseHandler([&closed] { ++closed; });
+                    std::lock_guard<std::mutex> lock(mu);
+                    workers.emplace_back([ex] {
+                      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the FIN arrives meanwhile
+                      ex->Post([ex] {
+                        if (ex->request().path == "/stream") {
+                          ex->StartStream(HttpResponse{});
+                          ex->Write("one ");
+                          ex->Write("two");
+                          ex->EndStream();
+                        } else {
+                          ex->Respond(Text(200, "answer"));
+                        }
+                      });
+                    });
+                  })
+                  .ok());
+  for (const std::string path : {"/whole", "/stream"}) {
+    Client c(server.port());
+    c.SetReadTimeout(std::chrono::seconds(10));
+    c.WriteRaw("GET " + path + " HTTP/1.1\r\nHost: a\r\n\r\n");
+    c.socket().shutdown(tcp::socket::shutdown_send);
+    beast::error_code ec;
+    bhttp::response<bhttp::string_body> r;
+    beast::flat_buffer buf;
+    bhttp::read(c.socket(), buf, r, ec);
+    ASSERT_FALSE(ec) << path << ": " << ec.message();
+    EXPECT_EQ(r.result_int(), 200) << path;
+    EXPECT_EQ(r.body(), path == "/whole" ? "answer" : "one two") << path;
+    EXPECT_FALSE(r.keep_alive()) << path << ": no request can follow a half-close";
+    EXPECT_TRUE(c.ServerClosed()) << path;
+  }
+  EXPECT_EQ(closed.load(), 0);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& t : workers) t.join();
+  }
+  server.Stop();
+}
+
 HttpServer& Hello(HttpServer& server) {
   EXPECT_TRUE(server.Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, "hello")); }).ok());
   return server;

@@ -437,6 +437,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     if (ec == asio::error::operation_aborted) return;
+    if (ec == asio::error::eof && !stream_started_) {
+      // The client shut down its sending side after its request (a
+      // half-close, as `nc -N` or a proxy may do) and waits for the answer:
+      // no further request can come, but this one is answered. A client that
+      // closed the socket entirely is noticed when the answer is written.
+      keep_alive_ = false;
+      return;
+    }
     if (ec) {
       ClientGone();
       return;
@@ -450,13 +458,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (last) FinishExchange();
       return false;
     }
-    pending_ += data;
-    if (writing_ && pending_.size() > server_->options.max_pending_bytes) {
-      spdlog::warn("http: client {} is not reading ({} bytes pending); disconnecting", remote_, pending_.size());
+    // Backpressure counts what piles up behind the client's reading, not
+    // what was queued at once: the write in flight and the next chunk behind
+    // it are the client's to read (a streamed `echo` of a 9 MiB prompt is
+    // one chunk), whatever is queued after them counts against
+    // max_pending_bytes. A client that reads nothing at all is also cut off
+    // by write_timeout (no progress on a socket write).
+    if (writing_ && !pending_.empty() &&
+        pending_.size() - first_pending_bytes_ + data.size() > server_->options.max_pending_bytes) {
+      spdlog::warn("http: client {} is not reading ({} bytes pending); disconnecting", remote_,
+                   pending_.size() + data.size());
       ClientGone();
       if (end_pending_) FinishExchange();
       return false;
     }
+    if (pending_.empty()) first_pending_bytes_ = data.size();
+    pending_ += data;
     if (!writing_) {
       if (!pending_.empty()) {
         DoWrite();
@@ -470,13 +487,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void DoWrite() {
     inflight_.swap(pending_);
     pending_.clear();
+    first_pending_bytes_ = 0;
+    inflight_done_ = 0;
     writing_ = true;
-    stream_.expires_after(server_->options.write_timeout);
-    asio::async_write(stream_, asio::buffer(inflight_),
-                      beast::bind_front_handler(&Connection::OnWrite, shared_from_this()));
+    WriteSome();
   }
 
-  void OnWrite(beast::error_code ec, size_t) {
+  // One socket write at a time, each with its own write_timeout: a client
+  // that keeps reading a large response slowly is making progress and is not
+  // cut off; one that reads nothing for write_timeout is.
+  void WriteSome() {
+    stream_.expires_after(server_->options.write_timeout);
+    stream_.async_write_some(asio::buffer(inflight_.data() + inflight_done_, inflight_.size() - inflight_done_),
+                             beast::bind_front_handler(&Connection::OnWriteSome, shared_from_this()));
+  }
+
+  void OnWriteSome(beast::error_code ec, size_t n) {
+    inflight_done_ += n;
+    if (!ec && !closed_ && inflight_done_ < inflight_.size()) {
+      WriteSome();
+      return;
+    }
+    OnWrite(ec);
+  }
+
+  void OnWrite(beast::error_code ec) {
     writing_ = false;
     inflight_.clear();
     if (ec) {
@@ -598,6 +633,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool stream_started_ = false;
 
   std::string pending_, inflight_;
+  size_t first_pending_bytes_ = 0;  // size of the first chunk queued in pending_ (exempt from the backlog limit)
+  size_t inflight_done_ = 0;        // bytes of inflight_ already written
   std::string continue_;  // "100 Continue" while it is written
   bool writing_ = false;
   bool end_pending_ = false;

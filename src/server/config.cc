@@ -200,7 +200,7 @@ const std::vector<KeyDef>& Table() {
     t.push_back(ListKey("server.api_keys", "api-keys", [](ServeConfig& c) -> std::vector<std::string>& { return c.server.api_keys; },
                         "Accepted API keys (Authorization: Bearer KEY); none and no file: no authentication"));
     t.push_back(StringKey("server.api_key_file", "api-key-file", [](ServeConfig& c) -> std::string& { return c.server.api_key_file; },
-                          "a file path or \"\"", "File with one API key per line ('#' starts a comment), added to api_keys"));
+                          "a file path or \"\"", "File with one API key per line ('#' at the start of a line or after a space starts a comment), added to api_keys"));
     t.push_back(IntKey("server.max_body_bytes", "max-body-bytes", [](ServeConfig& c) -> int64_t& { return c.server.max_body_bytes; },
                        1024, int64_t{1} << 30, "Largest request body; larger ones get 413"));
     t.push_back(NumberKey("server.drain_timeout_seconds", "drain-timeout",
@@ -209,14 +209,14 @@ const std::vector<KeyDef>& Table() {
     t.push_back(IntKey("server.io_threads", "io-threads", [](ServeConfig& c) -> int64_t& { return c.server.io_threads; }, 1, 64,
                        "HTTP I/O threads shared by all connections"));
     t.push_back(NumberKey("server.keep_alive_timeout_seconds", "keep-alive-timeout",
-                          [](ServeConfig& c) -> double& { return c.server.keep_alive_timeout_seconds; }, 0, true, 3600,
+                          [](ServeConfig& c) -> double& { return c.server.keep_alive_timeout_seconds; }, 0.001, false, 3600,
                           "How long an idle keep-alive connection stays open"));
     t.push_back(IntKey("server.prep_threads", "prep-threads", [](ServeConfig& c) -> int64_t& { return c.server.prep_threads; },
                        1, 64, "Threads that prepare requests (parse JSON, render chat templates, tokenize) off the I/O threads"));
     t.push_back(IntKey("server.prep_queue", "prep-queue", [](ServeConfig& c) -> int64_t& { return c.server.prep_queue; }, 0,
                        1 << 20, "Requests that may wait for a prep thread; beyond it requests get 503 with Retry-After"));
     t.push_back(NumberKey("server.header_timeout_seconds", "header-timeout",
-                          [](ServeConfig& c) -> double& { return c.server.header_timeout_seconds; }, 0, true, 3600,
+                          [](ServeConfig& c) -> double& { return c.server.header_timeout_seconds; }, 0.001, false, 3600,
                           "From a request's first byte to its complete header; a slower client is disconnected"));
     t.push_back(IntKey("server.max_connections", "max-connections",
                        [](ServeConfig& c) -> int64_t& { return c.server.max_connections; }, 0, 1 << 20,
@@ -536,7 +536,14 @@ StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg) {
     if (!in) return NotFound("server.api_key_file: cannot read \"{}\"", cfg.server.api_key_file);
     size_t from_file = 0;
     for (std::string line; std::getline(in, line);) {
-      if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+      // '#' starts a comment at the start of a line or after a space or tab;
+      // inside a key ("abc#def") it is part of the key.
+      for (size_t i = 0; i < line.size(); ++i) {
+        if (line[i] == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
+          line.resize(i);
+          break;
+        }
+      }
       const size_t b = line.find_first_not_of(" \t\r");
       if (b == std::string::npos) continue;
       const size_t e = line.find_last_not_of(" \t\r");

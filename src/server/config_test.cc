@@ -223,6 +223,34 @@ TEST(ConfigTest, ApiKeyFileIsReadAndCommentsSkipped) {
   EXPECT_FALSE(LoadApiKeys(c).ok());
 }
 
+// Issue 10 item 10: a key may contain '#'; only '#' at the start of a line
+// or after whitespace starts a comment.
+TEST(ConfigTest, ApiKeyFileKeepsHashInsideAKey) {
+  auto dir = testing::TempDir("config");
+  const std::string path = (dir / "keys.txt").string();
+  {
+    std::ofstream out(path);
+    out << "sk-a#b#c\n#comment\n  k#2\t# note\nk3 #x\n";
+  }
+  ServeConfig c;
+  c.server.api_key_file = path;
+  auto keys = LoadApiKeys(c);
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ(*keys, (std::vector<std::string>{"sk-a#b#c", "k#2", "k3"}));
+}
+
+// Issue 10 item 10: a keep-alive (or header) timeout below 1 ms became 0 ms
+// (every idle connection closed at once); it is refused with the range named.
+TEST(ConfigTest, TimeoutsBelowOneMillisecondAreRejected) {
+  ServeConfig c;
+  ExpectError(LoadConfigYaml("server:\n  keep_alive_timeout_seconds: 0.0004\n", &c),
+              {"server.keep_alive_timeout_seconds", "[0.001, 3600]"});
+  ExpectError(LoadConfigYaml("server:\n  keep_alive_timeout_seconds: 0\n", &c), {"server.keep_alive_timeout_seconds"});
+  ExpectError(LoadConfigYaml("server:\n  header_timeout_seconds: 1e-6\n", &c), {"server.header_timeout_seconds"});
+  ASSERT_TRUE(LoadConfigYaml("server:\n  keep_alive_timeout_seconds: 0.001\n", &c).ok());
+  EXPECT_DOUBLE_EQ(c.server.keep_alive_timeout_seconds, 0.001);
+}
+
 TEST(ConfigTest, JsonRedactsApiKeys) {
   ServeConfig c;
   c.server.api_keys = {"secret-key"};

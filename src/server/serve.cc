@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <csignal>
 #include <filesystem>
 #include <mutex>
@@ -220,6 +222,16 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     if (ev.signals == 0) {
       spdlog::error("loading the model failed: {}", ev.load_status.ToString());
       exit_code = 1;
+    } else if (!ev.load_done) {
+      // SIGTERM/SIGINT while the model is still loading (hashing, reading,
+      // repacking weights can take minutes): nothing has been served, so
+      // there is nothing to drain, and the loader cannot be interrupted
+      // half-way through building the weights. Exit now instead of after the
+      // load; the OS releases the memory and the listening socket.
+      spdlog::info("signal during model load: exiting without waiting for the load to finish");
+      spdlog::default_logger()->flush();
+      std::fflush(nullptr);  // the access log and stdio
+      std::_Exit(0);
     }
   }
   if (exit_code == 0) {

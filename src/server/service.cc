@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "base/strings.h"
 #include "metrics/status_page.h"
 #include "server/sha256.h"
 
@@ -252,8 +253,11 @@ bool Service::Authorize(Ctx& ctx) {
   if (key_digests_.empty()) return true;
   std::string_view auth = ctx.ex->request().Header("Authorization");
   std::string_view key;
-  if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) key = auth.substr(7);
+  // "Bearer" is an auth-scheme: case-insensitive (RFC 9110 11.1), then one or
+  // more spaces, then the key.
+  if (auth.size() > 7 && EqualsIgnoreAsciiCase(auth.substr(0, 6), "Bearer") && auth[6] == ' ') key = auth.substr(7);
   while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
+  while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
   if (!key.empty()) {
     // Compare digests, in constant time, against every key.
     const std::string digest = Sha256Hex(key);

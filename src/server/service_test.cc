@@ -274,6 +274,34 @@ TEST(ServiceTest, ApiKeysAndKeyIds) {
   EXPECT_EQ(id.find("secret"), std::string::npos);
 }
 
+// GET with a raw Authorization header; returns the status.
+int GetWithAuthorization(uint16_t port, const std::string& target, const std::string& authorization) {
+  asio::io_context ioc;
+  tcp::socket s(ioc);
+  s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  bhttp::request<bhttp::string_body> req{bhttp::verb::get, target, 11};
+  req.set(bhttp::field::host, "localhost");
+  req.set(bhttp::field::authorization, authorization);
+  bhttp::write(s, req);
+  beast::flat_buffer buf;
+  bhttp::response<bhttp::string_body> res;
+  bhttp::read(s, buf, res);
+  return res.result_int();
+}
+
+// Issue 10 item 10: the auth-scheme is case-insensitive (RFC 9110), so
+// "BEARER" and "bearer" work like "Bearer"; the key itself is not.
+TEST(ServiceTest, BearerSchemeIsCaseInsensitive) {
+  Harness h(ServeConfig{}, Fast(), {"Secret#1"});
+  EXPECT_EQ(GetWithAuthorization(h.port(), "/v1/models", "Bearer Secret#1"), 200);
+  EXPECT_EQ(GetWithAuthorization(h.port(), "/v1/models", "bearer Secret#1"), 200);
+  EXPECT_EQ(GetWithAuthorization(h.port(), "/v1/models", "BEARER Secret#1"), 200);
+  EXPECT_EQ(GetWithAuthorization(h.port(), "/v1/models", "bEaReR   Secret#1"), 200);
+  EXPECT_EQ(GetWithAuthorization(h.port(), "/v1/models", "Bearer secret#1"), 401);
+  EXPECT_EQ(GetWithAuthorization(h.port(), "/v1/models", "Basic Secret#1"), 401);
+  EXPECT_EQ(GetWithAuthorization(h.port(), "/v1/models", "BearerSecret#1"), 401);
+}
+
 // Holds requests in preparation (inside the fake's Tokenize) until opened.
 struct PrepGate {
   std::mutex mu;

@@ -249,6 +249,21 @@ describe("loading and draining", () => {
     }
   });
 
+  // Issue 10 item 10: SIGTERM while the model loads exits promptly (0),
+  // not after the load (here 60 s).
+  test("SIGTERM during model load exits promptly", async () => {
+    const s = await startServer({ args: ["--fake-load-seconds", "60"], waitReady: false });
+    assert.equal((await request(s, "GET", "/ready")).status, 503);
+    const t0 = Date.now();
+    s.child.kill("SIGTERM");
+    const exit = await Promise.race([s.exited, new Promise((r) => setTimeout(() => r(null), 10000))]);
+    if (exit === null) s.child.kill("SIGKILL");
+    assert.ok(exit !== null, "still running 10 s after SIGTERM (it waited for the load)");
+    assert.equal(exit.code, 0);
+    assert.ok(Date.now() - t0 < 5000, `exit took ${Date.now() - t0} ms`);
+    assert.match(s.stderr(), /signal during model load/);
+  });
+
   test("503 on a kept-alive connection while draining", async () => {
     const s = await startServer({ args: ["--fake-step-ms", "20"] });
     const http = await import("node:http");
