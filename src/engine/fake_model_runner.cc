@@ -57,6 +57,7 @@ Status FakeModelRunner::Forward(const ForwardBatch& batch, std::span<float> logi
   for (const ForwardSeq& s : batch.seqs) {
     if (!seen.insert(s.seq_id).second) return Internal("fake runner: sequence {} twice in a batch", s.seq_id);
     std::span<float> out;
+    if (s.all_logits) return Internal("fake runner: all-token logits are not supported");
     if (s.want_logits) out = logits.subspan(row++ * vocab, vocab);
     KVS_RETURN_IF_ERROR(RunSeq(s, out));
   }

@@ -56,9 +56,9 @@ std::vector<float> KvserveLogits(LlamaModel& m, const std::vector<int32_t>& toke
   while (pos < tokens.size()) {
     const size_t n = std::min<size_t>(static_cast<size_t>(chunks[std::min(ci, chunks.size() - 1)]), tokens.size() - pos);
     ++ci;
-    SeqSlice s{std::span<const int32_t>(tokens.data() + pos, n), static_cast<int32_t>(pos), table, true};
-    Status st = m.Forward(std::span<const SeqSlice>(&s, 1), **cache,
-                          std::span<float>(all.data() + pos * c.vocab, n * c.vocab), LogitsMode::kAllTokens, pool);
+    kvcache::ForwardBatch b;
+    b.seqs.push_back({0, std::span<const int32_t>(tokens.data() + pos, n), static_cast<int32_t>(pos), table, true, true});
+    Status st = m.Forward(b, **cache, std::span<float>(all.data() + pos * c.vocab, n * c.vocab), pool);
     EXPECT_TRUE(st.ok()) << st.ToString();
     pos += n;
   }
@@ -196,10 +196,11 @@ TEST(ModelTest, RejectsOutOfRangeTokens) {
   auto cache = kvcache::KvCache::Create({c.n_layers, c.n_kv_heads, c.head_dim, 16, 4, DType::kF16});
   ASSERT_TRUE(cache.ok());
   std::vector<int32_t> toks = {1, 99999}, table = {0};
-  SeqSlice s{toks, 0, table, true};
+  kvcache::ForwardBatch b;
+  b.seqs.push_back({0, toks, 0, table, true});
   ThreadPool pool(1);
   std::vector<float> logits(static_cast<size_t>(c.vocab));
-  Status st = (*m)->Forward(std::span<const SeqSlice>(&s, 1), **cache, logits, LogitsMode::kLastOfWanted, pool);
+  Status st = (*m)->Forward(b, **cache, logits, pool);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
 }
 

@@ -1,0 +1,72 @@
+// AVX-512 instantiation of the tiled attention kernel (16 lanes, 32
+// registers). Compiled with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c;
+// only called when the CPU has them.
+#include "kernels/avx512_util.h"  // <immintrin.h> without GCC 12's false warnings
+
+#include "kvcache/attention_kernel.h"
+
+namespace kvs::kvcache::internal {
+namespace {
+
+struct V512 {
+  using R = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int kRegisters = 32;
+  static R Zero() { return _mm512_setzero_ps(); }
+  static R Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, R v) { _mm512_storeu_ps(p, v); }
+  static R Set1(float x) { return _mm512_set1_ps(x); }
+  static R Fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  static R Mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  static R Add(R a, R b) { return _mm512_add_ps(a, b); }
+  static R Sub(R a, R b) { return _mm512_sub_ps(a, b); }
+  static R Max(R a, R b) { return _mm512_max_ps(a, b); }
+  // a > b ? x : y, lane-wise.
+  static R SelectGreater(R a, R b, R x, R y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), y, x); }
+  // 2^x for x <= 0 (and -inf): 2^round(x) from the exponent bits times a
+  // degree-7 polynomial for 2^f, |f| <= 0.5 (relative error < 1e-7); below
+  // -127 the exponent field is 0, so the result is exactly 0.
+  static R Exp2(R x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+    const R n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const R f = _mm512_sub_ps(x, n);
+    R p = _mm512_set1_ps(1.5252733804059840e-05f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381609e-04f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-02f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  }
+  static void F16ToF32(const uint16_t* x, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))));
+    }
+    for (; i < n; ++i) y[i] = ::kvs::F16ToF32(x[i]);
+  }
+  static void BF16ToF32(const uint16_t* x, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+      _mm512_storeu_ps(y + i, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+    }
+    for (; i < n; ++i) y[i] = ::kvs::BF16ToF32(x[i]);
+  }
+  static void I8ToF32(const int8_t* x, float d, float* y) {  // 32 values
+    const __m512 vd = _mm512_set1_ps(d);
+    for (int i = 0; i < 32; i += 16) {
+      const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+      _mm512_storeu_ps(y + i, _mm512_mul_ps(vd, _mm512_cvtepi32_ps(v)));
+    }
+  }
+};
+
+}  // namespace
+
+KernelInfo KernelAvx512() { return MakeKernel<V512>("avx512"); }
+
+}  // namespace kvs::kvcache::internal
