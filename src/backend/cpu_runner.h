@@ -29,6 +29,8 @@ class CpuRunner : public engine::ModelRunner {
   int32_t block_size() const override { return cache_->config().block_size; }
   int32_t num_blocks() const override { return cache_->config().num_blocks; }
   Status Forward(const engine::ForwardBatch& batch, std::span<float> logits) override;
+  void ReleaseBlocks(std::span<const int32_t> block_ids) override { cache_->Release(block_ids); }
+  int64_t kv_committed_bytes() const override { return cache_->committed_bytes(); }
 
   model::LlamaModel& model() { return *model_; }
   const kvcache::KvCache& cache() const { return *cache_; }

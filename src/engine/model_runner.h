@@ -33,6 +33,11 @@ class ModelRunner {
   // writes logits [batch.NumLogits(), vocab_size] in the order of the
   // sequences that want them.
   virtual Status Forward(const ForwardBatch& batch, std::span<float> logits) = 0;
+  // Returns the memory behind these blocks to the system; they are free (no
+  // sequence or cache entry refers to them) and read as unwritten after.
+  virtual void ReleaseBlocks(std::span<const int32_t> block_ids) { (void)block_ids; }
+  // Bytes of KV storage currently committed (what the pool adds to RSS).
+  virtual int64_t kv_committed_bytes() const { return 0; }
 };
 
 }  // namespace kvs::engine

@@ -21,6 +21,23 @@ struct V256 {
   static R Sub(R a, R b) { return _mm256_sub_ps(a, b); }
   static R Max(R a, R b) { return _mm256_max_ps(a, b); }
   static R SelectGreater(R a, R b, R x, R y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
+  static float ReduceMax(R v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+  }
+  static float ReduceAdd(R v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+  }
+  // out[0..3] = horizontal sums of a, b, c, d.
+  static void Sum4(R a, R b, R c, R d, float* out) {
+    const R t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));  // [a b c d | a b c d] halves
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
   // 2^x for x <= 0 (and -inf); see V512::Exp2 in attention_avx512.cc.
   static R Exp2(R x) {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));

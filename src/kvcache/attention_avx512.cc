@@ -23,6 +23,19 @@ struct V512 {
   static R Max(R a, R b) { return _mm512_max_ps(a, b); }
   // a > b ? x : y, lane-wise.
   static R SelectGreater(R a, R b, R x, R y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), y, x); }
+  static float ReduceMax(R v) { return _mm512_reduce_max_ps(v); }
+  static float ReduceAdd(R v) { return _mm512_reduce_add_ps(v); }
+  // out[0..3] = horizontal sums of a, b, c, d.
+  static void Sum4(R a, R b, R c, R d, float* out) {
+    // 128-bit blocks: [a0+a2, a1+a3, b0+b2, b1+b3], then [a, b, c, d] partials.
+    const R ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    const R cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
+    R t = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
+    t = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));  // within blocks: lanes + lanes two apart
+    t = _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));  // + neighbour: every lane holds its block's sum
+    const __m512i idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, t)));
+  }
   // 2^x for x <= 0 (and -inf): 2^round(x) from the exponent bits times a
   // degree-7 polynomial for 2^f, |f| <= 0.5 (relative error < 1e-7); below
   // -127 the exponent field is 0, so the result is exactly 0.

@@ -31,6 +31,22 @@ struct VGeneric {
   static R Sub(R a, R b) { return Map([&](int i) { return a.v[i] - b.v[i]; }); }
   static R Max(R a, R b) { return Map([&](int i) { return a.v[i] > b.v[i] ? a.v[i] : b.v[i]; }); }
   static R SelectGreater(R a, R b, R x, R y) { return Map([&](int i) { return a.v[i] > b.v[i] ? x.v[i] : y.v[i]; }); }
+  static float ReduceMax(R a) {
+    float m = a.v[0];
+    for (int i = 1; i < 8; ++i) m = a.v[i] > m ? a.v[i] : m;
+    return m;
+  }
+  static float ReduceAdd(R a) {
+    float s = 0.0f;
+    for (float x : a.v) s += x;
+    return s;
+  }
+  static void Sum4(R a, R b, R c, R d, float* out) {
+    out[0] = ReduceAdd(a);
+    out[1] = ReduceAdd(b);
+    out[2] = ReduceAdd(c);
+    out[3] = ReduceAdd(d);
+  }
   static R Exp2(R x) { return Map([&](int i) { return std::exp2(x.v[i]); }); }
   static void F16ToF32(const uint16_t* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = ::kvs::F16ToF32(x[i]);

@@ -2,7 +2,8 @@
 // wrapper `V` and compiled per ISA (attention_avx512.cc, attention_avx2.cc,
 // attention_generic.cc). Everything here sits in an anonymous namespace so
 // the per-ISA copies never merge at link time. paged_attention.cc plans the
-// work items; this file computes one.
+// work items; this file computes one (items with few rows go to
+// attention_decode.h instead).
 //
 // One item: query tokens [t0, t0 + nt) of one sequence x heads
 // [head0, head0 + nh) of one KV head's group, against key positions
@@ -29,49 +30,12 @@
 #include <limits>
 
 #include "base/fp16.h"
+#include "kvcache/attention_decode.h"
 #include "kvcache/attention_internal.h"
+#include "kvcache/attention_tile.h"
 
 namespace kvs::kvcache::internal {
 namespace {
-
-inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// Converts `n` elements of a stored KV row, starting at element `first`, to
-// f32. Q8_0 rows are 34-byte blocks of 32 (f16 scale, 32 x int8).
-template <class V>
-inline void LoadRow(DType type, const uint8_t* row, int64_t first, int64_t n, float* out) {
-  switch (type) {
-    case DType::kF32:
-      std::memcpy(out, reinterpret_cast<const float*>(row) + first, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case DType::kF16:
-      V::F16ToF32(reinterpret_cast<const uint16_t*>(row) + first, out, n);
-      return;
-    case DType::kBF16:
-      V::BF16ToF32(reinterpret_cast<const uint16_t*>(row) + first, out, n);
-      return;
-    case DType::kQ8_0:
-      if (first % 32 == 0 && n % 32 == 0) {
-        const uint8_t* blk = row + first / 32 * 34;
-        for (int64_t b = 0; b < n / 32; ++b, blk += 34) {
-          uint16_t d16;
-          std::memcpy(&d16, blk, 2);
-          V::I8ToF32(reinterpret_cast<const int8_t*>(blk + 2), F16ToF32(d16), out + b * 32);
-        }
-      } else {  // a head that is not whole blocks (small head_dim): element by element
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t e = first + i;
-          const uint8_t* blk = row + e / 32 * 34;
-          uint16_t d16;
-          std::memcpy(&d16, blk, 2);
-          out[i] = F16ToF32(d16) * static_cast<float>(static_cast<int8_t>(blk[2 + e % 32]));
-        }
-      }
-      return;
-    default:
-      return;  // rejected by KvCacheConfig::Validate
-  }
-}
 
 // Register blocking per number of lane chunks C (Rp = C * lanes): JB keys x C
 // accumulators in the score product, DB dims x C in the output product.
@@ -148,24 +112,6 @@ inline void OutputBlock(const float* pT, int64_t Rp, const float* vt, int64_t hd
   }
 }
 
-// Loads keys [p0, p0 + n) of one KV head into tile [RoundUp(n, pad)][hdp]
-// through the block table; rows and dims past the data are zero.
-template <class V>
-inline void LoadTile(const KvCache& cache, int32_t layer, bool values, std::span<const int32_t> table, int64_t p0,
-                     int64_t n, int64_t n_padded, int64_t first, int64_t hd, int64_t hdp, float* tile) {
-  const int64_t bs = cache.config().block_size;
-  const DType type = cache.config().dtype;
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t p = p0 + j;
-    const int64_t slot = static_cast<int64_t>(table[static_cast<size_t>(p / bs)]) * bs + p % bs;
-    const uint8_t* row = values ? cache.VRow(layer, slot) : cache.KRow(layer, slot);
-    float* out = tile + j * hdp;
-    LoadRow<V>(type, row, first, hd, out);
-    for (int64_t d = hd; d < hdp; ++d) out[d] = 0.0f;
-  }
-  std::memset(tile + n * hdp, 0, static_cast<size_t>((n_padded - n) * hdp) * sizeof(float));
-}
-
 template <class V, int C>
 void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, float* scratch) {
   using R = typename V::R;
@@ -178,7 +124,6 @@ void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, floa
   const ForwardSeq& s = cx.batch->seqs[static_cast<size_t>(it.seq)];
   const int64_t hd = cfg.head_dim, hdp = RoundUp(hd, 8);
   const int64_t rows = static_cast<int64_t>(it.nt) * it.nh;
-  const int64_t first_dim = static_cast<int64_t>(it.kv_head) * hd;  // this head's slice of a KV row
 
   float* qT = scratch;               // [hdp][Rp]
   float* oT = qT + hdp * Rp;         // [hdp][Rp]
@@ -208,8 +153,11 @@ void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, floa
   for (int64_t k0 = it.k0; k0 < it.k1; k0 += Bk) {
     const int64_t nk = std::min<int64_t>(Bk, it.k1 - k0);
     const int64_t nkp = RoundUp(nk, JB);
-    LoadTile<V>(cache, cx.layer, false, s.block_table, k0, nk, nkp, first_dim, hd, hdp, kt);
-    LoadTile<V>(cache, cx.layer, true, s.block_table, k0, nk, nkp, first_dim, hd, hdp, vt);
+    if (k0 + Bk < it.k1) {
+      PrefetchTile(cache, cx.layer, s.block_table, k0 + Bk, std::min<int64_t>(Bk, it.k1 - k0 - Bk), it.kv_head);
+    }
+    LoadTile<V>(cache, cx.layer, false, s.block_table, k0, nk, nkp, it.kv_head, hd, hdp, kt);
+    LoadTile<V>(cache, cx.layer, true, s.block_table, k0, nk, nkp, it.kv_head, hd, hdp, vt);
     for (int64_t j = 0; j < nkp; j += JB) ScoreBlock<V, C, JB>(qT, Rp, kt + j * hdp, hdp, sT + j * Rp);
     // Causal mask (and the padding keys): only tiles reaching past pos0 or
     // padded to the register blocking.
@@ -270,11 +218,14 @@ int64_t ScratchFloatsFor(int64_t head_dim) {
   constexpr int64_t Bk = 80;
   static_assert(Blocking<V, 1>::kBk <= Bk && Blocking<V, 2>::kBk <= Bk && Blocking<V, 3>::kBk <= Bk &&
                 Blocking<V, 4>::kBk <= Bk);
-  return 2 * hdp * Rp + Bk * Rp + 2 * Bk * hdp + 4 * Rp + 64;
+  return std::max(2 * hdp * Rp + Bk * Rp + 2 * Bk * hdp + 4 * Rp + 64, DotScratchFloats<V>(head_dim));
 }
 
+// Few rows (decode) go to the dot kernel (attention_decode.h), the rest to
+// the tiled one with as many lane chunks as the rows need.
 template <class V>
 void AttendItem(const AttnContext& cx, const AttnItem& it, float* partial, float* scratch) {
+  if (TryAttendDot<V>(cx, it, partial, scratch)) return;
   const int64_t chunks = (static_cast<int64_t>(it.nt) * it.nh + V::kLanes - 1) / V::kLanes;
   switch (chunks) {
     case 1: AttendTiled<V, 1>(cx, it, partial, scratch); return;

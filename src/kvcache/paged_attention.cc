@@ -6,7 +6,6 @@
 
 #include "base/cpu.h"
 #include "base/status.h"
-#include "kernels/kernels.h"
 
 namespace kvs::kvcache {
 namespace {
@@ -204,8 +203,8 @@ void PagedAttentionReference(const KvCache& cache, const AttentionParams& params
       std::vector<float> ks(static_cast<size_t>(n_pos * row)), vs(static_cast<size_t>(n_pos * row));
       for (int64_t p = 0; p < n_pos; ++p) {
         const int64_t slot = static_cast<int64_t>(s.block_table[static_cast<size_t>(p / bs)]) * bs + p % bs;
-        kernels::DequantizeRow(cfg.dtype, cache.KRow(params.layer, slot), ks.data() + p * row, row);
-        kernels::DequantizeRow(cfg.dtype, cache.VRow(params.layer, slot), vs.data() + p * row, row);
+        cache.ReadK(params.layer, slot, ks.data() + p * row);
+        cache.ReadV(params.layer, slot, vs.data() + p * row);
       }
       for (int32_t h = 0; h < params.n_heads; ++h) {
         const float* qh = q + token_row * stride + h * hd;

@@ -79,7 +79,7 @@ class PagedAttention {
 };
 
 // The same computation, written plainly: one thread, per token and head,
-// rows dequantized with kernels::DequantizeRow, scores and softmax in double.
+// rows dequantized by KvCache::ReadK/ReadV, scores and softmax in double.
 // The reference the tests check PagedAttention against.
 void PagedAttentionReference(const KvCache& cache, const AttentionParams& params, const ForwardBatch& batch,
                              const float* q, float* out);

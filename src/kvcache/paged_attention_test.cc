@@ -14,7 +14,6 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/kernels.h"
 #include "kvcache/kv_cache.h"
 #include "kvcache/paged_attention.h"
 
@@ -121,8 +120,8 @@ class Fixture {
       }
       s.k[p].resize(static_cast<size_t>(row));
       s.v[p].resize(static_cast<size_t>(row));
-      kernels::DequantizeRow(c_.dtype, cache_->KRow(0, slot), s.k[p].data(), row);
-      kernels::DequantizeRow(c_.dtype, cache_->VRow(0, slot), s.v[p].data(), row);
+      cache_->ReadK(0, slot, s.k[p].data());
+      cache_->ReadV(0, slot, s.v[p].data());
     }
     s.q.resize(static_cast<size_t>(n) * c_.n_heads * c_.head_dim);
     for (float& x : s.q) x = nd(rng_);
