@@ -36,23 +36,22 @@ struct V512 {
     const __m512i idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
     _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, t)));
   }
-  // 2^x for x <= 0 (and -inf): 2^round(x) from the exponent bits times a
-  // degree-7 polynomial for 2^f, |f| <= 0.5 (relative error < 1e-7); below
-  // -127 the exponent field is 0, so the result is exactly 0.
+  // 2^x for x <= 0 (and -inf): a degree-6 polynomial for 2^f, |f| <= 0.5
+  // (relative error < 2e-7), scaled by 2^round(x) with vscalefps. Inputs
+  // below -125 (masked scores, -inf) give ~2^-125: negligible, and still a
+  // normal float (no denormal slow paths in the products that follow).
   static R Exp2(R x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+    x = _mm512_max_ps(x, _mm512_set1_ps(-125.0f));
     const R n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const R f = _mm512_sub_ps(x, n);
-    R p = _mm512_set1_ps(1.5252733804059840e-05f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381609e-04f));
+    R p = _mm512_set1_ps(1.5403530393381609e-04f);
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-03f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-02f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-01f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-01f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_scalef_ps(p, n);
   }
   static void F16ToF32(const uint16_t* x, float* y, int64_t n) {
     int64_t i = 0;

@@ -49,9 +49,10 @@ struct Blocking {
   static constexpr int kBk = (64 + kJB - 1) / kJB * kJB;
 };
 
-// sT[jb][.] = sum_d kt[jb][d] * qT[d][.] for kJB keys.
+// sT[jb][.] = sum_d kt[jb][d] * qT[d][.] for kJB keys; tmax[.] = max(tmax,
+// those scores) lane-wise.
 template <class V, int C, int JB>
-inline void ScoreBlock(const float* qT, int64_t Rp, const float* kt, int64_t hdp, float* sT) {
+inline void ScoreBlock(const float* qT, int64_t Rp, const float* kt, int64_t hdp, float* sT, float* tmax) {
   using R = typename V::R;
   constexpr int L = V::kLanes;
   R acc[JB][C];
@@ -71,10 +72,15 @@ inline void ScoreBlock(const float* qT, int64_t Rp, const float* kt, int64_t hdp
       for (int c = 0; c < C; ++c) acc[j][c] = V::Fma(k, q[c], acc[j][c]);
     }
   }
-#pragma GCC unroll 16
-  for (int j = 0; j < JB; ++j) {
 #pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) V::Store(sT + j * Rp + c * L, acc[j][c]);
+  for (int c = 0; c < C; ++c) {
+    R mx = V::Load(tmax + c * L);
+#pragma GCC unroll 16
+    for (int j = 0; j < JB; ++j) {
+      V::Store(sT + j * Rp + c * L, acc[j][c]);
+      mx = V::Max(mx, acc[j][c]);
+    }
+    V::Store(tmax + c * L, mx);
   }
 }
 
@@ -134,6 +140,7 @@ void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, floa
   float* l = m + Rp;                 // [Rp]
   float* corr = l + Rp;              // [Rp]
   float* rowpos = corr + Rp;         // [Rp] position of each row (as float: exact below 2^24)
+  float* tmax = rowpos + Rp;         // [Rp] max of the current tile's scores
 
   const int32_t pos0 = s.start_pos + it.t0;  // first row's position
   const int64_t h_first = static_cast<int64_t>(it.kv_head) * cx.group + it.head0;
@@ -158,16 +165,22 @@ void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, floa
     }
     LoadTile<V>(cache, cx.layer, false, s.block_table, k0, nk, nkp, it.kv_head, hd, hdp, kt);
     LoadTile<V>(cache, cx.layer, true, s.block_table, k0, nk, nkp, it.kv_head, hd, hdp, vt);
-    for (int64_t j = 0; j < nkp; j += JB) ScoreBlock<V, C, JB>(qT, Rp, kt + j * hdp, hdp, sT + j * Rp);
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) V::Store(tmax + c * L, neg_inf);
+    for (int64_t j = 0; j < nkp; j += JB) ScoreBlock<V, C, JB>(qT, Rp, kt + j * hdp, hdp, sT + j * Rp, tmax);
     // Causal mask (and the padding keys): only tiles reaching past pos0 or
-    // padded to the register blocking.
+    // padded to the register blocking; their max is taken again.
     if (k0 + nk - 1 > pos0 || nkp != nk) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) V::Store(tmax + c * L, neg_inf);
       for (int64_t j = 0; j < nkp; ++j) {
         const R kp = V::Set1(j < nk ? static_cast<float>(k0 + j) : std::numeric_limits<float>::infinity());
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
           float* sp = sT + j * Rp + c * L;
-          V::Store(sp, V::SelectGreater(kp, V::Load(rowpos + c * L), neg_inf, V::Load(sp)));
+          const R masked = V::SelectGreater(kp, V::Load(rowpos + c * L), neg_inf, V::Load(sp));
+          V::Store(sp, masked);
+          V::Store(tmax + c * L, V::Max(V::Load(tmax + c * L), masked));
         }
       }
     }
@@ -175,8 +188,7 @@ void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, floa
     // of its first tile, so m is finite from then on.
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      R mt = V::Load(sT + c * L);
-      for (int64_t j = 1; j < nkp; ++j) mt = V::Max(mt, V::Load(sT + j * Rp + c * L));
+      const R mt = V::Load(tmax + c * L);
       const R m_old = V::Load(m + c * L);
       const R m_new = V::Max(m_old, mt);
       const R cr = V::Exp2(V::Sub(m_old, m_new));
@@ -218,7 +230,7 @@ int64_t ScratchFloatsFor(int64_t head_dim) {
   constexpr int64_t Bk = 80;
   static_assert(Blocking<V, 1>::kBk <= Bk && Blocking<V, 2>::kBk <= Bk && Blocking<V, 3>::kBk <= Bk &&
                 Blocking<V, 4>::kBk <= Bk);
-  return std::max(2 * hdp * Rp + Bk * Rp + 2 * Bk * hdp + 4 * Rp + 64, DotScratchFloats<V>(head_dim));
+  return std::max(2 * hdp * Rp + Bk * Rp + 2 * Bk * hdp + 5 * Rp + 64, DotScratchFloats<V>(head_dim));
 }
 
 // Few rows (decode) go to the dot kernel (attention_decode.h), the rest to

@@ -109,8 +109,13 @@ void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, const Forwa
     }
     row0 += n;
   }
-  std::sort(items_.begin(), items_.end(),
-            [](const internal::AttnItem& a, const internal::AttnItem& b) { return a.cost > b.cost; });
+  // One KV head's items in a row, most expensive first: consecutive items
+  // reread the same K/V (it stays in L2), and the cheapest ones end the list
+  // so the threads finish together.
+  std::sort(items_.begin(), items_.end(), [](const internal::AttnItem& a, const internal::AttnItem& b) {
+    if (a.kv_head != b.kv_head) return a.kv_head < b.kv_head;
+    return a.cost > b.cost;
+  });
 }
 
 void PagedAttention::Reduce(const internal::AttnContext& cx, int64_t hd) {
@@ -194,18 +199,18 @@ void PagedAttentionReference(const KvCache& cache, const AttentionParams& params
   const int64_t hd = cfg.head_dim, bs = cfg.block_size, row = cfg.RowElems();
   const int32_t group = params.n_heads / cfg.n_kv_heads;
   const int64_t stride = static_cast<int64_t>(params.n_heads) * hd;
-  std::vector<float> k_row(static_cast<size_t>(row)), v_row(static_cast<size_t>(row));
   int64_t token_row = 0;
   for (const ForwardSeq& s : batch.seqs) {
+    // Dequantized K and V of every position the sequence's tokens see, [pos][row].
+    const int64_t total = s.start_pos + static_cast<int64_t>(s.tokens.size());
+    std::vector<float> ks(static_cast<size_t>(total * row)), vs(static_cast<size_t>(total * row));
+    for (int64_t p = 0; p < total; ++p) {
+      const int64_t slot = static_cast<int64_t>(s.block_table[static_cast<size_t>(p / bs)]) * bs + p % bs;
+      cache.ReadK(params.layer, slot, ks.data() + p * row);
+      cache.ReadV(params.layer, slot, vs.data() + p * row);
+    }
     for (size_t t = 0; t < s.tokens.size(); ++t, ++token_row) {
       const int64_t n_pos = s.start_pos + static_cast<int64_t>(t) + 1;
-      // Dequantized K and V of every visible position, [n_pos][row].
-      std::vector<float> ks(static_cast<size_t>(n_pos * row)), vs(static_cast<size_t>(n_pos * row));
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const int64_t slot = static_cast<int64_t>(s.block_table[static_cast<size_t>(p / bs)]) * bs + p % bs;
-        cache.ReadK(params.layer, slot, ks.data() + p * row);
-        cache.ReadV(params.layer, slot, vs.data() + p * row);
-      }
       for (int32_t h = 0; h < params.n_heads; ++h) {
         const float* qh = q + token_row * stride + h * hd;
         const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
@@ -219,12 +224,13 @@ void PagedAttentionReference(const KvCache& cache, const AttentionParams& params
         }
         double sum = 0.0;
         for (double& x : w) sum += (x = std::exp(x - mx));
-        float* o = out + token_row * stride + h * hd;
-        for (int64_t d = 0; d < hd; ++d) {
-          double acc = 0.0;
-          for (int64_t p = 0; p < n_pos; ++p) acc += w[static_cast<size_t>(p)] * vs[static_cast<size_t>(p * row + kv_off + d)];
-          o[d] = static_cast<float>(acc / sum);
+        std::vector<double> acc(static_cast<size_t>(hd), 0.0);
+        for (int64_t p = 0; p < n_pos; ++p) {
+          const float* v = vs.data() + p * row + kv_off;
+          for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += w[static_cast<size_t>(p)] * v[d];
         }
+        float* o = out + token_row * stride + h * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] = static_cast<float>(acc[static_cast<size_t>(d)] / sum);
       }
     }
   }

@@ -129,8 +129,8 @@ class Fixture {
   }
 
   // Runs the batch of every added sequence through `variant` with `threads`
-  // and checks it against the dense result and the reference.
-  void Check(Variant variant, int threads) {
+  // and checks it against the dense result (and the reference, if asked).
+  void Check(Variant variant, int threads, bool with_reference = false) {
     const float scale = 1.0f / std::sqrt(float(c_.head_dim));
     ForwardBatch batch;
     std::vector<float> q;
@@ -144,13 +144,15 @@ class Fixture {
     ThreadPool pool(threads);
     const AttentionParams params{0, c_.n_heads, scale};
     attention.Run(*cache_, params, batch, q.data(), out.data(), pool);
-    PagedAttentionReference(*cache_, params, batch, q.data(), ref.data());
+    if (with_reference) PagedAttentionReference(*cache_, params, batch, q.data(), ref.data());
     size_t off = 0;
     for (size_t i = 0; i < seqs_.size(); ++i) {
       const std::vector<float> dense = Dense(seqs_[i], c_, scale);
       for (size_t j = 0; j < dense.size(); ++j) {
         const double tol = 3e-5 + 3e-5 * std::fabs(dense[j]);
-        ASSERT_NEAR(ref[off + j], dense[j], tol) << "reference, seq " << i << " element " << j;
+        if (with_reference) {
+          ASSERT_NEAR(ref[off + j], dense[j], tol) << "reference, seq " << i << " element " << j;
+        }
         ASSERT_NEAR(out[off + j], dense[j], tol) << attention.variant_name() << ", seq " << i << " (start "
                                                  << seqs_[i].start << ", n " << seqs_[i].n << ") element " << j;
       }
@@ -184,7 +186,7 @@ TEST_P(PagedAttentionTest, MixedBatchMatchesDense) {
   const int shared = 48 / p.shape.block_size;
   f.Add(std::max(shared * p.shape.block_size, 1), 5, &a, shared);  // prefix hit, then a short chunk
   f.Add(0, 1);                      // a first token alone
-  f.Check(p.variant, 2);
+  f.Check(p.variant, 2, /*with_reference=*/p.variant == Variant::kGeneric);
   f.Check(p.variant, 1);
 }
 
@@ -206,8 +208,8 @@ class LongPrefillTest : public PagedAttentionTest {};
 // A long prefill: many query blocks, causal skipping, dynamic balancing.
 TEST_P(LongPrefillTest, MatchesDense) {
   const Case p = GetParam();
-  Fixture f(p.shape, 700 / p.shape.block_size + 20, 5);
-  f.Add(0, 613);
+  Fixture f(p.shape, 400 / p.shape.block_size + 20, 5);
+  f.Add(0, 333);
   f.Check(p.variant, 2);
 }
 
@@ -245,7 +247,8 @@ INSTANTIATE_TEST_SUITE_P(VariantsAndShapes, PagedAttentionTest, ::testing::Value
 std::vector<Case> LongCases() {
   std::vector<Case> cases;
   for (const Case& c : AllCases()) {
-    if (c.shape.head_dim <= 64 && c.shape.n_heads <= 12) cases.push_back(c);
+    const bool model_like = c.shape.head_dim == 64 && c.shape.n_heads == 12;
+    if (model_like || (c.shape.head_dim == 8 && c.variant == Variant::kGeneric)) cases.push_back(c);
   }
   return cases;
 }
