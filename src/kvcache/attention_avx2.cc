@@ -54,6 +54,7 @@ struct V256 {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
   }
+  static float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
   static void F16ToF32(const uint16_t* x, float* y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {

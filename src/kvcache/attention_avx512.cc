@@ -53,6 +53,7 @@ struct V512 {
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
   }
+  static float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
   static void F16ToF32(const uint16_t* x, float* y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {

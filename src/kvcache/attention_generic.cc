@@ -48,6 +48,7 @@ struct VGeneric {
     out[3] = ReduceAdd(d);
   }
   static R Exp2(R x) { return Map([&](int i) { return std::exp2(x.v[i]); }); }
+  static float HalfToFloat(uint16_t h) { return ::kvs::F16ToF32(h); }
   static void F16ToF32(const uint16_t* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = ::kvs::F16ToF32(x[i]);
   }

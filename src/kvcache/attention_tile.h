@@ -37,7 +37,7 @@ inline void LoadRow(DType type, const uint8_t* row, int64_t first, int64_t n, fl
         for (int64_t b = 0; b < n / 32; ++b, blk += 34) {
           uint16_t d16;
           std::memcpy(&d16, blk, 2);
-          V::I8ToF32(reinterpret_cast<const int8_t*>(blk + 2), F16ToF32(d16), out + b * 32);
+          V::I8ToF32(reinterpret_cast<const int8_t*>(blk + 2), V::HalfToFloat(d16), out + b * 32);
         }
       } else {  // a head that is not whole blocks (small head_dim): element by element
         for (int64_t i = 0; i < n; ++i) {
