@@ -23,21 +23,34 @@ namespace kvs::kernels {
 // conversions are undefined for NaN).
 void QuantizeRow(DType t, const float* x, void* y, int64_t n);
 void DequantizeRow(DType t, const void* x, float* y, int64_t n);
-bool CanQuantize(DType t);  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K
+bool CanQuantize(DType t);  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
 
 // A weight matrix W [rows, cols] stored row-major, each row in `type`
 // (row_bytes = RowBytes(type, cols)). Data is not owned (usually the mmap).
+// `packed`, when set, is the same matrix as PackWeights wrote it (also not
+// owned); the vector kernels then read it instead of `data`, which must
+// stay valid too (the scalar kernels and embedding lookups read rows).
 struct MatView {
   DType type = DType::kF32;
   const void* data = nullptr;
   int64_t rows = 0;  // output features
   int64_t cols = 0;  // input features
+  const void* packed = nullptr;
 };
+
+// Bytes of the packed (interleaved, kernels/packed.h) copy of a matrix of
+// this type and shape, or 0 when the active kernels have no use for one
+// (F32, F16, BF16; cols not whole blocks; the scalar variant). About the
+// size of the original rows.
+int64_t PackedBytes(DType t, int64_t rows, int64_t cols);
+// Writes w's packed copy to out (PackedBytes bytes, 64-byte aligned), split
+// over the pool. Decode reads weights at memory speed only when packed.
+void PackWeights(const MatView& w, void* out, ThreadPool& pool);
 
 // y[m, w.rows] = x[m, w.cols] · W^T. x and y are dense row-major f32 and
 // must not overlap. Activations are converted internally to what the weight
 // type's dot product needs (e.g. Q8_0/Q8_K blocks), as llama.cpp does.
-// Weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K. Results are the
+// Weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Results are the
 // same whatever the pool size; one call at a time per pool.
 void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 

@@ -27,6 +27,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_test_util.h"
+#include "kernels/packed.h"
 
 // Counts operator new calls so a test can check MatMul's steady state
 // allocates nothing.
@@ -57,7 +58,7 @@ using testing::ComputeReference;
 constexpr double kU = 1.0 / (1 << 24);
 
 const DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                              DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+                              DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 std::vector<int64_t> ColsFor(DType t, bool exact) {
   switch (Traits(t).block_size) {
@@ -67,14 +68,32 @@ std::vector<int64_t> ColsFor(DType t, bool exact) {
   }
 }
 
+// The packed copy of w [rows, cols] (PackWeights), in 64-byte aligned storage.
+struct Packed {
+  std::vector<uint8_t> buf;
+  const uint8_t* data = nullptr;
+};
+Packed Pack(DType t, const uint8_t* w, int64_t rows, int64_t cols, ThreadPool& pool) {
+  Packed p;
+  const int64_t n = PackedLayoutBytes(t, rows, cols);
+  if (n == 0) return p;
+  p.buf.assign(static_cast<size_t>(n + 64), 0xEE);
+  auto* aligned = p.buf.data() + (64 - reinterpret_cast<uintptr_t>(p.buf.data()) % 64) % 64;
+  PackWeights(MatView{t, w, rows, cols}, aligned, pool);
+  p.data = aligned;
+  return p;
+}
+
 // Runs MatMul through `k` with x and y deliberately misaligned by the given
-// number of floats; returns y [m, rows].
+// number of floats (and the weights packed first when `packed`, for types
+// that have a packed layout); returns y [m, rows].
 std::vector<float> RunMatMul(const KernelTable& k, DType t, const std::vector<uint8_t>& w, int64_t rows,
                              int64_t cols, const std::vector<float>& x, int64_t m, ThreadPool& pool,
-                             int x_off, int y_off) {
+                             int x_off, int y_off, bool packed = false) {
   std::vector<float> xbuf(x.size() + 8), ybuf(static_cast<size_t>(m * rows) + 8, -12345.f);
   std::memcpy(xbuf.data() + x_off, x.data(), x.size() * sizeof(float));
-  MatMulWith(k, MatView{t, w.data(), rows, cols}, xbuf.data() + x_off, m, ybuf.data() + y_off, pool);
+  const Packed p = packed ? Pack(t, w.data(), rows, cols, pool) : Packed{};
+  MatMulWith(k, MatView{t, w.data(), rows, cols, p.data}, xbuf.data() + x_off, m, ybuf.data() + y_off, pool);
   // Nothing outside y may be written.
   for (int i = 0; i < y_off; ++i) EXPECT_EQ(ybuf[static_cast<size_t>(i)], -12345.f);
   for (size_t i = static_cast<size_t>(y_off + m * rows); i < ybuf.size(); ++i) EXPECT_EQ(ybuf[i], -12345.f);
@@ -100,7 +119,7 @@ TEST_P(MatMulTypeTest, ExactInputsEveryVariantExact) {
         for (const KernelTable* k : AvailableVariants()) {
           ++off;
           const int x_off = 1 + off % 7, y_off = off % 4;
-          const std::vector<float> y = RunMatMul(*k, t, w_all, rows, cols, x, m, pool, x_off, y_off);
+          const std::vector<float> y = RunMatMul(*k, t, w_all, rows, cols, x, m, pool, x_off, y_off, off % 2 == 0);
           for (int64_t i = 0; i < m; ++i) {
             for (int64_t r = 0; r < rows; ++r) {
               ASSERT_EQ(y[static_cast<size_t>(i * rows + r)], ref.y[static_cast<size_t>(i * max_rows + r)])
@@ -133,7 +152,8 @@ TEST_P(MatMulTypeTest, RandomInputsWithinRoundingBound) {
       for (int64_t rows : {3, 64, 257}) {
         for (const KernelTable* k : AvailableVariants()) {
           ++off;
-          const std::vector<float> y = RunMatMul(*k, t, w_all, rows, cols, x, m, pool, 1 + off % 7, off % 3);
+          const std::vector<float> y =
+              RunMatMul(*k, t, w_all, rows, cols, x, m, pool, 1 + off % 7, off % 3, off % 2 == 0);
           for (int64_t i = 0; i < m; ++i) {
             for (int64_t r = 0; r < rows; ++r) {
               const size_t ri = static_cast<size_t>(i * max_rows + r);
@@ -173,6 +193,64 @@ TEST_P(MatMulTypeTest, ThreadCountDoesNotChangeResults) {
   }
 }
 
+// Packing round-trips every byte, pads with zeros, and MatMul over packed
+// weights gives the same bits as over the original rows, for every variant,
+// m (decode and batch kernels), row count (partial panels) and thread count.
+TEST_P(MatMulTypeTest, PackedWeightsMatchUnpacked) {
+  const DType t = GetParam();
+  std::mt19937 rng(11 + static_cast<unsigned>(t));
+  if (!HasPackedLayout(t)) {
+    EXPECT_EQ(PackedBytes(t, 100, 256), 0);  // float types are read as they are
+    return;
+  }
+  for (int64_t cols : {Traits(t).block_size, 3 * Traits(t).block_size, int64_t{2048}}) {
+    const int64_t max_rows = 67;
+    const std::vector<uint8_t> w = testing::RandomWeights(t, max_rows, cols, rng);
+    const int64_t rb = RowBytes(t, cols);
+    for (int64_t rows : {1, 16, 17, 67}) {
+      ThreadPool pool(2);
+      const Packed p = Pack(t, w.data(), rows, cols, pool);
+      ASSERT_NE(p.data, nullptr);
+      EXPECT_EQ(PackedLayoutBytes(t, rows, cols), NumPanels(rows) * PanelBytes(t, cols));
+      EXPECT_EQ(PackedBytes(t, rows, cols), ActiveKernels().reads_packed ? PackedLayoutBytes(t, rows, cols) : 0);
+      EXPECT_EQ(PanelBytes(t, cols) % 64, 0);
+      // The original bytes (up to 64 bytes of padding); Q4_K/Q5_K add one
+      // chunk per super-block (their scales as bytes).
+      const int64_t extra = t == DType::kQ4_K || t == DType::kQ5_K ? 64 * (cols / 256) : 0;
+      EXPECT_LE(PanelBytes(t, cols), 16 * rb + 63 + extra);
+      std::vector<uint8_t> row(static_cast<size_t>(rb));
+      for (int64_t r = 0; r < NumPanels(rows) * kPanelRows; ++r) {
+        UnpackPanelRow(t, p.data + r / kPanelRows * PanelBytes(t, cols), static_cast<int>(r % kPanelRows), cols,
+                       row.data());
+        if (r < rows) {
+          ASSERT_EQ(std::memcmp(row.data(), w.data() + r * rb, static_cast<size_t>(rb)), 0) << "row " << r;
+        } else {
+          // Padding rows decode to zero (Q8_0 codes are stored +128).
+          for (int64_t b = 0; b < cols / Traits(t).block_size; ++b) {
+            const uint8_t* blk = row.data() + b * Traits(t).type_size;
+            for (int64_t i = 0; i < Traits(t).type_size; ++i) {
+              const uint8_t want = t == DType::kQ8_0 && i >= 2 ? 0x80 : 0;
+              ASSERT_EQ(blk[i], want) << "padding row " << r;
+            }
+          }
+        }
+      }
+      for (int64_t m : {1, 2, 4, 5, 9, 20}) {
+        const std::vector<float> x = testing::RandomActs(m, cols, rng);
+        for (const KernelTable* k : AvailableVariants()) {
+          for (int threads : {1, 2, 3}) {
+            ThreadPool tp(threads);
+            const std::vector<float> a = RunMatMul(*k, t, w, rows, cols, x, m, tp, 0, 0, false);
+            const std::vector<float> b = RunMatMul(*k, t, w, rows, cols, x, m, tp, 0, 0, true);
+            ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+                << IsaName(k->isa) << " m=" << m << " rows=" << rows << " cols=" << cols << " threads=" << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTypeTest, ::testing::ValuesIn(kWeightTypes),
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
 
@@ -180,7 +258,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTypeTest, ::testing::ValuesIn(kWeightTy
 TEST(ActQuantTest, VariantsMatchScalarBytes) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.f, 2.f);
-  for (WType wt : {WType::kQ8_0, WType::kQ4_0, WType::kQ4_K, WType::kQ6_K}) {
+  for (WType wt : {WType::kQ8_0, WType::kQ4_0, WType::kQ4_K, WType::kQ5_K, WType::kQ6_K}) {
     for (int64_t cols : {256, 512, 4096}) {
       const ActLayout l = MakeActLayout(wt, cols);
       const int64_t m = 5, ldx = cols + 3;
@@ -244,7 +322,7 @@ TEST(MatMulTest, ManyMatchesSeparateCalls) {
   const int64_t cols = 512;
   struct Mat { DType t; int64_t rows; };
   const std::vector<std::vector<Mat>> groups = {
-      {{DType::kQ4_K, 100}, {DType::kQ4_K, 33}, {DType::kQ6_K, 33}},
+      {{DType::kQ4_K, 100}, {DType::kQ4_K, 33}, {DType::kQ6_K, 33}, {DType::kQ5_K, 48}},
       {{DType::kQ8_0, 64}, {DType::kF16, 17}, {DType::kQ4_0, 1}, {DType::kBF16, 40}, {DType::kF32, 5}},
       {{DType::kQ6_K, 300}}};
   for (const auto& g : groups) {

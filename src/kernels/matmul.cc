@@ -8,6 +8,7 @@
 #include "base/status.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
+#include "kernels/packed.h"
 #include "kernels/scratch.h"
 
 namespace kvs::kernels {
@@ -30,6 +31,7 @@ struct Job {
   TileArgs args[kMaxMats];   // per matrix, for all its rows
   TileFn fn[kMaxMats];
   int64_t first_group[kMaxMats + 1];  // prefix sums of row groups
+  DType types[kMaxMats];
   int64_t granule = 1;
   int nth = 1;
 };
@@ -45,7 +47,7 @@ void RunShare(const Job& job, int tid) {
     const int64_t r0 = (lo - job.first_group[j]) * job.granule;
     const int64_t r1 = std::min(full.rows, (hi - job.first_group[j]) * job.granule);
     TileArgs a = full;
-    a.w = full.w + r0 * full.row_bytes;
+    a.w = full.packed ? full.w + r0 / kPanelRows * PanelBytes(job.types[j], full.cols) : full.w + r0 * full.row_bytes;
     a.rows = r1 - r0;
     a.y = full.y + r0;
     job.fn[j](a);
@@ -110,7 +112,9 @@ void MatMulManyWith(const KernelTable& k, const MatView* ws, float* const* ys, i
   job.first_group[0] = 0;
   for (int j = 0; j < n; ++j) {
     TileArgs& a = job.args[j];
-    a.w = static_cast<const uint8_t*>(ws[j].data);
+    job.types[j] = ws[j].type;
+    a.packed = ws[j].packed != nullptr && k.reads_packed && IsQuantized(wt[j]);
+    a.w = static_cast<const uint8_t*>(a.packed ? ws[j].packed : ws[j].data);
     a.row_bytes = RowBytes(ws[j].type, cols);
     a.rows = std::max<int64_t>(ws[j].rows, 0);
     a.cols = cols;
