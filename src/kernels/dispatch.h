@@ -96,7 +96,8 @@ struct KernelTable {
   void (*dequantize_row)(DType t, const void* x, float* y, int64_t n) = nullptr;
 };
 
-// nullptr when this CPU (or KVSERVE_FORCE_SCALAR=1) rules the variant out.
+// nullptr when this CPU (or KVSERVE_ISA / KVSERVE_FORCE_SCALAR) rules the
+// variant out.
 const KernelTable* GetKernelTable(Isa isa);
 // The best supported variant, chosen once.
 const KernelTable& ActiveKernels();

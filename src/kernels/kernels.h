@@ -1,7 +1,7 @@
 // Portable kernel API. Every function has a scalar reference implementation
 // and, where it matters, AVX2/FMA (and AVX-512) variants; the variant is
-// chosen once at start-up from GetCpuFeatures() (KVSERVE_FORCE_SCALAR=1
-// forces scalar). Callers never see which one runs.
+// chosen once at start-up from GetCpuFeatures() (KVSERVE_ISA=scalar|avx2|
+// avx512 caps it). Callers never see which one runs.
 // Thread-safety: all functions are reentrant; MatMul uses the given pool.
 #pragma once
 

@@ -299,20 +299,48 @@ TEST(DispatchTest, ActiveVariantIsTheBestAvailable) {
   std::printf("active kernels: %s\n", IsaName(ActiveKernels().isa));
 }
 
-// KVSERVE_FORCE_SCALAR=1 selects the scalar variant (checked in a child
-// process, since the choice is made once per process).
-TEST(DispatchTest, ForceScalarEnvironmentVariable) {
-  if (std::getenv("KVSERVE_FORCE_SCALAR") != nullptr) GTEST_SKIP() << "already forced";
+// Output of this test binary run with `env` prepended (a child process:
+// the choice of variant is made once per process).
+std::string RunSelf(const std::string& env, const std::string& filter, int* status) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string cmd =
-      "KVSERVE_FORCE_SCALAR=1 '" + self + "' --gtest_filter=DispatchTest.ActiveVariantIsTheBestAvailable 2>&1";
+  const std::string cmd = env + " '" + self + "' --gtest_filter=" + filter + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
+  if (p == nullptr) return "";
   std::string out;
   char buf[256];
   while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  EXPECT_EQ(::pclose(p), 0) << out;
-  EXPECT_NE(out.find("active kernels: scalar"), std::string::npos) << out;
+  *status = ::pclose(p);
+  return out;
+}
+
+// KVSERVE_FORCE_SCALAR=1 and KVSERVE_ISA select the variant (never one the
+// CPU lacks); bad values are reported and ignored.
+TEST(DispatchTest, IsaEnvironmentVariables) {
+  if (std::getenv("KVSERVE_FORCE_SCALAR") != nullptr || std::getenv("KVSERVE_ISA") != nullptr) {
+    GTEST_SKIP() << "already forced";
+  }
+  const std::string filter = "DispatchTest.ActiveVariantIsTheBestAvailable";
+  const std::string best = IsaName(ActiveKernels().isa);
+  struct Case {
+    std::string env, want, message;
+  };
+  const bool avx2 = GetKernelTable(Isa::kAvx2) != nullptr, avx512 = GetKernelTable(Isa::kAvx512) != nullptr;
+  const std::vector<Case> cases = {
+      {"KVSERVE_FORCE_SCALAR=1", "scalar", ""},
+      {"KVSERVE_ISA=scalar", "scalar", ""},
+      {"KVSERVE_ISA=avx2", avx2 ? "avx2" : "scalar", avx2 ? "" : "has no AVX2"},
+      {"KVSERVE_ISA=avx512", best, avx512 ? "" : "has no AVX-512"},
+      {"KVSERVE_ISA=sse9", best, "ignoring KVSERVE_ISA=sse9"},
+  };
+  for (const Case& c : cases) {
+    int status = -1;
+    const std::string out = RunSelf(c.env, filter, &status);
+    EXPECT_EQ(status, 0) << c.env << ": " << out;
+    EXPECT_NE(out.find("active kernels: " + c.want + "\n"), std::string::npos) << c.env << ": " << out;
+    if (!c.message.empty()) {
+      EXPECT_NE(out.find(c.message), std::string::npos) << c.env << ": " << out;
+    }
+  }
 }
 
 // MatMulMany gives the same bits as separate MatMul calls, for mixed weight
