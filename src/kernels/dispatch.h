@@ -107,5 +107,7 @@ void MatMulWith(const KernelTable& k, const MatView& w, const float* x, int64_t 
                 ThreadPool& pool);
 void MatMulManyWith(const KernelTable& k, const MatView* ws, float* const* ys, int n, const float* x,
                     int64_t m, ThreadPool& pool);
+void GatedMatMulWith(const KernelTable& k, const MatView& gate, const MatView& up, const float* x, int64_t m,
+                     float* y, float* up_out, ThreadPool& pool);
 
 }  // namespace kvs::kernels

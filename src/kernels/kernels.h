@@ -61,6 +61,14 @@ void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& p
 // which matters for decode (small m). 1 <= n <= 8.
 void MatMulMany(const MatView* ws, float* const* ys, int n, const float* x, int64_t m, ThreadPool& pool);
 
+// A gated FFN's first half: y[m, F] = silu(x · gate^T) * (x · up^T), with
+// gate and up [F, cols]. up_out [m, F] receives x · up^T (scratch). Each
+// thread computes the same rows of gate and up and applies the SiLU product
+// to them while they are in its cache (one fork-join, no extra pass).
+// Same y as MatMulMany into (y, up_out) followed by SiluMul(y, up_out, y).
+void GatedMatMul(const MatView& gate, const MatView& up, const float* x, int64_t m, float* y, float* up_out,
+                 ThreadPool& pool);
+
 // ---- Elementwise and row ops on f32 (x and out may alias unless noted).
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]
 void RmsNorm(const float* x, const float* w, float* out, int64_t n, float eps);

@@ -10,8 +10,8 @@
 //                                       and GB/s of weight bytes streamed
 //   Model/<S|M>/<isa>/<type>/m:<m>      every projection of every layer (+ the
 //                                       output layer for one token) with q/k/v
-//                                       and gate/up through MatMulMany, as the
-//                                       model issues them; distinct weight
+//                                       through MatMulMany and gate/up through
+//                                       GatedMatMul, as the model issues them; distinct weight
 //                                       copies per layer so decode streams the
 //                                       model from DRAM; weights packed at
 //                                       "load" like the model does. Reports
@@ -228,9 +228,7 @@ void BenchModel(benchmark::State& state, const KernelTable* k, DType t, ModelSha
       float* ys[3] = {y.data(), y.data() + m * s.hidden, y.data() + m * (s.hidden + s.kv)};
       MatMulManyWith(*k, qkv, ys, 3, x.data(), m, Pool());
       MatMulWith(*k, l.o->view, x.data(), m, y.data(), Pool());
-      const MatView gu[2] = {l.gate->view, l.up->view};
-      float* ys2[2] = {y.data(), y.data() + m * s.ffn};
-      MatMulManyWith(*k, gu, ys2, 2, x.data(), m, Pool());
+      GatedMatMulWith(*k, l.gate->view, l.up->view, x.data(), m, y.data(), y.data() + m * s.ffn, Pool());
       MatMulWith(*k, l.down->view, x.data(), m, y.data(), Pool());
     }
     MatMulWith(*k, out->view, x.data(), 1, y.data(), Pool());  // logits of the last token

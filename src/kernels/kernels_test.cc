@@ -385,6 +385,37 @@ TEST(MatMulTest, ManyMatchesSeparateCalls) {
   }
 }
 
+// GatedMatMul gives the same bits as MatMulMany into (gate, up) followed by
+// SiluMul, for every variant, weight type, m and thread count.
+TEST(MatMulTest, GatedMatchesManyThenSiluMul) {
+  std::mt19937 rng(23);
+  const int64_t cols = 512;
+  for (DType t : kWeightTypes) {
+    for (int64_t rows : {16, 100, 300}) {
+      const std::vector<uint8_t> wg = testing::RandomWeights(t, rows, cols, rng);
+      const std::vector<uint8_t> wu = testing::RandomWeights(t, rows, cols, rng);
+      for (int64_t m : {1, 3, 20}) {
+        const std::vector<float> x = testing::RandomActs(m, cols, rng);
+        for (const KernelTable* k : AvailableVariants()) {
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            const Packed pg = Pack(t, wg.data(), rows, cols, pool), pu = Pack(t, wu.data(), rows, cols, pool);
+            const MatView views[2] = {{t, wg.data(), rows, cols, pg.data}, {t, wu.data(), rows, cols, pu.data}};
+            std::vector<float> g(static_cast<size_t>(m * rows)), u(g.size()), y(g.size()), u2(g.size());
+            float* ys[2] = {g.data(), u.data()};
+            MatMulManyWith(*k, views, ys, 2, x.data(), m, pool);
+            k->silu_mul(g.data(), u.data(), g.data(), m * rows);
+            GatedMatMulWith(*k, views[0], views[1], x.data(), m, y.data(), u2.data(), pool);
+            ASSERT_EQ(std::memcmp(g.data(), y.data(), g.size() * sizeof(float)), 0)
+                << IsaName(k->isa) << " " << DTypeName(t) << " rows=" << rows << " m=" << m << " threads=" << threads;
+            ASSERT_EQ(std::memcmp(u.data(), u2.data(), u.size() * sizeof(float)), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 // After a warm-up call of the same shape, MatMul allocates nothing (scratch
 // is thread-local and reused; the pool job fits std::function's buffer).
 TEST(MatMulTest, NoAllocationAfterWarmup) {
