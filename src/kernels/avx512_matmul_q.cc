@@ -13,8 +13,8 @@
 //     K-quant scales decoded inline per super-block, so the weights are read
 //     exactly once, as one sequential stream per thread;
 //   batch (larger m): K-quant scales expanded once per panel into float
-//     vectors, then the panel is reused from L1/L2 by groups of kMaxA
-//     activation rows (register tiling: 16 rows x kMaxA accumulators).
+//     vectors and codes decoded to bytes, then reused from L1/L2 by groups of
+//     kMaxA activation rows (register tiling: 16 rows x kMaxA accumulators).
 #include <algorithm>
 
 #include "kernels/avx512_util.h"
@@ -311,10 +311,44 @@ void DecodeQ6K(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, 
 }
 
 // ---- K-quant batch kernels: scales expanded once per panel, then reused by
-// every group of kMaxA activation rows.
-// Q4_K/Q5_K: per sub-block (sb*8 + s), 32 floats: d*sc (16; Q4_K's odd
-// sub-blocks / 16), -dmin*m (16). Q6_K: per 16-group (sb*16 + g), 16 floats
-// d*sc (/ 4 for k = 3).
+// every group of kMaxA activation rows; the codes, which take one to several
+// operations each to unpack, are also decoded once per panel to bytes
+// (DecodeCodes), so the microkernel is loads and vpdpbusd (+20 % for Q4_K,
+// +60 % for Q5_K and Q6_K on a 125M model's prefill).
+// Q4_K/Q5_K: per sub-block (sb*8 + s), 32 floats: d*sc (16), -dmin*m (16).
+// Q6_K: per 16-group (sb*16 + g), 16 floats d*sc.
+
+// Codes of 32-element block j (element 32j + 4c + i of panel row r) at
+// codes[(j * 8 + c) * 64 + 4r + i], values as stored (Q6_K: 0..63).
+template <QMode M>
+void DecodeCodes(const uint8_t* panel, int64_t nsb, uint8_t* codes) {
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kUnitBytes<M>;
+    uint8_t* o = codes + sb * 8 * 512;
+    KVS_UNROLL
+    for (int c = 0; c < 8; ++c) {
+      if constexpr (M == QMode::kQ6_K) {
+        KVS_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          __m512i q[4];
+          CodesQ6K(p, h, c, q);
+          q[3] = _mm512_and_si512(_mm512_srli_epi16(q[3], 2), _mm512_set1_epi8(0x3F));
+          KVS_UNROLL
+          for (int k = 0; k < 4; ++k) _mm512_store_si512(o + ((4 * h + k) * 8 + c) * 64, q[k]);
+        }
+      } else {
+        KVS_UNROLL
+        for (int g = 0; g < 4; ++g) {
+          __m512i lo, hi;
+          CodesK4<M>(p, g, c, &lo, &hi);
+          if constexpr (M == QMode::kQ4_K) hi = _mm512_srli_epi16(hi, 4);  // the code, not 16 x
+          _mm512_store_si512(o + (2 * g * 8 + c) * 64, lo);
+          _mm512_store_si512(o + ((2 * g + 1) * 8 + c) * 64, hi);
+        }
+      }
+    }
+  }
+}
 template <QMode M>
 constexpr int64_t kExpandFloats = kAffineK<M> ? 8 * 32 : 16 * 16;  // per super-block
 
@@ -327,73 +361,64 @@ void ExpandScales(const uint8_t* panel, int64_t nsb, float* out) {
       const __m512i dd = Load(p);
       const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
       const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-      const __m512 d_hi = _mm512_mul_ps(d, _mm512_set1_ps(kHiScale<M>));
       KVS_UNROLL
       for (int s = 0; s < 8; ++s) {
-        _mm512_store_ps(o + 32 * s, _mm512_mul_ps(s % 2 ? d_hi : d, Bytes16(p + kK4ScalesOff + 16 * s)));
+        _mm512_store_ps(o + 32 * s, _mm512_mul_ps(d, Bytes16(p + kK4ScalesOff + 16 * s)));
         _mm512_store_ps(o + 32 * s + 16, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, Bytes16(p + kK4MinsOff + 16 * s))));
       }
     } else {
       const __m512 d = Halves(panel + nsb * kUnitBytes<M> + 32 * sb);
-      const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(0.25f));
       KVS_UNROLL
-      for (int g = 0; g < 16; ++g) {
-        const bool k3 = (g / 2) % 4 == 3;
-        _mm512_store_ps(o + 16 * g, _mm512_mul_ps(k3 ? d4 : d, SignedBytes16(p + kQ6KScalesOff + 16 * g)));
-      }
+      for (int g = 0; g < 16; ++g) _mm512_store_ps(o + 16 * g, _mm512_mul_ps(d, SignedBytes16(p + kQ6KScalesOff + 16 * g)));
     }
   }
 }
 
+// `codes`: DecodeCodes' output for the panel.
 template <QMode M, int A>
-void BatchK(const uint8_t* panel, int64_t nsb, const float* scales, const ActRows* act, float* y, int64_t ldy,
-            __mmask16 mask) {
+void BatchK(const uint8_t* codes, int64_t nsb, const float* scales, const ActRows* act,
+            float* y, int64_t ldy, __mmask16 mask) {
   __m512 sum[A];
   KVS_UNROLL
   for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* p = panel + sb * kUnitBytes<M>;
+    const uint8_t* cb = codes + sb * 8 * 512;
     const float* e = scales + sb * kExpandFloats<M>;
     __m512 t[A];  // this super-block's sum before the activation scale
     KVS_UNROLL
     for (int i = 0; i < A; ++i) t[i] = _mm512_setzero_ps();
-    if constexpr (kAffineK<M>) {
-      for (int s = 0; s < 8; ++s) {
+    for (int j = 0; j < 8; ++j) {  // 32-element block
+      const int8_t* x[A];
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) x[i] = act[i].qs + 256 * sb + 32 * j;
+      if constexpr (kAffineK<M>) {
         __m512i acc[A];
         KVS_UNROLL
         for (int i = 0; i < A; ++i) acc[i] = _mm512_setzero_si512();
         KVS_UNROLL
         for (int c = 0; c < 8; ++c) {
-          __m512i lo, hi;
-          CodesK4<M>(p, s / 2, c, &lo, &hi);
-          const __m512i q = s % 2 ? hi : lo;
+          const __m512i q = Load(cb + (8 * j + c) * 64);
           KVS_UNROLL
-          for (int i = 0; i < A; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], q, Bcast4(act[i].qs + 256 * sb + 32 * s + 4 * c));
+          for (int i = 0; i < A; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], q, Bcast4(x[i] + 4 * c));
         }
-        const __m512 scv = _mm512_load_ps(e + 32 * s), mnv = _mm512_load_ps(e + 32 * s + 16);
+        const __m512 scv = _mm512_load_ps(e + 32 * j), mnv = _mm512_load_ps(e + 32 * j + 16);
         KVS_UNROLL
         for (int i = 0; i < A; ++i) {
           t[i] = _mm512_fmadd_ps(ToF(acc[i]), scv, t[i]);
-          sum[i] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(act[i].aux_f()[8 * sb + s]), sum[i]);
+          sum[i] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(act[i].aux_f()[8 * sb + j]), sum[i]);
         }
-      }
-    } else {
-      for (int r = 0; r < 8; ++r) {  // 32-element run r = 4h + k: groups 2r (c < 4), 2r + 1
-        const int h = r / 4, k = r % 4;
+      } else {  // Q6_K: two 16-groups per block
+        KVS_UNROLL
         for (int half = 0; half < 2; ++half) {
-          const int g = 2 * r + half;
+          const int g = 2 * j + half;
           __m512i acc[A];
           KVS_UNROLL
-          for (int i = 0; i < A; ++i) {
-            const __m512i aux = _mm512_set1_epi32(act[i].aux_i()[16 * sb + g]);
-            acc[i] = k == 3 ? _mm512_slli_epi32(aux, 2) : aux;
-          }
+          for (int i = 0; i < A; ++i) acc[i] = _mm512_set1_epi32(act[i].aux_i()[16 * sb + g]);
           KVS_UNROLL
           for (int cc = 0; cc < 4; ++cc) {
-            __m512i q[4];
-            CodesQ6K(p, h, 4 * half + cc, q);
+            const __m512i q = Load(cb + (8 * j + 4 * half + cc) * 64);
             KVS_UNROLL
-            for (int i = 0; i < A; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], q[k], Bcast4(act[i].qs + 256 * sb + 16 * g + 4 * cc));
+            for (int i = 0; i < A; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], q, Bcast4(x[i] + 16 * half + 4 * cc));
           }
           const __m512 scv = _mm512_load_ps(e + 16 * g);
           KVS_UNROLL
@@ -429,9 +454,11 @@ void TileQ(const TileArgs& t) {
   uint8_t* pack_buf = t.packed ? nullptr : ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(pb));
   constexpr bool kK = M != QMode::kQ8_0 && M != QMode::kQ4_0;
   float* expanded = nullptr;
+  uint8_t* codes = nullptr;
   if (kK && t.m > kDecodeMaxM) {
     expanded = reinterpret_cast<float*>(
         ThreadScratch(ScratchSlot::kAux, static_cast<size_t>(units * kExpandFloats<M>) * sizeof(float)));
+    codes = ThreadScratch(ScratchSlot::kCodes, static_cast<size_t>(units * 8 * 512));
   }
   for (int64_t r0 = 0; r0 < t.rows; r0 += kPanelRows) {
     const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, t.rows - r0));
@@ -444,6 +471,7 @@ void TileQ(const TileArgs& t) {
       panel = pack_buf;
     }
     if (expanded != nullptr) ExpandScales<M>(panel, units, expanded);
+    if (codes != nullptr) DecodeCodes<M>(panel, units, codes);
     const int64_t group = t.m <= kDecodeMaxM ? kDecodeMaxM : kMaxA;
     for (int64_t i0 = 0; i0 < t.m; i0 += group) {
       const int na = static_cast<int>(std::min<int64_t>(group, t.m - i0));
@@ -470,7 +498,7 @@ void TileQ(const TileArgs& t) {
 #undef KVS_CALL
         }
       } else {
-#define KVS_CALL(A) BatchK<M, A>(panel, units, expanded, act, y, t.ldy, mask)
+#define KVS_CALL(A) BatchK<M, A>(codes, units, expanded, act, y, t.ldy, mask)
         KVS_DISPATCH_A(na, KVS_CALL)
 #undef KVS_CALL
       }
