@@ -65,6 +65,12 @@ inline __m256 ToF(__m256i v) { return _mm256_cvtepi32_ps(v); }
 inline __m256i Dot4(__m256i w, __m256i x, __m256i scale) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), scale);
 }
+// The int16 pair sums alone. A maddubs sum of two products is at most
+// 2 * c * 127 for codes below c, so int16 holds 8 of them for 4-bit codes
+// (8 * 3810), 4 for 5-bit (4 * 7874) and 2 for 6-bit (2 * 16002): the
+// kernels add that many before widening with one madd.
+inline __m256i Pairs(__m256i w, __m256i x) { return _mm256_maddubs_epi16(w, x); }
+inline __m256i Add16(__m256i a, __m256i b) { return _mm256_add_epi16(a, b); }
 
 // The 8 bytes at p (one per row of the half) as int32 lanes.
 inline __m256i Bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
@@ -130,18 +136,22 @@ void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, fl
           acc[i] = _mm256_add_epi32(acc[i], Dot4(aw, _mm256_sign_epi8(Bcast4(act[i].qs + 32 * b + 4 * c), w), ones));
         }
       }
-    } else {
-      KVS_UNROLL
-      for (int i = 0; i < A; ++i) acc[i] = _mm256_set1_epi32(act[i].aux_i()[b]);
+    } else {  // 8 nibble products per row summed in int16, widened once
+      __m256i s16[A];
       KVS_UNROLL
       for (int c = 0; c < 4; ++c) {
         const __m256i w = Load(p + 64 * c, h8);
         const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
         KVS_UNROLL
         for (int i = 0; i < A; ++i) {
-          acc[i] = _mm256_add_epi32(acc[i], Dot4(lo, Bcast4(act[i].qs + 32 * b + 4 * c), ones));
-          acc[i] = _mm256_add_epi32(acc[i], Dot4(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c), ones));
+          const __m256i pr = Add16(Pairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)),
+                                   Pairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)));
+          s16[i] = c == 0 ? pr : Add16(s16[i], pr);
         }
+      }
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        acc[i] = _mm256_add_epi32(_mm256_set1_epi32(act[i].aux_i()[b]), _mm256_madd_epi16(s16[i], ones));
       }
     }
     const __m256 d = Halves8(dw + 32 * b + 16 * h8);
@@ -172,11 +182,17 @@ void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, floa
     for (int s = 0; s < 8; ++s) {
       const __m256i sc = Bytes8(p + kK4ScalesOff + 16 * s + 8 * h8), mn = Bytes8(p + kK4MinsOff + 16 * s + 8 * h8);
       const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));  // (sc, sc) int16 pairs
+      constexpr int kRun = M == QMode::kQ4_K ? 8 : 4;  // chunks summed in int16 (see Pairs)
+      __m256i s16[A];
       KVS_UNROLL
       for (int c = 0; c < 8; ++c) {
         const __m256i q = CodesK4<M>(p, s, c, h8);
         KVS_UNROLL
-        for (int i = 0; i < A; ++i) isum[i] = _mm256_add_epi32(isum[i], Dot4(q, Bcast4(act[i].qs + 256 * sb + 32 * s + 4 * c), sc2));
+        for (int i = 0; i < A; ++i) {
+          const __m256i pr = Pairs(q, Bcast4(act[i].qs + 256 * sb + 32 * s + 4 * c));
+          s16[i] = c % kRun == 0 ? pr : Add16(s16[i], pr);
+          if (c % kRun == kRun - 1) isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc2));
+        }
       }
       const __m256 mnf = ToF(mn);
       KVS_UNROLL
@@ -215,10 +231,13 @@ void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, flo
       KVS_UNROLL
       for (int i = 0; i < A; ++i) acc[i] = _mm256_set1_epi32(act[i].aux_i()[16 * sb + g]);
       KVS_UNROLL
-      for (int cc = 0; cc < 4; ++cc) {
-        const __m256i q = CodesQ6K(p, h, k, 4 * half + cc, h8);
+      for (int cc = 0; cc < 4; cc += 2) {  // two chunks per int16 sum (see Pairs)
+        const __m256i q0 = CodesQ6K(p, h, k, 4 * half + cc, h8), q1 = CodesQ6K(p, h, k, 4 * half + cc + 1, h8);
         KVS_UNROLL
-        for (int i = 0; i < A; ++i) acc[i] = _mm256_add_epi32(acc[i], Dot4(q, Bcast4(act[i].qs + 256 * sb + 16 * g + 4 * cc), ones));
+        for (int i = 0; i < A; ++i) {
+          const int8_t* x = act[i].qs + 256 * sb + 16 * g + 4 * cc;
+          acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(Add16(Pairs(q0, Bcast4(x)), Pairs(q1, Bcast4(x + 4))), ones));
+        }
       }
       const __m128i s8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kQ6KScalesOff + 16 * g + 8 * h8));
       const __m256 scv = _mm256_mul_ps(d, ToF(_mm256_cvtepi8_epi32(s8)));
