@@ -99,7 +99,7 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
   }
   ReserveTokens(T);
 
-  const int64_t H = c.hidden, QD = c.q_dim(), KD = c.kv_dim(), F = c.ffn, half = c.rope_dim / 2;
+  const int64_t H = c.hidden, QD = c.q_dim(), KD = c.kv_dim(), half = c.rope_dim / 2;
   // Embeddings and RoPE tables, token by token.
   {
     int64_t t = 0;
@@ -160,12 +160,8 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
     kernels::MatMul(L.wo, att_.data(), T, tmp_.data(), pool);
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
     for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(x_.data() + t * H, L.ffn_norm, xn_.data() + t * H, H, c.rms_eps);
-    {
-      const kernels::MatView ws[2] = {L.w_gate, L.w_up};
-      float* const ys[2] = {gate_.data(), up_.data()};
-      kernels::MatMulMany(ws, ys, 2, xn_.data(), T, pool);
-    }
-    kernels::SiluMul(gate_.data(), up_.data(), gate_.data(), T * F);
+    // gate_ = silu(xn · gate^T) * (xn · up^T), fused per thread.
+    kernels::GatedMatMul(L.w_gate, L.w_up, xn_.data(), T, gate_.data(), up_.data(), pool);
     kernels::MatMul(L.w_down, gate_.data(), T, tmp_.data(), pool);
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
   }
