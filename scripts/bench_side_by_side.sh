@@ -5,24 +5,38 @@
 # kvserve forced to its AVX2 kernels against llama.cpp built for AVX2 only. Runs are alternated per row
 # by ../shared/tools/perf_side_by_side.py (medians of passes). Never builds a peer.
 #
-# Usage: bash scripts/bench_side_by_side.sh PEER_DIR [OUT_DIR]
+# Usage: bash scripts/bench_side_by_side.sh [--quick] PEER_DIR [OUT_DIR]
+#   --quick   a short run (~10 min on a quiet 2-core machine): S-Q8_0 and S-Q4_K_M, pp512/tg128 and pp4096
+#             against every peer, plus the forced AVX2 path's pp512/tg128; 2 reps, 1 pass. Same as
+#             SETS="base pp4096 avx2" MODELS=S-Q8_0,S-Q4_K_M REPS=2 PASSES=1 (any of them can still be set).
 #   PEER_DIR  made by ../shared/tools/make_peer_ref.sh: llama.cpp/build/bin/llama-bench,
 #             ik_llama.cpp/build/bin/llama-bench, models/rand-llama-{S,M}-{F16,Q8_0,Q4_0,Q4_K_M}.gguf, and
 #             for the AVX2 rows llama.cpp/build-avx2/bin/llama-bench (cmake -DGGML_NATIVE=OFF -DGGML_AVX2=ON
 #             -DGGML_FMA=ON -DGGML_F16C=ON); missing peers are skipped with a note.
-#   OUT_DIR   default build/side-by-side: one JSON per (set, peer), meta.txt (machine, load, commits),
+#   OUT_DIR   default build/side-by-side (build/side-by-side-quick with --quick); its old JSON and text
+#             files are removed first. One JSON per (set, peer), meta.txt (machine, load, commits),
 #             report.md (the table) and side_by_side.svg (the plot), written by tools/side_by_side_report.py.
 # Environment: KVS_BUILD (default build/release), SETS (default "base pp4096 pp16384 d4096 d16384 avx2"),
 #   MODELS (default S-F16,S-Q8_0,S-Q4_0,S-Q4_K_M,M-F16,M-Q8_0,M-Q4_0,M-Q4_K_M), PEERS (default
-#   "llama.cpp ik ik-rtr"), REPS (3), PASSES (2), THREADS (2). The full run takes hours on 2 cores
-#   (pp16384 on M alone is tens of minutes per peer); e.g. SETS=base MODELS=S-Q8_0 for a quick look.
+#   "llama.cpp ik ik-rtr"), REPS (3), PASSES (2), THREADS (2), LLAMA_CPP_COMMIT / IK_COMMIT (recorded in
+#   meta.txt). The full run takes hours on 2 cores (pp16384 on M alone is tens of minutes per peer): use
+#   --quick for a look, e.g. after a change to the kernels or attention.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PEER=${1:?usage: bench_side_by_side.sh PEER_DIR [OUT_DIR]}
+if [[ ${1:-} == --quick ]]; then
+  shift
+  SETS=${SETS:-base pp4096 avx2}
+  MODELS=${MODELS:-S-Q8_0,S-Q4_K_M}
+  REPS=${REPS:-2}
+  PASSES=${PASSES:-1}
+  QUICK_SUFFIX=-quick
+fi
+PEER=${1:?usage: bench_side_by_side.sh [--quick] PEER_DIR [OUT_DIR]}
 PEER=$(cd "$PEER" && pwd)
-OUT=${2:-build/side-by-side}
+OUT=${2:-build/side-by-side${QUICK_SUFFIX:-}}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+rm -f "$OUT"/*.json "$OUT"/*.txt  # the report describes this run only
 BUILD=${KVS_BUILD:-build/release}
 KV=$(pwd)/$BUILD/src/cli/kvserve
 [[ -x $KV ]] || { echo "build kvserve first: cmake --build $BUILD --target kvserve" >&2; exit 1; }
