@@ -1,16 +1,22 @@
-# kvs_add_test(NAME name SOURCES a.cc b.cc LIBS lib... [LABELS l...])
+# kvs_add_test(NAME name SOURCES a.cc b.cc LIBS lib... [LABELS l...] [ISAS isa... [ISA_ARGS arg...]])
 # Builds a GoogleTest binary and registers its tests with CTest. Tests find
 # ../shared through the KVSERVE_SHARED_DIR environment variable and the
-# source tree through KVSERVE_SOURCE_DIR.
+# source tree through KVSERVE_SOURCE_DIR. Each ISAS entry (scalar, avx2)
+# registers the binary once more as name_isa_<isa> with KVSERVE_ISA=<isa>
+# (and ISA_ARGS, e.g. a --gtest_filter), so the kernel paths of CPUs without
+# AVX-512 run on this one too.
 function(kvs_add_test)
-  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS;ISAS;ISA_ARGS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main Threads::Threads)
+  set(env "KVSERVE_SHARED_DIR=${KVSERVE_SHARED_DIR};KVSERVE_SOURCE_DIR=${KVSERVE_SOURCE_DIR};KVSERVE_BINARY_DIR=${CMAKE_BINARY_DIR}")
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
-  set_tests_properties(${T_NAME} PROPERTIES
-    ENVIRONMENT "KVSERVE_SHARED_DIR=${KVSERVE_SHARED_DIR};KVSERVE_SOURCE_DIR=${KVSERVE_SOURCE_DIR};KVSERVE_BINARY_DIR=${CMAKE_BINARY_DIR}"
-    LABELS "${T_LABELS}"
-    TIMEOUT 900)
+  set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${env}" LABELS "${T_LABELS}" TIMEOUT 900)
+  foreach(isa IN LISTS T_ISAS)
+    add_test(NAME ${T_NAME}_isa_${isa} COMMAND ${T_NAME} ${T_ISA_ARGS})
+    set_tests_properties(${T_NAME}_isa_${isa} PROPERTIES ENVIRONMENT "${env};KVSERVE_ISA=${isa}" LABELS "${T_LABELS}"
+                         TIMEOUT 900)
+  endforeach()
 endfunction()
 
 # kvs_add_library(name SOURCES ... DEPS ...)

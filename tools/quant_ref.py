@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Independent NumPy reference for kvserve's GGUF quantization formats.
 
-Implements the block formats F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K and Q8_K
+Implements the block formats F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and Q8_K
 (quantize + dequantize) as llama.cpp's reference quantizers define them,
 vectorised over all blocks of an input at once. Every float operation is done
 in float32 in the reference algorithm's order (sums are sequential over the
@@ -91,10 +91,11 @@ def safe(den):
 Q8_0 = np.dtype([("d", "<u2"), ("qs", "i1", 32)])
 Q4_0 = np.dtype([("d", "<u2"), ("qs", "u1", 16)])
 Q4_K = np.dtype([("d", "<u2"), ("dmin", "<u2"), ("scales", "u1", 12), ("qs", "u1", 128)])
+Q5_K = np.dtype([("d", "<u2"), ("dmin", "<u2"), ("scales", "u1", 12), ("qh", "u1", 32), ("qs", "u1", 128)])
 Q6_K = np.dtype([("ql", "u1", 128), ("qh", "u1", 64), ("scales", "i1", 16), ("d", "<u2")])
 Q8_K = np.dtype([("d", "<f4"), ("qs", "i1", 256), ("bsums", "<i2", 16)])
-assert (Q8_0.itemsize, Q4_0.itemsize, Q4_K.itemsize, Q6_K.itemsize, Q8_K.itemsize) == \
-    (34, 18, 144, 210, 292)
+assert (Q8_0.itemsize, Q4_0.itemsize, Q4_K.itemsize, Q5_K.itemsize, Q6_K.itemsize, Q8_K.itemsize) == \
+    (34, 18, 144, 176, 210, 292)
 
 
 def quant_q8_0(x):
@@ -302,12 +303,15 @@ def unpack_scale_min_k4(b):
     return sc, mn
 
 
-def quant_q4_k(x):
+def quant_affine_k(x, nmax, rmin, nstep, block_dtype):
+    """Q4_K (nmax 15) and Q5_K (nmax 31): per super-block of 256, affine fits
+    of the 8 sub-blocks, 6-bit scales and mins, f16 d/dmin, and the codes
+    re-quantized against the stored scales. Returns (blocks, codes (nb, 8, 32))."""
     nb = x.size // 256
     xs = x.reshape(nb, 8, 32)
     av = np.sqrt(seqsum((xs * xs).astype(F32)) / F32(32)).astype(F32)
     w = (av[:, :, None] + np.abs(xs)).astype(F32)
-    scale, mins, codes = fit_affine(xs.reshape(-1, 32), w.reshape(-1, 32), 15, -1.0, 0.1, 20)
+    scale, mins, codes = fit_affine(xs.reshape(-1, 32), w.reshape(-1, 32), nmax, rmin, 0.1, nstep)
     scale = scale.reshape(nb, 8)
     mins = mins.reshape(nb, 8)
     codes = codes.reshape(nb, 8, 32)
@@ -319,7 +323,7 @@ def quant_q4_k(x):
     inv_m = np.where(top_m > 0, F32(63) / safe(top_m), F32(0)).astype(F32)
     ls = np.minimum(rint_magic(inv_s[:, None] * scale) & 0xFF, 63)
     lm = np.minimum(rint_magic(inv_m[:, None] * mins) & 0xFF, 63)
-    out = np.zeros(nb, Q4_K)
+    out = np.zeros(nb, block_dtype)
     out["scales"] = pack_scale_min_k4(ls, lm)
     out["d"] = f16_bits(top_s / F32(63))
     out["dmin"] = f16_bits(top_m / F32(63))
@@ -327,9 +331,29 @@ def quant_q4_k(x):
     dsub = (from_f16_bits(out["d"])[:, None] * sc6.astype(F32)).astype(F32)
     msub = (from_f16_bits(out["dmin"])[:, None] * m6.astype(F32)).astype(F32)
     v = ((xs + msub[:, :, None]).astype(F32) / safe(dsub)[:, :, None]).astype(F32)
-    recoded = np.clip(rint_magic(v), 0, 15)
-    codes = np.where((dsub != 0)[:, :, None], recoded, codes).reshape(nb, 4, 2, 32)
-    out["qs"] = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(nb, 128).astype(np.uint8)
+    recoded = np.clip(rint_magic(v), 0, nmax)
+    codes = np.where((dsub != 0)[:, :, None], recoded, codes)
+    return out, codes
+
+
+def quant_q4_k(x):
+    out, codes = quant_affine_k(x, 15, -1.0, 20, Q4_K)
+    codes = codes.reshape(len(out), 4, 2, 32)
+    out["qs"] = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(len(out), 128).astype(np.uint8)
+    return out
+
+
+def quant_q5_k(x):
+    out, codes = quant_affine_k(x, 31, -0.5, 15, Q5_K)
+    nb = len(out)
+    c = codes.reshape(nb, 4, 2, 32)
+    out["qs"] = ((c[:, :, 0, :] & 15) | ((c[:, :, 1, :] & 15) << 4)).reshape(nb, 128).astype(np.uint8)
+    # Bit s of qh[l] is the 5th bit of element 32s + l.
+    hi = (codes >> 4).astype(np.int32)  # (nb, 8, 32)
+    qh = np.zeros((nb, 32), np.int32)
+    for sub in range(8):
+        qh |= hi[:, sub, :] << sub
+    out["qh"] = qh.astype(np.uint8)
     return out
 
 
@@ -340,6 +364,19 @@ def dequant_q4_k(b):
     msub = (from_f16_bits(b["dmin"])[:, None] * m6.astype(F32)).astype(F32)
     qs = b["qs"].reshape(nb, 4, 32)
     q = np.stack([qs & 15, qs >> 4], axis=2).reshape(nb, 8, 32).astype(F32)
+    return ((dsub[:, :, None] * q).astype(F32) - msub[:, :, None]).astype(F32).reshape(-1)
+
+
+def dequant_q5_k(b):
+    nb = len(b)
+    sc6, m6 = unpack_scale_min_k4(b["scales"])
+    dsub = (from_f16_bits(b["d"])[:, None] * sc6.astype(F32)).astype(F32)
+    msub = (from_f16_bits(b["dmin"])[:, None] * m6.astype(F32)).astype(F32)
+    qs = b["qs"].reshape(nb, 4, 32)
+    lo = np.stack([qs & 15, qs >> 4], axis=2).reshape(nb, 8, 32).astype(np.int32)
+    qh = b["qh"].astype(np.int32)  # (nb, 32)
+    hi = np.stack([(qh >> sub) & 1 for sub in range(8)], axis=1)  # (nb, 8, 32)
+    q = (lo + 16 * hi).astype(F32)
     return ((dsub[:, :, None] * q).astype(F32) - msub[:, :, None]).astype(F32).reshape(-1)
 
 
@@ -365,6 +402,7 @@ TYPES = {
     "Q8_0": (32, Q8_0, quant_q8_0, dequant_q8_0),
     "Q4_0": (32, Q4_0, quant_q4_0, dequant_q4_0),
     "Q4_K": (256, Q4_K, quant_q4_k, dequant_q4_k),
+    "Q5_K": (256, Q5_K, quant_q5_k, dequant_q5_k),
     "Q6_K": (256, Q6_K, quant_q6_k, dequant_q6_k),
     "Q8_K": (256, Q8_K, quant_q8_k, dequant_q8_k),
 }
@@ -405,7 +443,7 @@ def selftest():
     x = rng.standard_normal(4096).astype(F32)
     # Worst-case relative RMS error each format should stay under.
     limits = {"F32": 0.0, "F16": 1e-3, "BF16": 4e-3, "Q8_0": 0.01, "Q8_K": 0.01,
-              "Q6_K": 0.03, "Q4_K": 0.12, "Q4_0": 0.15}
+              "Q6_K": 0.03, "Q5_K": 0.06, "Q4_K": 0.12, "Q4_0": 0.15}
     ok = True
     for name, limit in limits.items():
         y = dequantize(name, quantize(name, x).tobytes())

@@ -16,20 +16,8 @@ StatusOr<std::unique_ptr<CpuRunner>> CpuRunner::Create(std::unique_ptr<model::Ll
   return std::unique_ptr<CpuRunner>(new CpuRunner(std::move(model), std::move(cache), o.threads));
 }
 
-Status CpuRunner::Run(const engine::ForwardBatch& batch, std::span<float> logits, model::LogitsMode mode) {
-  slices_.clear();
-  for (const engine::ForwardSeq& s : batch.seqs) {
-    slices_.push_back({s.tokens, s.start_pos, s.block_table, s.want_logits});
-  }
-  return model_->Forward(slices_, *cache_, logits, mode, pool_);
-}
-
 Status CpuRunner::Forward(const engine::ForwardBatch& batch, std::span<float> logits) {
-  return Run(batch, logits, model::LogitsMode::kLastOfWanted);
-}
-
-Status CpuRunner::ForwardAllLogits(const engine::ForwardBatch& batch, std::span<float> logits) {
-  return Run(batch, logits, model::LogitsMode::kAllTokens);
+  return model_->Forward(batch, *cache_, logits, pool_);
 }
 
 }  // namespace kvs::backend

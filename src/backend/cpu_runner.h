@@ -1,5 +1,5 @@
 // CpuRunner: the CPU backend's engine::ModelRunner. Owns the model, the KV
-// block storage and the thread pool; turns an engine batch into model slices.
+// block storage and the thread pool; passes the engine's batch to the model.
 // Thread-safety: used only by the engine thread.
 #pragma once
 
@@ -29,9 +29,8 @@ class CpuRunner : public engine::ModelRunner {
   int32_t block_size() const override { return cache_->config().block_size; }
   int32_t num_blocks() const override { return cache_->config().num_blocks; }
   Status Forward(const engine::ForwardBatch& batch, std::span<float> logits) override;
-
-  // All-token logits (tests, perplexity).
-  Status ForwardAllLogits(const engine::ForwardBatch& batch, std::span<float> logits);
+  void ReleaseBlocks(std::span<const int32_t> block_ids) override { cache_->Release(block_ids); }
+  int64_t kv_committed_bytes() const override { return cache_->committed_bytes(); }
 
   model::LlamaModel& model() { return *model_; }
   const kvcache::KvCache& cache() const { return *cache_; }
@@ -39,12 +38,10 @@ class CpuRunner : public engine::ModelRunner {
 
  private:
   CpuRunner(std::unique_ptr<model::LlamaModel> model, std::unique_ptr<kvcache::KvCache> cache, int threads);
-  Status Run(const engine::ForwardBatch& batch, std::span<float> logits, model::LogitsMode mode);
 
   std::unique_ptr<model::LlamaModel> model_;
   std::unique_ptr<kvcache::KvCache> cache_;
   ThreadPool pool_;
-  std::vector<model::SeqSlice> slices_;  // reused per step
 };
 
 }  // namespace kvs::backend

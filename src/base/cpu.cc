@@ -1,5 +1,6 @@
 #include "base/cpu.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace kvs {
@@ -12,6 +13,30 @@ std::string CpuFeatures::Describe() const {
   add(avxvnni, "avxvnni");
   return s.empty() ? "scalar" : s;
 }
+
+namespace {
+
+// KVSERVE_ISA caps the features the vector paths may use: "scalar" (none),
+// "avx2" (AVX2/FMA/F16C, no AVX-512), "avx512" (what the CPU has). Unknown
+// values and paths the CPU lacks are reported once and ignored.
+void ApplyIsaCap(CpuFeatures& f) {
+  const char* isa = std::getenv("KVSERVE_ISA");
+  if (isa == nullptr || isa[0] == '\0') return;
+  const std::string v = isa;
+  if (v == "scalar") {
+    f = CpuFeatures{};
+  } else if (v == "avx2") {
+    if (!f.avx2) std::fprintf(stderr, "kvserve: KVSERVE_ISA=avx2 but this CPU has no AVX2; using scalar\n");
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = false;
+  } else if (v == "avx512") {
+    if (!f.avx512f) std::fprintf(stderr, "kvserve: KVSERVE_ISA=avx512 but this CPU has no AVX-512; using %s\n",
+                                 f.avx2 ? "avx2" : "scalar");
+  } else {
+    std::fprintf(stderr, "kvserve: ignoring KVSERVE_ISA=%s (expected scalar, avx2 or avx512)\n", isa);
+  }
+}
+
+}  // namespace
 
 const CpuFeatures& GetCpuFeatures() {
   static const CpuFeatures features = [] {
@@ -32,6 +57,7 @@ const CpuFeatures& GetCpuFeatures() {
     f.avxvnni = __builtin_cpu_supports("avxvnni");
 #endif
     if (!f.avx2) f.f16c = false;
+    ApplyIsaCap(f);
     return f;
   }();
   return features;

@@ -1,5 +1,7 @@
 // CPU feature detection, done once at start-up; kernels pick their variant
-// from it. KVSERVE_FORCE_SCALAR=1 in the environment forces the scalar paths.
+// from it. KVSERVE_ISA=scalar|avx2|avx512 in the environment caps the paths
+// used (e.g. avx2 runs the AVX2 kernels on an AVX-512 machine, as on CPUs
+// without AVX-512); KVSERVE_FORCE_SCALAR=1 is the same as KVSERVE_ISA=scalar.
 #pragma once
 
 #include <string>
@@ -18,7 +20,7 @@ struct CpuFeatures {
   std::string Describe() const;
 };
 
-// Detected once; honours KVSERVE_FORCE_SCALAR.
+// Detected once; honours KVSERVE_ISA and KVSERVE_FORCE_SCALAR.
 const CpuFeatures& GetCpuFeatures();
 
 }  // namespace kvs

@@ -1,5 +1,5 @@
 // `kvserve quantize IN.gguf OUT.gguf TYPE`: rewrites a model with its weight
-// matrices in TYPE (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K or the Q4_K_M mix).
+// matrices in TYPE (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or the Q4_K_M mix).
 // Metadata is copied; vectors (norms, biases) stay F32; tensors whose row
 // length is not a multiple of the target block size are kept as they are.
 #include <cstdio>
@@ -22,6 +22,7 @@ int FileType(DType t, bool q4km) {
     case DType::kQ4_0: return 2;
     case DType::kQ8_0: return 7;
     case DType::kQ4_K: return 14;  // Q4_K_S
+    case DType::kQ5_K: return 16;  // Q5_K_S
     case DType::kQ6_K: return 18;
     case DType::kBF16: return 32;
     default: return 0;
@@ -37,7 +38,7 @@ int Quantize(const std::string& in, const std::string& out, const std::string& t
   const bool q4km = type_name == "Q4_K_M" || type_name == "q4_k_m";
   auto target = q4km ? std::optional<DType>(DType::kQ4_K) : DTypeFromName(type_name);
   if (!target || !kernels::CanQuantize(*target)) {
-    std::fprintf(stderr, "error: unsupported type '%s' (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_K_M)\n",
+    std::fprintf(stderr, "error: unsupported type '%s' (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M)\n",
                  type_name.c_str());
     return 2;
   }
@@ -106,7 +107,7 @@ Registrar reg({"quantize", "Convert a model's weight matrices to another type", 
                  auto o = std::make_shared<Opts>();
                  app->add_option("input", o->in, "Input GGUF")->required();
                  app->add_option("output", o->out, "Output GGUF")->required();
-                 app->add_option("type", o->type, "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K or Q4_K_M")->required();
+                 app->add_option("type", o->type, "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M")->required();
                  return [o] { return Quantize(o->in, o->out, o->type); };
                }});
 

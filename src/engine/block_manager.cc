@@ -96,6 +96,8 @@ int32_t BlockManager::TakeBlock() {
   if (!free_ids_.empty()) {
     id = free_ids_.back();
     free_ids_.pop_back();
+    clean_below_ = std::min(clean_below_, free_ids_.size());
+    num_dirty_free_ -= blocks_[static_cast<size_t>(id)].dirty ? 1 : 0;
   } else {
     KVS_CHECK(lru_head_ >= 0);
     id = lru_head_;
@@ -108,9 +110,34 @@ int32_t BlockManager::TakeBlock() {
   Block& b = blocks_[static_cast<size_t>(id)];
   KVS_CHECK(b.ref_count == 0 && !b.hash.has_value());
   b.ref_count = 1;
+  b.dirty = true;
   ++b.generation;  // new KV: children published under the old content no longer verify
   ++num_used_;
   return id;
+}
+
+std::vector<int32_t> BlockManager::TakeIdleFree(Clock::time_point cutoff) {
+  std::vector<int32_t> ids;
+  size_t i = clean_below_;
+  for (; i < free_ids_.size(); ++i) {
+    Block& b = blocks_[static_cast<size_t>(free_ids_[i])];
+    if (!b.dirty) continue;
+    if (b.freed_at >= cutoff) break;  // the rest were freed later
+    b.dirty = false;
+    --num_dirty_free_;
+    ids.push_back(free_ids_[i]);
+  }
+  // Everything below the first dirty entry left is clean now.
+  while (clean_below_ < i && !blocks_[static_cast<size_t>(free_ids_[clean_below_])].dirty) ++clean_below_;
+  return ids;
+}
+
+std::optional<Clock::time_point> BlockManager::OldestDirtyFree() const {
+  for (size_t i = clean_below_; i < free_ids_.size(); ++i) {
+    const Block& b = blocks_[static_cast<size_t>(free_ids_[i])];
+    if (b.dirty) return b.freed_at;
+  }
+  return std::nullopt;
 }
 
 void BlockManager::CommitComputed(Sequence& seq) {
@@ -152,7 +179,9 @@ void BlockManager::Release(int32_t id) {
   if (b.hash.has_value()) {
     LruPushBack(id);
   } else {
+    b.freed_at = Clock::now();
     free_ids_.push_back(id);
+    num_dirty_free_ += b.dirty ? 1 : 0;
   }
 }
 
@@ -204,11 +233,20 @@ std::string BlockManager::CheckInvariants() const {
     if (++walked > num_blocks()) return "LRU has a cycle";
   }
   std::vector<char> in_free(blocks_.size(), 0);
-  for (int32_t id : free_ids_) {
+  int32_t dirty_free = 0;
+  std::optional<Clock::time_point> last_freed;
+  for (size_t i = 0; i < free_ids_.size(); ++i) {
+    const int32_t id = free_ids_[i];
     const Block& b = blocks_[static_cast<size_t>(id)];
     if (in_free[static_cast<size_t>(id)]++) return fmt::format("block {} twice in the free list", id);
     if (b.ref_count != 0 || b.hash.has_value()) return fmt::format("free list holds non-free block {}", id);
+    if (!b.dirty) continue;
+    if (i < clean_below_) return fmt::format("dirty block {} below the clean mark", id);
+    if (last_freed && b.freed_at < *last_freed) return "dirty free blocks are not in the order they were freed";
+    last_freed = b.freed_at;
+    ++dirty_free;
   }
+  if (dirty_free != num_dirty_free_) return fmt::format("{} dirty free blocks, counter says {}", dirty_free, num_dirty_free_);
   for (const auto& [h, id] : hash_to_block_) {
     if (blocks_[static_cast<size_t>(id)].hash != h) return fmt::format("hash map points at block {} wrongly", id);
   }

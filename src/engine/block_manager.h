@@ -27,6 +27,11 @@
 //
 // Check, then commit: CanAllocate/CanAppend are dry runs; Allocate/Append
 // change state and CHECK that the dry run would have passed.
+//
+// Memory: a block handed to a sequence may hold committed memory in the
+// runner's storage ("dirty") until TakeIdleFree returns it for release.
+// Free blocks are reused most recently freed first, so a burst reuses warm
+// blocks and the long-unused ones sink to where TakeIdleFree finds them.
 // Thread-safety: none; owned by the engine thread.
 #pragma once
 
@@ -94,6 +99,14 @@ class BlockManager {
   // its tail in the LRU) and clears its block table.
   void Free(Sequence& seq);
 
+  // Free (not cached) blocks that may hold committed memory and were freed
+  // before `cutoff`, oldest first; they count as clean afterwards. The caller
+  // returns their memory (ModelRunner::ReleaseBlocks).
+  std::vector<int32_t> TakeIdleFree(Clock::time_point cutoff);
+  // When the longest-free dirty block was freed; nullopt if there is none.
+  std::optional<Clock::time_point> OldestDirtyFree() const;
+  int32_t num_dirty_free() const { return num_dirty_free_; }
+
   // Metrics: prompt tokens looked up at admissions, and those found cached.
   int64_t num_query_tokens() const { return num_query_tokens_; }
   int64_t num_hit_tokens() const { return num_hit_tokens_; }
@@ -117,6 +130,8 @@ class BlockManager {
     std::string salt;                 // first blocks only
     int32_t lru_prev = -1;         // LRU links while cached
     int32_t lru_next = -1;
+    bool dirty = false;            // used since its memory was last released
+    Clock::time_point freed_at;    // when it last became free
   };
 
   // Fills seq.block_hashes for its first `n` full blocks.
@@ -133,7 +148,9 @@ class BlockManager {
   bool prefix_caching_;
   HashFn hash_fn_;
   std::vector<Block> blocks_;
-  std::vector<int32_t> free_ids_;  // stack
+  std::vector<int32_t> free_ids_;  // stack; dirty entries are in freed_at order
+  size_t clean_below_ = 0;         // free_ids_[0, clean_below_) are all clean
+  int32_t num_dirty_free_ = 0;
   int32_t lru_head_ = -1;          // oldest cached
   int32_t lru_tail_ = -1;
   int32_t lru_size_ = 0;

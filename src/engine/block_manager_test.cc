@@ -290,6 +290,39 @@ TEST(BlockManagerTest, DisabledPrefixCachingNeverShares) {
 
 // Random admissions, chunked computation, appends and frees, with a shadow KV
 // (what was written at each slot) that every prefix hit must agree with.
+// Freed blocks come back for release oldest first, once, and only after the
+// cutoff; cached (prefix) blocks and blocks never used are never returned.
+TEST(BlockManagerTest, IdleFreeBlocksAreTakenOldestFirstOnce) {
+  BlockManager bm(16, 4, true);
+  EXPECT_EQ(bm.num_dirty_free(), 0);
+  EXPECT_FALSE(bm.OldestDirtyFree().has_value());
+  Sequence a = MakeSeq({1, 2, 3, 4, 5, 6});  // one full block (cached when freed) + a partial one
+  Sequence b = MakeSeq({7, 8, 9});
+  Admit(bm, a, 6);
+  Admit(bm, b, 3);
+  Compute(bm, a, 6);
+  Compute(bm, b, 3);
+  const int32_t a_tail = a.block_table[1], b_block = b.block_table[0];
+  bm.Free(a);  // block 0 is cached, block 1 free
+  const Clock::time_point between = Clock::now();
+  bm.Free(b);
+  EXPECT_EQ(bm.num_dirty_free(), 2);
+  ASSERT_TRUE(bm.OldestDirtyFree().has_value());
+  EXPECT_LE(*bm.OldestDirtyFree(), between);
+  EXPECT_TRUE(bm.TakeIdleFree(Clock::now() - std::chrono::hours(1)).empty());  // nothing that old
+  EXPECT_EQ(bm.TakeIdleFree(between), std::vector<int32_t>{a_tail});           // only what was freed before
+  EXPECT_EQ(bm.TakeIdleFree(Clock::now() + std::chrono::seconds(1)), std::vector<int32_t>{b_block});
+  EXPECT_TRUE(bm.TakeIdleFree(Clock::now() + std::chrono::seconds(1)).empty());
+  EXPECT_EQ(bm.num_dirty_free(), 0);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+  // Reused and freed again, a released block is dirty again.
+  Sequence c = MakeSeq({9, 9});
+  Admit(bm, c, 2);
+  bm.Free(c);
+  EXPECT_EQ(bm.num_dirty_free(), 1);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
 TEST(BlockManagerTest, RandomOperationsKeepInvariantsAndHitCorrectKv) {
   constexpr int32_t kBlocks = 64, kBs = 4;
   BlockManager bm(kBlocks, kBs, true);
@@ -337,6 +370,16 @@ TEST(BlockManagerTest, RandomOperationsKeepInvariantsAndHitCorrectKv) {
             s.token_ids[static_cast<size_t>(p)];
       }
       Compute(bm, s, target);
+    } else if (kind == 8 && rng() % 8 == 0) {
+      // Release every dirty free block: only free, unreferenced blocks come back.
+      const int32_t dirty = bm.num_dirty_free();
+      const std::vector<int32_t> ids = bm.TakeIdleFree(Clock::now() + std::chrono::seconds(1));
+      ASSERT_EQ(static_cast<int32_t>(ids.size()), dirty);
+      for (int32_t id : ids) {
+        ASSERT_EQ(bm.ref_count(id), 0);
+        kv[static_cast<size_t>(id)].assign(kBs, -1);  // its memory reads as zeros now
+      }
+      ASSERT_EQ(bm.num_dirty_free(), 0);
     } else if (!live.empty()) {
       const size_t i = rng() % live.size();
       bm.Free(*live[i]);

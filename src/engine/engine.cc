@@ -1,6 +1,8 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <map>
 
 namespace kvs::engine {
@@ -58,6 +60,7 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
   if (!(output_reservation >= 0.0 && output_reservation <= 1.0)) {
     return InvalidArgument("output_reservation must be in [0, 1], got {}", output_reservation);
   }
+  if (std::isnan(kv_release_idle_s)) return InvalidArgument("kv_release_idle_s must be a number");
   return Status::Ok();
 }
 
@@ -103,7 +106,7 @@ void Engine::Stop() {
 }
 
 void Engine::Loop() {
-  while (inbox_.WaitForWork(scheduler_.HasWork())) StepOnce();
+  while (inbox_.WaitForWork(scheduler_.HasWork(), NextKvRelease())) StepOnce();
 }
 
 bool Engine::Step() {
@@ -114,6 +117,7 @@ bool Engine::Step() {
 // The whole algorithm of one step.
 bool Engine::StepOnce() {
   ProcessInbox();                                       // new requests in, cancels applied
+  ReleaseIdleKv();                                      // long-free KV blocks give their memory back
   const SchedulerOutput& plan = scheduler_.Schedule();  // decodes + prefill chunks, KV blocks allocated
   if (plan.empty()) {
     PublishStats();
@@ -128,6 +132,25 @@ bool Engine::StepOnce() {
   }
   PublishStats();
   return true;
+}
+
+std::optional<Clock::time_point> Engine::NextKvRelease() const {
+  if (config_.kv_release_idle_s < 0) return std::nullopt;
+  const std::optional<Clock::time_point> oldest = block_manager_.OldestDirtyFree();
+  if (!oldest) return std::nullopt;
+  return *oldest + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.kv_release_idle_s));
+}
+
+void Engine::ReleaseIdleKv() {
+  const std::optional<Clock::time_point> due = NextKvRelease();
+  const Clock::time_point now = Clock::now();
+  if (!due || *due > now) return;
+  const auto idle = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.kv_release_idle_s));
+  // Strictly before the cutoff, so kv_release_idle_s = 0 releases all free ones.
+  const std::vector<int32_t> ids = block_manager_.TakeIdleFree(now - idle + Clock::duration(1));
+  if (ids.empty()) return;
+  runner_->ReleaseBlocks(ids);
+  counters_.num_blocks_released += static_cast<int64_t>(ids.size());
 }
 
 StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
@@ -320,6 +343,7 @@ void Engine::PublishStats() {
   s.num_blocks_cached = block_manager_.num_cached();
   s.num_blocks_free = block_manager_.num_free();
   s.kv_slots_allocated = static_cast<int64_t>(s.num_blocks_used) * block_size_;
+  s.kv_committed_bytes = runner_->kv_committed_bytes();
   for (const Sequence* seq : scheduler_.running()) {
     s.kv_slots_unwritten += static_cast<int64_t>(seq->block_table.size()) * block_size_ - seq->num_computed_tokens;
   }

@@ -8,7 +8,9 @@
 // A step (Step) is: take new requests and cancels from the inbox; schedule
 // (one batch of decodes plus prefill chunks); run the model; sample;
 // postprocess (commit KV to the prefix cache, append tokens, apply stops);
-// emit the new tokens to the streams.
+// emit the new tokens to the streams. Between steps, KV blocks free for
+// kv_release_idle_s give their memory back (the idle engine thread wakes for
+// that, then sleeps until the next request).
 //
 // Use: Engine engine(config, std::move(runner)); engine.Start();
 //   auto stream = engine.Submit(request);  // from any thread
@@ -63,6 +65,10 @@ struct EngineConfig {
   // Seeds the RNG of requests without a seed; nullopt: random.
   std::optional<uint64_t> seed;
   bool cancel_abandoned_requests = true;
+  // KV blocks free (not cached) for this long give their memory back to the
+  // system (ModelRunner::ReleaseBlocks), so the pool's RSS follows use.
+  // 0: as soon as they are free; negative: never.
+  double kv_release_idle_s = 5.0;
 
   // InvalidArgument naming the field, given the runner it will drive.
   Status Validate(const ModelRunner& runner) const;
@@ -87,6 +93,8 @@ struct EngineStats {
   int32_t num_blocks_used_peak = 0;
   int64_t kv_slots_allocated = 0; // used blocks * block_size
   int64_t kv_slots_unwritten = 0; // allocated to running sequences but holding no KV
+  int64_t kv_committed_bytes = 0; // memory the runner's KV storage holds (ModelRunner::kv_committed_bytes)
+  int64_t num_blocks_released = 0;  // blocks whose memory went back to the system, cumulative
   // Prefix cache.
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;
@@ -165,6 +173,10 @@ class Engine {
   void Retire(int64_t seq_id, StreamChunk chunk);
   void FillUsage(const Sequence& seq, StreamChunk& chunk) const;
   void PublishStats();
+  // Returns the memory of blocks free for kv_release_idle_s to the system.
+  void ReleaseIdleKv();
+  // When ReleaseIdleKv next has something to do; nullopt: never (for now).
+  std::optional<Clock::time_point> NextKvRelease() const;
 
   const EngineConfig config_;
   const std::unique_ptr<ModelRunner> runner_;

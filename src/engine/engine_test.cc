@@ -175,6 +175,66 @@ TEST(EngineTest, TinyPoolPreemptionGivesIdenticalOutputs) {
   EXPECT_EQ(tiny_nocache, big);
 }
 
+// Blocks give their memory back as soon as they are free (the fake runner
+// wipes them, so releasing a block anyone still reads breaks its chain
+// check): outputs under preemption in a tiny pool stay those of a big pool.
+TEST(EngineTest, ReleasingFreeKvBlocksKeepsOutputsIdentical) {
+  const std::vector<Request> work = Workload(16, 150, 120);
+  const auto run = [&](int32_t num_blocks, bool caching, double release_s, EngineStats* stats) {
+    EngineConfig c = Config(96, 8);
+    c.enable_prefix_caching = caching;
+    c.kv_release_idle_s = release_s;
+    auto t = MakeEngine(Opts(num_blocks), c);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Request& r : work) streams.push_back(MustSubmit(*t.engine, r));
+    while (t.engine->Step()) {
+      EXPECT_EQ(t.engine->TEST_CheckInvariants(), "");
+    }
+    t.engine->Step();  // an idle step releases what the last one freed
+    std::vector<std::vector<int32_t>> out;
+    for (auto& s : streams) {
+      const Collected c = Drain(*s);
+      EXPECT_EQ(c.num_finals, 1);
+      EXPECT_NE(c.last.finish_reason, FinishReason::kError) << c.last.error.ToString();
+      out.push_back(c.tokens);
+    }
+    *stats = t.engine->GetStats();
+    EXPECT_EQ(stats->num_blocks_released, t.runner->num_blocks_released());
+    return out;
+  };
+  EngineStats never, cached, uncached;
+  const auto big = run(1024, true, -1.0, &never);
+  EXPECT_EQ(never.num_blocks_released, 0);
+  EXPECT_EQ(run(24, true, 0.0, &cached), big);
+  EXPECT_GT(cached.num_blocks_released, 16);
+  // What stays committed is the prefix cache.
+  EXPECT_EQ(cached.kv_committed_bytes, cached.num_blocks_cached);
+  EXPECT_EQ(run(24, false, 0.0, &uncached), big);
+  EXPECT_GT(uncached.num_blocks_released, cached.num_blocks_released);
+  EXPECT_EQ(uncached.kv_committed_bytes, 0);
+}
+
+// A started engine that goes idle wakes up to release its free blocks after
+// kv_release_idle_s, without a new request.
+TEST(EngineTest, IdleEngineReleasesFreeBlocksAfterTheDelay) {
+  EngineConfig c = Config();
+  c.enable_prefix_caching = false;
+  c.kv_release_idle_s = 0.05;
+  auto t = MakeEngine(Opts(256), c);
+  ASSERT_TRUE(t.engine->Start().ok());
+  auto s = MustSubmit(*t.engine, MakeRequest(MakePrompt(100, 1, 64), 20, true, 1));
+  while (!s->Next(std::chrono::seconds(10))->finished()) {
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (t.engine->GetStats().kv_committed_bytes > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const EngineStats st = t.engine->GetStats();
+  EXPECT_EQ(st.kv_committed_bytes, 0);
+  EXPECT_GE(st.num_blocks_released, 7);  // 119 positions in blocks of 16
+  t.engine->Stop();
+}
+
 TEST(EngineTest, PrefixCacheComputesOnlyTheNewSuffix) {
   const FakeModelRunnerOptions opts = Opts(1024);
   auto t = MakeEngine(opts, Config(512, 8));

@@ -20,7 +20,9 @@ uint64_t Avalanche(uint64_t x) {
 }  // namespace
 
 FakeModelRunner::FakeModelRunner(const FakeModelRunnerOptions& options)
-    : options_(options), slots_(static_cast<size_t>(options.num_blocks) * static_cast<size_t>(options.block_size)) {}
+    : options_(options),
+      slots_(static_cast<size_t>(options.num_blocks) * static_cast<size_t>(options.block_size)),
+      dirty_(static_cast<size_t>(options.num_blocks), 0) {}
 
 uint64_t FakeModelRunner::Mix(uint64_t chain, int32_t token) {
   return Avalanche(chain ^ Avalanche(static_cast<uint64_t>(token) + 0x9e3779b97f4a7c15ULL));
@@ -57,6 +59,7 @@ Status FakeModelRunner::Forward(const ForwardBatch& batch, std::span<float> logi
   for (const ForwardSeq& s : batch.seqs) {
     if (!seen.insert(s.seq_id).second) return Internal("fake runner: sequence {} twice in a batch", s.seq_id);
     std::span<float> out;
+    if (s.all_logits) return Internal("fake runner: all-token logits are not supported");
     if (s.want_logits) out = logits.subspan(row++ * vocab, vocab);
     KVS_RETURN_IF_ERROR(RunSeq(s, out));
   }
@@ -64,6 +67,18 @@ Status FakeModelRunner::Forward(const ForwardBatch& batch, std::span<float> logi
   num_tokens_computed_ += batch.NumTokens();
   max_tokens_in_batch_ = std::max(max_tokens_in_batch_, batch.NumTokens());
   return Status::Ok();
+}
+
+void FakeModelRunner::ReleaseBlocks(std::span<const int32_t> block_ids) {
+  const auto bs = static_cast<size_t>(options_.block_size);
+  for (int32_t b : block_ids) {
+    KVS_CHECK(b >= 0 && b < options_.num_blocks);
+    for (size_t i = 0; i < bs; ++i) slots_[static_cast<size_t>(b) * bs + i] = Slot{};
+    uint8_t& dirty = dirty_[static_cast<size_t>(b)];
+    num_dirty_blocks_ -= dirty;
+    dirty = 0;
+    ++num_blocks_released_;
+  }
 }
 
 Status FakeModelRunner::RunSeq(const ForwardSeq& s, std::span<float> logits) {
@@ -107,6 +122,9 @@ Status FakeModelRunner::RunSeq(const ForwardSeq& s, std::span<float> logits) {
     if (token < 0 || token >= options_.vocab_size) return Internal("fake runner: token {} out of range", token);
     chain = Mix(chain, token);
     slots_[slot] = {p, token, chain};
+    uint8_t& dirty = dirty_[slot / static_cast<size_t>(bs)];
+    num_dirty_blocks_ += dirty == 0;
+    dirty = 1;
   }
   if (s.want_logits) LogitsFromChain(chain, options_, logits);
   return Status::Ok();

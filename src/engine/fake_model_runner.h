@@ -42,6 +42,10 @@ class FakeModelRunner : public ModelRunner {
   int32_t block_size() const override { return options_.block_size; }
   int32_t num_blocks() const override { return options_.num_blocks; }
   Status Forward(const ForwardBatch& batch, std::span<float> logits) override;
+  // Wipes the blocks' slots (as returned memory reads as zeros), so a
+  // released block that someone still reads fails the chain check.
+  void ReleaseBlocks(std::span<const int32_t> block_ids) override;
+  int64_t kv_committed_bytes() const override { return num_dirty_blocks_; }  // one "byte" per written block
 
   // The logits the runner produces after `history` (prompt + output so far).
   static void ReferenceLogits(std::span<const int32_t> history, const FakeModelRunnerOptions& options,
@@ -55,6 +59,7 @@ class FakeModelRunner : public ModelRunner {
   int64_t num_forward_calls() const { return num_forward_calls_; }
   int64_t num_tokens_computed() const { return num_tokens_computed_; }
   int64_t max_tokens_in_batch() const { return max_tokens_in_batch_; }
+  int64_t num_blocks_released() const { return num_blocks_released_; }
 
  private:
   struct Slot {
@@ -68,6 +73,9 @@ class FakeModelRunner : public ModelRunner {
 
   FakeModelRunnerOptions options_;
   std::vector<Slot> slots_;  // [num_blocks * block_size]
+  std::vector<uint8_t> dirty_;  // [num_blocks] written since released
+  int64_t num_dirty_blocks_ = 0;
+  int64_t num_blocks_released_ = 0;
   int64_t num_forward_calls_ = 0;
   int64_t num_tokens_computed_ = 0;
   int64_t max_tokens_in_batch_ = 0;

@@ -12,34 +12,16 @@
 
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "base/status.h"
+#include "kvcache/forward_batch.h"
 
 namespace kvs::engine {
 
-// One sequence's part of a forward batch.
-struct ForwardSeq {
-  int64_t seq_id = 0;
-  std::span<const int32_t> tokens;       // [n] tokens computed this step
-  int32_t start_pos = 0;                 // position of tokens[0]; KV of [0, start_pos) is cached
-  std::span<const int32_t> block_table;  // covers positions [0, start_pos + n)
-  bool want_logits = false;              // logits of the last token are needed
-};
-
-struct ForwardBatch {
-  std::vector<ForwardSeq> seqs;
-  int64_t NumTokens() const {
-    int64_t n = 0;
-    for (const ForwardSeq& s : seqs) n += static_cast<int64_t>(s.tokens.size());
-    return n;
-  }
-  int64_t NumLogits() const {
-    int64_t n = 0;
-    for (const ForwardSeq& s : seqs) n += s.want_logits ? 1 : 0;
-    return n;
-  }
-};
+// The batch description is shared with the layers below (model, attention):
+// kvcache/forward_batch.h.
+using ForwardSeq = kvcache::ForwardSeq;
+using ForwardBatch = kvcache::ForwardBatch;
 
 class ModelRunner {
  public:
@@ -51,6 +33,11 @@ class ModelRunner {
   // writes logits [batch.NumLogits(), vocab_size] in the order of the
   // sequences that want them.
   virtual Status Forward(const ForwardBatch& batch, std::span<float> logits) = 0;
+  // Returns the memory behind these blocks to the system; they are free (no
+  // sequence or cache entry refers to them) and read as unwritten after.
+  virtual void ReleaseBlocks(std::span<const int32_t> block_ids) { (void)block_ids; }
+  // Bytes of KV storage currently committed (what the pool adds to RSS).
+  virtual int64_t kv_committed_bytes() const { return 0; }
 };
 
 }  // namespace kvs::engine

@@ -38,9 +38,16 @@ Status RequestQueue::Cancel(const std::string& request_id) {
   return Status::Ok();
 }
 
-bool RequestQueue::WaitForWork(bool busy) {
+bool RequestQueue::WaitForWork(bool busy, std::optional<std::chrono::steady_clock::time_point> deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!busy) cv_.wait(lock, [this] { return closed_ || !requests_.empty() || !cancels_.empty(); });
+  const auto ready = [this] { return closed_ || !requests_.empty() || !cancels_.empty(); };
+  if (!busy) {
+    if (deadline) {
+      cv_.wait_until(lock, *deadline, ready);
+    } else {
+      cv_.wait(lock, ready);
+    }
+  }
   return !closed_;
 }
 

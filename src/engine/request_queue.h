@@ -10,10 +10,12 @@
 // Thread-safety: all methods are thread-safe (one mutex).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -40,9 +42,10 @@ class RequestQueue {
   // NotFound when no live request has this id (never submitted, or finished).
   Status Cancel(const std::string& request_id);
 
-  // Engine side. Blocks until there is something to drain or the queue is
-  // closed, unless `busy` (the engine has work anyway). False once closed.
-  bool WaitForWork(bool busy);
+  // Engine side. Blocks until there is something to drain, the queue is
+  // closed or `deadline` passes, unless `busy` (the engine has work anyway).
+  // False once closed.
+  bool WaitForWork(bool busy, std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
   void Drain(std::vector<PendingRequest>* requests, std::vector<std::string>* cancels);
   // A queued request was scheduled for the first time.
   void OnAdmitted();

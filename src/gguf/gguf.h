@@ -15,7 +15,7 @@
 //                  base/dtype.h does not know;
 //   IO_ERROR       open/stat/mmap failed.
 // Tensor types that are known but not computable (DTypeTraits::supported ==
-// false, e.g. Q5_K) are accepted here so `kvserve inspect` can show them; the
+// false, e.g. Q3_K) are accepted here so `kvserve inspect` can show them; the
 // model loader refuses them.
 #pragma once
 
@@ -133,6 +133,9 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
   // The whole file (mapping or caller buffer).
   std::span<const uint8_t> bytes() const { return {base_, static_cast<size_t>(size_)}; }
+  // True when bytes() is this object's read-only private file mapping (Open),
+  // whose clean pages may be dropped and are read back from the file.
+  bool mapped() const { return mapped_; }
   const std::vector<KeyValue>& metadata() const { return kvs_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
 

@@ -255,14 +255,14 @@ TEST(GgufMalformed, TensorTypes) {
   EXPECT_GGUF_ERROR(b, kUnimplemented, "tensor \"weight\": unknown tensor type id 16 at byte offset");
   Patch<uint32_t>(b, at + kType, 1000);
   EXPECT_GGUF_ERROR(b, kUnimplemented, "unknown tensor type id 1000");
-  // Known but not computable: the reader accepts it (Q5_K, 256-element blocks of 176 bytes).
+  // Known but not computable: the reader accepts it (Q3_K, 256-element blocks of 110 bytes).
   GgufWriter w;
-  w.AddTensor("q5k", DType::kQ5_K, {256}, Pattern(176, 1));
+  w.AddTensor("q3k", DType::kQ3_K, {256}, Pattern(110, 1));
   const Bytes bytes = w.Serialize();
   auto f = Parse(bytes);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  EXPECT_EQ((*f)->tensors()[0].type, DType::kQ5_K);
-  EXPECT_FALSE(Traits(DType::kQ5_K).supported);
+  EXPECT_EQ((*f)->tensors()[0].type, DType::kQ3_K);
+  EXPECT_FALSE(Traits(DType::kQ3_K).supported);
 }
 
 TEST(GgufMalformed, TensorOffsets) {

@@ -1,324 +1,299 @@
-// AVX2 quantized MatMul (Q8_0, Q4_0, Q4_K, Q6_K weights).
+// AVX2 quantized MatMul (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K weights) over the
+// 16-row interleaved panels of packed.h (weights packed at load are read in
+// place; unpacked weights are packed one panel at a time into scratch).
 //
-// Each tile is processed in panels of 8 weight rows. A panel is first
-// repacked into a lane-per-row layout: for every 32-element block, 8 chunks
-// of [8 rows x 4 consecutive codes] (one ymm per chunk) followed by per-row
-// float scale vectors. The microkernel then broadcasts 4 activation codes
-// at a time and multiplies them against the 8 rows at once, so no horizontal
-// reductions are needed and the repacking cost is shared by all m
-// activation rows. Codes are unsigned (Q4_0 nibbles, Q4_K nibbles, Q6_K
-// 6-bit values); the implicit offsets (-8, -32, -min) are folded in with the
-// per-group activation sums the activation quantizer precomputed. Q8_0 codes
-// stay signed and use the abs/sign trick for pmaddubsw.
+// A 64-byte chunk holds 4 codes of each of 16 rows; AVX2 takes it as two
+// halves of 8 rows (one ymm each) and runs every kernel once per half. Per
+// half and chunk, one maddubs multiplies 8 rows x 4 unsigned codes by 4
+// broadcast activation codes (pairwise int16 sums) and one madd widens them
+// to the 8 rows' int32 lanes, so no horizontal sums are needed. For K-quants
+// the madd multiplies by the sub-block scale at the same time (int16 pairs
+// of (sc, sc)), so Q4_K/Q5_K accumulate a whole super-block in integers.
+// Q8_0 codes are made signed again and use the abs/sign trick (an unsigned
+// 8-bit code times 127 twice overflows maddubs' int16). The codes' offsets
+// (Q4_0's 8, Q6_K's 32, the K-quant mins) come from the activation sums the
+// activation quantizer precomputed (ActLayout's aux terms).
 #include <algorithm>
 
 #include "kernels/avx2_util.h"
 #include "kernels/isa_decls.h"
+#include "kernels/packed.h"
 #include "kernels/quant_formats.h"
 #include "kernels/scratch.h"
 
 namespace kvs::kernels::avx2 {
 namespace {
 
-constexpr int kLanes = 8;  // weight rows per panel
-constexpr int kMaxA = 4;   // activation rows per microkernel call
+enum class QMode { kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
 
-enum class QMode { kQ8_0, kQ4_0, kQ4_K, kQ6_K };
-
-// Float vectors stored after the codes of each 32-element block:
-//   Q8_0/Q4_0: d            Q4_K: d*sc, -dmin*m      Q6_K: d*sc (two sub-blocks)
 template <QMode M>
-constexpr int kNumVecs = (M == QMode::kQ4_K || M == QMode::kQ6_K) ? 2 : 1;
+constexpr DType kDType = M == QMode::kQ8_0   ? DType::kQ8_0
+                         : M == QMode::kQ4_0 ? DType::kQ4_0
+                         : M == QMode::kQ4_K ? DType::kQ4_K
+                         : M == QMode::kQ5_K ? DType::kQ5_K
+                                             : DType::kQ6_K;
 template <QMode M>
-constexpr int64_t kBlockStride = 256 + 32 * kNumVecs<M>;
+constexpr bool kAffineK = M == QMode::kQ4_K || M == QMode::kQ5_K;
+// Bytes per 32-element block (Q8_0/Q4_0 codes) or per super-block (K-quants).
+template <QMode M>
+constexpr int64_t kUnitBytes = M == QMode::kQ8_0   ? 512
+                               : M == QMode::kQ4_0 ? 256
+                               : M == QMode::kQ4_K ? kQ4KUnitBytes
+                               : M == QMode::kQ5_K ? kQ5KUnitBytes
+                                                   : kQ6KUnitBytes;
 
-inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+constexpr int kMaxA = 4;  // activation rows per microkernel call
 
-// Transposes the 8 rows' 32-byte code vectors of one block into the panel.
-inline void StoreCodes(__m256i v[8], uint8_t* dst) {
-  Transpose8x8(v);
-  KVS_UNROLL
-  for (int c = 0; c < 8; ++c) _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32 * c), v[c]);
-}
-
-inline float* Vec(uint8_t* block, int i) { return reinterpret_cast<float*>(block + 256 + 32 * i); }
-
-// Byte offsets of the 8 panel rows from rows[0] (a panel spans < 2 GiB).
-inline __m256i RowOffsets(const uint8_t* const rows[kLanes]) {
-  alignas(32) int32_t off[kLanes];
-  for (int r = 0; r < kLanes; ++r) off[r] = static_cast<int32_t>(rows[r] - rows[0]);
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
-}
-
-// The 4 bytes at rows[r] + byte_off, for each of the 8 rows.
-inline __m256i Gather(const uint8_t* const rows[kLanes], __m256i offs, int64_t byte_off) {
-  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(rows[0] + byte_off), offs, 1);
-}
-
-// The low 16 bits of each lane, read as f16.
-inline __m256 HalfLo(__m256i v) {
-  const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
-  return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1)));
-}
-
-inline __m256 ToF(__m256i v) { return _mm256_cvtepi32_ps(v); }
-
-// Prefetches `len` bytes at byte offset `off` of each row of the next panel
-// (nullptr: none), one panel ahead of the repacking that will read them, so
-// the interleaved row streams of a decode step keep enough loads in flight.
-inline void PrefetchNext(const uint8_t* const* next, int64_t off, int64_t len) {
-  if (next == nullptr) return;
-  for (int r = 0; r < kLanes; ++r) {
-    for (int64_t o = 0; o < len; o += 64) Prefetch(next[r] + off + o);
-  }
-}
-
-void RepackQ8_0(const uint8_t* const rows[kLanes], const uint8_t* const* next, int64_t nblk,
-                uint8_t* panel) {
-  const __m256i offs = RowOffsets(rows);
-  for (int64_t b = 0; b < nblk; ++b) {
-    PrefetchNext(next, b * static_cast<int64_t>(sizeof(BlockQ8_0)), 1);
-    uint8_t* dst = panel + b * kBlockStride<QMode::kQ8_0>;
-    __m256i v[8];
-    KVS_UNROLL
-    for (int r = 0; r < kLanes; ++r) v[r] = Load256((reinterpret_cast<const BlockQ8_0*>(rows[r]) + b)->qs);
-    StoreCodes(v, dst);
-    _mm256_store_ps(Vec(dst, 0), HalfLo(Gather(rows, offs, b * static_cast<int64_t>(sizeof(BlockQ8_0)))));
-  }
-}
-
-void RepackQ4_0(const uint8_t* const rows[kLanes], const uint8_t* const* next, int64_t nblk,
-                uint8_t* panel) {
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  const __m256i offs = RowOffsets(rows);
-  for (int64_t b = 0; b < nblk; ++b) {
-    PrefetchNext(next, b * static_cast<int64_t>(sizeof(BlockQ4_0)), 1);
-    uint8_t* dst = panel + b * kBlockStride<QMode::kQ4_0>;
-    __m256i v[8];
-    KVS_UNROLL
-    for (int r = 0; r < kLanes; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4_0*>(rows[r]) + b;
-      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
-      v[r] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), mask), _mm_and_si128(q, mask));
-    }
-    StoreCodes(v, dst);
-    _mm256_store_ps(Vec(dst, 0), HalfLo(Gather(rows, offs, b * static_cast<int64_t>(sizeof(BlockQ4_0)))));
-  }
-}
-
-void RepackQ4_K(const uint8_t* const rows[kLanes], const uint8_t* const* next, int64_t nblk,
-                uint8_t* panel) {
-  const __m256i mask = _mm256_set1_epi8(0x0F);
-  const __m256i m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3);
-  const __m256i offs = RowOffsets(rows);
-  for (int64_t sb = 0; sb < nblk / 8; ++sb) {
-    PrefetchNext(next, sb * static_cast<int64_t>(sizeof(BlockQ4_K)), sizeof(BlockQ4_K));
-    uint8_t* base = panel + 8 * sb * kBlockStride<QMode::kQ4_K>;
-    // GetScaleMinK4 for all 8 rows at once.
-    const int64_t off = sb * static_cast<int64_t>(sizeof(BlockQ4_K));
-    const __m256i dd = Gather(rows, offs, off);
-    const __m256 d = HalfLo(dd), dmin = HalfLo(_mm256_srli_epi32(dd, 16));
-    const __m256i q0 = Gather(rows, offs, off + 4), q1 = Gather(rows, offs, off + 8);
-    const __m256i q2 = Gather(rows, offs, off + 12);
-    KVS_UNROLL
-    for (int s = 0; s < 8; ++s) {
-      __m256i sc, mn;
-      if (s < 4) {
-        sc = _mm256_and_si256(_mm256_srli_epi32(q0, 8 * s), m6);
-        mn = _mm256_and_si256(_mm256_srli_epi32(q1, 8 * s), m6);
-      } else {
-        const int t = 8 * (s - 4);
-        sc = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q2, t), m4),
-                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(q0, t + 6), m2), 4));
-        mn = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q2, t + 4), m4),
-                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(q1, t + 6), m2), 4));
-      }
-      uint8_t* dst = base + s * kBlockStride<QMode::kQ4_K>;
-      _mm256_store_ps(Vec(dst, 0), _mm256_mul_ps(d, ToF(sc)));
-      _mm256_store_ps(Vec(dst, 1), _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, ToF(mn))));
-    }
-    for (int g = 0; g < 4; ++g) {
-      __m256i lo[8], hi[8];
-      KVS_UNROLL
-      for (int r = 0; r < kLanes; ++r) {
-        const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows[r]) + sb;
-        const __m256i q = Load256(blk->qs + 32 * g);
-        lo[r] = _mm256_and_si256(q, mask);
-        hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
-      }
-      StoreCodes(lo, base + (2 * g) * kBlockStride<QMode::kQ4_K>);
-      StoreCodes(hi, base + (2 * g + 1) * kBlockStride<QMode::kQ4_K>);
-    }
-  }
-}
-
-void RepackQ6_K(const uint8_t* const rows[kLanes], const uint8_t* const* next, int64_t nblk,
-                uint8_t* panel) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  const __m256i offs = RowOffsets(rows);
-  for (int64_t sb = 0; sb < nblk / 8; ++sb) {
-    PrefetchNext(next, sb * static_cast<int64_t>(sizeof(BlockQ6_K)), sizeof(BlockQ6_K));
-    uint8_t* base = panel + 8 * sb * kBlockStride<QMode::kQ6_K>;
-    // Scales of all 8 rows at once; d is gathered with the dword ending at
-    // the block's last byte so no read passes the block.
-    const int64_t off = sb * static_cast<int64_t>(sizeof(BlockQ6_K));
-    const __m256 d = HalfLo(_mm256_srli_epi32(Gather(rows, offs, off + 206), 16));
-    KVS_UNROLL
-    for (int q = 0; q < 4; ++q) {
-      const __m256i s4 = Gather(rows, offs, off + 192 + 4 * q);  // scales 4q .. 4q+3
-      KVS_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        const int s = 4 * q + e;  // 16-group s: block s / 2, vector s % 2
-        const __m256i sc = _mm256_srai_epi32(_mm256_slli_epi32(s4, 24 - 8 * e), 24);
-        _mm256_store_ps(Vec(base + (s / 2) * kBlockStride<QMode::kQ6_K>, s % 2), _mm256_mul_ps(d, ToF(sc)));
-      }
-    }
-    KVS_UNROLL
-    for (int j = 0; j < 8; ++j) {  // 32-element block j: element 128h + 32k + l
-      const int h = j / 4, k = j % 4;
-      __m256i v[8];
-      KVS_UNROLL
-      for (int r = 0; r < kLanes; ++r) {
-        const auto* blk = reinterpret_cast<const BlockQ6_K*>(rows[r]) + sb;
-        const __m256i ql = Load256(blk->ql + 64 * h + 32 * (k & 1));
-        const __m256i qh = Load256(blk->qh + 32 * h);
-        const __m256i lo = _mm256_and_si256(k & 2 ? _mm256_srli_epi16(ql, 4) : ql, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2);
-        v[r] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-      }
-      StoreCodes(v, base + j * kBlockStride<QMode::kQ6_K>);
-    }
-  }
-}
-
-// Activation row pointers for one microkernel call.
 struct ActRows {
   const int8_t* qs;
   const float* d;
   const uint8_t* aux;
+  const int32_t* aux_i() const { return reinterpret_cast<const int32_t*>(aux); }
+  const float* aux_f() const { return reinterpret_cast<const float*>(aux); }
 };
 
-// y[i][0..valid) for A activation rows against one repacked panel.
-template <QMode M, int A>
-void Micro(const uint8_t* panel, int64_t nblk, const ActRows* act, int act_shift, float* y, int64_t ldy,
-           int valid) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 sum[A];
-  KVS_UNROLL
-  for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nblk; ++b) {
-    const uint8_t* p = panel + b * kBlockStride<M>;
-    const int64_t ab = b >> act_shift;  // activation scale index
-    if constexpr (M == QMode::kQ6_K) {
-      for (int h = 0; h < 2; ++h) {
-        __m256i acc[A];
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) {
-          acc[i] = _mm256_set1_epi32(reinterpret_cast<const int32_t*>(act[i].aux)[2 * b + h]);
-        }
-        KVS_UNROLL
-        for (int c = 4 * h; c < 4 * h + 4; ++c) {
-          const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * c));
-          KVS_UNROLL
-          for (int i = 0; i < A; ++i) {
-            const __m256i x = _mm256_set1_epi32(LoadI32(act[i].qs + 32 * b + 4 * c));
-            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
-          }
-        }
-        const __m256 a = _mm256_load_ps(reinterpret_cast<const float*>(p + 256 + 32 * h));
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) {
-          const __m256 scale = _mm256_mul_ps(a, _mm256_set1_ps(act[i].d[ab]));
-          sum[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i]), scale, sum[i]);
-        }
-      }
-    } else {
-      __m256i acc[A];
-      KVS_UNROLL
-      for (int i = 0; i < A; ++i) {
-        acc[i] = M == QMode::kQ4_0 ? _mm256_set1_epi32(reinterpret_cast<const int32_t*>(act[i].aux)[b])
-                                   : _mm256_setzero_si256();
-      }
-      KVS_UNROLL
-      for (int c = 0; c < 8; ++c) {
-        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * c));
-        if constexpr (M == QMode::kQ8_0) {
-          const __m256i aw = _mm256_abs_epi8(w);
-          KVS_UNROLL
-          for (int i = 0; i < A; ++i) {
-            const __m256i x = _mm256_set1_epi32(LoadI32(act[i].qs + 32 * b + 4 * c));
-            const __m256i prod = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w));
-            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(prod, ones));
-          }
-        } else {
-          KVS_UNROLL
-          for (int i = 0; i < A; ++i) {
-            const __m256i x = _mm256_set1_epi32(LoadI32(act[i].qs + 32 * b + 4 * c));
-            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
-          }
-        }
-      }
-      const __m256 a = _mm256_load_ps(reinterpret_cast<const float*>(p + 256));
-      KVS_UNROLL
-      for (int i = 0; i < A; ++i) {
-        const __m256 scale = _mm256_mul_ps(a, _mm256_set1_ps(act[i].d[ab]));
-        sum[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i]), scale, sum[i]);
-      }
-      if constexpr (M == QMode::kQ4_K) {
-        const __m256 bias = _mm256_load_ps(reinterpret_cast<const float*>(p + 288));
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) {
-          const float xs = reinterpret_cast<const float*>(act[i].aux)[b];
-          sum[i] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xs), sum[i]);
-        }
-      }
-    }
+inline __m256i Bcast4(const int8_t* p) { return _mm256_set1_epi32(LoadI32(p)); }
+// Half `h8` (rows 8*h8 .. 8*h8+7) of the chunk at p.
+inline __m256i Load(const uint8_t* p, int h8) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * h8)); }
+// 8 f16 (16 bytes) -> floats.
+inline __m256 Halves8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 ToF(__m256i v) { return _mm256_cvtepi32_ps(v); }
+// Pairwise int16 sums of u8 x s8 products widened to int32 and multiplied by
+// the int16 `scale` pairs.
+inline __m256i Dot4(__m256i w, __m256i x, __m256i scale) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), scale);
+}
+// The int16 pair sums alone. A maddubs sum of two products is at most
+// 2 * c * 127 for codes below c, so int16 holds 8 of them for 4-bit codes
+// (8 * 3810), 4 for 5-bit (4 * 7874) and 2 for 6-bit (2 * 16002): the
+// kernels add that many before widening with one madd.
+inline __m256i Pairs(__m256i w, __m256i x) { return _mm256_maddubs_epi16(w, x); }
+inline __m256i Add16(__m256i a, __m256i b) { return _mm256_add_epi16(a, b); }
+
+// The 8 bytes at p (one per row of the half) as int32 lanes.
+inline __m256i Bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+
+// Codes of sub-block s, chunk c of a Q4_K/Q5_K super-block at p, half h8.
+template <QMode M>
+inline __m256i CodesK4(const uint8_t* p, int s, int c, int h8) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i w = Load(p + kK4CodesOff + (8 * (s / 2) + c) * 64, h8);
+  __m256i q = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(w, 4) : w, m4);
+  if constexpr (M == QMode::kQ5_K) {
+    const __m256i h = Load(p + kK5HighOff + 64 * c, h8);
+    const __m256i b = s <= 4 ? _mm256_slli_epi16(h, 4 - s) : _mm256_srli_epi16(h, s - 4);
+    q = _mm256_or_si256(q, _mm256_and_si256(b, _mm256_set1_epi8(0x10)));
   }
+  return q;
+}
+
+// Codes for Q6_K elements 128h + 32k + 4c .. of the super-block at p, half h8.
+inline __m256i CodesQ6K(const uint8_t* p, int h, int k, int c, int h8) {
+  const uint8_t* x = p + (24 * h + 3 * c) * 64;
+  if (k < 3) return _mm256_and_si256(Load(x + 64 * k, h8), _mm256_set1_epi8(0x3F));
+  const __m256i a = _mm256_and_si256(_mm256_srli_epi16(Load(x, h8), 2), _mm256_set1_epi8(0x30));
+  const __m256i b = _mm256_and_si256(_mm256_srli_epi16(Load(x + 64, h8), 4), _mm256_set1_epi8(0x0C));
+  const __m256i c3 = _mm256_and_si256(_mm256_srli_epi16(Load(x + 128, h8), 6), _mm256_set1_epi8(0x03));
+  return _mm256_or_si256(_mm256_or_si256(a, b), c3);
+}
+
+template <int A>
+inline void Store(const __m256 (&sum)[A], float* y, int64_t ldy, int valid) {
   KVS_UNROLL
   for (int i = 0; i < A; ++i) {
-    if (valid == kLanes) {
+    if (valid >= 8) {
       _mm256_storeu_ps(y + i * ldy, sum[i]);
     } else {
-      alignas(32) float tmp[kLanes];
+      alignas(32) float tmp[8];
       _mm256_store_ps(tmp, sum[i]);
       for (int r = 0; r < valid; ++r) y[i * ldy + r] = tmp[r];
     }
   }
 }
 
+// ---- Q8_0 / Q4_0
+template <QMode M, int A>
+void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+  const uint8_t* dw = panel + nblk * kUnitBytes<M>;
+  const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nblk; ++b) {
+    const uint8_t* p = panel + b * kUnitBytes<M>;
+    __m256i acc[A];
+    if constexpr (M == QMode::kQ8_0) {
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) acc[i] = _mm256_setzero_si256();
+      KVS_UNROLL
+      for (int c = 0; c < 8; ++c) {
+        const __m256i w = _mm256_xor_si256(Load(p + 64 * c, h8), bias);  // the signed codes
+        const __m256i aw = _mm256_abs_epi8(w);
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          acc[i] = _mm256_add_epi32(acc[i], Dot4(aw, _mm256_sign_epi8(Bcast4(act[i].qs + 32 * b + 4 * c), w), ones));
+        }
+      }
+    } else {  // 8 nibble products per row summed in int16, widened once
+      __m256i s16[A];
+      KVS_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        const __m256i w = Load(p + 64 * c, h8);
+        const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const __m256i pr = Add16(Pairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)),
+                                   Pairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)));
+          s16[i] = c == 0 ? pr : Add16(s16[i], pr);
+        }
+      }
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        acc[i] = _mm256_add_epi32(_mm256_set1_epi32(act[i].aux_i()[b]), _mm256_madd_epi16(s16[i], ones));
+      }
+    }
+    const __m256 d = Halves8(dw + 32 * b + 16 * h8);
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) {
+      sum[i] = _mm256_fmadd_ps(ToF(acc[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[b])), sum[i]);
+    }
+  }
+  Store<A>(sum, y, ldy, valid);
+}
+
+// ---- Q4_K / Q5_K: the scale rides in the madd, a super-block sums in int32.
+template <QMode M, int A>
+void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+  __m256 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kUnitBytes<M>;
+    const __m256i dd = Load(p, h8);
+    __m256i isum[A];
+    __m256 msum[A];
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) {
+      isum[i] = _mm256_setzero_si256();
+      msum[i] = _mm256_setzero_ps();
+    }
+    for (int s = 0; s < 8; ++s) {
+      const __m256i sc = Bytes8(p + kK4ScalesOff + 16 * s + 8 * h8), mn = Bytes8(p + kK4MinsOff + 16 * s + 8 * h8);
+      const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));  // (sc, sc) int16 pairs
+      constexpr int kRun = M == QMode::kQ4_K ? 8 : 4;  // chunks summed in int16 (see Pairs)
+      __m256i s16[A];
+      KVS_UNROLL
+      for (int c = 0; c < 8; ++c) {
+        const __m256i q = CodesK4<M>(p, s, c, h8);
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const __m256i pr = Pairs(q, Bcast4(act[i].qs + 256 * sb + 32 * s + 4 * c));
+          s16[i] = c % kRun == 0 ? pr : Add16(s16[i], pr);
+          if (c % kRun == kRun - 1) isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc2));
+        }
+      }
+      const __m256 mnf = ToF(mn);
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) msum[i] = _mm256_fmadd_ps(mnf, _mm256_set1_ps(act[i].aux_f()[8 * sb + s]), msum[i]);
+    }
+    const __m256i lo16 = _mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF));
+    const __m256 d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo16), _mm256_extracti128_si256(lo16, 1)));
+    const __m256i hi16 = _mm256_srli_epi32(dd, 16);
+    const __m256 dmin = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(hi16), _mm256_extracti128_si256(hi16, 1)));
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) {
+      sum[i] = _mm256_fmadd_ps(ToF(isum[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[sb])), sum[i]);
+      sum[i] = _mm256_fnmadd_ps(dmin, msum[i], sum[i]);
+    }
+  }
+  Store<A>(sum, y, ldy, valid);
+}
+
+// ---- Q6_K: int32 per 16-group, then its float scale.
+template <int A>
+void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+  const uint8_t* dw = panel + nsb * kUnitBytes<QMode::kQ6_K>;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kUnitBytes<QMode::kQ6_K>;
+    const __m256 d = Halves8(dw + 32 * sb + 16 * h8);
+    __m256 t[A];
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) t[i] = _mm256_setzero_ps();
+    for (int g = 0; g < 16; ++g) {
+      const int h = g / 8, k = (g / 2) % 4, half = g % 2;  // elements 128h + 32k + 16half ..
+      __m256i acc[A];
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) acc[i] = _mm256_set1_epi32(act[i].aux_i()[16 * sb + g]);
+      KVS_UNROLL
+      for (int cc = 0; cc < 4; cc += 2) {  // two chunks per int16 sum (see Pairs)
+        const __m256i q0 = CodesQ6K(p, h, k, 4 * half + cc, h8), q1 = CodesQ6K(p, h, k, 4 * half + cc + 1, h8);
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const int8_t* x = act[i].qs + 256 * sb + 16 * g + 4 * cc;
+          acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(Add16(Pairs(q0, Bcast4(x)), Pairs(q1, Bcast4(x + 4))), ones));
+        }
+      }
+      const __m128i s8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kQ6KScalesOff + 16 * g + 8 * h8));
+      const __m256 scv = _mm256_mul_ps(d, ToF(_mm256_cvtepi8_epi32(s8)));
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) t[i] = _mm256_fmadd_ps(ToF(acc[i]), scv, t[i]);
+    }
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) sum[i] = _mm256_fmadd_ps(t[i], _mm256_set1_ps(act[i].d[sb]), sum[i]);
+  }
+  Store<A>(sum, y, ldy, valid);
+}
+
+template <QMode M, int A>
+void Micro(const uint8_t* panel, int64_t units, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+  if constexpr (M == QMode::kQ8_0 || M == QMode::kQ4_0) {
+    MicroB32<M, A>(panel, units, h8, act, y, ldy, valid);
+  } else if constexpr (kAffineK<M>) {
+    MicroK4<M, A>(panel, units, h8, act, y, ldy, valid);
+  } else {
+    MicroQ6K<A>(panel, units, h8, act, y, ldy, valid);
+  }
+}
+
 template <QMode M>
 void TileQ(const TileArgs& t) {
+  constexpr DType kT = kDType<M>;
   const ActLayout& l = *t.layout;
-  const int64_t nblk = t.cols / 32;
-  const int act_shift = l.act_block == 32 ? 0 : 3;
-  auto* panel = ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(nblk * kBlockStride<M>));
-  for (int64_t r0 = 0; r0 < t.rows; r0 += kLanes) {
-    const int valid = static_cast<int>(std::min<int64_t>(kLanes, t.rows - r0));
-    const uint8_t* rows[kLanes];
-    const uint8_t* next_rows[kLanes];
-    for (int r = 0; r < kLanes; ++r) {
-      rows[r] = t.w + std::min<int64_t>(r0 + r, t.rows - 1) * t.row_bytes;
-      next_rows[r] = t.w + std::min<int64_t>(r0 + kLanes + r, t.rows - 1) * t.row_bytes;
+  const int64_t pb = PanelBytes(kT, t.cols);
+  const int64_t units = M == QMode::kQ8_0 || M == QMode::kQ4_0 ? t.cols / 32 : t.cols / 256;
+  uint8_t* pack_buf = t.packed ? nullptr : ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(pb));
+  for (int64_t r0 = 0; r0 < t.rows; r0 += kPanelRows) {
+    const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, t.rows - r0));
+    const uint8_t* panel;
+    if (t.packed) {
+      panel = t.w + r0 / kPanelRows * pb;
+    } else {
+      PackPanel(kT, t.w + r0 * t.row_bytes, t.row_bytes, valid, t.cols, pack_buf);
+      panel = pack_buf;
     }
-    const uint8_t* const* next = r0 + kLanes < t.rows ? next_rows : nullptr;
-    if constexpr (M == QMode::kQ8_0) RepackQ8_0(rows, next, nblk, panel);
-    if constexpr (M == QMode::kQ4_0) RepackQ4_0(rows, next, nblk, panel);
-    if constexpr (M == QMode::kQ4_K) RepackQ4_K(rows, next, nblk, panel);
-    if constexpr (M == QMode::kQ6_K) RepackQ6_K(rows, next, nblk, panel);
-    for (int64_t i0 = 0; i0 < t.m; i0 += kMaxA) {
-      const int na = static_cast<int>(std::min<int64_t>(kMaxA, t.m - i0));
-      ActRows act[kMaxA];
-      for (int i = 0; i < na; ++i) {
-        const uint8_t* row = t.acts + (i0 + i) * l.row_stride;
-        act[i] = {reinterpret_cast<const int8_t*>(row + l.qs_off), reinterpret_cast<const float*>(row + l.d_off),
-                  row + l.aux_off};
-      }
-      float* y = t.y + i0 * t.ldy + r0;
-      switch (na) {
-        case 1: Micro<M, 1>(panel, nblk, act, act_shift, y, t.ldy, valid); break;
-        case 2: Micro<M, 2>(panel, nblk, act, act_shift, y, t.ldy, valid); break;
-        case 3: Micro<M, 3>(panel, nblk, act, act_shift, y, t.ldy, valid); break;
-        default: Micro<M, 4>(panel, nblk, act, act_shift, y, t.ldy, valid); break;
+    for (int h8 = 0; h8 < 2 && 8 * h8 < valid; ++h8) {
+      const int hv = std::min(8, valid - 8 * h8);
+      for (int64_t i0 = 0; i0 < t.m; i0 += kMaxA) {
+        const int na = static_cast<int>(std::min<int64_t>(kMaxA, t.m - i0));
+        ActRows act[kMaxA];
+        for (int i = 0; i < na; ++i) {
+          const uint8_t* row = t.acts + (i0 + i) * l.row_stride;
+          act[i] = {reinterpret_cast<const int8_t*>(row + l.qs_off), reinterpret_cast<const float*>(row + l.d_off),
+                    row + l.aux_off};
+        }
+        float* y = t.y + i0 * t.ldy + r0 + 8 * h8;
+        switch (na) {
+          case 1: Micro<M, 1>(panel, units, h8, act, y, t.ldy, hv); break;
+          case 2: Micro<M, 2>(panel, units, h8, act, y, t.ldy, hv); break;
+          case 3: Micro<M, 3>(panel, units, h8, act, y, t.ldy, hv); break;
+          default: Micro<M, 4>(panel, units, h8, act, y, t.ldy, hv); break;
+        }
       }
     }
   }
@@ -329,6 +304,7 @@ void TileQ(const TileArgs& t) {
 void TileQ8_0(const TileArgs& a) { TileQ<QMode::kQ8_0>(a); }
 void TileQ4_0(const TileArgs& a) { TileQ<QMode::kQ4_0>(a); }
 void TileQ4_K(const TileArgs& a) { TileQ<QMode::kQ4_K>(a); }
+void TileQ5_K(const TileArgs& a) { TileQ<QMode::kQ5_K>(a); }
 void TileQ6_K(const TileArgs& a) { TileQ<QMode::kQ6_K>(a); }
 
 }  // namespace kvs::kernels::avx2

@@ -213,16 +213,30 @@ void RmsNorm(const float* x, const float* w, float* out, int64_t n, float eps) {
   for (; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
+namespace {
+__m256 SiluMul8(__m256 g, __m256 u) {
+  const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
+  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+}  // namespace
+
+// The tail goes through the same vector formula, so every element's result
+// is the same whichever slice of an array a call covers (GatedMatMul relies
+// on it).
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
-    const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+    _mm256_storeu_ps(out + i, SiluMul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
   }
-  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  if (i < n) {
+    alignas(32) float g[8] = {}, u[8] = {};
+    for (int64_t j = i; j < n; ++j) {
+      g[j - i] = gate[j];
+      u[j - i] = up[j];
+    }
+    _mm256_store_ps(g, SiluMul8(_mm256_load_ps(g), _mm256_load_ps(u)));
+    for (int64_t j = i; j < n; ++j) out[j] = g[j - i];
+  }
 }
 
 void Add(const float* a, const float* b, float* out, int64_t n) {

@@ -1,206 +1,65 @@
-// AVX-512 VNNI quantized MatMul (Q8_0, Q4_0, Q4_K, Q6_K weights).
+// AVX-512 VNNI quantized MatMul (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K weights) over
+// the 16-row interleaved panels of packed.h: weights packed at load are read
+// in place; unpacked weights are packed one panel at a time into scratch.
 //
-// Same scheme as the AVX2 variant (see avx2_matmul_q.cc) with 16 weight rows
-// per panel: per 32-element block, 8 chunks of [16 rows x 4 codes] (one zmm
-// each, 512 bytes) followed by per-row float vectors. All codes are
-// unsigned (Q8_0 codes are stored +128), so one vpdpbusd multiplies a chunk
-// by 4 broadcast activation codes and accumulates into 16 per-row int32
-// lanes; the offsets (-128 / -8 / -32 / -min) come from the per-group
-// activation sums the activation quantizer precomputed.
+// One vpdpbusd multiplies a 64-byte chunk (16 rows x 4 unsigned codes) by 4
+// broadcast activation codes and accumulates into the 16 rows' int32 lanes,
+// so no horizontal sums are needed. The codes' offsets (Q8_0's +128, Q4_0's
+// 8, Q6_K's 32, the K-quant mins) come from the per-group activation sums
+// the activation quantizer precomputes (ActLayout's aux terms).
+//
+// Two kernel shapes:
+//   decode (m <= kDecodeMaxM): every activation row at once over the panel,
+//     K-quant scales decoded inline per super-block, so the weights are read
+//     exactly once, as one sequential stream per thread;
+//   batch (larger m): K-quant scales expanded once per panel into float
+//     vectors and codes decoded to bytes, then reused from L1/L2 by groups of
+//     kMaxA activation rows (register tiling: 16 rows x kMaxA accumulators).
 #include <algorithm>
 
 #include "kernels/avx512_util.h"
 #include "kernels/isa_decls.h"
+#include "kernels/packed.h"
 #include "kernels/quant_formats.h"
 #include "kernels/scratch.h"
 
 namespace kvs::kernels::avx512 {
 namespace {
 
-constexpr int kLanes = 16;  // weight rows per panel
-constexpr int kMaxA = 8;    // activation rows per microkernel call
+enum class QMode { kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
 
-enum class QMode { kQ8_0, kQ4_0, kQ4_K, kQ6_K };
-
-// Float vectors after the 512 code bytes of each 32-element block:
-//   Q8_0/Q4_0: d      Q4_K: d*sc, -dmin*m      Q6_K: d*sc for both 16-groups
 template <QMode M>
-constexpr int kNumVecs = (M == QMode::kQ4_K || M == QMode::kQ6_K) ? 2 : 1;
+constexpr DType kDType = M == QMode::kQ8_0   ? DType::kQ8_0
+                         : M == QMode::kQ4_0 ? DType::kQ4_0
+                         : M == QMode::kQ4_K ? DType::kQ4_K
+                         : M == QMode::kQ5_K ? DType::kQ5_K
+                                             : DType::kQ6_K;
 template <QMode M>
-constexpr int64_t kBlockStride = 512 + 64 * kNumVecs<M>;
+constexpr bool kAffineK = M == QMode::kQ4_K || M == QMode::kQ5_K;
+// Bytes per 32-element block (Q8_0/Q4_0 codes) or per super-block (K-quants).
+template <QMode M>
+constexpr int64_t kUnitBytes = M == QMode::kQ8_0   ? 512
+                               : M == QMode::kQ4_0 ? 256
+                               : M == QMode::kQ4_K ? kQ4KUnitBytes
+                               : M == QMode::kQ5_K ? kQ5KUnitBytes
+                                                   : kQ6KUnitBytes;
 
-inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+constexpr int kMaxA = 8;        // activation rows per batch microkernel call
+constexpr int kDecodeMaxM = 4;  // up to this many rows: the decode kernels
+#ifndef KVS_PF_DIST
+#define KVS_PF_DIST 4096
+#endif
+constexpr int64_t kPrefetchDistance = KVS_PF_DIST;  // bytes ahead of the decode stream
 
-// Row j in the low half, row j+8 in the high half.
-inline __m512i Pair(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-
-// v[j] = codes of rows j and j+8 of one block -> the panel's 8 chunks.
-inline void StoreCodes(__m512i v[8], uint8_t* dst) {
-  Transpose8x8x2(v);
-  KVS_UNROLL
-  for (int c = 0; c < 8; ++c) _mm512_store_si512(dst + 64 * c, v[c]);
-}
-
-inline float* Vec(uint8_t* block, int i) { return reinterpret_cast<float*>(block + 512 + 64 * i); }
-
-// Byte offsets of the 16 panel rows from rows[0] (a panel spans < 2 GiB).
-inline __m512i RowOffsets(const uint8_t* const rows[kLanes]) {
-  alignas(64) int32_t off[kLanes];
-  for (int r = 0; r < kLanes; ++r) off[r] = static_cast<int32_t>(rows[r] - rows[0]);
-  return _mm512_load_si512(off);
-}
-
-// The 4 bytes at rows[r] + byte_off, for each of the 16 rows.
-inline __m512i Gather(const uint8_t* const rows[kLanes], __m512i offs, int64_t byte_off) {
-  return _mm512_i32gather_epi32(offs, rows[0] + byte_off, 1);
-}
-
-// The low 16 bits of each lane, read as f16.
-inline __m512 HalfLo(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
-
-inline __m512 ToF(__m512i v) { return _mm512_cvtepi32_ps(v); }
-
-// Prefetches `len` bytes at byte offset `off` of each row of the next panel
-// (nullptr: none), one panel ahead of the repacking that will read them, so
-// the interleaved row streams of a decode step keep enough loads in flight.
-inline void PrefetchNext(const uint8_t* const* next, int64_t off, int64_t len) {
-  if (next == nullptr) return;
-  for (int r = 0; r < kLanes; ++r) {
-    for (int64_t o = 0; o < len; o += 64) Prefetch(next[r] + off + o);
-  }
-}
-
-void RepackQ8_0(const uint8_t* const rows[kLanes], const uint8_t* const* next, int64_t nblk,
-                uint8_t* panel) {
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i offs = RowOffsets(rows);
-  for (int64_t b = 0; b < nblk; ++b) {
-    PrefetchNext(next, b * static_cast<int64_t>(sizeof(BlockQ8_0)), 1);
-    uint8_t* dst = panel + b * kBlockStride<QMode::kQ8_0>;
-    __m512i v[8];
-    KVS_UNROLL
-    for (int j = 0; j < 8; ++j) {
-      const auto* lo = reinterpret_cast<const BlockQ8_0*>(rows[j]) + b;
-      const auto* hi = reinterpret_cast<const BlockQ8_0*>(rows[j + 8]) + b;
-      v[j] = _mm512_xor_si512(Pair(Load256(lo->qs), Load256(hi->qs)), bias);
-    }
-    StoreCodes(v, dst);
-    _mm512_store_ps(Vec(dst, 0), HalfLo(Gather(rows, offs, b * static_cast<int64_t>(sizeof(BlockQ8_0)))));
-  }
-}
-
-void RepackQ4_0(const uint8_t* const rows[kLanes], const uint8_t* const* next, int64_t nblk,
-                uint8_t* panel) {
-  const __m512i mask = _mm512_set1_epi8(0x0F);
-  const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
-  const __m512i dup = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3);
-  const __m512i offs = RowOffsets(rows);
-  for (int64_t b = 0; b < nblk; ++b) {
-    PrefetchNext(next, b * static_cast<int64_t>(sizeof(BlockQ4_0)), 1);
-    uint8_t* dst = panel + b * kBlockStride<QMode::kQ4_0>;
-    __m512i v[8];
-    KVS_UNROLL
-    for (int j = 0; j < 8; ++j) {
-      const auto* lo = reinterpret_cast<const BlockQ4_0*>(rows[j]) + b;
-      const auto* hi = reinterpret_cast<const BlockQ4_0*>(rows[j + 8]) + b;
-      // [qs_j | qs_j | qs_j+8 | qs_j+8]: low nibbles of the first copy are
-      // elements 0..15, high nibbles of the second copy elements 16..31.
-      const __m256i q2 = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo->qs))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi->qs)), 1);
-      const __m512i q = _mm512_permutexvar_epi64(dup, _mm512_castsi256_si512(q2));
-      v[j] = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), mask);
-    }
-    StoreCodes(v, dst);
-    _mm512_store_ps(Vec(dst, 0), HalfLo(Gather(rows, offs, b * static_cast<int64_t>(sizeof(BlockQ4_0)))));
-  }
-}
-
-void RepackQ4_K(const uint8_t* const rows[kLanes], const uint8_t* const* next, int64_t nblk,
-                uint8_t* panel) {
-  const __m512i mask = _mm512_set1_epi8(0x0F);
-  const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
-  const __m512i offs = RowOffsets(rows);
-  for (int64_t sb = 0; sb < nblk / 8; ++sb) {
-    PrefetchNext(next, sb * static_cast<int64_t>(sizeof(BlockQ4_K)), sizeof(BlockQ4_K));
-    uint8_t* base = panel + 8 * sb * kBlockStride<QMode::kQ4_K>;
-    // GetScaleMinK4 for all 16 rows at once.
-    const int64_t off = sb * static_cast<int64_t>(sizeof(BlockQ4_K));
-    const __m512i dd = Gather(rows, offs, off);
-    const __m512 d = HalfLo(dd), dmin = HalfLo(_mm512_srli_epi32(dd, 16));
-    const __m512i q0 = Gather(rows, offs, off + 4), q1 = Gather(rows, offs, off + 8);
-    const __m512i q2 = Gather(rows, offs, off + 12);
-    KVS_UNROLL
-    for (int s = 0; s < 8; ++s) {
-      __m512i sc, mn;
-      if (s < 4) {
-        sc = _mm512_and_si512(_mm512_srli_epi32(q0, 8 * s), m6);
-        mn = _mm512_and_si512(_mm512_srli_epi32(q1, 8 * s), m6);
-      } else {
-        const int t = 8 * (s - 4);
-        sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q2, t), m4),
-                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(q0, t + 6), m2), 4));
-        mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q2, t + 4), m4),
-                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(q1, t + 6), m2), 4));
-      }
-      uint8_t* dst = base + s * kBlockStride<QMode::kQ4_K>;
-      _mm512_store_ps(Vec(dst, 0), _mm512_mul_ps(d, ToF(sc)));
-      _mm512_store_ps(Vec(dst, 1), _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, ToF(mn))));
-    }
-    for (int g = 0; g < 4; ++g) {
-      __m512i lo[8], hi[8];
-      KVS_UNROLL
-      for (int j = 0; j < 8; ++j) {
-        const auto* a = reinterpret_cast<const BlockQ4_K*>(rows[j]) + sb;
-        const auto* b = reinterpret_cast<const BlockQ4_K*>(rows[j + 8]) + sb;
-        const __m512i q = Pair(Load256(a->qs + 32 * g), Load256(b->qs + 32 * g));
-        lo[j] = _mm512_and_si512(q, mask);
-        hi[j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
-      }
-      StoreCodes(lo, base + (2 * g) * kBlockStride<QMode::kQ4_K>);
-      StoreCodes(hi, base + (2 * g + 1) * kBlockStride<QMode::kQ4_K>);
-    }
-  }
-}
-
-void RepackQ6_K(const uint8_t* const rows[kLanes], const uint8_t* const* next, int64_t nblk,
-                uint8_t* panel) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
-  const __m512i offs = RowOffsets(rows);
-  for (int64_t sb = 0; sb < nblk / 8; ++sb) {
-    PrefetchNext(next, sb * static_cast<int64_t>(sizeof(BlockQ6_K)), sizeof(BlockQ6_K));
-    uint8_t* base = panel + 8 * sb * kBlockStride<QMode::kQ6_K>;
-    // Scales of all 16 rows at once. d is the block's last two bytes: gather
-    // the dword ending there so no read passes the end of the block.
-    const int64_t off = sb * static_cast<int64_t>(sizeof(BlockQ6_K));
-    const __m512 d = HalfLo(_mm512_srli_epi32(Gather(rows, offs, off + 206), 16));
-    KVS_UNROLL
-    for (int q = 0; q < 4; ++q) {
-      const __m512i s4 = Gather(rows, offs, off + 192 + 4 * q);  // scales 4q .. 4q+3
-      KVS_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        const int s = 4 * q + e;  // 16-group s: block s / 2, vector s % 2
-        const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(s4, 24 - 8 * e), 24);
-        _mm512_store_ps(Vec(base + (s / 2) * kBlockStride<QMode::kQ6_K>, s % 2), _mm512_mul_ps(d, ToF(sc)));
-      }
-    }
-    KVS_UNROLL
-    for (int j = 0; j < 8; ++j) {  // 32-element block j: element 128h + 32k + l
-      const int h = j / 4, k = j % 4;
-      __m512i v[8];
-      KVS_UNROLL
-      for (int i = 0; i < 8; ++i) {
-        const auto* a = reinterpret_cast<const BlockQ6_K*>(rows[i]) + sb;
-        const auto* b = reinterpret_cast<const BlockQ6_K*>(rows[i + 8]) + sb;
-        const int lo_off = 64 * h + 32 * (k & 1);
-        const __m512i ql = Pair(Load256(a->ql + lo_off), Load256(b->ql + lo_off));
-        const __m512i qh = Pair(Load256(a->qh + 32 * h), Load256(b->qh + 32 * h));
-        const __m512i lo = _mm512_and_si512(k & 2 ? _mm512_srli_epi16(ql, 4) : ql, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), m2);
-        v[i] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-      }
-      StoreCodes(v, base + j * kBlockStride<QMode::kQ6_K>);
-    }
+#ifndef KVS_PF_STEP
+#define KVS_PF_STEP 64
+#endif
+// Prefetches the `bytes` (multiple of 64) that follow p by kPrefetchDistance.
+template <int64_t kBytes>
+inline void PrefetchAhead(const uint8_t* p) {
+  if constexpr (kPrefetchDistance > 0) {
+#pragma GCC unroll 64
+    for (int64_t o = 0; o < kBytes; o += KVS_PF_STEP) Prefetch(p + kPrefetchDistance + o);
   }
 }
 
@@ -208,90 +67,414 @@ struct ActRows {
   const int8_t* qs;
   const float* d;
   const uint8_t* aux;
+  const int32_t* aux_i() const { return reinterpret_cast<const int32_t*>(aux); }
+  const float* aux_f() const { return reinterpret_cast<const float*>(aux); }
 };
 
 inline __m512i Bcast4(const int8_t* p) { return _mm512_set1_epi32(LoadI32(p)); }
+inline __m512i Load(const uint8_t* p) { return _mm512_load_si512(p); }
+// 16 f16 (32 bytes, 32-byte aligned) -> floats.
+inline __m512 Halves(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 ToF(__m512i v) { return _mm512_cvtepi32_ps(v); }
 
-// y[i][lanes in `mask`] for A activation rows against one repacked panel.
-template <QMode M, int A>
-void Micro(const uint8_t* panel, int64_t nblk, const ActRows* act, int act_shift, float* y, int64_t ldy,
-           __mmask16 mask) {
-  __m512 sum[A];
-  KVS_UNROLL
-  for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nblk; ++b) {
-    const uint8_t* p = panel + b * kBlockStride<M>;
-    const int64_t ab = b >> act_shift;
-    if constexpr (M == QMode::kQ6_K) {
-      for (int h = 0; h < 2; ++h) {
-        __m512i acc[A];
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) acc[i] = _mm512_set1_epi32(reinterpret_cast<const int32_t*>(act[i].aux)[2 * b + h]);
-        KVS_UNROLL
-        for (int c = 4 * h; c < 4 * h + 4; ++c) {
-          const __m512i w = _mm512_load_si512(p + 64 * c);
-          KVS_UNROLL
-          for (int i = 0; i < A; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], w, Bcast4(act[i].qs + 32 * b + 4 * c));
-        }
-        const __m512 a = _mm512_load_ps(p + 512 + 64 * h);
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) {
-          sum[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(a, _mm512_set1_ps(act[i].d[ab])), sum[i]);
-        }
-      }
-    } else {
-      __m512i acc[A];
-      KVS_UNROLL
-      for (int i = 0; i < A; ++i) {
-        acc[i] = M == QMode::kQ4_K ? _mm512_setzero_si512()
-                                   : _mm512_set1_epi32(reinterpret_cast<const int32_t*>(act[i].aux)[b]);
-      }
-      KVS_UNROLL
-      for (int c = 0; c < 8; ++c) {
-        const __m512i w = _mm512_load_si512(p + 64 * c);
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], w, Bcast4(act[i].qs + 32 * b + 4 * c));
-      }
-      const __m512 a = _mm512_load_ps(p + 512);
-      KVS_UNROLL
-      for (int i = 0; i < A; ++i) {
-        sum[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(a, _mm512_set1_ps(act[i].d[ab])), sum[i]);
-      }
-      if constexpr (M == QMode::kQ4_K) {
-        const __m512 bias = _mm512_load_ps(p + 576);
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) {
-          sum[i] = _mm512_fmadd_ps(bias, _mm512_set1_ps(reinterpret_cast<const float*>(act[i].aux)[b]), sum[i]);
-        }
-      }
-    }
+// Bit s of every byte of h moved to bit 4 (other bits cleared).
+inline __m512i Bit4(__m512i h, int s) {
+  const __m512i b4 = _mm512_set1_epi8(0x10);
+  return _mm512_and_si512(s <= 4 ? _mm512_slli_epi16(h, 4 - s) : _mm512_srli_epi16(h, s - 4), b4);
+}
+
+// (a & b) | c
+inline __m512i AndOr(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xEA); }
+
+// The 16 rows' codes of sub-blocks 2g (*lo) and 2g + 1 (*hi), chunk c
+// (elements 32s + 4c ..) of a Q4_K/Q5_K super-block at p. Q4_K's high
+// nibbles stay in place: *hi is 16 x the code (kHiScale undoes it).
+template <QMode M>
+constexpr float kHiScale = M == QMode::kQ4_K ? 1.0f / 16 : 1.0f;
+template <QMode M>
+inline void CodesK4(const uint8_t* p, int g, int c, __m512i* lo, __m512i* hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i w = Load(p + kK4CodesOff + (8 * g + c) * 64);
+  if constexpr (M == QMode::kQ4_K) {
+    *lo = _mm512_and_si512(w, m4);
+    *hi = _mm512_andnot_si512(m4, w);
+  } else {
+    const __m512i h = Load(p + kK5HighOff + 64 * c);
+    *lo = AndOr(w, m4, Bit4(h, 2 * g));
+    *hi = AndOr(_mm512_srli_epi16(w, 4), m4, Bit4(h, 2 * g + 1));
   }
+}
+
+// Sub-block s's scales or mins of the 16 rows (bytes at p) as floats.
+inline __m512 Bytes16(const uint8_t* p) {
+  return ToF(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m512 SignedBytes16(const uint8_t* p) {
+  return ToF(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// Q6_K codes of elements 128h + 32k + 4c .. for k = 0..3 of the super-block
+// at p; q[3] is 4 x the code (scale the group by 1/4).
+inline void CodesQ6K(const uint8_t* p, int h, int c, __m512i q[4]) {
+  const __m512i m6 = _mm512_set1_epi8(0x3F);
+  const __m512i x0 = Load(p + (24 * h + 3 * c) * 64), x1 = Load(p + (24 * h + 3 * c + 1) * 64),
+                x2 = Load(p + (24 * h + 3 * c + 2) * 64);
+  q[0] = _mm512_and_si512(x0, m6);
+  q[1] = _mm512_and_si512(x1, m6);
+  q[2] = _mm512_and_si512(x2, m6);
+  const __m512i t = _mm512_andnot_si512(m6, x0);
+  q[3] = AndOr(_mm512_srli_epi16(x2, 4), _mm512_set1_epi8(0x0C), AndOr(_mm512_srli_epi16(x1, 2), _mm512_set1_epi8(0x30), t));
+}
+
+template <int A>
+inline void Store(const __m512 (&sum)[A], float* y, int64_t ldy, __mmask16 mask) {
   KVS_UNROLL
   for (int i = 0; i < A; ++i) _mm512_mask_storeu_ps(y + i * ldy, mask, sum[i]);
 }
 
+// vpdpbusd accumulates in place (latency ~5 cycles), so one accumulator per
+// block would make each block a serial chain; with few activation rows the
+// chunks are spread over kSplit<A> accumulators and summed at the end.
+template <int A>
+constexpr int kSplit = A == 1 ? 4 : (A == 2 ? 2 : 1);
+
+template <int A, int S>
+inline void ZeroAcc(__m512i (&acc)[A][S]) {
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) {
+    KVS_UNROLL
+    for (int j = 0; j < S; ++j) acc[i][j] = _mm512_setzero_si512();
+  }
+}
+
+template <int S>
+inline __m512i SumAcc(const __m512i (&acc)[S]) {
+  if constexpr (S == 1) return acc[0];
+  else if constexpr (S == 2) return _mm512_add_epi32(acc[0], acc[1]);
+  else return _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
+}
+
+// ---- Q8_0 / Q4_0: one kernel for every m (the block scale is one f16 per row).
+template <QMode M, int A>
+void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
+  constexpr int S = kSplit<A>;
+  const uint8_t* dw = panel + nblk * kUnitBytes<M>;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nblk; ++b) {
+    const uint8_t* p = panel + b * kUnitBytes<M>;
+    if (A <= kDecodeMaxM) PrefetchAhead<kUnitBytes<M>>(p);
+    __m512i acc[A][S];
+    ZeroAcc(acc);
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) acc[i][0] = _mm512_set1_epi32(act[i].aux_i()[b]);
+    if constexpr (M == QMode::kQ8_0) {
+      KVS_UNROLL
+      for (int c = 0; c < 8; ++c) {
+        const __m512i w = Load(p + 64 * c);
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          acc[i][c % S] = _mm512_dpbusd_epi32(acc[i][c % S], w, Bcast4(act[i].qs + 32 * b + 4 * c));
+        }
+      }
+    } else {
+      KVS_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        const __m512i w = Load(p + 64 * c);
+        const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          acc[i][(2 * c) % S] = _mm512_dpbusd_epi32(acc[i][(2 * c) % S], lo, Bcast4(act[i].qs + 32 * b + 4 * c));
+          acc[i][(2 * c + 1) % S] =
+              _mm512_dpbusd_epi32(acc[i][(2 * c + 1) % S], hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c));
+        }
+      }
+    }
+    const __m512 d = Halves(dw + 32 * b);
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) {
+      sum[i] = _mm512_fmadd_ps(ToF(SumAcc(acc[i])), _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[b])), sum[i]);
+    }
+  }
+  Store<A>(sum, y, ldy, mask);
+}
+
+// ---- Q4_K / Q5_K decode: scales read per super-block; sub-blocks 2g and
+// 2g + 1 come from one load of a code chunk and run side by side.
+template <QMode M, int A>
+void DecodeK4(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
+  constexpr int S = (kSplit<A> + 1) / 2;  // accumulators per sub-block
+  const __m512 hi_scale = _mm512_set1_ps(kHiScale<M>);
+  __m512 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kUnitBytes<M>;
+    PrefetchAhead<kUnitBytes<M>>(p);
+    __m512 t[A], msum[A];
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) t[i] = msum[i] = _mm512_setzero_ps();
+    KVS_UNROLL
+    for (int g = 0; g < 4; ++g) {
+      __m512i lo_acc[A][S], hi_acc[A][S];
+      ZeroAcc(lo_acc);
+      ZeroAcc(hi_acc);
+      KVS_UNROLL
+      for (int c = 0; c < 8; ++c) {
+        __m512i lo, hi;
+        CodesK4<M>(p, g, c, &lo, &hi);
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const int8_t* x = act[i].qs + 256 * sb + 64 * g + 4 * c;
+          lo_acc[i][c % S] = _mm512_dpbusd_epi32(lo_acc[i][c % S], lo, Bcast4(x));
+          hi_acc[i][c % S] = _mm512_dpbusd_epi32(hi_acc[i][c % S], hi, Bcast4(x + 32));
+        }
+      }
+      const __m512 sc_lo = Bytes16(p + kK4ScalesOff + 32 * g);
+      const __m512 sc_hi = _mm512_mul_ps(Bytes16(p + kK4ScalesOff + 32 * g + 16), hi_scale);
+      const __m512 mn_lo = Bytes16(p + kK4MinsOff + 32 * g), mn_hi = Bytes16(p + kK4MinsOff + 32 * g + 16);
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        t[i] = _mm512_fmadd_ps(ToF(SumAcc(lo_acc[i])), sc_lo, t[i]);
+        t[i] = _mm512_fmadd_ps(ToF(SumAcc(hi_acc[i])), sc_hi, t[i]);
+        msum[i] = _mm512_fmadd_ps(mn_lo, _mm512_set1_ps(act[i].aux_f()[8 * sb + 2 * g]), msum[i]);
+        msum[i] = _mm512_fmadd_ps(mn_hi, _mm512_set1_ps(act[i].aux_f()[8 * sb + 2 * g + 1]), msum[i]);
+      }
+    }
+    const __m512i dd = Load(p);
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) {
+      sum[i] = _mm512_fmadd_ps(t[i], _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[sb])), sum[i]);
+      sum[i] = _mm512_fnmadd_ps(dmin, msum[i], sum[i]);
+    }
+  }
+  Store<A>(sum, y, ldy, mask);
+}
+
+// ---- Q6_K decode: per half of a 32-element run (4 chunks), the four
+// 16-groups k = 0..3 run side by side.
+template <int A>
+void DecodeQ6K(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
+  const uint8_t* dw = panel + nsb * kUnitBytes<QMode::kQ6_K>;
+  __m512 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kUnitBytes<QMode::kQ6_K>;
+    PrefetchAhead<kUnitBytes<QMode::kQ6_K>>(p);
+    __m512 t[A];
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) t[i] = _mm512_setzero_ps();
+    KVS_UNROLL
+    for (int hh = 0; hh < 4; ++hh) {  // h = hh / 2, half = hh % 2: chunks c = 4 half .. 4 half + 3
+      const int h = hh / 2, half = hh % 2;
+      __m512i acc[4][A];
+      KVS_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        const int g = 8 * h + 2 * k + half;
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const __m512i aux = _mm512_set1_epi32(act[i].aux_i()[16 * sb + g]);
+          acc[k][i] = k == 3 ? _mm512_slli_epi32(aux, 2) : aux;
+        }
+      }
+      KVS_UNROLL
+      for (int cc = 0; cc < 4; ++cc) {
+        const int c = 4 * half + cc;
+        __m512i q[4];
+        CodesQ6K(p, h, c, q);
+        KVS_UNROLL
+        for (int k = 0; k < 4; ++k) {
+          KVS_UNROLL
+          for (int i = 0; i < A; ++i) acc[k][i] = _mm512_dpbusd_epi32(acc[k][i], q[k], Bcast4(act[i].qs + 256 * sb + 128 * h + 32 * k + 4 * c));
+        }
+      }
+      KVS_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        __m512 scv = SignedBytes16(p + kQ6KScalesOff + 16 * (8 * h + 2 * k + half));
+        if (k == 3) scv = _mm512_mul_ps(scv, _mm512_set1_ps(0.25f));
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) t[i] = _mm512_fmadd_ps(ToF(acc[k][i]), scv, t[i]);
+      }
+    }
+    const __m512 d = Halves(dw + 32 * sb);
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) sum[i] = _mm512_fmadd_ps(t[i], _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[sb])), sum[i]);
+  }
+  Store<A>(sum, y, ldy, mask);
+}
+
+// ---- K-quant batch kernels: scales expanded once per panel, then reused by
+// every group of kMaxA activation rows; the codes, which take one to several
+// operations each to unpack, are also decoded once per panel to bytes
+// (DecodeCodes), so the microkernel is loads and vpdpbusd (+20 % for Q4_K,
+// +60 % for Q5_K and Q6_K on a 125M model's prefill).
+// Q4_K/Q5_K: per sub-block (sb*8 + s), 32 floats: d*sc (16), -dmin*m (16).
+// Q6_K: per 16-group (sb*16 + g), 16 floats d*sc.
+
+// Codes of 32-element block j (element 32j + 4c + i of panel row r) at
+// codes[(j * 8 + c) * 64 + 4r + i], values as stored (Q6_K: 0..63).
+template <QMode M>
+void DecodeCodes(const uint8_t* panel, int64_t nsb, uint8_t* codes) {
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kUnitBytes<M>;
+    uint8_t* o = codes + sb * 8 * 512;
+    KVS_UNROLL
+    for (int c = 0; c < 8; ++c) {
+      if constexpr (M == QMode::kQ6_K) {
+        KVS_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          __m512i q[4];
+          CodesQ6K(p, h, c, q);
+          q[3] = _mm512_and_si512(_mm512_srli_epi16(q[3], 2), _mm512_set1_epi8(0x3F));
+          KVS_UNROLL
+          for (int k = 0; k < 4; ++k) _mm512_store_si512(o + ((4 * h + k) * 8 + c) * 64, q[k]);
+        }
+      } else {
+        KVS_UNROLL
+        for (int g = 0; g < 4; ++g) {
+          __m512i lo, hi;
+          CodesK4<M>(p, g, c, &lo, &hi);
+          if constexpr (M == QMode::kQ4_K) hi = _mm512_srli_epi16(hi, 4);  // the code, not 16 x
+          _mm512_store_si512(o + (2 * g * 8 + c) * 64, lo);
+          _mm512_store_si512(o + ((2 * g + 1) * 8 + c) * 64, hi);
+        }
+      }
+    }
+  }
+}
+template <QMode M>
+constexpr int64_t kExpandFloats = kAffineK<M> ? 8 * 32 : 16 * 16;  // per super-block
+
+template <QMode M>
+void ExpandScales(const uint8_t* panel, int64_t nsb, float* out) {
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kUnitBytes<M>;
+    float* o = out + sb * kExpandFloats<M>;
+    if constexpr (kAffineK<M>) {
+      const __m512i dd = Load(p);
+      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+      const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+      KVS_UNROLL
+      for (int s = 0; s < 8; ++s) {
+        _mm512_store_ps(o + 32 * s, _mm512_mul_ps(d, Bytes16(p + kK4ScalesOff + 16 * s)));
+        _mm512_store_ps(o + 32 * s + 16, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, Bytes16(p + kK4MinsOff + 16 * s))));
+      }
+    } else {
+      const __m512 d = Halves(panel + nsb * kUnitBytes<M> + 32 * sb);
+      KVS_UNROLL
+      for (int g = 0; g < 16; ++g) _mm512_store_ps(o + 16 * g, _mm512_mul_ps(d, SignedBytes16(p + kQ6KScalesOff + 16 * g)));
+    }
+  }
+}
+
+// `codes`: DecodeCodes' output for the panel.
+template <QMode M, int A>
+void BatchK(const uint8_t* codes, int64_t nsb, const float* scales, const ActRows* act,
+            float* y, int64_t ldy, __mmask16 mask) {
+  __m512 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* cb = codes + sb * 8 * 512;
+    const float* e = scales + sb * kExpandFloats<M>;
+    __m512 t[A];  // this super-block's sum before the activation scale
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) t[i] = _mm512_setzero_ps();
+    for (int j = 0; j < 8; ++j) {  // 32-element block
+      const int8_t* x[A];
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) x[i] = act[i].qs + 256 * sb + 32 * j;
+      if constexpr (kAffineK<M>) {
+        __m512i acc[A];
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) acc[i] = _mm512_setzero_si512();
+        KVS_UNROLL
+        for (int c = 0; c < 8; ++c) {
+          const __m512i q = Load(cb + (8 * j + c) * 64);
+          KVS_UNROLL
+          for (int i = 0; i < A; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], q, Bcast4(x[i] + 4 * c));
+        }
+        const __m512 scv = _mm512_load_ps(e + 32 * j), mnv = _mm512_load_ps(e + 32 * j + 16);
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          t[i] = _mm512_fmadd_ps(ToF(acc[i]), scv, t[i]);
+          sum[i] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(act[i].aux_f()[8 * sb + j]), sum[i]);
+        }
+      } else {  // Q6_K: two 16-groups per block
+        KVS_UNROLL
+        for (int half = 0; half < 2; ++half) {
+          const int g = 2 * j + half;
+          __m512i acc[A];
+          KVS_UNROLL
+          for (int i = 0; i < A; ++i) acc[i] = _mm512_set1_epi32(act[i].aux_i()[16 * sb + g]);
+          KVS_UNROLL
+          for (int cc = 0; cc < 4; ++cc) {
+            const __m512i q = Load(cb + (8 * j + 4 * half + cc) * 64);
+            KVS_UNROLL
+            for (int i = 0; i < A; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], q, Bcast4(x[i] + 16 * half + 4 * cc));
+          }
+          const __m512 scv = _mm512_load_ps(e + 16 * g);
+          KVS_UNROLL
+          for (int i = 0; i < A; ++i) t[i] = _mm512_fmadd_ps(ToF(acc[i]), scv, t[i]);
+        }
+      }
+    }
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) sum[i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(act[i].d[sb]), sum[i]);
+  }
+  Store<A>(sum, y, ldy, mask);
+}
+
+// Runs kernel K<A> with A = n (1..kMax).
+#define KVS_DISPATCH_A(n, CALL) \
+  switch (n) {                  \
+    case 1: CALL(1); break;     \
+    case 2: CALL(2); break;     \
+    case 3: CALL(3); break;     \
+    case 4: CALL(4); break;     \
+    case 5: CALL(5); break;     \
+    case 6: CALL(6); break;     \
+    case 7: CALL(7); break;     \
+    default: CALL(8); break;    \
+  }
+
 template <QMode M>
 void TileQ(const TileArgs& t) {
+  constexpr DType kT = kDType<M>;
   const ActLayout& l = *t.layout;
-  const int64_t nblk = t.cols / 32;
-  const int act_shift = l.act_block == 32 ? 0 : 3;
-  auto* panel = ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(nblk * kBlockStride<M>));
-  for (int64_t r0 = 0; r0 < t.rows; r0 += kLanes) {
-    const int64_t valid = std::min<int64_t>(kLanes, t.rows - r0);
+  const int64_t pb = PanelBytes(kT, t.cols);
+  const int64_t units = M == QMode::kQ8_0 || M == QMode::kQ4_0 ? t.cols / 32 : t.cols / 256;
+  uint8_t* pack_buf = t.packed ? nullptr : ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(pb));
+  constexpr bool kK = M != QMode::kQ8_0 && M != QMode::kQ4_0;
+  float* expanded = nullptr;
+  uint8_t* codes = nullptr;
+  if (kK && t.m > kDecodeMaxM) {
+    expanded = reinterpret_cast<float*>(
+        ThreadScratch(ScratchSlot::kAux, static_cast<size_t>(units * kExpandFloats<M>) * sizeof(float)));
+    codes = ThreadScratch(ScratchSlot::kCodes, static_cast<size_t>(units * 8 * 512));
+  }
+  for (int64_t r0 = 0; r0 < t.rows; r0 += kPanelRows) {
+    const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, t.rows - r0));
     const __mmask16 mask = TailMask(valid);
-    const uint8_t* rows[kLanes];
-    const uint8_t* next_rows[kLanes];
-    for (int r = 0; r < kLanes; ++r) {
-      rows[r] = t.w + std::min<int64_t>(r0 + r, t.rows - 1) * t.row_bytes;
-      next_rows[r] = t.w + std::min<int64_t>(r0 + kLanes + r, t.rows - 1) * t.row_bytes;
+    const uint8_t* panel;
+    if (t.packed) {
+      panel = t.w + r0 / kPanelRows * pb;
+    } else {
+      PackPanel(kT, t.w + r0 * t.row_bytes, t.row_bytes, valid, t.cols, pack_buf);
+      panel = pack_buf;
     }
-    const uint8_t* const* next = r0 + kLanes < t.rows ? next_rows : nullptr;
-    if constexpr (M == QMode::kQ8_0) RepackQ8_0(rows, next, nblk, panel);
-    if constexpr (M == QMode::kQ4_0) RepackQ4_0(rows, next, nblk, panel);
-    if constexpr (M == QMode::kQ4_K) RepackQ4_K(rows, next, nblk, panel);
-    if constexpr (M == QMode::kQ6_K) RepackQ6_K(rows, next, nblk, panel);
-    for (int64_t i0 = 0; i0 < t.m; i0 += kMaxA) {
-      const int na = static_cast<int>(std::min<int64_t>(kMaxA, t.m - i0));
+    if (expanded != nullptr) ExpandScales<M>(panel, units, expanded);
+    if (codes != nullptr) DecodeCodes<M>(panel, units, codes);
+    const int64_t group = t.m <= kDecodeMaxM ? kDecodeMaxM : kMaxA;
+    for (int64_t i0 = 0; i0 < t.m; i0 += group) {
+      const int na = static_cast<int>(std::min<int64_t>(group, t.m - i0));
       ActRows act[kMaxA];
       for (int i = 0; i < na; ++i) {
         const uint8_t* row = t.acts + (i0 + i) * l.row_stride;
@@ -299,25 +482,38 @@ void TileQ(const TileArgs& t) {
                   row + l.aux_off};
       }
       float* y = t.y + i0 * t.ldy + r0;
-      switch (na) {
-        case 1: Micro<M, 1>(panel, nblk, act, act_shift, y, t.ldy, mask); break;
-        case 2: Micro<M, 2>(panel, nblk, act, act_shift, y, t.ldy, mask); break;
-        case 3: Micro<M, 3>(panel, nblk, act, act_shift, y, t.ldy, mask); break;
-        case 4: Micro<M, 4>(panel, nblk, act, act_shift, y, t.ldy, mask); break;
-        case 5: Micro<M, 5>(panel, nblk, act, act_shift, y, t.ldy, mask); break;
-        case 6: Micro<M, 6>(panel, nblk, act, act_shift, y, t.ldy, mask); break;
-        case 7: Micro<M, 7>(panel, nblk, act, act_shift, y, t.ldy, mask); break;
-        default: Micro<M, 8>(panel, nblk, act, act_shift, y, t.ldy, mask); break;
+      if constexpr (!kK) {
+#define KVS_CALL(A) MicroB32<M, A>(panel, units, act, y, t.ldy, mask)
+        KVS_DISPATCH_A(na, KVS_CALL)
+#undef KVS_CALL
+      } else if (expanded == nullptr) {
+        switch (na) {
+#define KVS_CALL(A)                                                             \
+  if constexpr (kAffineK<M>) DecodeK4<M, A>(panel, units, act, y, t.ldy, mask); \
+  else DecodeQ6K<A>(panel, units, act, y, t.ldy, mask)
+          case 1: KVS_CALL(1); break;
+          case 2: KVS_CALL(2); break;
+          case 3: KVS_CALL(3); break;
+          default: KVS_CALL(4); break;
+#undef KVS_CALL
+        }
+      } else {
+#define KVS_CALL(A) BatchK<M, A>(codes, units, expanded, act, y, t.ldy, mask)
+        KVS_DISPATCH_A(na, KVS_CALL)
+#undef KVS_CALL
       }
     }
   }
 }
+
+#undef KVS_DISPATCH_A
 
 }  // namespace
 
 void TileQ8_0(const TileArgs& a) { TileQ<QMode::kQ8_0>(a); }
 void TileQ4_0(const TileArgs& a) { TileQ<QMode::kQ4_0>(a); }
 void TileQ4_K(const TileArgs& a) { TileQ<QMode::kQ4_K>(a); }
+void TileQ5_K(const TileArgs& a) { TileQ<QMode::kQ5_K>(a); }
 void TileQ6_K(const TileArgs& a) { TileQ<QMode::kQ6_K>(a); }
 
 }  // namespace kvs::kernels::avx512

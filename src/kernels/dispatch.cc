@@ -20,6 +20,7 @@ int64_t RoundUp64(int64_t n) { return (n + 63) / 64 * 64; }
     (t).tile[static_cast<int>(WType::kQ8_0)] = ns::TileQ8_0; \
     (t).tile[static_cast<int>(WType::kQ4_0)] = ns::TileQ4_0; \
     (t).tile[static_cast<int>(WType::kQ4_K)] = ns::TileQ4_K; \
+    (t).tile[static_cast<int>(WType::kQ5_K)] = ns::TileQ5_K; \
     (t).tile[static_cast<int>(WType::kQ6_K)] = ns::TileQ6_K; \
     (t).quantize_acts = ns::QuantizeActs;               \
     (t).rms_norm = ns::RmsNorm;                         \
@@ -44,6 +45,7 @@ KernelTable MakeAvx2Table() {
   KernelTable t;
   t.isa = Isa::kAvx2;
   t.row_granule = 16;
+  t.reads_packed = true;
   KVS_FILL_TABLE(avx2, t);
   return t;
 }
@@ -52,6 +54,7 @@ KernelTable MakeAvx512Table() {
   KernelTable t;
   t.isa = Isa::kAvx512;
   t.row_granule = 32;
+  t.reads_packed = true;
   KVS_FILL_TABLE(avx512, t);
   return t;
 }
@@ -87,6 +90,7 @@ bool ToWType(DType t, WType* out) {
     case DType::kQ8_0: *out = WType::kQ8_0; return true;
     case DType::kQ4_0: *out = WType::kQ4_0; return true;
     case DType::kQ4_K: *out = WType::kQ4_K; return true;
+    case DType::kQ5_K: *out = WType::kQ5_K; return true;
     case DType::kQ6_K: *out = WType::kQ6_K; return true;
     default: return false;
   }
@@ -99,7 +103,8 @@ ActLayout MakeActLayout(WType w, int64_t cols) {
   switch (w) {
     case WType::kQ8_0:
     case WType::kQ4_0: l.act_block = 32; l.aux_group = 32; break;
-    case WType::kQ4_K: l.act_block = 256; l.aux_group = 32; break;
+    case WType::kQ4_K:
+    case WType::kQ5_K: l.act_block = 256; l.aux_group = 32; break;
     case WType::kQ6_K: l.act_block = 256; l.aux_group = 16; break;
     default: KVS_CHECK_MSG(false, "MakeActLayout: not a quantized weight type");
   }

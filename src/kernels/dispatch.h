@@ -21,22 +21,22 @@ inline constexpr int kNumIsas = 3;
 const char* IsaName(Isa isa);
 
 // Weight types MatMul supports, as a dense index into per-type tables.
-enum class WType { kF32 = 0, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ6_K };
-inline constexpr int kNumWTypes = 7;
+enum class WType { kF32 = 0, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
+inline constexpr int kNumWTypes = 8;
 // False for types MatMul does not support.
 bool ToWType(DType t, WType* out);
 
 // Activation rows quantized for the integer dot product of one weight type.
 // Every row occupies `row_stride` bytes (a multiple of 64) of one buffer:
 //   [qs_off]  int8  qs[cols]           Q8_0 values (Q8_0/Q4_0 weights) or
-//                                      Q8_K values (Q4_K/Q6_K weights)
+//                                      Q8_K values (K-quant weights)
 //   [d_off]   float d[cols/act_block]  block scale; for Q8_0 the f16-rounded
 //                                      scale, as the Q8_0 block stores it
 //   [aux_off] per-group correction terms the kernels fold in:
 //      Q8_0 weights: int32 [cols/32]  -128 * sum(qs of the block)
 //      Q4_0 weights: int32 [cols/32]  -8 * sum(qs of the block)
 //      Q6_K weights: int32 [cols/16]  -32 * sum(qs of the 16-group)
-//      Q4_K weights: float [cols/32]  d * sum(qs of the 32-group)
+//      Q4_K, Q5_K:   float [cols/32]  d * sum(qs of the 32-group)
 // All variants produce identical bytes for identical input.
 struct ActLayout {
   WType wtype = WType::kQ8_0;
@@ -55,7 +55,11 @@ ActLayout MakeActLayout(WType w, int64_t cols);
 // against all m activation rows.
 //   y[i * ldy + r] = dot(W row r, activation row i)
 struct TileArgs {
-  const uint8_t* w = nullptr;  // [rows, row_bytes] first weight row of the tile
+  // [rows, row_bytes] first weight row of the tile, or with `packed` the
+  // first of its panels (kernels/packed.h; the tile then starts at a
+  // multiple of 16 rows).
+  const uint8_t* w = nullptr;
+  bool packed = false;
   int64_t row_bytes = 0;
   int64_t rows = 0;
   int64_t cols = 0;
@@ -71,8 +75,11 @@ using TileFn = void (*)(const TileArgs& args);
 
 struct KernelTable {
   Isa isa = Isa::kScalar;
-  // Rows a tile's row count should be a multiple of, except for the last.
+  // Rows a tile's row count should be a multiple of, except for the last
+  // (a multiple of kPanelRows when the variant reads packed panels).
   int row_granule = 1;
+  // The quantized tiles accept packed panels (MatView::packed).
+  bool reads_packed = false;
   TileFn tile[kNumWTypes] = {};
   // x [m, ldx] -> buf [m, layout.row_stride]
   void (*quantize_acts)(const ActLayout& layout, const float* x, int64_t ldx, int64_t m,
@@ -89,7 +96,8 @@ struct KernelTable {
   void (*dequantize_row)(DType t, const void* x, float* y, int64_t n) = nullptr;
 };
 
-// nullptr when this CPU (or KVSERVE_FORCE_SCALAR=1) rules the variant out.
+// nullptr when this CPU (or KVSERVE_ISA / KVSERVE_FORCE_SCALAR) rules the
+// variant out.
 const KernelTable* GetKernelTable(Isa isa);
 // The best supported variant, chosen once.
 const KernelTable& ActiveKernels();
@@ -99,5 +107,7 @@ void MatMulWith(const KernelTable& k, const MatView& w, const float* x, int64_t 
                 ThreadPool& pool);
 void MatMulManyWith(const KernelTable& k, const MatView* ws, float* const* ys, int n, const float* x,
                     int64_t m, ThreadPool& pool);
+void GatedMatMulWith(const KernelTable& k, const MatView& gate, const MatView& up, const float* x, int64_t m,
+                     float* y, float* up_out, ThreadPool& pool);
 
 }  // namespace kvs::kernels

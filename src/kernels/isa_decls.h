@@ -17,6 +17,7 @@
   void TileQ8_0(const TileArgs& a);                                                       \
   void TileQ4_0(const TileArgs& a);                                                       \
   void TileQ4_K(const TileArgs& a);                                                       \
+  void TileQ5_K(const TileArgs& a);                                                       \
   void TileQ6_K(const TileArgs& a);                                                       \
   void QuantizeActs(const ActLayout& layout, const float* x, int64_t ldx, int64_t m,      \
                     uint8_t* buf);                                                        \

@@ -1,7 +1,7 @@
 // Portable kernel API. Every function has a scalar reference implementation
 // and, where it matters, AVX2/FMA (and AVX-512) variants; the variant is
-// chosen once at start-up from GetCpuFeatures() (KVSERVE_FORCE_SCALAR=1
-// forces scalar). Callers never see which one runs.
+// chosen once at start-up from GetCpuFeatures() (KVSERVE_ISA=scalar|avx2|
+// avx512 caps it). Callers never see which one runs.
 // Thread-safety: all functions are reentrant; MatMul uses the given pool.
 #pragma once
 
@@ -23,21 +23,34 @@ namespace kvs::kernels {
 // conversions are undefined for NaN).
 void QuantizeRow(DType t, const float* x, void* y, int64_t n);
 void DequantizeRow(DType t, const void* x, float* y, int64_t n);
-bool CanQuantize(DType t);  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K
+bool CanQuantize(DType t);  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
 
 // A weight matrix W [rows, cols] stored row-major, each row in `type`
 // (row_bytes = RowBytes(type, cols)). Data is not owned (usually the mmap).
+// `packed`, when set, is the same matrix as PackWeights wrote it (also not
+// owned); the vector kernels then read it instead of `data`, which must
+// stay valid too (the scalar kernels and embedding lookups read rows).
 struct MatView {
   DType type = DType::kF32;
   const void* data = nullptr;
   int64_t rows = 0;  // output features
   int64_t cols = 0;  // input features
+  const void* packed = nullptr;
 };
+
+// Bytes of the packed (interleaved, kernels/packed.h) copy of a matrix of
+// this type and shape, or 0 when the active kernels have no use for one
+// (F32, F16, BF16; cols not whole blocks; the scalar variant). About the
+// size of the original rows.
+int64_t PackedBytes(DType t, int64_t rows, int64_t cols);
+// Writes w's packed copy to out (PackedBytes bytes, 64-byte aligned), split
+// over the pool. Decode reads weights at memory speed only when packed.
+void PackWeights(const MatView& w, void* out, ThreadPool& pool);
 
 // y[m, w.rows] = x[m, w.cols] · W^T. x and y are dense row-major f32 and
 // must not overlap. Activations are converted internally to what the weight
 // type's dot product needs (e.g. Q8_0/Q8_K blocks), as llama.cpp does.
-// Weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K. Results are the
+// Weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Results are the
 // same whatever the pool size; one call at a time per pool.
 void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 
@@ -47,6 +60,14 @@ void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& p
 // fork-join of the pool and one activation quantization per weight type,
 // which matters for decode (small m). 1 <= n <= 8.
 void MatMulMany(const MatView* ws, float* const* ys, int n, const float* x, int64_t m, ThreadPool& pool);
+
+// A gated FFN's first half: y[m, F] = silu(x · gate^T) * (x · up^T), with
+// gate and up [F, cols]. up_out [m, F] receives x · up^T (scratch). Each
+// thread computes the same rows of gate and up and applies the SiLU product
+// to them while they are in its cache (one fork-join, no extra pass).
+// Same y as MatMulMany into (y, up_out) followed by SiluMul(y, up_out, y).
+void GatedMatMul(const MatView& gate, const MatView& up, const float* x, int64_t m, float* y, float* up_out,
+                 ThreadPool& pool);
 
 // ---- Elementwise and row ops on f32 (x and out may alias unless noted).
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]

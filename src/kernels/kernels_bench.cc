@@ -1,19 +1,30 @@
-// MatMul benchmarks for the shapes of a 125M Llama (hidden 768, 12 layers,
-// 12 heads / 4 KV heads -> k,v out 256, FFN 2048, vocab 32000), 2 threads.
+// Kernel benchmarks (Google Benchmark), 2 threads unless KVSERVE_BENCH_THREADS
+// says otherwise:
 //
-//   MatMul/<isa>/<type>/<shape>/m:<m>   one projection; reports GFLOP/s and
-//                                       GB/s of weight bytes streamed
-//   Model/<isa>/<type>/m:<m>            every projection of all 12 layers
-//                                       (+ the output layer for one token),
-//                                       distinct weight copies per layer so
-//                                       decode streams from memory like the
-//                                       real model; reports tokens/s of the
-//                                       matmul work alone
-//   ModelFused/<isa>/<type>/m:<m>       the same with q/k/v and gate/up
-//                                       issued through MatMulMany
+//   Stream/read, Stream/triad           the machine's memory bandwidth, STREAM
+//                                       style: a 1 GiB array summed (read) and
+//                                       a = b + s*c over 3 x 256 MiB, split
+//                                       over the pool; reports GB/s. Decode
+//                                       reads weights, so `read` is its bound.
+//   MatMul/<isa>/<type>/<shape>/m:<m>   one projection of the S model; GFLOP/s
+//                                       and GB/s of weight bytes streamed
+//   Model/<S|M>/<isa>/<type>/m:<m>      every projection of every layer (+ the
+//                                       output layer for one token) with q/k/v
+//                                       through MatMulMany and gate/up through
+//                                       GatedMatMul, as the model issues them; distinct weight
+//                                       copies per layer so decode streams the
+//                                       model from DRAM; weights packed at
+//                                       "load" like the model does. Reports
+//                                       tok/s of the matmul work alone and
+//                                       GB/s of weights.
 //
-// Run e.g.: build/kernels/src/kernels/kernels_bench --benchmark_filter='avx512/Q8_0'
+// Shapes: S = 125M Llama (hidden 768, 12 layers, 12/4 heads, FFN 2048, vocab
+// 32000), M = 1.1B (TinyLlama: hidden 2048, 22 layers, 32/4 heads, FFN 5632).
+// Run e.g.: kernels_bench --benchmark_filter='Model/M/avx512/Q4_K/m:1'
+// KVSERVE_BENCH_CPU_TIME=1 rates by the benchmark thread's CPU time (use with
+// KVSERVE_BENCH_THREADS=1 on a busy machine).
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,18 +33,17 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
+#include "kernels/packed.h"
 
 namespace kvs::kernels {
 namespace {
 
-// KVSERVE_BENCH_THREADS overrides the thread count (default 2). On a shared
-// machine use KVSERVE_BENCH_CPU_TIME=1 to rate by the benchmark thread's CPU
-// time instead of wall time (meaningful with 1 thread).
 int Threads() {
   const char* s = std::getenv("KVSERVE_BENCH_THREADS");
   return s != nullptr && std::atoi(s) > 0 ? std::atoi(s) : 2;
@@ -42,39 +52,126 @@ bool UseRealTime() {
   const char* s = std::getenv("KVSERVE_BENCH_CPU_TIME");
   return s == nullptr || s[0] != '1';
 }
-constexpr int64_t kHidden = 768, kKv = 256, kFfn = 2048, kVocab = 32000, kLayers = 12;
-
-struct Shape {
-  const char* name;
-  int64_t rows, cols;
-};
-const Shape kShapes[] = {{"q_o", kHidden, kHidden}, {"k_v", kKv, kHidden},     {"gate_up", kFfn, kHidden},
-                         {"down", kHidden, kFfn},   {"output", kVocab, kHidden}};
-// Per layer: q, k, v, o, gate, up, down.
-const Shape kLayerShapes[] = {{"q", kHidden, kHidden}, {"k", kKv, kHidden},   {"v", kKv, kHidden},
-                              {"o", kHidden, kHidden}, {"gate", kFfn, kHidden}, {"up", kFfn, kHidden},
-                              {"down", kHidden, kFfn}};
 
 ThreadPool& Pool() {
   static ThreadPool pool(Threads());
   return pool;
 }
 
-// Quantized random weights, cached per (type, rows, cols).
-const std::vector<uint8_t>& Weights(DType t, int64_t rows, int64_t cols) {
-  static std::map<std::tuple<int, int64_t, int64_t>, std::unique_ptr<std::vector<uint8_t>>> cache;
-  auto& slot = cache[{static_cast<int>(t), rows, cols}];
-  if (!slot) {
-    std::mt19937 rng(1);
-    std::normal_distribution<float> normal(0.f, 0.05f);
-    std::vector<float> row(static_cast<size_t>(cols));
-    slot = std::make_unique<std::vector<uint8_t>>(static_cast<size_t>(RowBytes(t, cols) * rows));
-    for (int64_t r = 0; r < rows; ++r) {
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+Buffer Alloc(size_t n) {
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64));
+  if (p == nullptr) std::abort();
+  std::memset(p, 1, n);  // commit the pages
+  return Buffer(p);
+}
+
+// ---- STREAM-like bandwidth (AVX2 loads: every x86 CPU kvserve vectorises for).
+
+__attribute__((target("avx2"))) float SumRange(const float* a, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = 0; i < n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
+    s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+__attribute__((target("avx2,fma"))) void TriadRange(float* a, const float* b, const float* c, float s, int64_t n) {
+  const __m256 vs = _mm256_set1_ps(s);
+  for (int64_t i = 0; i < n; i += 8) {
+    _mm256_stream_ps(a + i, _mm256_fmadd_ps(_mm256_load_ps(c + i), vs, _mm256_load_ps(b + i)));
+  }
+}
+
+void BenchStreamRead(benchmark::State& state) {
+  constexpr int64_t kFloats = int64_t{1} << 28;  // 1 GiB
+  static Buffer buf = Alloc(kFloats * sizeof(float));
+  const auto* a = reinterpret_cast<const float*>(buf.get());
+  float sink = 0;
+  for (auto _ : state) {
+    float part[64] = {};
+    Pool().Run([&](int tid, int nth) {
+      const int64_t per = kFloats / nth / 32 * 32;
+      part[tid] = SumRange(a + tid * per, per);
+    });
+    sink += part[0];
+  }
+  benchmark::DoNotOptimize(sink);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(kFloats * 4) * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+void BenchStreamTriad(benchmark::State& state) {
+  constexpr int64_t kFloats = int64_t{1} << 26;  // 256 MiB per array
+  static Buffer a = Alloc(kFloats * 4), b = Alloc(kFloats * 4), c = Alloc(kFloats * 4);
+  for (auto _ : state) {
+    Pool().Run([&](int tid, int nth) {
+      const int64_t per = kFloats / nth / 8 * 8;
+      TriadRange(reinterpret_cast<float*>(a.get()) + tid * per, reinterpret_cast<const float*>(b.get()) + tid * per,
+                 reinterpret_cast<const float*>(c.get()) + tid * per, 3.f, per);
+    });
+  }
+  state.counters["GB/s"] = benchmark::Counter(3.0 * kFloats * 4 * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+// ---- MatMul
+
+struct ModelShape {
+  const char* name;
+  int64_t hidden, kv, ffn, vocab, layers;
+};
+constexpr ModelShape kS{"S", 768, 256, 2048, 32000, 12};
+constexpr ModelShape kM{"M", 2048, 256, 5632, 32000, 22};
+
+// Quantized random weights, one matrix per (type, rows, cols, copy).
+std::vector<uint8_t> RandomWeights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  std::vector<uint8_t> out(static_cast<size_t>(RowBytes(t, cols) * rows));
+  const int64_t rb = RowBytes(t, cols);
+  // 64 distinct rows, repeated: quantizing K-quants is slow, and the values
+  // do not change the speed.
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r < 64) {
       for (float& v : row) v = normal(rng);
-      QuantizeRow(t, row.data(), slot->data() + r * RowBytes(t, cols), cols);
+      QuantizeRow(t, row.data(), out.data() + r * rb, cols);
+    } else {
+      std::memcpy(out.data() + r * rb, out.data() + (r % 64) * rb, static_cast<size_t>(rb));
     }
   }
-  return *slot;
+  return out;
+}
+
+// A matrix as the model holds it: original rows and, when the active
+// variant reads them, the packed copy.
+struct Matrix {
+  std::vector<uint8_t> rows;
+  Buffer packed;
+  MatView view;
+};
+std::unique_ptr<Matrix> MakeMatrix(const KernelTable& k, DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  auto m = std::make_unique<Matrix>();
+  m->rows = RandomWeights(t, rows, cols, seed);
+  m->view = MatView{t, m->rows.data(), rows, cols};
+  const int64_t n = PackedLayoutBytes(t, rows, cols);
+  if (n > 0 && k.reads_packed) {
+    m->packed = Alloc(static_cast<size_t>(n));
+    PackWeights(m->view, m->packed.get(), Pool());
+    m->view.packed = m->packed.get();
+    m->rows = std::vector<uint8_t>(m->rows.begin(), m->rows.begin() + 1);  // the kernels never read them
+    m->rows.shrink_to_fit();
+  }
+  return m;
 }
 
 std::vector<float> Acts(int64_t m, int64_t cols) {
@@ -85,58 +182,56 @@ std::vector<float> Acts(int64_t m, int64_t cols) {
   return x;
 }
 
-void BenchMatMul(benchmark::State& state, const KernelTable* k, DType t, Shape s, int64_t m) {
-  const std::vector<uint8_t>& w = Weights(t, s.rows, s.cols);
-  const std::vector<float> x = Acts(m, s.cols);
-  std::vector<float> y(static_cast<size_t>(m * s.rows));
-  const MatView view{t, w.data(), s.rows, s.cols};
+double WeightBytes(const MatView& v) { return static_cast<double>(RowBytes(v.type, v.cols) * v.rows); }
+
+void BenchMatMul(benchmark::State& state, const KernelTable* k, DType t, int64_t rows, int64_t cols, int64_t m) {
+  const auto w = MakeMatrix(*k, t, rows, cols, 1);
+  const std::vector<float> x = Acts(m, cols);
+  std::vector<float> y(static_cast<size_t>(m * rows));
   for (auto _ : state) {
-    MatMulWith(*k, view, x.data(), m, y.data(), Pool());
+    MatMulWith(*k, w->view, x.data(), m, y.data(), Pool());
     benchmark::DoNotOptimize(y.data());
   }
   const double it = static_cast<double>(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * s.rows * s.cols * it / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.size()) * it / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * rows * cols * it / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(WeightBytes(w->view) * it / 1e9, benchmark::Counter::kIsRate);
 }
 
-// All projections of the model for m tokens.
-void BenchModel(benchmark::State& state, const KernelTable* k, DType t, int64_t m, bool fused) {
+void BenchModel(benchmark::State& state, const KernelTable* k, DType t, ModelShape s, int64_t m) {
   struct Layer {
-    std::vector<std::vector<uint8_t>> w;  // one copy per projection
+    std::unique_ptr<Matrix> q, kk, v, o, gate, up, down;
   };
-  std::vector<Layer> layers(kLayers);
+  std::vector<Layer> layers(static_cast<size_t>(s.layers));
+  uint32_t seed = 1;
+  double bytes = 0, flops = 0;
   for (Layer& l : layers) {
-    for (const Shape& s : kLayerShapes) l.w.push_back(Weights(t, s.rows, s.cols));  // distinct copies
-  }
-  const std::vector<uint8_t>& out_w = Weights(t, kVocab, kHidden);
-  const std::vector<float> x = Acts(m, kFfn);
-  std::vector<float> y(static_cast<size_t>(m * (kVocab + 2 * kFfn)));
-  double flops = 0, bytes = 0;
-  for (auto _ : state) {
-    flops = bytes = 0;
-    for (Layer& l : layers) {
-      MatView v[std::size(kLayerShapes)];
-      for (size_t p = 0; p < std::size(kLayerShapes); ++p) {
-        const Shape& s = kLayerShapes[p];
-        v[p] = MatView{t, l.w[p].data(), s.rows, s.cols};
-        flops += 2.0 * m * s.rows * s.cols;
-        bytes += static_cast<double>(l.w[p].size());
-      }
-      if (fused) {  // q/k/v and gate/up as the model would issue them
-        float* ys[3] = {y.data(), y.data() + m * kHidden, y.data() + m * (kHidden + kKv)};
-        MatMulManyWith(*k, v, ys, 3, x.data(), m, Pool());
-        MatMulWith(*k, v[3], x.data(), m, y.data(), Pool());
-        float* ys2[2] = {y.data(), y.data() + m * kFfn};
-        MatMulManyWith(*k, v + 4, ys2, 2, x.data(), m, Pool());
-        MatMulWith(*k, v[6], x.data(), m, y.data(), Pool());
-      } else {
-        for (size_t p = 0; p < std::size(kLayerShapes); ++p) MatMulWith(*k, v[p], x.data(), m, y.data(), Pool());
-      }
+    l.q = MakeMatrix(*k, t, s.hidden, s.hidden, seed++);
+    l.kk = MakeMatrix(*k, t, s.kv, s.hidden, seed++);
+    l.v = MakeMatrix(*k, t, s.kv, s.hidden, seed++);
+    l.o = MakeMatrix(*k, t, s.hidden, s.hidden, seed++);
+    l.gate = MakeMatrix(*k, t, s.ffn, s.hidden, seed++);
+    l.up = MakeMatrix(*k, t, s.ffn, s.hidden, seed++);
+    l.down = MakeMatrix(*k, t, s.hidden, s.ffn, seed++);
+    for (const Matrix* w : {l.q.get(), l.kk.get(), l.v.get(), l.o.get(), l.gate.get(), l.up.get(), l.down.get()}) {
+      bytes += WeightBytes(w->view);
+      flops += 2.0 * m * w->view.rows * w->view.cols;
     }
-    // Logits for the last token only, as in prefill.
-    MatMulWith(*k, MatView{t, out_w.data(), kVocab, kHidden}, x.data(), 1, y.data(), Pool());
-    flops += 2.0 * kVocab * kHidden;
-    bytes += static_cast<double>(out_w.size());
+  }
+  const auto out = MakeMatrix(*k, t, s.vocab, s.hidden, seed++);
+  bytes += WeightBytes(out->view);
+  flops += 2.0 * s.vocab * s.hidden;
+  const std::vector<float> x = Acts(m, s.ffn);
+  std::vector<float> y(static_cast<size_t>(m * (s.vocab + 2 * s.ffn)));
+  for (auto _ : state) {
+    for (Layer& l : layers) {
+      const MatView qkv[3] = {l.q->view, l.kk->view, l.v->view};
+      float* ys[3] = {y.data(), y.data() + m * s.hidden, y.data() + m * (s.hidden + s.kv)};
+      MatMulManyWith(*k, qkv, ys, 3, x.data(), m, Pool());
+      MatMulWith(*k, l.o->view, x.data(), m, y.data(), Pool());
+      GatedMatMulWith(*k, l.gate->view, l.up->view, x.data(), m, y.data(), y.data() + m * s.ffn, Pool());
+      MatMulWith(*k, l.down->view, x.data(), m, y.data(), Pool());
+    }
+    MatMulWith(*k, out->view, x.data(), 1, y.data(), Pool());  // logits of the last token
     benchmark::DoNotOptimize(y.data());
   }
   const double it = static_cast<double>(state.iterations());
@@ -146,26 +241,34 @@ void BenchModel(benchmark::State& state, const KernelTable* k, DType t, int64_t 
 }
 
 void RegisterAll() {
-  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
-                         DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+  auto finish = [](benchmark::internal::Benchmark* b) {
+    b->Unit(benchmark::kMillisecond);
+    if (UseRealTime()) b->UseRealTime();
+  };
+  finish(benchmark::RegisterBenchmark("Stream/read", BenchStreamRead));
+  finish(benchmark::RegisterBenchmark("Stream/triad", BenchStreamTriad));
+  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  struct Proj {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Proj projs[] = {{"q_o", kS.hidden, kS.hidden}, {"k_v", kS.kv, kS.hidden}, {"gate_up", kS.ffn, kS.hidden},
+                        {"down", kS.hidden, kS.ffn},   {"output", kS.vocab, kS.hidden}};
   for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
     const KernelTable* k = GetKernelTable(isa);
     if (k == nullptr) continue;
     for (DType t : types) {
       for (int64_t m : {1, 512}) {
-        for (const Shape& s : kShapes) {
-          const std::string name = std::string("MatMul/") + IsaName(isa) + "/" + DTypeName(t) + "/" + s.name +
+        for (const Proj& p : projs) {
+          const std::string name = std::string("MatMul/") + IsaName(isa) + "/" + DTypeName(t) + "/" + p.name +
                                    "/m:" + std::to_string(m);
-          auto* b = benchmark::RegisterBenchmark(name.c_str(), BenchMatMul, k, t, s, m);
-          b->Unit(benchmark::kMillisecond);
-          if (UseRealTime()) b->UseRealTime();
+          finish(benchmark::RegisterBenchmark(name.c_str(), BenchMatMul, k, t, p.rows, p.cols, m));
         }
-        for (bool fused : {false, true}) {
-          const std::string name = std::string(fused ? "ModelFused/" : "Model/") + IsaName(isa) + "/" +
-                                   DTypeName(t) + "/m:" + std::to_string(m);
-          auto* b = benchmark::RegisterBenchmark(name.c_str(), BenchModel, k, t, m, fused);
-          b->Unit(benchmark::kMillisecond);
-          if (UseRealTime()) b->UseRealTime();
+        for (const ModelShape& s : {kS, kM}) {
+          const std::string name = std::string("Model/") + s.name + "/" + IsaName(isa) + "/" + DTypeName(t) +
+                                   "/m:" + std::to_string(m);
+          finish(benchmark::RegisterBenchmark(name.c_str(), BenchModel, k, t, s, m));
         }
       }
     }

@@ -177,7 +177,7 @@ TEST(OpsTest, DequantizeRowMatchesReference) {
   std::mt19937 rng(8);
   for (const KernelTable* k : AvailableVariants()) {
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                    DType::kQ6_K}) {
+                    DType::kQ5_K, DType::kQ6_K}) {
       for (int64_t n : {256, 512, 4096}) {
         for (int64_t extra : {0, 1, 7, 33}) {
           if (Traits(t).block_size > 1 && extra != 0) continue;
@@ -196,7 +196,7 @@ TEST(OpsTest, DequantizeRowMatchesReference) {
               uint8_t* blk = q.data() + b * bs;
               const int64_t d_off = t == DType::kQ6_K ? 208 : 0;
               blk[d_off + 1] &= 0x3B;
-              if (t == DType::kQ4_K) blk[3] &= 0x3B;
+              if (t == DType::kQ4_K || t == DType::kQ5_K) blk[3] &= 0x3B;
             }
           }
           std::vector<float> ref(static_cast<size_t>(len)), got(ref.size(), -1.f);

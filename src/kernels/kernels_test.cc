@@ -27,6 +27,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_test_util.h"
+#include "kernels/packed.h"
 
 // Counts operator new calls so a test can check MatMul's steady state
 // allocates nothing.
@@ -57,7 +58,7 @@ using testing::ComputeReference;
 constexpr double kU = 1.0 / (1 << 24);
 
 const DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                              DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+                              DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 std::vector<int64_t> ColsFor(DType t, bool exact) {
   switch (Traits(t).block_size) {
@@ -67,14 +68,32 @@ std::vector<int64_t> ColsFor(DType t, bool exact) {
   }
 }
 
+// The packed copy of w [rows, cols] (PackWeights), in 64-byte aligned storage.
+struct Packed {
+  std::vector<uint8_t> buf;
+  const uint8_t* data = nullptr;
+};
+Packed Pack(DType t, const uint8_t* w, int64_t rows, int64_t cols, ThreadPool& pool) {
+  Packed p;
+  const int64_t n = PackedLayoutBytes(t, rows, cols);
+  if (n == 0) return p;
+  p.buf.assign(static_cast<size_t>(n + 64), 0xEE);
+  auto* aligned = p.buf.data() + (64 - reinterpret_cast<uintptr_t>(p.buf.data()) % 64) % 64;
+  PackWeights(MatView{t, w, rows, cols}, aligned, pool);
+  p.data = aligned;
+  return p;
+}
+
 // Runs MatMul through `k` with x and y deliberately misaligned by the given
-// number of floats; returns y [m, rows].
+// number of floats (and the weights packed first when `packed`, for types
+// that have a packed layout); returns y [m, rows].
 std::vector<float> RunMatMul(const KernelTable& k, DType t, const std::vector<uint8_t>& w, int64_t rows,
                              int64_t cols, const std::vector<float>& x, int64_t m, ThreadPool& pool,
-                             int x_off, int y_off) {
+                             int x_off, int y_off, bool packed = false) {
   std::vector<float> xbuf(x.size() + 8), ybuf(static_cast<size_t>(m * rows) + 8, -12345.f);
   std::memcpy(xbuf.data() + x_off, x.data(), x.size() * sizeof(float));
-  MatMulWith(k, MatView{t, w.data(), rows, cols}, xbuf.data() + x_off, m, ybuf.data() + y_off, pool);
+  const Packed p = packed ? Pack(t, w.data(), rows, cols, pool) : Packed{};
+  MatMulWith(k, MatView{t, w.data(), rows, cols, p.data}, xbuf.data() + x_off, m, ybuf.data() + y_off, pool);
   // Nothing outside y may be written.
   for (int i = 0; i < y_off; ++i) EXPECT_EQ(ybuf[static_cast<size_t>(i)], -12345.f);
   for (size_t i = static_cast<size_t>(y_off + m * rows); i < ybuf.size(); ++i) EXPECT_EQ(ybuf[i], -12345.f);
@@ -100,7 +119,7 @@ TEST_P(MatMulTypeTest, ExactInputsEveryVariantExact) {
         for (const KernelTable* k : AvailableVariants()) {
           ++off;
           const int x_off = 1 + off % 7, y_off = off % 4;
-          const std::vector<float> y = RunMatMul(*k, t, w_all, rows, cols, x, m, pool, x_off, y_off);
+          const std::vector<float> y = RunMatMul(*k, t, w_all, rows, cols, x, m, pool, x_off, y_off, off % 2 == 0);
           for (int64_t i = 0; i < m; ++i) {
             for (int64_t r = 0; r < rows; ++r) {
               ASSERT_EQ(y[static_cast<size_t>(i * rows + r)], ref.y[static_cast<size_t>(i * max_rows + r)])
@@ -133,7 +152,8 @@ TEST_P(MatMulTypeTest, RandomInputsWithinRoundingBound) {
       for (int64_t rows : {3, 64, 257}) {
         for (const KernelTable* k : AvailableVariants()) {
           ++off;
-          const std::vector<float> y = RunMatMul(*k, t, w_all, rows, cols, x, m, pool, 1 + off % 7, off % 3);
+          const std::vector<float> y =
+              RunMatMul(*k, t, w_all, rows, cols, x, m, pool, 1 + off % 7, off % 3, off % 2 == 0);
           for (int64_t i = 0; i < m; ++i) {
             for (int64_t r = 0; r < rows; ++r) {
               const size_t ri = static_cast<size_t>(i * max_rows + r);
@@ -173,6 +193,64 @@ TEST_P(MatMulTypeTest, ThreadCountDoesNotChangeResults) {
   }
 }
 
+// Packing round-trips every byte, pads with zeros, and MatMul over packed
+// weights gives the same bits as over the original rows, for every variant,
+// m (decode and batch kernels), row count (partial panels) and thread count.
+TEST_P(MatMulTypeTest, PackedWeightsMatchUnpacked) {
+  const DType t = GetParam();
+  std::mt19937 rng(11 + static_cast<unsigned>(t));
+  if (!HasPackedLayout(t)) {
+    EXPECT_EQ(PackedBytes(t, 100, 256), 0);  // float types are read as they are
+    return;
+  }
+  for (int64_t cols : {Traits(t).block_size, 3 * Traits(t).block_size, int64_t{2048}}) {
+    const int64_t max_rows = 67;
+    const std::vector<uint8_t> w = testing::RandomWeights(t, max_rows, cols, rng);
+    const int64_t rb = RowBytes(t, cols);
+    for (int64_t rows : {1, 16, 17, 67}) {
+      ThreadPool pool(2);
+      const Packed p = Pack(t, w.data(), rows, cols, pool);
+      ASSERT_NE(p.data, nullptr);
+      EXPECT_EQ(PackedLayoutBytes(t, rows, cols), NumPanels(rows) * PanelBytes(t, cols));
+      EXPECT_EQ(PackedBytes(t, rows, cols), ActiveKernels().reads_packed ? PackedLayoutBytes(t, rows, cols) : 0);
+      EXPECT_EQ(PanelBytes(t, cols) % 64, 0);
+      // The original bytes (up to 64 bytes of padding); Q4_K/Q5_K add one
+      // chunk per super-block (their scales as bytes).
+      const int64_t extra = t == DType::kQ4_K || t == DType::kQ5_K ? 64 * (cols / 256) : 0;
+      EXPECT_LE(PanelBytes(t, cols), 16 * rb + 63 + extra);
+      std::vector<uint8_t> row(static_cast<size_t>(rb));
+      for (int64_t r = 0; r < NumPanels(rows) * kPanelRows; ++r) {
+        UnpackPanelRow(t, p.data + r / kPanelRows * PanelBytes(t, cols), static_cast<int>(r % kPanelRows), cols,
+                       row.data());
+        if (r < rows) {
+          ASSERT_EQ(std::memcmp(row.data(), w.data() + r * rb, static_cast<size_t>(rb)), 0) << "row " << r;
+        } else {
+          // Padding rows decode to zero (Q8_0 codes are stored +128).
+          for (int64_t b = 0; b < cols / Traits(t).block_size; ++b) {
+            const uint8_t* blk = row.data() + b * Traits(t).type_size;
+            for (int64_t i = 0; i < Traits(t).type_size; ++i) {
+              const uint8_t want = t == DType::kQ8_0 && i >= 2 ? 0x80 : 0;
+              ASSERT_EQ(blk[i], want) << "padding row " << r;
+            }
+          }
+        }
+      }
+      for (int64_t m : {1, 2, 4, 5, 9, 20}) {
+        const std::vector<float> x = testing::RandomActs(m, cols, rng);
+        for (const KernelTable* k : AvailableVariants()) {
+          for (int threads : {1, 2, 3}) {
+            ThreadPool tp(threads);
+            const std::vector<float> a = RunMatMul(*k, t, w, rows, cols, x, m, tp, 0, 0, false);
+            const std::vector<float> b = RunMatMul(*k, t, w, rows, cols, x, m, tp, 0, 0, true);
+            ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+                << IsaName(k->isa) << " m=" << m << " rows=" << rows << " cols=" << cols << " threads=" << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTypeTest, ::testing::ValuesIn(kWeightTypes),
                          [](const ::testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
 
@@ -180,7 +258,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTypeTest, ::testing::ValuesIn(kWeightTy
 TEST(ActQuantTest, VariantsMatchScalarBytes) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.f, 2.f);
-  for (WType wt : {WType::kQ8_0, WType::kQ4_0, WType::kQ4_K, WType::kQ6_K}) {
+  for (WType wt : {WType::kQ8_0, WType::kQ4_0, WType::kQ4_K, WType::kQ5_K, WType::kQ6_K}) {
     for (int64_t cols : {256, 512, 4096}) {
       const ActLayout l = MakeActLayout(wt, cols);
       const int64_t m = 5, ldx = cols + 3;
@@ -221,20 +299,48 @@ TEST(DispatchTest, ActiveVariantIsTheBestAvailable) {
   std::printf("active kernels: %s\n", IsaName(ActiveKernels().isa));
 }
 
-// KVSERVE_FORCE_SCALAR=1 selects the scalar variant (checked in a child
-// process, since the choice is made once per process).
-TEST(DispatchTest, ForceScalarEnvironmentVariable) {
-  if (std::getenv("KVSERVE_FORCE_SCALAR") != nullptr) GTEST_SKIP() << "already forced";
+// Output of this test binary run with `env` prepended (a child process:
+// the choice of variant is made once per process).
+std::string RunSelf(const std::string& env, const std::string& filter, int* status) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string cmd =
-      "KVSERVE_FORCE_SCALAR=1 '" + self + "' --gtest_filter=DispatchTest.ActiveVariantIsTheBestAvailable 2>&1";
+  const std::string cmd = env + " '" + self + "' --gtest_filter=" + filter + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
+  if (p == nullptr) return "";
   std::string out;
   char buf[256];
   while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  EXPECT_EQ(::pclose(p), 0) << out;
-  EXPECT_NE(out.find("active kernels: scalar"), std::string::npos) << out;
+  *status = ::pclose(p);
+  return out;
+}
+
+// KVSERVE_FORCE_SCALAR=1 and KVSERVE_ISA select the variant (never one the
+// CPU lacks); bad values are reported and ignored.
+TEST(DispatchTest, IsaEnvironmentVariables) {
+  if (std::getenv("KVSERVE_FORCE_SCALAR") != nullptr || std::getenv("KVSERVE_ISA") != nullptr) {
+    GTEST_SKIP() << "already forced";
+  }
+  const std::string filter = "DispatchTest.ActiveVariantIsTheBestAvailable";
+  const std::string best = IsaName(ActiveKernels().isa);
+  struct Case {
+    std::string env, want, message;
+  };
+  const bool avx2 = GetKernelTable(Isa::kAvx2) != nullptr, avx512 = GetKernelTable(Isa::kAvx512) != nullptr;
+  const std::vector<Case> cases = {
+      {"KVSERVE_FORCE_SCALAR=1", "scalar", ""},
+      {"KVSERVE_ISA=scalar", "scalar", ""},
+      {"KVSERVE_ISA=avx2", avx2 ? "avx2" : "scalar", avx2 ? "" : "has no AVX2"},
+      {"KVSERVE_ISA=avx512", best, avx512 ? "" : "has no AVX-512"},
+      {"KVSERVE_ISA=sse9", best, "ignoring KVSERVE_ISA=sse9"},
+  };
+  for (const Case& c : cases) {
+    int status = -1;
+    const std::string out = RunSelf(c.env, filter, &status);
+    EXPECT_EQ(status, 0) << c.env << ": " << out;
+    EXPECT_NE(out.find("active kernels: " + c.want + "\n"), std::string::npos) << c.env << ": " << out;
+    if (!c.message.empty()) {
+      EXPECT_NE(out.find(c.message), std::string::npos) << c.env << ": " << out;
+    }
+  }
 }
 
 // MatMulMany gives the same bits as separate MatMul calls, for mixed weight
@@ -244,7 +350,7 @@ TEST(MatMulTest, ManyMatchesSeparateCalls) {
   const int64_t cols = 512;
   struct Mat { DType t; int64_t rows; };
   const std::vector<std::vector<Mat>> groups = {
-      {{DType::kQ4_K, 100}, {DType::kQ4_K, 33}, {DType::kQ6_K, 33}},
+      {{DType::kQ4_K, 100}, {DType::kQ4_K, 33}, {DType::kQ6_K, 33}, {DType::kQ5_K, 48}},
       {{DType::kQ8_0, 64}, {DType::kF16, 17}, {DType::kQ4_0, 1}, {DType::kBF16, 40}, {DType::kF32, 5}},
       {{DType::kQ6_K, 300}}};
   for (const auto& g : groups) {
@@ -272,6 +378,37 @@ TEST(MatMulTest, ManyMatchesSeparateCalls) {
             ASSERT_EQ(std::memcmp(sep[j].data(), many[j].data(), sep[j].size() * sizeof(float)), 0)
                 << IsaName(k->isa) << " matrix " << j << " " << DTypeName(views[j].type) << " m=" << m
                 << " threads=" << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
+// GatedMatMul gives the same bits as MatMulMany into (gate, up) followed by
+// SiluMul, for every variant, weight type, m and thread count.
+TEST(MatMulTest, GatedMatchesManyThenSiluMul) {
+  std::mt19937 rng(23);
+  const int64_t cols = 512;
+  for (DType t : kWeightTypes) {
+    for (int64_t rows : {16, 100, 300}) {
+      const std::vector<uint8_t> wg = testing::RandomWeights(t, rows, cols, rng);
+      const std::vector<uint8_t> wu = testing::RandomWeights(t, rows, cols, rng);
+      for (int64_t m : {1, 3, 20}) {
+        const std::vector<float> x = testing::RandomActs(m, cols, rng);
+        for (const KernelTable* k : AvailableVariants()) {
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            const Packed pg = Pack(t, wg.data(), rows, cols, pool), pu = Pack(t, wu.data(), rows, cols, pool);
+            const MatView views[2] = {{t, wg.data(), rows, cols, pg.data}, {t, wu.data(), rows, cols, pu.data}};
+            std::vector<float> g(static_cast<size_t>(m * rows)), u(g.size()), y(g.size()), u2(g.size());
+            float* ys[2] = {g.data(), u.data()};
+            MatMulManyWith(*k, views, ys, 2, x.data(), m, pool);
+            k->silu_mul(g.data(), u.data(), g.data(), m * rows);
+            GatedMatMulWith(*k, views[0], views[1], x.data(), m, y.data(), u2.data(), pool);
+            ASSERT_EQ(std::memcmp(g.data(), y.data(), g.size() * sizeof(float)), 0)
+                << IsaName(k->isa) << " " << DTypeName(t) << " rows=" << rows << " m=" << m << " threads=" << threads;
+            ASSERT_EQ(std::memcmp(u.data(), u2.data(), u.size() * sizeof(float)), 0);
           }
         }
       }

@@ -31,6 +31,7 @@ inline DType ActType(DType w) {
     case DType::kQ8_0:
     case DType::kQ4_0: return DType::kQ8_0;
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K: return DType::kQ8_K;
     default: return DType::kF32;
   }
@@ -81,6 +82,17 @@ inline std::vector<uint8_t> ExactWeights(DType t, int64_t rows, int64_t cols, st
         b[i].dmin = F32ToF16(1.0f / 128);
         for (uint8_t& s : b[i].scales) s = static_cast<uint8_t>(rng());
         for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+    case DType::kQ5_K: {
+      auto* b = reinterpret_cast<BlockQ5_K*>(out.data());
+      for (int64_t i = 0; i < n / 256; ++i) {
+        b[i].d = F32ToF16(1.0f / 64);
+        b[i].dmin = F32ToF16(1.0f / 128);
+        for (uint8_t& s : b[i].scales) s = static_cast<uint8_t>(rng());
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+        for (uint8_t& q : b[i].qh) q = static_cast<uint8_t>(rng());
       }
       break;
     }
@@ -145,12 +157,16 @@ inline Reference ComputeReference(DType t, const uint8_t* w, int64_t rows, int64
   std::vector<float> extra(static_cast<size_t>(rows * cols), 0.f);  // |dmin*m| per element for Q4_K
   for (int64_t r = 0; r < rows; ++r) {
     DequantizeRow(t, w + r * rb, wd.data() + r * cols, cols);
-    if (t == DType::kQ4_K) {
-      const auto* b = reinterpret_cast<const BlockQ4_K*>(w + r * rb);
+    if (t == DType::kQ4_K || t == DType::kQ5_K) {
+      // Both blocks start with d, dmin and the 12 scale bytes.
+      const int64_t bs = Traits(t).type_size;
       for (int64_t k = 0; k < cols; ++k) {
+        const uint8_t* b = w + r * rb + k / 256 * bs;
+        uint16_t dmin;
+        std::memcpy(&dmin, b + 2, 2);
         uint8_t sc, mn;
-        GetScaleMinK4(static_cast<int>(k % 256 / 32), b[k / 256].scales, &sc, &mn);
-        extra[static_cast<size_t>(r * cols + k)] = 2 * std::fabs(F16ToF32(b[k / 256].dmin) * mn);
+        GetScaleMinK4(static_cast<int>(k % 256 / 32), b + 4, &sc, &mn);
+        extra[static_cast<size_t>(r * cols + k)] = 2 * std::fabs(F16ToF32(dmin) * mn);
       }
     }
   }
@@ -186,12 +202,13 @@ inline Reference ComputeReference(DType t, const uint8_t* w, int64_t rows, int64
 // Upper bound on the float additions on any variant's longest path for one
 // output: one per element for float weights; for quantized weights one per
 // scale group (32 elements; 16 for Q6_K, whose sub-blocks have their own
-// scales; Q4_K adds its min term separately, so two per 32).
+// scales; Q4_K/Q5_K add their min term separately, so two per 32).
 inline int64_t MaxFloatAdds(DType t, int64_t cols) {
   switch (t) {
     case DType::kQ8_0:
     case DType::kQ4_0: return cols / 32;
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K: return cols / 16;
     default: return cols;
   }

@@ -8,6 +8,7 @@
 #include "base/status.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
+#include "kernels/packed.h"
 #include "kernels/scratch.h"
 
 namespace kvs::kernels {
@@ -30,32 +31,54 @@ struct Job {
   TileArgs args[kMaxMats];   // per matrix, for all its rows
   TileFn fn[kMaxMats];
   int64_t first_group[kMaxMats + 1];  // prefix sums of row groups
+  DType types[kMaxMats];
   int64_t granule = 1;
   int nth = 1;
+  // Gated: matrices 0 (gate) and 1 (up) have the same rows; each thread
+  // takes the same rows of both, then ys[0] = silu(ys[0]) * ys[1] on them.
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
 };
+
+// Matrix j's tile for rows [r0, r1).
+void RunTile(const Job& job, int j, int64_t r0, int64_t r1) {
+  const TileArgs& full = job.args[j];
+  TileArgs a = full;
+  a.w = full.packed ? full.w + r0 / kPanelRows * PanelBytes(job.types[j], full.cols) : full.w + r0 * full.row_bytes;
+  a.rows = r1 - r0;
+  a.y = full.y + r0;
+  job.fn[j](a);
+}
 
 void RunShare(const Job& job, int tid) {
   if (tid >= job.nth) return;
+  if (job.silu_mul != nullptr) {
+    const int64_t total = job.first_group[1];
+    const int64_t g0 = total * tid / job.nth, g1 = total * (tid + 1) / job.nth;
+    if (g0 >= g1) return;
+    const TileArgs& gate = job.args[0];
+    const int64_t r0 = g0 * job.granule, r1 = std::min(gate.rows, g1 * job.granule);
+    RunTile(job, 0, r0, r1);
+    RunTile(job, 1, r0, r1);
+    for (int64_t i = 0; i < gate.m; ++i) {
+      float* g = gate.y + i * gate.ldy + r0;
+      job.silu_mul(g, job.args[1].y + i * job.args[1].ldy + r0, g, r1 - r0);
+    }
+    return;
+  }
   const int64_t total = job.first_group[job.n];
   const int64_t g0 = total * tid / job.nth, g1 = total * (tid + 1) / job.nth;
   for (int j = 0; j < job.n; ++j) {
     const int64_t lo = std::max(g0, job.first_group[j]), hi = std::min(g1, job.first_group[j + 1]);
     if (lo >= hi) continue;
-    const TileArgs& full = job.args[j];
     const int64_t r0 = (lo - job.first_group[j]) * job.granule;
-    const int64_t r1 = std::min(full.rows, (hi - job.first_group[j]) * job.granule);
-    TileArgs a = full;
-    a.w = full.w + r0 * full.row_bytes;
-    a.rows = r1 - r0;
-    a.y = full.y + r0;
-    job.fn[j](a);
+    const int64_t r1 = std::min(job.args[j].rows, (hi - job.first_group[j]) * job.granule);
+    RunTile(job, j, r0, r1);
   }
 }
 
-}  // namespace
 
-void MatMulManyWith(const KernelTable& k, const MatView* ws, float* const* ys, int n, const float* x,
-                    int64_t m, ThreadPool& pool) {
+void MatMulImpl(const KernelTable& k, const MatView* ws, float* const* ys, int n, const float* x, int64_t m,
+                ThreadPool& pool, bool gated) {
   KVS_CHECK_MSG(n >= 1 && n <= kMaxMats, "MatMulMany: {} matrices (1..{})", n, kMaxMats);
   const int64_t cols = ws[0].cols;
   WType wt[kMaxMats];
@@ -110,7 +133,9 @@ void MatMulManyWith(const KernelTable& k, const MatView* ws, float* const* ys, i
   job.first_group[0] = 0;
   for (int j = 0; j < n; ++j) {
     TileArgs& a = job.args[j];
-    a.w = static_cast<const uint8_t*>(ws[j].data);
+    job.types[j] = ws[j].type;
+    a.packed = ws[j].packed != nullptr && k.reads_packed && IsQuantized(wt[j]);
+    a.w = static_cast<const uint8_t*>(a.packed ? ws[j].packed : ws[j].data);
     a.row_bytes = RowBytes(ws[j].type, cols);
     a.rows = std::max<int64_t>(ws[j].rows, 0);
     a.cols = cols;
@@ -127,12 +152,28 @@ void MatMulManyWith(const KernelTable& k, const MatView* ws, float* const* ys, i
     job.fn[j] = k.tile[static_cast<int>(wt[j])];
     job.first_group[j + 1] = job.first_group[j] + (a.rows + job.granule - 1) / job.granule;
   }
-  job.nth = static_cast<int>(std::min<int64_t>(nth, job.first_group[n]));
+  if (gated) job.silu_mul = k.silu_mul;
+  job.nth = static_cast<int>(std::min<int64_t>(nth, job.first_group[gated ? 1 : n]));
   if (job.nth == 1) {
     RunShare(job, 0);
   } else {
     pool.Run([j = &job](int tid, int) { RunShare(*j, tid); });
   }
+}
+
+}  // namespace
+
+void MatMulManyWith(const KernelTable& k, const MatView* ws, float* const* ys, int n, const float* x,
+                    int64_t m, ThreadPool& pool) {
+  MatMulImpl(k, ws, ys, n, x, m, pool, false);
+}
+
+void GatedMatMulWith(const KernelTable& k, const MatView& gate, const MatView& up, const float* x, int64_t m,
+                     float* y, float* up_out, ThreadPool& pool) {
+  KVS_CHECK_MSG(gate.rows == up.rows, "GatedMatMul: gate has {} rows, up {}", gate.rows, up.rows);
+  const MatView ws[2] = {gate, up};
+  float* const ys[2] = {y, up_out};
+  MatMulImpl(k, ws, ys, 2, x, m, pool, true);
 }
 
 void MatMulWith(const KernelTable& k, const MatView& w, const float* x, int64_t m, float* y,
@@ -146,6 +187,11 @@ void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& p
 
 void MatMulMany(const MatView* ws, float* const* ys, int n, const float* x, int64_t m, ThreadPool& pool) {
   MatMulManyWith(ActiveKernels(), ws, ys, n, x, m, pool);
+}
+
+void GatedMatMul(const MatView& gate, const MatView& up, const float* x, int64_t m, float* y, float* up_out,
+                 ThreadPool& pool) {
+  GatedMatMulWith(ActiveKernels(), gate, up, x, m, y, up_out, pool);
 }
 
 void RmsNorm(const float* x, const float* w, float* out, int64_t n, float eps) {

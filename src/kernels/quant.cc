@@ -29,6 +29,7 @@ bool CanQuantize(DType t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K:
       return true;
     default:
@@ -53,6 +54,7 @@ void QuantizeRow(DType t, const float* x, void* y, int64_t n) {
     case DType::kQ8_0: QuantizeRowQ8_0Ref(x, static_cast<BlockQ8_0*>(y), n); return;
     case DType::kQ4_0: QuantizeRowQ4_0Ref(x, static_cast<BlockQ4_0*>(y), n); return;
     case DType::kQ4_K: QuantizeRowQ4_KRef(x, static_cast<BlockQ4_K*>(y), n); return;
+    case DType::kQ5_K: QuantizeRowQ5_KRef(x, static_cast<BlockQ5_K*>(y), n); return;
     case DType::kQ6_K: QuantizeRowQ6_KRef(x, static_cast<BlockQ6_K*>(y), n); return;
     case DType::kQ8_K: QuantizeRowQ8_KRef(x, static_cast<BlockQ8_K*>(y), n); return;
     default: KVS_CHECK_MSG(false, "QuantizeRow: unsupported type {}", DTypeName(t));
@@ -75,6 +77,7 @@ void DequantizeRowRef(DType t, const void* x, float* y, int64_t n) {
     case DType::kQ8_0: DequantizeRowQ8_0(static_cast<const BlockQ8_0*>(x), y, n); return;
     case DType::kQ4_0: DequantizeRowQ4_0(static_cast<const BlockQ4_0*>(x), y, n); return;
     case DType::kQ4_K: DequantizeRowQ4_K(static_cast<const BlockQ4_K*>(x), y, n); return;
+    case DType::kQ5_K: DequantizeRowQ5_K(static_cast<const BlockQ5_K*>(x), y, n); return;
     case DType::kQ6_K: DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(x), y, n); return;
     case DType::kQ8_K: DequantizeRowQ8_K(static_cast<const BlockQ8_K*>(x), y, n); return;
     default: KVS_CHECK_MSG(false, "DequantizeRow: unsupported type {}", DTypeName(t));

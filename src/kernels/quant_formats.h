@@ -11,6 +11,8 @@
 //                                 sc/m are 6-bit, packed in `scales` (see
 //                                 GetScaleMinK4); qs[32*g + l] holds element
 //                                 64g+l (low nibble) and 64g+32+l (high)
+//   Q5_K  as Q4_K with q in [0, 31]: the low 4 bits as Q4_K's nibbles, the
+//                                 5th bit of element 32s + l in bit s of qh[l]
 //   Q6_K  16 sub-blocks of 16:    x = d * scales[s] * (q - 32), q in [0, 63];
 //                                 low 4 bits in ql, high 2 bits in qh
 //   Q8_K  x = d * q (f32 d; activation format of K-quant dot products,
@@ -43,6 +45,15 @@ struct BlockQ4_K {
   uint8_t qs[128];      // 4-bit quants
 };
 static_assert(sizeof(BlockQ4_K) == 144);
+
+struct BlockQ5_K {
+  uint16_t d;           // f16 super-block scale of the 6-bit scales
+  uint16_t dmin;        // f16 super-block scale of the 6-bit mins
+  uint8_t scales[12];   // as Q4_K
+  uint8_t qh[32];       // 5th bits: element 32s + l (sub-block s) in bit s of qh[l]
+  uint8_t qs[128];      // low 4 bits, as Q4_K's nibbles
+};
+static_assert(sizeof(BlockQ5_K) == 176);
 
 struct BlockQ6_K {
   uint8_t ql[128];      // low 4 bits of the quants

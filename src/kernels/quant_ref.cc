@@ -175,60 +175,93 @@ void QuantizeRowQ4_0Ref(const float* x, BlockQ4_0* y, int64_t n) {
   }
 }
 
-void QuantizeRowQ4_KRef(const float* x, BlockQ4_K* y, int64_t n) {
-  uint8_t L[kQKK];
+namespace {
+
+// The shared part of the Q4_K and Q5_K reference quantizers for one
+// super-block: affine fits of the 8 sub-blocks with codes in [0, nmax]
+// (search parameters rmin, rdelta 0.1, nstep as ggml passes them), 6-bit
+// scales and mins packed into `scales`, the f16 super-block scales, and the
+// codes L re-quantized against the scales as stored.
+void QuantizeAffineSuperBlock(const float* x, int nmax, float rmin, int nstep, uint8_t scales_out[12],
+                              uint16_t* d_out, uint16_t* dmin_out, uint8_t L[kQKK]) {
   uint8_t Laux[32];
   float weights[32];
   float mins[kQKK / 32];
   float scales[kQKK / 32];
+  float max_scale = 0;
+  float max_min = 0;
+  for (int j = 0; j < kQKK / 32; ++j) {
+    const float* xs = x + 32 * j;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
+    scales[j] = MakeQkx2Quants(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  std::memset(scales_out, 0, 12);
+  for (int j = 0; j < kQKK / 32; ++j) {
+    // The int -> uint8 wrap is part of the reference behaviour.
+    uint8_t ls = static_cast<uint8_t>(NearestInt(inv_scale * scales[j]));
+    uint8_t lm = static_cast<uint8_t>(NearestInt(inv_min * mins[j]));
+    ls = ls < 63 ? ls : 63;
+    lm = lm < 63 ? lm : 63;
+    if (j < 4) {
+      scales_out[j] = ls;
+      scales_out[j + 4] = lm;
+    } else {
+      scales_out[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      scales_out[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      scales_out[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+  }
+  *d_out = F32ToF16(max_scale / 63.f);
+  *dmin_out = F32ToF16(max_min / 63.f);
+  // Re-quantize against the scales as stored.
+  for (int j = 0; j < kQKK / 32; ++j) {
+    uint8_t sc, m;
+    GetScaleMinK4(j, scales_out, &sc, &m);
+    const float d = F16ToF32(*d_out) * static_cast<float>(sc);
+    if (d == 0) continue;
+    const float dm = F16ToF32(*dmin_out) * static_cast<float>(m);
+    for (int ii = 0; ii < 32; ++ii) {
+      const int l = NearestInt((x[32 * j + ii] + dm) / d);
+      L[32 * j + ii] = static_cast<uint8_t>(l < 0 ? 0 : (l > nmax ? nmax : l));
+    }
+  }
+}
+
+}  // namespace
+
+void QuantizeRowQ4_KRef(const float* x, BlockQ4_K* y, int64_t n) {
+  uint8_t L[kQKK];
   for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK) {
     BlockQ4_K& blk = y[b];
-    float max_scale = 0;
-    float max_min = 0;
-    for (int j = 0; j < kQKK / 32; ++j) {
-      const float* xs = x + 32 * j;
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-      const float av_x = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-      scales[j] = MakeQkx2Quants(32, 15, xs, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20);
-      if (scales[j] > max_scale) max_scale = scales[j];
-      if (mins[j] > max_min) max_min = mins[j];
-    }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    for (int j = 0; j < kQKK / 32; ++j) {
-      // The int -> uint8 wrap is part of the reference behaviour.
-      uint8_t ls = static_cast<uint8_t>(NearestInt(inv_scale * scales[j]));
-      uint8_t lm = static_cast<uint8_t>(NearestInt(inv_min * mins[j]));
-      ls = ls < 63 ? ls : 63;
-      lm = lm < 63 ? lm : 63;
-      if (j < 4) {
-        blk.scales[j] = ls;
-        blk.scales[j + 4] = lm;
-      } else {
-        blk.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        blk.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        blk.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-    }
-    blk.d = F32ToF16(max_scale / 63.f);
-    blk.dmin = F32ToF16(max_min / 63.f);
-    // Re-quantize against the scales as stored.
-    for (int j = 0; j < kQKK / 32; ++j) {
-      uint8_t sc, m;
-      GetScaleMinK4(j, blk.scales, &sc, &m);
-      const float d = F16ToF32(blk.d) * static_cast<float>(sc);
-      if (d == 0) continue;
-      const float dm = F16ToF32(blk.dmin) * static_cast<float>(m);
-      for (int ii = 0; ii < 32; ++ii) {
-        const int l = NearestInt((x[32 * j + ii] + dm) / d);
-        L[32 * j + ii] = static_cast<uint8_t>(l < 0 ? 0 : (l > 15 ? 15 : l));
-      }
-    }
+    QuantizeAffineSuperBlock(x, 15, -1.f, 20, blk.scales, &blk.d, &blk.dmin, L);
     for (int g = 0; g < 4; ++g) {
       for (int l = 0; l < 32; ++l) {
         blk.qs[32 * g + l] = static_cast<uint8_t>(L[64 * g + l] | (L[64 * g + 32 + l] << 4));
+      }
+    }
+  }
+}
+
+void QuantizeRowQ5_KRef(const float* x, BlockQ5_K* y, int64_t n) {
+  uint8_t L[kQKK];
+  for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK) {
+    BlockQ5_K& blk = y[b];
+    QuantizeAffineSuperBlock(x, 31, -0.5f, 15, blk.scales, &blk.d, &blk.dmin, L);
+    // Element 64g + l: low nibble of qs[32g + l], high bit in bit 2g of
+    // qh[l]; element 64g + 32 + l: high nibble, bit 2g + 1.
+    std::memset(blk.qh, 0, sizeof(blk.qh));
+    for (int g = 0; g < 4; ++g) {
+      for (int l = 0; l < 32; ++l) {
+        const int l1 = L[64 * g + l], l2 = L[64 * g + 32 + l];
+        blk.qs[32 * g + l] = static_cast<uint8_t>((l1 & 0xF) | ((l2 & 0xF) << 4));
+        blk.qh[l] = static_cast<uint8_t>(blk.qh[l] | ((l1 >> 4) << (2 * g)) | ((l2 >> 4) << (2 * g + 1)));
       }
     }
   }
@@ -342,6 +375,25 @@ void DequantizeRowQ4_K(const BlockQ4_K* x, float* y, int64_t n) {
       const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
       for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+    }
+  }
+}
+
+void DequantizeRowQ5_K(const BlockQ5_K* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQKK; ++b) {
+    const float d = F16ToF32(x[b].d);
+    const float min = F16ToF32(x[b].dmin);
+    const uint8_t* q = x[b].qs;
+    const uint8_t* qh = x[b].qh;
+    for (int g = 0; g < 4; ++g, q += 32) {
+      uint8_t sc, m;
+      GetScaleMinK4(2 * g, x[b].scales, &sc, &m);
+      const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
+      GetScaleMinK4(2 * g + 1, x[b].scales, &sc, &m);
+      const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
+      const int u1 = 1 << (2 * g), u2 = 2 << (2 * g);
+      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((q[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((q[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
     }
   }
 }

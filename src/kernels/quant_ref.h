@@ -26,17 +26,19 @@ inline int NearestInt(float v) {
 void QuantizeRowQ8_0Ref(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ4_0Ref(const float* x, BlockQ4_0* y, int64_t n);
 void QuantizeRowQ4_KRef(const float* x, BlockQ4_K* y, int64_t n);
+void QuantizeRowQ5_KRef(const float* x, BlockQ5_K* y, int64_t n);
 void QuantizeRowQ6_KRef(const float* x, BlockQ6_K* y, int64_t n);
 void QuantizeRowQ8_KRef(const float* x, BlockQ8_K* y, int64_t n);
 
 void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n);
 void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
 void DequantizeRowQ4_K(const BlockQ4_K* x, float* y, int64_t n);
+void DequantizeRowQ5_K(const BlockQ5_K* x, float* y, int64_t n);
 void DequantizeRowQ6_K(const BlockQ6_K* x, float* y, int64_t n);
 void DequantizeRowQ8_K(const BlockQ8_K* x, float* y, int64_t n);
 
 // The scalar DequantizeRow for any supported type (F32, F16, BF16, Q8_0,
-// Q4_0, Q4_K, Q6_K, Q8_K).
+// Q4_0, Q4_K, Q5_K, Q6_K, Q8_K).
 void DequantizeRowRef(DType t, const void* x, float* y, int64_t n);
 
 }  // namespace kvs::kernels

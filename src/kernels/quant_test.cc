@@ -74,8 +74,8 @@ std::vector<Dist> MakeDistributions() {
   return out;
 }
 
-const DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                        DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ8_K};
+const DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                        DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K};
 
 bool NumpyAvailable() {
   if (::access("/usr/bin/python3", X_OK) != 0) return false;
@@ -163,12 +163,14 @@ TEST(QuantTest, BlockSizesMatchDTypeTable) {
   EXPECT_EQ(Traits(DType::kQ8_0).type_size, static_cast<int64_t>(sizeof(BlockQ8_0)));
   EXPECT_EQ(Traits(DType::kQ4_0).type_size, static_cast<int64_t>(sizeof(BlockQ4_0)));
   EXPECT_EQ(Traits(DType::kQ4_K).type_size, static_cast<int64_t>(sizeof(BlockQ4_K)));
+  EXPECT_EQ(Traits(DType::kQ5_K).type_size, static_cast<int64_t>(sizeof(BlockQ5_K)));
   EXPECT_EQ(Traits(DType::kQ6_K).type_size, static_cast<int64_t>(sizeof(BlockQ6_K)));
   EXPECT_EQ(Traits(DType::kQ8_K).type_size, static_cast<int64_t>(sizeof(BlockQ8_K)));
   EXPECT_EQ(Traits(DType::kQ8_0).block_size, kQK0);
   EXPECT_EQ(Traits(DType::kQ4_K).block_size, kQKK);
   EXPECT_TRUE(CanQuantize(DType::kQ6_K));
-  EXPECT_FALSE(CanQuantize(DType::kQ5_K));
+  EXPECT_TRUE(CanQuantize(DType::kQ5_K));
+  EXPECT_FALSE(CanQuantize(DType::kQ3_K));
 }
 
 // Hand-checked bytes, independent of both implementations.
@@ -213,7 +215,7 @@ TEST(QuantTest, RoundTripError) {
   for (float& v : x) v = normal(rng);
   struct Case { DType t; double max_rel_rms; };
   for (const Case c : {Case{DType::kF16, 1e-3}, Case{DType::kBF16, 5e-3}, Case{DType::kQ8_0, 0.01},
-                       Case{DType::kQ8_K, 0.01}, Case{DType::kQ6_K, 0.03},
+                       Case{DType::kQ8_K, 0.01}, Case{DType::kQ6_K, 0.03}, Case{DType::kQ5_K, 0.06},
                        Case{DType::kQ4_K, 0.12}, Case{DType::kQ4_0, 0.15}}) {
     std::vector<uint8_t> q(static_cast<size_t>(RowBytes(c.t, n)));
     QuantizeRow(c.t, x.data(), q.data(), n);

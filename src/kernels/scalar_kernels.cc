@@ -92,8 +92,11 @@ float DotQ4_0(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
   return sum;
 }
 
-float DotQ4_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
-  const auto* w = reinterpret_cast<const BlockQ4_K*>(wrow);
+// Q4_K and Q5_K (whose 5th bits come from qh): both blocks start with d,
+// dmin and the 12 scale bytes.
+template <typename Block, bool kHigh>
+float DotAffineK(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
+  const auto* w = reinterpret_cast<const Block*>(wrow);
   const int8_t* q = ActQs(l, act);
   const float* d = ActD(l, act);
   float sum = 0;
@@ -108,7 +111,9 @@ float DotQ4_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
       const int shift = (s % 2) * 4;
       int32_t dot = 0, xs = 0;
       for (int j = 0; j < 32; ++j) {
-        dot += ((wq[j] >> shift) & 0xF) * qb[32 * s + j];
+        int code = (wq[j] >> shift) & 0xF;
+        if constexpr (kHigh) code |= ((w[b].qh[j] >> s) & 1) << 4;
+        dot += code * qb[32 * s + j];
         xs += qb[32 * s + j];
       }
       scaled += sc * dot;
@@ -118,6 +123,13 @@ float DotQ4_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
            d[b] * F16ToF32(w[b].dmin) * static_cast<float>(mins);
   }
   return sum;
+}
+
+float DotQ4_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
+  return DotAffineK<BlockQ4_K, false>(wrow, l, act);
+}
+float DotQ5_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
+  return DotAffineK<BlockQ5_K, true>(wrow, l, act);
 }
 
 float DotQ6_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
@@ -194,6 +206,7 @@ void TileBF16(const TileArgs& a) {
 void TileQ8_0(const TileArgs& a) { QuantTile<DotQ8_0>(a); }
 void TileQ4_0(const TileArgs& a) { QuantTile<DotQ4_0>(a); }
 void TileQ4_K(const TileArgs& a) { QuantTile<DotQ4_K>(a); }
+void TileQ5_K(const TileArgs& a) { QuantTile<DotQ5_K>(a); }
 void TileQ6_K(const TileArgs& a) { QuantTile<DotQ6_K>(a); }
 
 void QuantizeActs(const ActLayout& layout, const float* x, int64_t ldx, int64_t m, uint8_t* buf) {

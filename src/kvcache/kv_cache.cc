@@ -1,6 +1,10 @@
 #include "kvcache/kv_cache.h"
 
-#include <new>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "kernels/kernels.h"
 
@@ -34,28 +38,80 @@ Status KvCacheConfig::Validate() const {
 StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheConfig& config) {
   KVS_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<KvCache> c(new KvCache(config));
+  c->head_major_ = !(config.dtype == DType::kQ8_0 && config.head_dim % 32 != 0);
   c->row_bytes_ = config.RowBytes();
-  const int64_t slots = static_cast<int64_t>(config.num_blocks) * config.block_size;
-  const size_t bytes = static_cast<size_t>(slots * c->row_bytes_);
-  for (int32_t l = 0; l < config.num_layers; ++l) {
-    // Zero-filled so an unwritten slot never holds NaNs from old memory.
-    uint8_t* k = new (std::nothrow) uint8_t[bytes]();
-    uint8_t* v = new (std::nothrow) uint8_t[bytes]();
-    if (k == nullptr || v == nullptr) {
-      delete[] k;
-      delete[] v;
-      return ResourceExhausted("cannot allocate {} bytes of KV cache for layer {}", 2 * bytes, l);
-    }
-    c->k_.emplace_back(k);
-    c->v_.emplace_back(v);
+  c->head_bytes_ = c->head_major_ ? ::kvs::RowBytes(config.dtype, config.head_dim) : c->row_bytes_;
+  c->part_bytes_ = c->row_bytes_ * config.block_size;
+  const auto page = static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+  c->block_stride_ = (2 * config.num_layers * c->part_bytes_ + page - 1) / page * page;
+  c->mapped_bytes_ = static_cast<size_t>(c->block_stride_) * static_cast<size_t>(config.num_blocks);
+  // Address space only: pages are committed when first written.
+  void* p = mmap(nullptr, c->mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return ResourceExhausted("cannot reserve {} bytes of address space for the KV cache: {}", c->mapped_bytes_,
+                             std::strerror(errno));
   }
+  c->base_ = static_cast<uint8_t*>(p);
+  c->dirty_.assign(static_cast<size_t>(config.num_blocks), 0);
   return c;
 }
 
+KvCache::~KvCache() {
+  if (base_ != nullptr) munmap(base_, mapped_bytes_);
+}
+
 void KvCache::Write(int32_t layer, int64_t slot, const float* k, const float* v) {
-  const int64_t n = config_.RowElems();
-  kernels::ConvertRowFromF32(config_.dtype, k, k_[layer].get() + slot * row_bytes_, n);
-  kernels::ConvertRowFromF32(config_.dtype, v, v_[layer].get() + slot * row_bytes_, n);
+  const int64_t bs = config_.block_size;
+  const int64_t block = slot / bs, off = slot % bs;
+  uint8_t& dirty = dirty_[static_cast<size_t>(block)];
+  num_dirty_ += dirty == 0;
+  dirty = 1;
+  const float* src[2] = {k, v};
+  for (int kv = 0; kv < 2; ++kv) {
+    uint8_t* part = Part(layer, block, kv);
+    if (!head_major_) {
+      kernels::ConvertRowFromF32(config_.dtype, src[kv], part + off * row_bytes_, config_.RowElems());
+      continue;
+    }
+    for (int32_t h = 0; h < config_.n_kv_heads; ++h) {
+      kernels::ConvertRowFromF32(config_.dtype, src[kv] + static_cast<int64_t>(h) * config_.head_dim,
+                                 part + (h * bs + off) * head_bytes_, config_.head_dim);
+    }
+  }
+}
+
+HeadRows KvCache::Head(int32_t layer, int32_t block, int32_t kv_head, int kv) const {
+  const uint8_t* part = Part(layer, block, kv);
+  if (!head_major_) return HeadRows{part, row_bytes_, static_cast<int64_t>(kv_head) * config_.head_dim};
+  return HeadRows{part + static_cast<int64_t>(kv_head) * config_.block_size * head_bytes_, head_bytes_, 0};
+}
+
+void KvCache::Read(int32_t layer, int64_t slot, int kv, float* out) const {
+  const int64_t bs = config_.block_size;
+  const uint8_t* part = Part(layer, slot / bs, kv);
+  const int64_t off = slot % bs;
+  if (!head_major_) {
+    kernels::DequantizeRow(config_.dtype, part + off * row_bytes_, out, config_.RowElems());
+    return;
+  }
+  for (int32_t h = 0; h < config_.n_kv_heads; ++h) {
+    kernels::DequantizeRow(config_.dtype, part + (h * bs + off) * head_bytes_,
+                           out + static_cast<int64_t>(h) * config_.head_dim, config_.head_dim);
+  }
+}
+
+void KvCache::Release(std::span<const int32_t> block_ids) {
+  for (int32_t b : block_ids) {
+    uint8_t& dirty = dirty_[static_cast<size_t>(b)];
+    if (dirty == 0) continue;
+    // MADV_DONTNEED on private anonymous memory drops the pages at once:
+    // RSS falls now, and the next touch maps fresh zero pages.
+    const int rc = madvise(base_ + static_cast<int64_t>(b) * block_stride_, static_cast<size_t>(block_stride_),
+                           MADV_DONTNEED);
+    KVS_CHECK_MSG(rc == 0, "madvise(MADV_DONTNEED) on a KV block failed: {}", std::strerror(errno));
+    dirty = 0;
+    --num_dirty_;
+  }
 }
 
 }  // namespace kvs::kvcache

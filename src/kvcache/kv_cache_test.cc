@@ -1,114 +1,16 @@
-#include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/kernels.h"
 #include "kvcache/kv_cache.h"
-#include "kvcache/paged_attention.h"
 
 namespace kvs::kvcache {
 namespace {
-
-struct Case {
-  DType dtype;
-  int n_heads, n_kv, head_dim, block_size;
-};
-
-// Dense causal attention in double over the values the cache actually holds
-// (dequantized), independent of the block-table code path.
-std::vector<float> DenseAttention(const std::vector<std::vector<float>>& k,  // [pos][kv*hd]
-                                  const std::vector<std::vector<float>>& v, const float* q, int n_tokens,
-                                  int start_pos, int n_heads, int n_kv, int hd, float scale) {
-  std::vector<float> out(static_cast<size_t>(n_tokens) * n_heads * hd);
-  const int group = n_heads / n_kv;
-  for (int t = 0; t < n_tokens; ++t) {
-    const int n_pos = start_pos + t + 1;
-    for (int h = 0; h < n_heads; ++h) {
-      const int g = h / group;
-      std::vector<double> s(n_pos);
-      double mx = -1e300;
-      for (int p = 0; p < n_pos; ++p) {
-        double d = 0;
-        for (int i = 0; i < hd; ++i) d += double(q[(t * n_heads + h) * hd + i]) * k[p][g * hd + i];
-        s[p] = d * scale;
-        mx = std::max(mx, s[p]);
-      }
-      double sum = 0;
-      for (double& x : s) { x = std::exp(x - mx); sum += x; }
-      for (int i = 0; i < hd; ++i) {
-        double acc = 0;
-        for (int p = 0; p < n_pos; ++p) acc += s[p] * v[p][g * hd + i];
-        out[(t * n_heads + h) * hd + i] = static_cast<float>(acc / sum);
-      }
-    }
-  }
-  return out;
-}
-
-class PagedAttentionTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(PagedAttentionTest, MatchesDenseAttentionThroughShuffledBlocks) {
-  const Case c = GetParam();
-  std::mt19937 rng(1234);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const int total_pos = 300;  // positions of one sequence
-  const int num_blocks = (total_pos + c.block_size - 1) / c.block_size + 5;
-  KvCacheConfig cfg{1, c.n_kv, c.head_dim, c.block_size, num_blocks, c.dtype};
-  auto cache_or = KvCache::Create(cfg);
-  ASSERT_TRUE(cache_or.ok()) << cache_or.status().ToString();
-  KvCache& cache = **cache_or;
-
-  // A shuffled block table: blocks are not contiguous or ordered.
-  std::vector<int32_t> table(num_blocks);
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), rng);
-  const int row = c.n_kv * c.head_dim;
-  std::vector<std::vector<float>> kd(total_pos), vd(total_pos);  // dequantized stored values
-  std::vector<float> kr(row), vr(row);
-  for (int p = 0; p < total_pos; ++p) {
-    for (int i = 0; i < row; ++i) { kr[i] = nd(rng); vr[i] = nd(rng); }
-    const int64_t slot = int64_t(table[p / c.block_size]) * c.block_size + p % c.block_size;
-    cache.Write(0, slot, kr.data(), vr.data());
-    kd[p].resize(row);
-    vd[p].resize(row);
-    kernels::DequantizeRow(c.dtype, cache.KRow(0, slot), kd[p].data(), row);
-    kernels::DequantizeRow(c.dtype, cache.VRow(0, slot), vd[p].data(), row);
-  }
-  // Two sequences sharing the cache: a prefill chunk and a decode token.
-  const int chunk = 37, start = 250;
-  std::vector<float> q1(static_cast<size_t>(chunk) * c.n_heads * c.head_dim), q2(c.n_heads * c.head_dim);
-  for (float& x : q1) x = nd(rng);
-  for (float& x : q2) x = nd(rng);
-  std::vector<float> o1(q1.size()), o2(q2.size()), r1(q1.size()), r2(q2.size());
-  const float scale = 1.0f / std::sqrt(float(c.head_dim));
-  AttentionSeq seqs[2] = {{q1.data(), o1.data(), chunk, start, table}, {q2.data(), o2.data(), 1, total_pos - 1, table}};
-  AttentionParams params{0, c.n_heads, scale};
-  ThreadPool pool(2);
-  PagedAttention(cache, params, seqs, pool);
-  AttentionSeq ref_seqs[2] = {{q1.data(), r1.data(), chunk, start, table}, {q2.data(), r2.data(), 1, total_pos - 1, table}};
-  PagedAttentionReference(cache, params, ref_seqs);
-
-  auto e1 = DenseAttention(kd, vd, q1.data(), chunk, start, c.n_heads, c.n_kv, c.head_dim, scale);
-  auto e2 = DenseAttention(kd, vd, q2.data(), 1, total_pos - 1, c.n_heads, c.n_kv, c.head_dim, scale);
-  for (size_t i = 0; i < e1.size(); ++i) {
-    ASSERT_NEAR(o1[i], e1[i], 2e-5 + 2e-5 * std::fabs(e1[i])) << i;
-    ASSERT_NEAR(r1[i], e1[i], 2e-5 + 2e-5 * std::fabs(e1[i])) << i;
-  }
-  for (size_t i = 0; i < e2.size(); ++i) {
-    ASSERT_NEAR(o2[i], e2[i], 2e-5 + 2e-5 * std::fabs(e2[i])) << i;
-    ASSERT_NEAR(r2[i], e2[i], 2e-5 + 2e-5 * std::fabs(e2[i])) << i;
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, PagedAttentionTest,
-                         ::testing::Values(Case{DType::kF32, 8, 4, 8, 16}, Case{DType::kF32, 12, 4, 64, 16},
-                                           Case{DType::kF16, 12, 4, 64, 16}, Case{DType::kBF16, 8, 8, 32, 8},
-                                           Case{DType::kQ8_0, 12, 4, 64, 16}, Case{DType::kQ8_0, 8, 4, 8, 32},
-                                           Case{DType::kF16, 6, 1, 24, 5}));
 
 TEST(KvCacheTest, RejectsBadConfigs) {
   EXPECT_FALSE(KvCache::Create({1, 4, 8, 0, 10, DType::kF16}).ok());
@@ -119,6 +21,135 @@ TEST(KvCacheTest, RejectsBadConfigs) {
   EXPECT_FALSE(KvCache::Create({1, 4, 8, 16, 10, DType::kQ4_K}).ok());
   KvCacheConfig ok{2, 4, 64, 16, 10, DType::kF16};
   EXPECT_EQ(ok.BytesPerToken(), 2 * 2 * 4 * 64 * 2);
+}
+
+struct RoundTripCase {
+  DType dtype;
+  int n_kv, head_dim, block_size;
+  bool head_major;
+};
+
+class KvCacheRoundTrip : public ::testing::TestWithParam<RoundTripCase> {};
+
+// Every slot of every layer reads back what was written (rounded to the
+// dtype exactly as the row converter rounds it), and each head's rows of a
+// block are where KHead/VHead say.
+TEST_P(KvCacheRoundTrip, WritesReadBackThroughRowsAndHeads) {
+  const RoundTripCase c = GetParam();
+  const int layers = 3, blocks = 5, row = c.n_kv * c.head_dim;
+  auto cache_or = KvCache::Create({layers, c.n_kv, c.head_dim, c.block_size, blocks, c.dtype});
+  ASSERT_TRUE(cache_or.ok()) << cache_or.status().ToString();
+  KvCache& cache = **cache_or;
+  EXPECT_EQ(cache.head_major(), c.head_major);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int slots = blocks * c.block_size;
+  std::vector<std::vector<float>> want_k(static_cast<size_t>(layers * slots)), want_v(want_k.size());
+  std::vector<uint8_t> tmp(static_cast<size_t>(RowBytes(c.dtype, row)));
+  for (int l = 0; l < layers; ++l) {
+    for (int s = 0; s < slots; ++s) {
+      std::vector<float> k(static_cast<size_t>(row)), v(k.size());
+      for (int i = 0; i < row; ++i) { k[i] = nd(rng); v[i] = nd(rng); }
+      cache.Write(l, s, k.data(), v.data());
+      // Expected: the whole row through the converter and back.
+      auto& wk = want_k[static_cast<size_t>(l * slots + s)];
+      auto& wv = want_v[static_cast<size_t>(l * slots + s)];
+      wk.resize(k.size());
+      wv.resize(v.size());
+      kernels::ConvertRowFromF32(c.dtype, k.data(), tmp.data(), row);
+      kernels::DequantizeRow(c.dtype, tmp.data(), wk.data(), row);
+      kernels::ConvertRowFromF32(c.dtype, v.data(), tmp.data(), row);
+      kernels::DequantizeRow(c.dtype, tmp.data(), wv.data(), row);
+    }
+  }
+  std::vector<float> got(static_cast<size_t>(row)), head(static_cast<size_t>(row));
+  for (int l = 0; l < layers; ++l) {
+    for (int s = 0; s < slots; ++s) {
+      const auto& wk = want_k[static_cast<size_t>(l * slots + s)];
+      const auto& wv = want_v[static_cast<size_t>(l * slots + s)];
+      cache.ReadK(l, s, got.data());
+      ASSERT_EQ(got, wk) << "layer " << l << " slot " << s;
+      cache.ReadV(l, s, got.data());
+      ASSERT_EQ(got, wv) << "layer " << l << " slot " << s;
+      if (!c.head_major) continue;
+      for (int h = 0; h < c.n_kv; ++h) {
+        const HeadRows hk = cache.KHead(l, s / c.block_size, h);
+        ASSERT_EQ(hk.first, 0);
+        kernels::DequantizeRow(c.dtype, hk.data + (s % c.block_size) * hk.stride, head.data(), c.head_dim);
+        for (int i = 0; i < c.head_dim; ++i) ASSERT_EQ(head[i], wk[h * c.head_dim + i]) << h << " " << i;
+        const HeadRows hv = cache.VHead(l, s / c.block_size, h);
+        kernels::DequantizeRow(c.dtype, hv.data + (s % c.block_size) * hv.stride, head.data(), c.head_dim);
+        for (int i = 0; i < c.head_dim; ++i) ASSERT_EQ(head[i], wv[h * c.head_dim + i]) << h << " " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, KvCacheRoundTrip,
+                         ::testing::Values(RoundTripCase{DType::kF32, 2, 8, 3, true},
+                                           RoundTripCase{DType::kF16, 4, 64, 16, true},
+                                           RoundTripCase{DType::kBF16, 1, 24, 5, true},
+                                           RoundTripCase{DType::kQ8_0, 4, 64, 16, true},
+                                           RoundTripCase{DType::kQ8_0, 4, 8, 7, false},
+                                           RoundTripCase{DType::kQ8_0, 4, 24, 1, false}));
+
+// Anonymous resident memory of this process, from /proc/self/status.
+int64_t RssAnonBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  while (f >> key) {
+    if (key == "RssAnon:") {
+      int64_t kb = 0;
+      f >> kb;
+      return kb * 1024;
+    }
+    f.ignore(1 << 20, '\n');
+  }
+  return -1;
+}
+
+// A 1.25 GiB pool costs no memory until written; writing blocks commits
+// about their bytes; releasing returns them, and a released block reads as
+// zeros.
+TEST(KvCacheTest, MemoryFollowsWritesAndReleases) {
+  const int blocks = 10240;
+  KvCacheConfig cfg{4, 8, 64, 16, blocks, DType::kF16};  // a block: 4 layers x K,V x 16 slots x 1 KiB = 128 KiB
+  const int64_t before = RssAnonBytes();
+  if (before < 0) GTEST_SKIP() << "/proc/self/status has no RssAnon";
+  auto cache_or = KvCache::Create(cfg);
+  ASSERT_TRUE(cache_or.ok()) << cache_or.status().ToString();
+  KvCache& cache = **cache_or;
+  ASSERT_EQ(cache.block_stride(), 128 * 1024);
+  EXPECT_EQ(cache.committed_bytes(), 0);
+  EXPECT_LT(RssAnonBytes() - before, 16 << 20) << "the pool committed memory before any write";
+
+  std::vector<float> k(8 * 64, 1.5f), v(8 * 64, -2.0f);
+  const int written = 512;  // 64 MiB of blocks
+  for (int b = 0; b < written; ++b) {
+    for (int l = 0; l < 4; ++l) {
+      for (int s = 0; s < 16; ++s) cache.Write(l, int64_t(b) * 16 + s, k.data(), v.data());
+    }
+  }
+  const int64_t block_bytes = cache.block_stride();
+  EXPECT_EQ(cache.committed_bytes(), written * block_bytes);
+  const int64_t after_write = RssAnonBytes();
+  EXPECT_GT(after_write - before, written * block_bytes * 9 / 10);
+  EXPECT_LT(after_write - before, written * block_bytes * 11 / 10 + (16 << 20));
+
+  std::vector<int32_t> ids;
+  for (int b = 0; b < written; b += 2) ids.push_back(b);  // half of them
+  cache.Release(ids);
+  EXPECT_EQ(cache.committed_bytes(), written / 2 * block_bytes);
+  const int64_t after_release = RssAnonBytes();
+  EXPECT_LT(after_release, after_write - written / 2 * block_bytes * 9 / 10);
+
+  std::vector<float> row(8 * 64);
+  cache.ReadK(1, 0, row.data());  // block 0: released
+  for (float x : row) ASSERT_EQ(x, 0.0f);
+  cache.ReadV(1, 16, row.data());  // block 1: kept
+  for (float x : row) ASSERT_EQ(x, -2.0f);
+  cache.Release(ids);  // releasing again is a no-op
+  EXPECT_EQ(cache.committed_bytes(), written / 2 * block_bytes);
 }
 
 }  // namespace

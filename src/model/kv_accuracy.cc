@@ -55,13 +55,15 @@ StatusOr<std::vector<KvAccuracy>> MeasureKvAccuracy(LlamaModel& model, std::span
   std::vector<float> ref(static_cast<size_t>(chunk * V)), got(static_cast<size_t>(chunk * V));
   for (int64_t p = 0; p < static_cast<int64_t>(prompt.size()); p += chunk) {
     const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(prompt.size()) - p);
-    SeqSlice s{prompt.subspan(static_cast<size_t>(p), static_cast<size_t>(n)), static_cast<int32_t>(p), table, true};
+    kvcache::ForwardBatch s;
+    s.seqs.push_back({0, prompt.subspan(static_cast<size_t>(p), static_cast<size_t>(n)), static_cast<int32_t>(p), table,
+                      true, true});
     const std::span<float> ref_rows(ref.data(), static_cast<size_t>(n * V));
-    KVS_RETURN_IF_ERROR(model.Forward({&s, 1}, *caches[0], ref_rows, LogitsMode::kAllTokens, pool));
+    KVS_RETURN_IF_ERROR(model.Forward(s, *caches[0], ref_rows, pool));
     for (float v : ref_rows) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
     for (size_t i = 0; i < dtypes.size(); ++i) {
       const std::span<float> rows(got.data(), static_cast<size_t>(n * V));
-      KVS_RETURN_IF_ERROR(model.Forward({&s, 1}, *caches[i + 1], rows, LogitsMode::kAllTokens, pool));
+      KVS_RETURN_IF_ERROR(model.Forward(s, *caches[i + 1], rows, pool));
       for (int64_t t = 0; t < n; ++t) {
         const float* a = ref.data() + t * V;
         const float* b = got.data() + t * V;
@@ -93,8 +95,9 @@ StatusOr<std::vector<KvAccuracy>> MeasureKvAccuracy(LlamaModel& model, std::span
     int32_t last = prompt.back();
     int32_t pos = static_cast<int32_t>(L - 1);
     for (int32_t g = 0; g < greedy_tokens; ++g) {
-      SeqSlice s{std::span<const int32_t>(&last, 1), pos, table, true};
-      KVS_RETURN_IF_ERROR(model.Forward({&s, 1}, *caches[k], logits, LogitsMode::kLastOfWanted, pool));
+      kvcache::ForwardBatch s;
+      s.seqs.push_back({0, std::span<const int32_t>(&last, 1), pos, table, true});
+      KVS_RETURN_IF_ERROR(model.Forward(s, *caches[k], logits, pool));
       last = Argmax(logits.data(), V);
       gen[k].push_back(last);
       ++pos;

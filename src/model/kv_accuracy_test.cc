@@ -64,8 +64,9 @@ TEST(KvAccuracyTest, Stories260K) {
   std::vector<float> logits(static_cast<size_t>(c.vocab));
   model.ReserveTokens(128);
   while (prompt.size() < 384) {
-    SeqSlice s{std::span<const int32_t>(&prompt.back(), 1), static_cast<int32_t>(prompt.size() - 1), table, true};
-    ASSERT_TRUE(model.Forward({&s, 1}, **cache, logits, LogitsMode::kLastOfWanted, pool).ok());
+    kvcache::ForwardBatch b;
+    b.seqs.push_back({0, std::span<const int32_t>(&prompt.back(), 1), static_cast<int32_t>(prompt.size() - 1), table, true});
+    ASSERT_TRUE(model.Forward(b, **cache, logits, pool).ok());
     prompt.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
   }
   auto r = MeasureKvAccuracy(model, prompt, std::span<const DType>(kDtypes + 1, 3), 128, 128, pool);

@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "kvcache/paged_attention.h"
-
 namespace kvs::model {
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path) {
@@ -26,11 +24,6 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::FromFile(std::unique_ptr<gguf:
     m->inv_freq_[static_cast<size_t>(i)] = f / c.rope_scale;
   }
   return m;
-}
-
-int64_t LlamaModel::ActivationBytes(const ModelConfig& c, int64_t t) {
-  const int64_t floats = t * (3LL * c.hidden + 2LL * c.q_dim() + 2LL * c.kv_dim() + 2LL * c.ffn + c.rope_dim);
-  return floats * static_cast<int64_t>(sizeof(float));
 }
 
 void LlamaModel::ReserveTokens(int64_t t) {
@@ -73,8 +66,8 @@ void LlamaModel::Rope(float* x, int32_t n_heads, const float* cos, const float* 
   }
 }
 
-Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& cache, std::span<float> logits,
-                           LogitsMode mode, ThreadPool& pool) {
+Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache& cache, std::span<float> logits,
+                           ThreadPool& pool) {
   const ModelConfig& c = config_;
   const kvcache::KvCacheConfig& kc = cache.config();
   if (kc.num_layers != c.n_layers || kc.n_kv_heads != c.n_kv_heads || kc.head_dim != c.head_dim) {
@@ -82,9 +75,9 @@ Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& ca
   }
   // Validate the batch once, here at the boundary.
   int64_t T = 0, rows = 0;
-  for (const SeqSlice& s : batch) {
+  for (const kvcache::ForwardSeq& s : batch.seqs) {
     const int64_t n = static_cast<int64_t>(s.tokens.size());
-    if (n == 0) return InvalidArgument("empty sequence slice in batch");
+    if (n == 0) return InvalidArgument("empty sequence in batch");
     if (s.start_pos < 0) return InvalidArgument("negative start position");
     const int64_t end = s.start_pos + n;
     if (static_cast<int64_t>(s.block_table.size()) * kc.block_size < end) {
@@ -98,7 +91,7 @@ Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& ca
       if (tok < 0 || tok >= c.vocab) return InvalidArgument("token id {} out of range [0, {})", tok, c.vocab);
     }
     T += n;
-    rows += mode == LogitsMode::kAllTokens ? n : (s.want_logits ? 1 : 0);
+    rows += s.NumLogits();
   }
   if (T == 0) return Status::Ok();
   if (static_cast<int64_t>(logits.size()) != rows * c.vocab) {
@@ -106,12 +99,12 @@ Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& ca
   }
   ReserveTokens(T);
 
-  const int64_t H = c.hidden, QD = c.q_dim(), KD = c.kv_dim(), F = c.ffn, half = c.rope_dim / 2;
+  const int64_t H = c.hidden, QD = c.q_dim(), KD = c.kv_dim(), half = c.rope_dim / 2;
   // Embeddings and RoPE tables, token by token.
   {
     int64_t t = 0;
     const int64_t emb_row = RowBytes(weights_->token_embd.type, H);
-    for (const SeqSlice& s : batch) {
+    for (const kvcache::ForwardSeq& s : batch.seqs) {
       for (size_t i = 0; i < s.tokens.size(); ++i, ++t) {
         const uint8_t* row = static_cast<const uint8_t*>(weights_->token_embd.data) + s.tokens[i] * emb_row;
         kernels::DequantizeRow(weights_->token_embd.type, row, x_.data() + t * H, H);
@@ -122,15 +115,6 @@ Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& ca
           sin_[t * half + j] = static_cast<float>(std::sin(th));
         }
       }
-    }
-  }
-  std::vector<kvcache::AttentionSeq> att_seqs(batch.size());
-  {
-    int64_t t = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      att_seqs[i] = {q_.data() + t * QD, att_.data() + t * QD, static_cast<int32_t>(batch[i].tokens.size()),
-                     batch[i].start_pos, batch[i].block_table};
-      t += static_cast<int64_t>(batch[i].tokens.size());
     }
   }
   const float att_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -163,7 +147,7 @@ Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& ca
     // Store K/V at each token's slot before attention reads them back.
     {
       int64_t t = 0;
-      for (const SeqSlice& s : batch) {
+      for (const kvcache::ForwardSeq& s : batch.seqs) {
         for (size_t i = 0; i < s.tokens.size(); ++i, ++t) {
           const int64_t pos = s.start_pos + static_cast<int64_t>(i);
           const int64_t slot = static_cast<int64_t>(s.block_table[static_cast<size_t>(pos / kc.block_size)]) * kc.block_size +
@@ -172,16 +156,12 @@ Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& ca
         }
       }
     }
-    kvcache::PagedAttention(cache, {l, c.n_heads, att_scale}, att_seqs, pool);
+    attention_.Run(cache, {l, c.n_heads, att_scale}, batch, q_.data(), att_.data(), pool);
     kernels::MatMul(L.wo, att_.data(), T, tmp_.data(), pool);
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
     for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(x_.data() + t * H, L.ffn_norm, xn_.data() + t * H, H, c.rms_eps);
-    {
-      const kernels::MatView ws[2] = {L.w_gate, L.w_up};
-      float* const ys[2] = {gate_.data(), up_.data()};
-      kernels::MatMulMany(ws, ys, 2, xn_.data(), T, pool);
-    }
-    kernels::SiluMul(gate_.data(), up_.data(), gate_.data(), T * F);
+    // gate_ = silu(xn · gate^T) * (xn · up^T), fused per thread.
+    kernels::GatedMatMul(L.w_gate, L.w_up, xn_.data(), T, gate_.data(), up_.data(), pool);
     kernels::MatMul(L.w_down, gate_.data(), T, tmp_.data(), pool);
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
   }
@@ -190,9 +170,9 @@ Status LlamaModel::Forward(std::span<const SeqSlice> batch, kvcache::KvCache& ca
   int64_t r = 0;
   {
     int64_t t = 0;
-    for (const SeqSlice& s : batch) {
+    for (const kvcache::ForwardSeq& s : batch.seqs) {
       const int64_t n = static_cast<int64_t>(s.tokens.size());
-      if (mode == LogitsMode::kAllTokens) {
+      if (s.all_logits) {
         for (int64_t i = 0; i < n; ++i, ++r) kernels::RmsNorm(x_.data() + (t + i) * H, weights_->output_norm, xn_.data() + r * H, H, c.rms_eps);
       } else if (s.want_logits) {
         kernels::RmsNorm(x_.data() + (t + n - 1) * H, weights_->output_norm, xn_.data() + r * H, H, c.rms_eps);

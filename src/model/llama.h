@@ -2,10 +2,11 @@
 // `qwen3`: they differ only by QKV bias, per-head Q/K norm and RoPE pair
 // layout, which ModelConfig flags select).
 //
-// Forward() runs a batch of sequence slices in one pass: every matmul sees
-// all tokens of the batch at once ([tokens, features] activations); K/V of
-// every token are written into the paged KvCache through each slice's block
-// table, and attention reads them back through it.
+// Forward() runs a ForwardBatch (kvcache/forward_batch.h) in one pass: every
+// matmul sees all tokens of the batch at once ([tokens, features]
+// activations, rows in batch order); K/V of every token are written into the
+// paged KvCache through each sequence's block table, and attention reads
+// them back through it.
 // Thread-safety: Forward mutates the activation buffers and the cache; call
 // it from one thread (the engine thread). The weights are immutable.
 #pragma once
@@ -18,25 +19,13 @@
 
 #include "base/thread_pool.h"
 #include "gguf/gguf.h"
+#include "kvcache/forward_batch.h"
 #include "kvcache/kv_cache.h"
+#include "kvcache/paged_attention.h"
 #include "model/config.h"
 #include "model/weights.h"
 
 namespace kvs::model {
-
-// One sequence's slice of a batch (mirrors engine::ForwardSeq; the model
-// layer sits below the engine and does not include it).
-struct SeqSlice {
-  std::span<const int32_t> tokens;       // [n]
-  int32_t start_pos = 0;                 // position of tokens[0]
-  std::span<const int32_t> block_table;  // covers [0, start_pos + n)
-  bool want_logits = false;              // last token's logits wanted
-};
-
-enum class LogitsMode {
-  kLastOfWanted,  // one row per slice with want_logits, in slice order
-  kAllTokens,     // one row per token of the batch (tests, perplexity)
-};
 
 class LlamaModel {
  public:
@@ -49,15 +38,13 @@ class LlamaModel {
   const gguf::GgufFile& file() const { return *file_; }
   uint64_t weight_bytes() const { return weights_->total_bytes; }
 
-  // Activation buffers for batches of up to max_tokens tokens (allocated once).
+  // Activation buffers for batches of up to max_tokens tokens (allocated
+  // once; a larger batch grows them).
   void ReserveTokens(int64_t max_tokens);
-  int64_t reserved_tokens() const { return max_tokens_; }
-  // Bytes of activation buffers for max_tokens (what ReserveTokens allocates).
-  static int64_t ActivationBytes(const ModelConfig& c, int64_t max_tokens);
 
-  // logits: [rows, vocab] where rows follows `mode`.
-  Status Forward(std::span<const SeqSlice> batch, kvcache::KvCache& cache, std::span<float> logits,
-                 LogitsMode mode, ThreadPool& pool);
+  // logits: [batch.NumLogits(), vocab] (forward_batch.h says which rows).
+  Status Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache& cache, std::span<float> logits,
+                 ThreadPool& pool);
 
  private:
   LlamaModel() = default;
@@ -67,6 +54,7 @@ class LlamaModel {
   ModelConfig config_;
   std::unique_ptr<ModelWeights> weights_;
   std::vector<double> inv_freq_;  // [rope_dim / 2]
+  kvcache::PagedAttention attention_;  // keeps its plan and scratch between calls
 
   // Activations, [max_tokens_, ...] each.
   int64_t max_tokens_ = 0;

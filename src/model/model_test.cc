@@ -7,6 +7,7 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -56,9 +57,9 @@ std::vector<float> KvserveLogits(LlamaModel& m, const std::vector<int32_t>& toke
   while (pos < tokens.size()) {
     const size_t n = std::min<size_t>(static_cast<size_t>(chunks[std::min(ci, chunks.size() - 1)]), tokens.size() - pos);
     ++ci;
-    SeqSlice s{std::span<const int32_t>(tokens.data() + pos, n), static_cast<int32_t>(pos), table, true};
-    Status st = m.Forward(std::span<const SeqSlice>(&s, 1), **cache,
-                          std::span<float>(all.data() + pos * c.vocab, n * c.vocab), LogitsMode::kAllTokens, pool);
+    kvcache::ForwardBatch b;
+    b.seqs.push_back({0, std::span<const int32_t>(tokens.data() + pos, n), static_cast<int32_t>(pos), table, true, true});
+    Status st = m.Forward(b, **cache, std::span<float>(all.data() + pos * c.vocab, n * c.vocab), pool);
     EXPECT_TRUE(st.ok()) << st.ToString();
     pos += n;
   }
@@ -113,6 +114,66 @@ TEST(ModelTest, Stories260KMatchesReference) {
   }
 }
 
+// Greedy decoding (prefill the prompt in one batch, then one token at a
+// time) of `n` tokens after `prompt`.
+std::vector<int32_t> GreedyTokens(LlamaModel& m, const std::vector<int32_t>& prompt, int n, DType kv_dtype) {
+  const ModelConfig& c = m.config();
+  const int block = 16;
+  const int nblocks = (static_cast<int>(prompt.size()) + n) / block + 2;
+  auto cache = kvcache::KvCache::Create({c.n_layers, c.n_kv_heads, c.head_dim, block, nblocks, kv_dtype});
+  EXPECT_TRUE(cache.ok());
+  std::vector<int32_t> table(static_cast<size_t>(nblocks));
+  std::iota(table.begin(), table.end(), 0);
+  ThreadPool pool(2);
+  std::vector<float> logits(static_cast<size_t>(c.vocab));
+  std::vector<int32_t> seq = prompt, out;
+  int32_t pos = 0;
+  while (static_cast<int>(out.size()) < n) {
+    const std::span<const int32_t> chunk(seq.data() + pos, seq.size() - static_cast<size_t>(pos));
+    kvcache::ForwardBatch b;
+    b.seqs.push_back({0, chunk, pos, table, true});
+    const Status st = m.Forward(b, **cache, logits, pool);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok()) break;
+    pos = static_cast<int32_t>(seq.size());
+    const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    seq.push_back(next);
+  }
+  return out;
+}
+
+// Greedy output on stories260K equals llama.cpp's token for token
+// (src/model/testdata/stories260k_greedy_llamacpp.txt says how it was made).
+TEST(ModelTest, Stories260KGreedyMatchesLlamaCpp) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  auto m = LlamaModel::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  std::ifstream f(kvs::testing::SourceDir() + "/src/model/testdata/stories260k_greedy_llamacpp.txt");
+  ASSERT_TRUE(f.good());
+  std::string line;
+  std::vector<int32_t> prompt;
+  int cases = 0;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string key;
+    in >> key;
+    std::vector<int32_t> ids;
+    for (int32_t v; in >> v;) ids.push_back(v);
+    if (key == "prompt") {
+      prompt = ids;
+    } else if (key == "tokens") {
+      ASSERT_FALSE(prompt.empty());
+      const std::vector<int32_t> got = GreedyTokens(**m, prompt, static_cast<int>(ids.size()), DType::kF16);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ASSERT_EQ(got[i], ids[i]) << "case " << cases << ", generated token " << i;
+      }
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 3);
+}
+
 struct ArchCase {
   const char* arch;
   DType type;
@@ -152,7 +213,8 @@ INSTANTIATE_TEST_SUITE_P(
     ArchsAndTypes, RandomModelTest,
     ::testing::Values(ArchCase{"llama", DType::kF32}, ArchCase{"qwen2", DType::kF32}, ArchCase{"qwen3", DType::kF32},
                       ArchCase{"llama", DType::kF16}, ArchCase{"llama", DType::kBF16}, ArchCase{"llama", DType::kQ8_0},
-                      ArchCase{"llama", DType::kQ4_0}, ArchCase{"llama", DType::kQ4_K}, ArchCase{"llama", DType::kQ6_K},
+                      ArchCase{"llama", DType::kQ4_0}, ArchCase{"llama", DType::kQ4_K}, ArchCase{"llama", DType::kQ5_K},
+                      ArchCase{"llama", DType::kQ6_K},
                       ArchCase{"qwen2", DType::kQ8_0}, ArchCase{"qwen3", DType::kQ4_K}),
     [](const auto& info) { return std::string(info.param.arch) + "_" + DTypeName(info.param.type); });
 
@@ -196,10 +258,11 @@ TEST(ModelTest, RejectsOutOfRangeTokens) {
   auto cache = kvcache::KvCache::Create({c.n_layers, c.n_kv_heads, c.head_dim, 16, 4, DType::kF16});
   ASSERT_TRUE(cache.ok());
   std::vector<int32_t> toks = {1, 99999}, table = {0};
-  SeqSlice s{toks, 0, table, true};
+  kvcache::ForwardBatch b;
+  b.seqs.push_back({0, toks, 0, table, true});
   ThreadPool pool(1);
   std::vector<float> logits(static_cast<size_t>(c.vocab));
-  Status st = (*m)->Forward(std::span<const SeqSlice>(&s, 1), **cache, logits, LogitsMode::kLastOfWanted, pool);
+  Status st = (*m)->Forward(b, **cache, logits, pool);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
 }
 

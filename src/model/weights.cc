@@ -1,6 +1,12 @@
 #include "model/weights.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <new>
+
+#include "base/thread_pool.h"
 
 namespace kvs::model {
 namespace {
@@ -29,7 +35,7 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
     }
     if (!Traits(t->type).supported || !kernels::CanQuantize(t->type)) {
       return Unimplemented("tensor {} has type {}, which kvserve does not support "
-                           "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)",
+                           "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)",
                            name, DTypeName(t->type));
     }
     w->total_bytes += t->nbytes;
@@ -82,7 +88,36 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
     KVS_ASSIGN_OR_RETURN(L.w_up, matrix(p + "ffn_up.weight", c.ffn, c.hidden));
     KVS_ASSIGN_OR_RETURN(L.w_down, matrix(p + "ffn_down.weight", c.hidden, c.ffn));
   }
+  w->PackMatrices(f);
   return w;
+}
+
+void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
+  ThreadPool pool(0);  // load time only: every core packs
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto pack = [&](kernels::MatView& m, bool release) {
+    const int64_t n = kernels::PackedBytes(m.type, m.rows, m.cols);
+    if (n == 0) return;
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((n + 63) / 64 * 64)));
+    if (p == nullptr) throw std::bad_alloc();
+    kernels::PackWeights(m, p, pool);
+    packed_.emplace_back(p);
+    m.packed = p;
+    packed_bytes += static_cast<uint64_t>(n);
+    if (!release || !f.mapped()) return;
+    // The whole pages inside the matrix's bytes; clean private file pages,
+    // so dropping them loses nothing.
+    const auto begin = reinterpret_cast<uintptr_t>(m.data);
+    const uintptr_t lo = (begin + page - 1) / page * page;
+    const uintptr_t hi = (begin + static_cast<uintptr_t>(RowBytes(m.type, m.cols) * m.rows)) / page * page;
+    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+  };
+  for (LayerWeights& L : layers) {
+    for (kernels::MatView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m, true);
+  }
+  // A tied output layer shares token_embd's rows, which embedding lookups
+  // keep reading a few at a time.
+  pack(output, output.data != token_embd.data);
 }
 
 }  // namespace kvs::model

@@ -1,10 +1,15 @@
-// ModelWeights: views of a model's tensors inside a GgufFile (no copies for
-// matrices; they stay in the mmap). Vectors (norms, biases) are converted to
-// owned f32 when stored otherwise. Every tensor's shape and type is checked
-// at load; a missing or misshapen tensor is refused by name.
+// ModelWeights: views of a model's tensors inside a GgufFile. Vectors (norms,
+// biases) are converted to owned f32 when stored otherwise. Quantized
+// matrices are also packed at load into the kernels' interleaved layout
+// (MatView::packed, owned here; about the file's size), after which their
+// pages of the file mapping are dropped: the packed copy replaces them in
+// memory, and the rows are read back from the file only if a scalar path or
+// an embedding lookup asks for them. Every tensor's shape and type is
+// checked at load; a missing or misshapen tensor is refused by name.
 // Thread-safety: immutable after Load.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -34,11 +39,19 @@ struct ModelWeights {
   kernels::MatView output;            // [vocab, hidden]; token_embd when tied
   const float* rope_freqs = nullptr;  // [rope_dim / 2] frequency divisors (Llama 3), or null
   uint64_t total_bytes = 0;           // bytes of all tensors used
+  uint64_t packed_bytes = 0;          // bytes of the packed copies
 
   static StatusOr<std::unique_ptr<ModelWeights>> Load(const gguf::GgufFile& file, const ModelConfig& config);
 
  private:
+  // Packs every matrix the active kernels read packed (see above).
+  void PackMatrices(const gguf::GgufFile& file);
+
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
   std::vector<std::vector<float>> owned_;  // f32 copies of non-f32 vectors
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // 64-byte aligned
 };
 
 }  // namespace kvs::model

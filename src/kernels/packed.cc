@@ -1,0 +1,250 @@
+// Packing of weight rows into the interleaved panels of packed.h, and the
+// public PackedBytes / PackWeights. Portable code: it runs once per matrix at
+// load (and per panel for matrices nobody packed, amortized over a batch).
+#include "kernels/packed.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "base/status.h"
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+#include "kernels/quant_formats.h"
+
+namespace kvs::kernels {
+namespace {
+
+constexpr int64_t kChunk = kChunkBytes;
+
+int64_t RoundUp64(int64_t n) { return (n + 63) / 64 * 64; }
+
+// dst chunk <- for each row r < valid, the 4 bytes at rows + r*row_bytes + off
+// (XOR `flip` on every byte); zero for the other rows.
+inline void GatherChunk(const uint8_t* rows, int64_t row_bytes, int valid, int64_t off, uint8_t flip,
+                        uint8_t* dst) {
+  for (int r = 0; r < valid; ++r) {
+    const uint8_t* s = rows + r * row_bytes + off;
+    for (int i = 0; i < 4; ++i) dst[4 * r + i] = static_cast<uint8_t>(s[i] ^ flip);
+  }
+  std::memset(dst + 4 * valid, 0, static_cast<size_t>(4 * (kPanelRows - valid)));
+}
+
+inline void ScatterChunk(const uint8_t* src, int r, int64_t off, uint8_t flip, uint8_t* row) {
+  for (int i = 0; i < 4; ++i) row[off + i] = static_cast<uint8_t>(src[4 * r + i] ^ flip);
+}
+
+// The f16 at byte `off` of each row -> 16 f16 in row order (0 past valid).
+inline void GatherHalves(const uint8_t* rows, int64_t row_bytes, int valid, int64_t off, uint8_t* dst) {
+  for (int r = 0; r < valid; ++r) std::memcpy(dst + 2 * r, rows + r * row_bytes + off, 2);
+  std::memset(dst + 2 * valid, 0, static_cast<size_t>(2 * (kPanelRows - valid)));
+}
+
+}  // namespace
+
+bool HasPackedLayout(DType t) {
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return true;
+    default: return false;
+  }
+}
+
+// Chunks per Q4_K / Q5_K super-block.
+constexpr int64_t kK4Chunks = kQ4KUnitBytes / kChunk, kK5Chunks = kQ5KUnitBytes / kChunk;
+
+int64_t PanelBytes(DType t, int64_t cols) {
+  switch (t) {
+    case DType::kQ4_K: return cols / kQKK * kK4Chunks * kChunk;
+    case DType::kQ5_K: return cols / kQKK * kK5Chunks * kChunk;
+    default: return RoundUp64(kPanelRows * RowBytes(t, cols));
+  }
+}
+
+void PackPanel(DType t, const uint8_t* rows, int64_t row_bytes, int valid, int64_t cols, uint8_t* panel) {
+  KVS_CHECK(valid >= 1 && valid <= kPanelRows);
+  const int64_t pb = PanelBytes(t, cols);
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0: {
+      const bool q8 = t == DType::kQ8_0;
+      const int64_t nblk = cols / kQK0, bs = q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+      const int chunks = q8 ? 8 : 4;
+      uint8_t* d = panel + nblk * chunks * kChunk;
+      for (int64_t b = 0; b < nblk; ++b) {
+        for (int c = 0; c < chunks; ++c) {
+          GatherChunk(rows, row_bytes, valid, b * bs + 2 + 4 * c, q8 ? 0x80 : 0, panel + (b * chunks + c) * kChunk);
+        }
+        GatherHalves(rows, row_bytes, valid, b * bs, d + 32 * b);
+      }
+      std::memset(d + 32 * nblk, 0, static_cast<size_t>(pb - (d + 32 * nblk - panel)));
+      return;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool q5 = t == DType::kQ5_K;
+      const int64_t bs = q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+      const int64_t qs_off = q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
+      const int64_t sb_bytes = (q5 ? kK5Chunks : kK4Chunks) * kChunk;
+      std::memset(panel, 0, static_cast<size_t>(pb));
+      for (int64_t sb = 0; sb < cols / kQKK; ++sb) {
+        uint8_t* out = panel + sb * sb_bytes;
+        const int64_t base = sb * bs;
+        GatherChunk(rows, row_bytes, valid, base, 0, out);  // d, dmin
+        for (int r = 0; r < valid; ++r) {
+          const uint8_t* scales = rows + r * row_bytes + base + 4;
+          for (int s = 0; s < 8; ++s) GetScaleMinK4(s, scales, &out[64 + 16 * s + r], &out[192 + 16 * s + r]);
+        }
+        for (int g = 0; g < 4; ++g) {
+          for (int c = 0; c < 8; ++c) {
+            GatherChunk(rows, row_bytes, valid, base + qs_off + 32 * g + 4 * c, 0, out + (5 + 8 * g + c) * kChunk);
+          }
+        }
+        if (q5) {
+          for (int c = 0; c < 8; ++c) {
+            GatherChunk(rows, row_bytes, valid, base + offsetof(BlockQ5_K, qh) + 4 * c, 0,
+                        out + (kK4Chunks + c) * kChunk);
+          }
+        }
+      }
+      return;
+    }
+    case DType::kQ6_K: {
+      const int64_t nsb = cols / kQKK;
+      constexpr int64_t kSb = 52 * kChunk;
+      uint8_t* d = panel + nsb * kSb;
+      std::memset(panel, 0, static_cast<size_t>(pb));
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        uint8_t* out = panel + sb * kSb;
+        for (int r = 0; r < valid; ++r) {
+          const auto* blk = reinterpret_cast<const BlockQ6_K*>(rows + r * row_bytes) + sb;
+          for (int h = 0; h < 2; ++h) {
+            for (int l = 0; l < 32; ++l) {
+              int e[4];
+              for (int k = 0; k < 4; ++k) {
+                const int lo = ((k & 1 ? blk->ql[64 * h + 32 + l] : blk->ql[64 * h + l]) >> (k & 2 ? 4 : 0)) & 0xF;
+                e[k] = lo | (((blk->qh[32 * h + l] >> (2 * k)) & 3) << 4);
+              }
+              const int c = l / 4, i = l % 4;
+              for (int j = 0; j < 3; ++j) {
+                out[(24 * h + 3 * c + j) * kChunk + 4 * r + i] =
+                    static_cast<uint8_t>(e[j] | (((e[3] >> (4 - 2 * j)) & 3) << 6));
+              }
+            }
+          }
+          for (int g = 0; g < 16; ++g) out[48 * kChunk + 16 * g + r] = static_cast<uint8_t>(blk->scales[g]);
+          std::memcpy(d + 32 * sb + 2 * r, &blk->d, 2);
+        }
+      }
+      return;
+    }
+    default: KVS_CHECK_MSG(false, "PackPanel: {} has no packed layout", DTypeName(t));
+  }
+}
+
+void UnpackPanelRow(DType t, const uint8_t* panel, int r, int64_t cols, uint8_t* row) {
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0: {
+      const bool q8 = t == DType::kQ8_0;
+      const int64_t nblk = cols / kQK0, bs = q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+      const int chunks = q8 ? 8 : 4;
+      const uint8_t* d = panel + nblk * chunks * kChunk;
+      for (int64_t b = 0; b < nblk; ++b) {
+        for (int c = 0; c < chunks; ++c) ScatterChunk(panel + (b * chunks + c) * kChunk, r, b * bs + 2 + 4 * c, q8 ? 0x80 : 0, row);
+        std::memcpy(row + b * bs, d + 32 * b + 2 * r, 2);
+      }
+      return;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool q5 = t == DType::kQ5_K;
+      const int64_t bs = q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+      const int64_t qs_off = q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
+      const int64_t sb_bytes = (q5 ? kK5Chunks : kK4Chunks) * kChunk;
+      for (int64_t sb = 0; sb < cols / kQKK; ++sb) {
+        const uint8_t* in = panel + sb * sb_bytes;
+        const int64_t base = sb * bs;
+        ScatterChunk(in, r, base, 0, row);
+        uint8_t* scales = row + base + 4;  // repack the 6-bit fields as GGUF does
+        std::memset(scales, 0, 12);
+        for (int s = 0; s < 8; ++s) {
+          const uint8_t ls = in[64 + 16 * s + r], lm = in[192 + 16 * s + r];
+          if (s < 4) {
+            scales[s] = static_cast<uint8_t>(scales[s] | ls);
+            scales[s + 4] = static_cast<uint8_t>(scales[s + 4] | lm);
+          } else {
+            scales[s + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+            scales[s - 4] = static_cast<uint8_t>(scales[s - 4] | ((ls >> 4) << 6));
+            scales[s] = static_cast<uint8_t>(scales[s] | ((lm >> 4) << 6));
+          }
+        }
+        for (int g = 0; g < 4; ++g) {
+          for (int c = 0; c < 8; ++c) ScatterChunk(in + (5 + 8 * g + c) * kChunk, r, base + qs_off + 32 * g + 4 * c, 0, row);
+        }
+        if (q5) {
+          for (int c = 0; c < 8; ++c) ScatterChunk(in + (kK4Chunks + c) * kChunk, r, base + offsetof(BlockQ5_K, qh) + 4 * c, 0, row);
+        }
+      }
+      return;
+    }
+    case DType::kQ6_K: {
+      const int64_t nsb = cols / kQKK;
+      constexpr int64_t kSb = 52 * kChunk;
+      const uint8_t* d = panel + nsb * kSb;
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* in = panel + sb * kSb;
+        BlockQ6_K blk;
+        std::memset(&blk, 0, sizeof(blk));
+        for (int h = 0; h < 2; ++h) {
+          for (int l = 0; l < 32; ++l) {
+            const int c = l / 4, i = l % 4;
+            int x[3], e[4];
+            for (int j = 0; j < 3; ++j) x[j] = in[(24 * h + 3 * c + j) * kChunk + 4 * r + i];
+            for (int j = 0; j < 3; ++j) e[j] = x[j] & 63;
+            e[3] = ((x[0] >> 6) << 4) | ((x[1] >> 6) << 2) | (x[2] >> 6);
+            for (int k = 0; k < 4; ++k) {
+              uint8_t& q = k & 1 ? blk.ql[64 * h + 32 + l] : blk.ql[64 * h + l];
+              q = static_cast<uint8_t>(q | ((e[k] & 0xF) << (k & 2 ? 4 : 0)));
+              blk.qh[32 * h + l] = static_cast<uint8_t>(blk.qh[32 * h + l] | ((e[k] >> 4) << (2 * k)));
+            }
+          }
+        }
+        for (int g = 0; g < 16; ++g) blk.scales[g] = static_cast<int8_t>(in[48 * kChunk + 16 * g + r]);
+        std::memcpy(&blk.d, d + 32 * sb + 2 * r, 2);
+        std::memcpy(row + sb * static_cast<int64_t>(sizeof(BlockQ6_K)), &blk, sizeof(blk));
+      }
+      return;
+    }
+    default: KVS_CHECK_MSG(false, "UnpackPanelRow: {} has no packed layout", DTypeName(t));
+  }
+}
+
+int64_t PackedLayoutBytes(DType t, int64_t rows, int64_t cols) {
+  if (!HasPackedLayout(t) || rows <= 0 || cols <= 0 || cols % Traits(t).block_size != 0) return 0;
+  return NumPanels(rows) * PanelBytes(t, cols);
+}
+
+int64_t PackedBytes(DType t, int64_t rows, int64_t cols) {
+  return ActiveKernels().reads_packed ? PackedLayoutBytes(t, rows, cols) : 0;
+}
+
+void PackWeights(const MatView& w, void* out, ThreadPool& pool) {
+  const int64_t pb = PanelBytes(w.type, w.cols), rb = RowBytes(w.type, w.cols);
+  KVS_CHECK_MSG(PackedLayoutBytes(w.type, w.rows, w.cols) > 0, "PackWeights: {} [{}, {}] has no packed layout",
+                DTypeName(w.type), w.rows, w.cols);
+  KVS_CHECK_MSG(reinterpret_cast<uintptr_t>(out) % 64 == 0, "PackWeights: output not 64-byte aligned");
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  auto* dst = static_cast<uint8_t*>(out);
+  pool.ParallelFor(NumPanels(w.rows), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
+      PackPanel(w.type, src + p * kPanelRows * rb, rb, valid, w.cols, dst + p * pb);
+    }
+  });
+}
+
+}  // namespace kvs::kernels
