@@ -26,7 +26,7 @@ struct Nfa {
 // even through other rules), such as `ws` or `digit`. Inlining turns a call
 // and return per character into plain DFA transitions.
 std::vector<uint8_t> InlinableRules(const Grammar& g) {
-  constexpr int64_t kMaxInlineSize = 64;
+  constexpr int64_t kMaxInlineSize = 256;
   const size_t num_rules = g.rules().size();
   std::vector<std::vector<int32_t>> refs(num_rules);
   for (size_t r = 0; r < num_rules; ++r) {

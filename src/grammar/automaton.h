@@ -53,6 +53,15 @@ struct Automaton {
   std::vector<std::string> rule_names;   // [rule]
   std::vector<int32_t> min_bytes;        // [state] fewest bytes to finish its rule
   std::vector<int32_t> rule_min_bytes;   // [rule] fewest bytes of the rule
+  // [rule] states where text may continue right after the rule finishes, in
+  // any context: the return states of its call sites, and (when such a
+  // state is final) the follow states of that state's rule, transitively.
+  // Empty with follow_complete false when there are more than
+  // kMaxFollowStates (the token cache then treats the continuation as
+  // unknown).
+  std::vector<std::vector<int32_t>> follow;
+  std::vector<uint8_t> follow_complete;  // [rule]
+  static constexpr size_t kMaxFollowStates = 48;
   int32_t root_rule = -1;
 
   // The target of `b` from state q, or -1.

@@ -241,6 +241,38 @@ void ComputeMinBytes(Automaton* a, const Preds& p) {
   }
 }
 
+void ComputeFollow(Automaton* a, const Preds& p) {
+  const size_t num_rules = a->rule_start.size();
+  a->follow.assign(num_rules, {});
+  a->follow_complete.assign(num_rules, 1);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < num_rules; ++r) {
+      if (!a->follow_complete[r]) continue;
+      std::vector<int32_t> f = a->follow[r];
+      bool complete = true;
+      for (auto [site, ret] : p.callers[r]) {
+        const Automaton::State& st = a->states[ret];
+        if (st.has_bytes() || st.call_end > st.call_begin) f.push_back(ret);
+        if (st.final) {
+          if (!a->follow_complete[st.rule]) complete = false;
+          f.insert(f.end(), a->follow[st.rule].begin(), a->follow[st.rule].end());
+        }
+      }
+      std::sort(f.begin(), f.end());
+      f.erase(std::unique(f.begin(), f.end()), f.end());
+      if (!complete || f.size() > Automaton::kMaxFollowStates) {
+        a->follow_complete[r] = 0;
+        a->follow[r].clear();
+        changed = true;
+      } else if (f != a->follow[r]) {
+        a->follow[r] = std::move(f);
+        changed = true;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Status AnalyzeAutomaton(const Grammar& grammar, Automaton* a) {
@@ -265,6 +297,7 @@ Status AnalyzeAutomaton(const Grammar& grammar, Automaton* a) {
   (void)ReachFinal(*a, preds, /*allow_bytes=*/false, &nullable);
   KVS_RETURN_IF_ERROR(CheckLeftRecursion(*a, nullable));
   ComputeMinBytes(a, preds);
+  ComputeFollow(a, preds);
   return Status::Ok();
 }
 

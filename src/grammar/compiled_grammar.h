@@ -3,13 +3,11 @@
 // may cache it by constraint text). GrammarMatcher (matcher.h) is the
 // per-sequence state.
 //
-// Token masks are computed the way xgrammar does it: for each automaton
-// state q, a walk of the vocabulary trie from a stack [caller?, q] sorts
-// every token into accepted (whatever the caller), rejected (whatever the
-// caller) or uncertain (the token finishes q's rule and goes on into text the
-// caller decides). That TokenCacheEntry is computed on first use (or all at
-// once by PrecomputeAll) and kept; at run time only the uncertain tokens are
-// checked against the sequence's real stack.
+// Token masks use per-state verdicts (token_cache.h): for each automaton
+// state, which tokens are accepted or rejected whatever the caller of its
+// rule, and which are uncertain (checked at run time against the real
+// stack). An entry is computed on first use (or all at once by
+// PrecomputeAll) and kept for the grammar's lifetime.
 //
 // Thread-safety: const methods are safe from many threads at once; the lazily
 // filled cache is published with atomics (two threads may both compute an
@@ -18,7 +16,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -27,6 +24,7 @@
 #include "grammar/automaton.h"
 #include "grammar/grammar.h"
 #include "grammar/stack_set.h"
+#include "grammar/token_cache.h"
 #include "grammar/vocabulary.h"
 
 namespace kvs::grammar {
@@ -34,15 +32,6 @@ namespace kvs::grammar {
 struct CompileOptions {
   GrammarLimits limits;
   PdaLimits pda;
-};
-
-// The precomputed verdicts of one automaton state (see above).
-struct TokenCacheEntry {
-  bool rejected_form = false;        // ids are the rejected tokens, else the accepted ones
-  std::vector<int32_t> ids;          // ascending
-  std::vector<int32_t> uncertain;    // trie (byte) order
-  int32_t growth = 0;                // most frames any token's parse stacks above the state
-  bool overflow = false;             // too ambiguous: more than PdaLimits::max_stacks parses
 };
 
 class CompiledGrammar {
@@ -78,12 +67,5 @@ class CompiledGrammar {
   CompileOptions options_;
   std::unique_ptr<std::atomic<const TokenCacheEntry*>[]> cache_;  // [states]
 };
-
-// The trie walk behind TokenCacheEntry, from any start set: calls
-// on_token(id, certain) for each token that may be accepted (certain=false:
-// uncertain, its bytes run past a kContextFrame pop). Sets *overflow when a
-// set exceeds the stack limit; *max_len to the longest stack seen.
-void WalkVocabularyTrie(Pda& pda, const Vocabulary& vocab, const StackSet& start,
-                        const std::function<void(int32_t, bool)>& on_token, bool* overflow, int32_t* max_len);
 
 }  // namespace kvs::grammar

@@ -149,11 +149,7 @@ Status GrammarMatcher::FillFromStack(std::span<const int32_t> stack, std::span<u
   if (static_cast<int32_t>(stack.size()) + e.growth > grammar_->options().pda.max_depth) {
     // Near the depth limit the cached verdicts may not hold: walk the trie
     // from the real stack.
-    bool overflow = false;
-    int32_t max_len = 0;
-    WalkVocabularyTrie(
-        *pda_, v, start, [&](int32_t id, bool) { MaskSet(mask, id); }, &overflow, &max_len);
-    if (overflow) return ResourceExhausted("grammar too ambiguous");
+    if (!WalkAllTokens(*pda_, v, start, scratch_, mask)) return ResourceExhausted("grammar too ambiguous");
     return Status::Ok();
   }
   // The context-independent part, once per distinct top state.
@@ -162,48 +158,12 @@ Status GrammarMatcher::FillFromStack(std::span<const int32_t> stack, std::span<u
     if (e.rejected_form) {
       tmp_mask_.assign(v.text_mask().begin(), v.text_mask().end());
       for (int32_t id : e.ids) MaskClear(tmp_mask_, id);
-      for (int32_t id : e.uncertain) MaskClear(tmp_mask_, id);
       for (size_t w = 0; w < tmp_mask_.size(); ++w) mask[w] |= tmp_mask_[w];
     } else {
       for (int32_t id : e.ids) MaskSet(mask, id);
     }
   }
-  // Uncertain tokens against the real stack, reusing the walk of the
-  // previous token's shared prefix (they are in byte order).
-  if (e.uncertain.empty()) return Status::Ok();
-  if (levels_.size() < static_cast<size_t>(v.max_token_bytes()) + 1) levels_.resize(v.max_token_bytes() + 1);
-  levels_[0] = start;
-  const std::string* prev = nullptr;
-  size_t valid = 0;  // levels_[0..valid] are computed for prev's prefix
-  for (int32_t id : e.uncertain) {
-    if (MaskTest(mask, id)) continue;
-    const std::string& s = v.token_bytes(id);
-    size_t lcp = 0;
-    if (prev != nullptr) {
-      const size_t lim = std::min({s.size(), prev->size(), valid});
-      while (lcp < lim && s[lcp] == (*prev)[lcp]) ++lcp;
-    }
-    size_t d = lcp;
-    bool dead = false;
-    for (; d < s.size(); ++d) {
-      if (levels_[d].empty()) {
-        dead = true;
-        break;
-      }
-      pda_->Advance(levels_[d], static_cast<uint8_t>(s[d]), &levels_[d + 1]);
-      if (levels_[d + 1].overflow) return ResourceExhausted("grammar too ambiguous");
-      if (levels_[d + 1].stepped == 0) {
-        ++d;
-        dead = true;
-        break;
-      }
-    }
-    prev = &s;
-    valid = d;
-    if (dead) continue;
-    const StackSet& end = levels_[s.size()];
-    if (!end.empty() || end.can_end) MaskSet(mask, id);
-  }
+  if (!CheckUncertainTokens(*pda_, v, e, start, scratch_, mask)) return ResourceExhausted("grammar too ambiguous");
   return Status::Ok();
 }
 

@@ -89,7 +89,7 @@ class GrammarMatcher {
   std::deque<std::pair<StackSet, bool>> history_;  // previous (state, terminated)
   // Scratch for mask filling.
   std::vector<uint32_t> tmp_mask_;
-  std::vector<StackSet> levels_;
+  TrieWalkScratch scratch_;
   std::vector<int32_t> applied_states_;
 };
 

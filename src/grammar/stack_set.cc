@@ -7,8 +7,8 @@ namespace kvs::grammar {
 void StackSet::Clear() {
   data_.clear();
   num_stacks_ = 0;
-  can_end = popped_context = depth_exceeded = overflow = false;
-  stepped = 0;
+  can_end = popped_context = popped_follow = depth_exceeded = overflow = false;
+  stepped = stepped_follow = 0;
   max_len = 0;
 }
 
@@ -38,6 +38,12 @@ void StackSet::Canonicalize() {
   num_stacks_ = static_cast<int32_t>(stacks.size());
 }
 
+int32_t StackSet::NumInside() const {
+  int32_t n = 0;
+  ForEach([&](std::span<const int32_t> s) { n += s[0] != kFollowFrame; });
+  return n;
+}
+
 int32_t StackSet::max_depth() const {
   int32_t d = 0;
   ForEach([&](std::span<const int32_t> s) { d = std::max(d, static_cast<int32_t>(s.size())); });
@@ -63,6 +69,7 @@ void Pda::Advance(const StackSet& in, uint8_t b, StackSet* out) {
     const int32_t t = a_.Step(s.back(), b);
     if (t < 0) return;
     ++out->stepped;
+    out->stepped_follow += s[0] == kFollowFrame;
     scratch_.assign(s.begin(), s.end());
     scratch_.back() = t;
     if (!a_.states[t].needs_closure()) {
@@ -134,6 +141,19 @@ void Pda::AddClosed(std::span<const int32_t> frames, StackSet* out) {
         out->can_end = true;
       } else if (below == kContextFrame) {
         out->popped_context = true;
+        const int32_t rule = st.rule;
+        if (!a_.follow_complete[rule]) {
+          out->popped_follow = true;
+        } else {
+          for (int32_t f : a_.follow[rule]) {
+            const int32_t follow_stack[2] = {kFollowFrame, f};
+            work_.push_back(2);
+            work_.insert(work_.end(), follow_stack, follow_stack + 2);
+            work_.push_back(2);
+          }
+        }
+      } else if (below == kFollowFrame) {
+        out->popped_follow = true;
       } else {
         push_work(cur, cur.size() - 1);
       }

@@ -8,6 +8,9 @@
 //
 // Stacks in a set are "closed": every top has byte edges (rule calls were
 // expanded and finished rules popped). can_end says a parse may stop here.
+// When a stack pops its kContextFrame, the closure continues with the
+// finished rule's follow states ([kFollowFrame, f] stacks), so the token
+// cache can reject tokens no caller could accept.
 //
 // Thread-safety: StackSet is a value type; a Pda keeps scratch buffers, so
 // use one per thread.
@@ -23,6 +26,9 @@ namespace kvs::grammar {
 
 inline constexpr int32_t kRootFrame = -1;
 inline constexpr int32_t kContextFrame = -2;
+// Below a follow state (Automaton::follow) entered after a kContextFrame
+// pop: text a caller might accept next.
+inline constexpr int32_t kFollowFrame = -3;
 
 class StackSet {
  public:
@@ -51,9 +57,13 @@ class StackSet {
 
   bool can_end = false;          // a stack popped the root frame: the text may end here
   bool popped_context = false;   // a stack popped a kContextFrame
+  bool popped_follow = false;    // a stack popped a kFollowFrame, or a kContextFrame whose follow is unknown
   bool depth_exceeded = false;   // a push was refused at the depth limit
   bool overflow = false;         // more stacks than the limit
   int32_t stepped = 0;           // stacks that consumed the byte (before closure)
+  int32_t stepped_follow = 0;    // of which stacks with a kFollowFrame bottom
+  // Stacks whose bottom is not kFollowFrame.
+  int32_t NumInside() const;
   int32_t max_len = 0;           // longest stack created while building this set
 
  private:

@@ -77,6 +77,8 @@ Status Vocabulary::Build() {
   node_byte_ = {0};
   node_depth_ = {0};
   node_end_ = {0};
+  node_parent_ = {-1};
+  token_node_.assign(n, -1);
   std::vector<int32_t> node_of_token;  // node where each sorted token ends
   std::vector<int32_t> path = {0};     // path[d]: node at depth d
   const std::string* prev = nullptr;
@@ -95,9 +97,11 @@ Status Vocabulary::Build() {
       node_byte_.push_back(static_cast<uint8_t>(s[d]));
       node_depth_.push_back(static_cast<int32_t>(d) + 1);
       node_end_.push_back(0);
+      node_parent_.push_back(path.back());
       path.push_back(num_nodes() - 1);
     }
     node_of_token.push_back(path.back());
+    token_node_[id] = path.back();
     prev = &s;
   }
   while (!path.empty()) {

@@ -72,6 +72,9 @@ class Vocabulary {
   uint8_t node_byte(int32_t i) const { return node_byte_[i]; }
   int32_t node_depth(int32_t i) const { return node_depth_[i]; }
   int32_t node_end(int32_t i) const { return node_end_[i]; }
+  int32_t node_parent(int32_t i) const { return node_parent_[i]; }
+  // The node where text token `id` ends (-1 for other tokens).
+  int32_t token_node(int32_t id) const { return token_node_[id]; }
   // Tokens whose bytes are exactly the path to node i.
   std::span<const int32_t> node_tokens(int32_t i) const {
     return {trie_tokens_.data() + node_tok_begin_[i], trie_tokens_.data() + node_tok_begin_[i + 1]};
@@ -90,6 +93,8 @@ class Vocabulary {
   std::vector<uint8_t> node_byte_;        // [nodes] the byte leading to the node
   std::vector<int32_t> node_depth_;       // [nodes]
   std::vector<int32_t> node_end_;         // [nodes]
+  std::vector<int32_t> node_parent_;      // [nodes] -1 for the root
+  std::vector<int32_t> token_node_;       // [num_tokens]
   std::vector<int32_t> node_tok_begin_;   // [nodes + 1] into trie_tokens_
   std::vector<int32_t> trie_tokens_;      // text token ids in byte order
 };
