@@ -222,6 +222,19 @@ std::string GbnfQuote(std::string_view bytes) {
   return out;
 }
 
+std::string GbnfClass(const std::vector<CharRange>& ranges) {
+  std::string out = "[";
+  for (CharRange r : ranges) {
+    AppendEscapedCodePoint(r.lo, true, &out);
+    if (r.hi != r.lo) {
+      out += "-";
+      AppendEscapedCodePoint(r.hi, true, &out);
+    }
+  }
+  out += "]";
+  return out;
+}
+
 namespace {
 
 void PrintExpr(const Grammar& g, int32_t id, bool atom_needed, std::string* out) {
@@ -234,15 +247,7 @@ void PrintExpr(const Grammar& g, int32_t id, bool atom_needed, std::string* out)
       *out += GbnfQuote(e.text);
       return;
     case Expr::Kind::kClass:
-      *out += "[";
-      for (CharRange r : e.ranges) {
-        AppendEscapedCodePoint(r.lo, true, out);
-        if (r.hi != r.lo) {
-          *out += "-";
-          AppendEscapedCodePoint(r.hi, true, out);
-        }
-      }
-      *out += "]";
+      *out += GbnfClass(e.ranges);
       return;
     case Expr::Kind::kRuleRef:
       *out += g.rules()[e.rule].name;

@@ -137,6 +137,10 @@ StatusOr<Grammar> ParseGbnf(std::string_view text, const GrammarLimits& limits =
 // no GBNF form: each becomes \xHH, i.e. that byte's Latin-1 character.
 std::string GbnfQuote(std::string_view bytes);
 
+// GBNF class text for code point ranges, e.g. "[a-z\u00E9]" ("[]" when
+// empty: matches nothing).
+std::string GbnfClass(const std::vector<CharRange>& ranges);
+
 // The code point ranges of the complement of `ranges` (sorted, disjoint)
 // within U+0000..U+10FFFF, surrogates excluded.
 std::vector<CharRange> ComplementRanges(const std::vector<CharRange>& ranges);
