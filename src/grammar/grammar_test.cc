@@ -236,3 +236,38 @@ TEST(Matcher, MasksRollbackAndTermination) {
 
 }  // namespace
 }  // namespace kvs::grammar
+
+namespace kvs::grammar {
+namespace {
+
+TEST(Matcher, AmbiguityAndWorkAreBounded) {
+  // Each "a" opens more pending parses; the stack sets grow until the limit.
+  auto g = testing::CompileOrDie("root ::= s\ns ::= \"a\" s s | \"b\" | \"\"", testing::ByteVocabulary());
+  ASSERT_NE(g, nullptr);
+  GrammarMatcher m(g);
+  std::vector<uint32_t> mask(g->vocabulary().mask_words());
+  Status st;
+  int accepted = 0;
+  for (; accepted < 400; ++accepted) {
+    st = m.FillNextTokenMask(mask);
+    if (!st.ok()) break;
+    st = m.AcceptToken('a');
+    if (!st.ok()) break;
+  }
+  // Either everything fits the limits or the failure is a clean, named one.
+  if (!st.ok()) {
+    EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+    EXPECT_NE(st.message().find("ambiguous"), std::string::npos) << st.ToString();
+  }
+  // A tiny work budget turns an expensive mask into the same clean error.
+  CompileOptions tight;
+  tight.pda.max_work = 50;
+  auto g2 = CompiledGrammar::FromGbnf("root ::= [a-z]+ \"!\"", testing::ByteVocabulary(), tight);
+  ASSERT_TRUE(g2.ok());
+  GrammarMatcher m2(*g2);
+  const Status st2 = m2.FillNextTokenMask(mask);
+  EXPECT_EQ(st2.code(), StatusCode::kResourceExhausted) << st2.ToString();
+}
+
+}  // namespace
+}  // namespace kvs::grammar

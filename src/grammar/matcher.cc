@@ -40,6 +40,8 @@ int32_t GrammarMatcher::MinCompletionBytes() const {
 }
 
 bool GrammarMatcher::Walk(const StackSet& from, std::string_view bytes, StackSet* to) {
+  pda_->ResetWork();
+  walk_overflow_ = false;
   if (bytes.empty()) return false;
   StackSet a = from, b;
   StackSet* cur = &a;
@@ -47,7 +49,11 @@ bool GrammarMatcher::Walk(const StackSet& from, std::string_view bytes, StackSet
   for (char c : bytes) {
     if (cur->empty()) return false;
     pda_->Advance(*cur, static_cast<uint8_t>(c), next);
-    if (next->stepped == 0 || next->overflow) return false;
+    if (next->overflow) {
+      walk_overflow_ = true;
+      return false;
+    }
+    if (next->stepped == 0) return false;
     std::swap(cur, next);
   }
   if (cur->empty() && !cur->can_end) return false;
@@ -87,7 +93,13 @@ Status GrammarMatcher::AcceptToken(int32_t token) {
     return InvalidArgument("token {} is a special token the grammar cannot produce", token);
   }
   StackSet out;
-  if (!Walk(state_, v.token_bytes(token), &out)) return InvalidArgument("token {} is not allowed by the grammar", token);
+  if (!Walk(state_, v.token_bytes(token), &out)) {
+    if (walk_overflow_) {
+      return ResourceExhausted("grammar too ambiguous at token {}: more than {} parses or over the work limit", token,
+                               grammar_->options().pda.max_stacks);
+    }
+    return InvalidArgument("token {} is not allowed by the grammar", token);
+  }
   PushHistory();
   state_ = std::move(out);
   return Status::Ok();
@@ -97,7 +109,10 @@ Status GrammarMatcher::AcceptBytes(std::string_view bytes) {
   if (terminated_) return FailedPrecondition("the grammar already ended");
   if (bytes.empty()) return Status::Ok();
   StackSet out;
-  if (!Walk(state_, bytes, &out)) return InvalidArgument("text is not allowed by the grammar here");
+  if (!Walk(state_, bytes, &out)) {
+    if (walk_overflow_) return ResourceExhausted("grammar too ambiguous for this text");
+    return InvalidArgument("text is not allowed by the grammar here");
+  }
   state_ = std::move(out);
   return Status::Ok();
 }
@@ -121,6 +136,7 @@ Status GrammarMatcher::FillNextTokenMask(std::span<uint32_t> mask) {
   }
   std::fill(mask.begin(), mask.end(), 0u);
   if (terminated_) return FailedPrecondition("the grammar already ended (a stop token was accepted)");
+  pda_->ResetWork();
   applied_states_.clear();
   Status st;
   state_.ForEach([&](std::span<const int32_t> s) {

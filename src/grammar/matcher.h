@@ -71,6 +71,9 @@ class GrammarMatcher {
   // caller that must stop (max_tokens) steer to a valid end.
   int32_t MinCompletionBytes() const;
 
+  // Whether the last IsTokenAllowed/AcceptToken/AcceptBytes failed on a
+  // limit (too many parses, work budget) rather than on a mismatch.
+  bool last_walk_hit_limit() const { return walk_overflow_; }
   const CompiledGrammar& grammar() const { return *grammar_; }
   const std::shared_ptr<const CompiledGrammar>& grammar_ptr() const { return grammar_; }
   const StackSet& state() const { return state_; }
@@ -91,6 +94,7 @@ class GrammarMatcher {
   std::vector<uint32_t> tmp_mask_;
   TrieWalkScratch scratch_;
   std::vector<int32_t> applied_states_;
+  bool walk_overflow_ = false;  // the last Walk failed on a limit, not a mismatch
 };
 
 // Sets logits of tokens whose mask bit is 0 to -infinity.

@@ -65,6 +65,11 @@ void Pda::Start(StackSet* out) {
 
 void Pda::Advance(const StackSet& in, uint8_t b, StackSet* out) {
   out->Clear();
+  work_done_ += in.num_stacks();
+  if (work_done_ > limits_.max_work) {
+    out->overflow = true;
+    return;
+  }
   in.ForEach([&](std::span<const int32_t> s) {
     const int32_t t = a_.Step(s.back(), b);
     if (t < 0) return;
@@ -79,17 +84,30 @@ void Pda::Advance(const StackSet& in, uint8_t b, StackSet* out) {
     }
   });
   out->max_len = std::max(out->max_len, in.max_len);
-  if (out->num_stacks() > 1) out->Canonicalize();
+  if (out->num_stacks() > 1) {
+    work_done_ += out->num_stacks();
+    out->Canonicalize();
+  }
   if (out->num_stacks() > limits_.max_stacks) out->overflow = true;
 }
 
 namespace {
 
-bool ContainsStack(const std::vector<int32_t>& flat, std::span<const int32_t> s) {
+uint64_t HashStack(std::span<const int32_t> s) {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t x : s) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+  return h;
+}
+
+// Whether `s` is among the stacks of `flat` ([len, frames...] each), whose
+// hashes are `hashes`.
+bool ContainsStack(const std::vector<int32_t>& flat, const std::vector<uint64_t>& hashes, std::span<const int32_t> s,
+                   uint64_t h) {
   size_t pos = 0;
-  while (pos < flat.size()) {
+  for (uint64_t other : hashes) {
     const auto len = static_cast<size_t>(flat[pos]);
-    if (len == s.size() && std::equal(s.begin(), s.end(), flat.begin() + static_cast<std::ptrdiff_t>(pos) + 1)) {
+    if (other == h && len == s.size() &&
+        std::equal(s.begin(), s.end(), flat.begin() + static_cast<std::ptrdiff_t>(pos) + 1)) {
       return true;
     }
     pos += len + 1;
@@ -106,6 +124,7 @@ void Pda::AddClosed(std::span<const int32_t> frames, StackSet* out) {
   // bounded without consuming input.
   work_.clear();
   seen_.clear();
+  seen_hash_.clear();
   work_.push_back(static_cast<int32_t>(frames.size()));
   work_.insert(work_.end(), frames.begin(), frames.end());
   work_.push_back(static_cast<int32_t>(frames.size()));
@@ -116,7 +135,14 @@ void Pda::AddClosed(std::span<const int32_t> frames, StackSet* out) {
     const auto len = static_cast<size_t>(work_.back());
     cur.assign(work_.end() - 1 - static_cast<std::ptrdiff_t>(len), work_.end() - 1);
     work_.resize(work_.size() - len - 2);
-    if (ContainsStack(seen_, cur)) continue;
+    work_done_ += 1 + static_cast<int64_t>(seen_hash_.size()) / 8;
+    if (work_done_ > limits_.max_work) {
+      out->overflow = true;
+      return;
+    }
+    const uint64_t h = HashStack(cur);
+    if (ContainsStack(seen_, seen_hash_, cur, h)) continue;
+    seen_hash_.push_back(h);
     seen_.push_back(static_cast<int32_t>(cur.size()));
     seen_.insert(seen_.end(), cur.begin(), cur.end());
     out->max_len = std::max(out->max_len, static_cast<int32_t>(cur.size()));

@@ -73,7 +73,11 @@ class StackSet {
 
 struct PdaLimits {
   int32_t max_depth = 1000;      // stack frames
-  int32_t max_stacks = 2000;     // stacks in one set (ambiguity)
+  int32_t max_stacks = 256;      // stacks in one set (ambiguity)
+  // Stack operations one mask computation may spend (a token-cache entry,
+  // or the run-time checks of one FillNextTokenMask): bounds the time a
+  // hostile, highly ambiguous grammar can take. About 1-2 s of CPU.
+  int64_t max_work = 100'000'000;
 };
 
 class Pda {
@@ -89,12 +93,18 @@ class Pda {
 
   const Automaton& automaton() const { return a_; }
   const PdaLimits& limits() const { return limits_; }
+  // Work accounting (see PdaLimits::max_work): past the budget every set
+  // built is marked overflow.
+  void ResetWork() { work_done_ = 0; }
+  bool over_budget() const { return work_done_ > limits_.max_work; }
 
  private:
   const Automaton& a_;
   PdaLimits limits_;
   std::vector<int32_t> work_;      // flat stacks waiting for closure: [len, frames..., len]
   std::vector<int32_t> seen_;      // flat stacks already closed in this call
+  std::vector<uint64_t> seen_hash_;  // [stacks in seen_] their hashes
+  int64_t work_done_ = 0;
   std::vector<int32_t> scratch_;
   std::vector<int32_t> cur_;
 };
