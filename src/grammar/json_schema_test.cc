@@ -50,30 +50,6 @@ std::shared_ptr<const Vocabulary> JsonishVocabulary() {
   return testing::VocabularyOf(toks);
 }
 
-// Why the ajv oracle cannot run, or "" when it can.
-std::string OracleMissing() {
-  const fs::path dir = fs::path(kvs::testing::SourceDir()) / "tests" / "oracles";
-  if (!fs::exists(dir / "node_modules" / "ajv" / "package.json") ||
-      !fs::exists(dir / "node_modules" / "ajv-formats" / "package.json")) {
-    return "tests/oracles/node_modules lacks ajv/ajv-formats (run scripts/setup.sh)";
-  }
-  if (std::system("node --version > /dev/null 2>&1") != 0) return "node is not installed";
-  return "";
-}
-
-// Runs ajv on jobs [{schema, documents}]; returns its output.
-Json RunAjv(const Json& jobs) {
-  const fs::path tmp = kvs::testing::TempDir("json_schema_oracle");
-  const fs::path in = tmp / "jobs.json", out = tmp / "out.json";
-  std::ofstream(in) << jobs.dump();
-  const std::string cmd = "node '" + (fs::path(kvs::testing::SourceDir()) / "tests/oracles/validate_json.mjs").string() +
-                          "' '" + in.string() + "' > '" + out.string() + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  const Json result = Json::parse(ReadFile(out), nullptr, false);
-  fs::remove_all(tmp);
-  return result;
-}
-
 std::vector<fs::path> SchemaFiles() {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(fs::path(kvs::testing::SourceDir()) / "src/grammar/testdata/schemas")) {
@@ -86,7 +62,7 @@ std::vector<fs::path> SchemaFiles() {
 // Walks `walks` documents per schema and checks them with ajv.
 void CheckSuite(const std::shared_ptr<const Vocabulary>& vocab, const JsonSchemaOptions& opts, int walks,
                 int budget, uint64_t seed) {
-  const std::string missing = OracleMissing();
+  const std::string missing = testing::AjvMissing();
   const std::vector<fs::path> files = SchemaFiles();
   ASSERT_GE(files.size(), 30u);
   std::mt19937_64 rng(seed);
@@ -110,7 +86,7 @@ void CheckSuite(const std::shared_ptr<const Vocabulary>& vocab, const JsonSchema
     jobs.push_back({{"schema", schema}, {"documents", docs}, {"file", f.filename().string()}});
   }
   if (!missing.empty()) GTEST_SKIP() << missing << "; " << total << " documents parsed as JSON but were not validated";
-  const Json results = RunAjv(jobs);
+  const Json results = testing::RunAjv(jobs);
   ASSERT_TRUE(results.is_array() && results.size() == jobs.size()) << results.dump();
   size_t valid = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -143,7 +119,7 @@ TEST(JsonSchemaSuite, RandomWalksAreValidWithGpt2Vocabulary) {
 }
 
 TEST(JsonSchema, JsonObjectGrammarGivesObjects) {
-  const std::string missing = OracleMissing();
+  const std::string missing = testing::AjvMissing();
   auto cg = CompiledGrammar::Compile(JsonObjectGrammar(), JsonishVocabulary());
   ASSERT_TRUE(cg.ok());
   std::mt19937_64 rng(5);
@@ -160,7 +136,7 @@ TEST(JsonSchema, JsonObjectGrammarGivesObjects) {
   EXPECT_FALSE(testing::Matches(JsonObjectGrammar().ToGbnf(), "[1]"));
   EXPECT_FALSE(testing::Matches(JsonObjectGrammar().ToGbnf(), " {}"));
   if (!missing.empty()) GTEST_SKIP() << missing;
-  const Json results = RunAjv(Json::array({{{"schema", {{"type", "object"}}}, {"documents", docs}}}));
+  const Json results = testing::RunAjv(Json::array({{{"schema", {{"type", "object"}}}, {"documents", docs}}}));
   for (const Json& r : results[0]["results"]) EXPECT_TRUE(r.is_null()) << r;
 }
 

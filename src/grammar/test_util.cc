@@ -2,6 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/test_util.h"
+
 namespace kvs::grammar::testing {
 
 std::shared_ptr<const Vocabulary> ByteVocabulary() {
@@ -114,6 +121,32 @@ WalkResult RandomWalk(const std::shared_ptr<const CompiledGrammar>& g, std::mt19
     r.text += v.token_bytes(pick);
   }
   return r;
+}
+
+std::string AjvMissing() {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(kvs::testing::SourceDir()) / "tests" / "oracles";
+  if (!fs::exists(dir / "node_modules" / "ajv" / "package.json") ||
+      !fs::exists(dir / "node_modules" / "ajv-formats" / "package.json")) {
+    return "tests/oracles/node_modules lacks ajv/ajv-formats (run scripts/setup.sh)";
+  }
+  if (std::system("node --version > /dev/null 2>&1") != 0) return "node is not installed";
+  return "";
+}
+
+nlohmann::ordered_json RunAjv(const nlohmann::ordered_json& jobs) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = kvs::testing::TempDir("ajv_oracle");
+  const fs::path in = tmp / "jobs.json", out = tmp / "out.json";
+  std::ofstream(in) << jobs.dump();
+  const std::string cmd = "node '" + (fs::path(kvs::testing::SourceDir()) / "tests/oracles/validate_json.mjs").string() +
+                          "' '" + in.string() + "' > '" + out.string() + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  fs::remove_all(tmp);
+  return nlohmann::ordered_json::parse(ss.str(), nullptr, false);
 }
 
 }  // namespace kvs::grammar::testing

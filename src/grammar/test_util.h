@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "grammar/compiled_grammar.h"
 #include "grammar/matcher.h"
@@ -43,5 +45,11 @@ struct WalkResult {
 };
 WalkResult RandomWalk(const std::shared_ptr<const CompiledGrammar>& g, std::mt19937_64& rng, int32_t budget,
                       int32_t max_steps = 4000);
+
+// The ajv oracle (tests/oracles/validate_json.mjs): why it cannot run here
+// ("" when it can), and a run over jobs [{"schema", "documents"}] returning
+// its JSON output (per job {"compiled", "results": [null | error]}).
+std::string AjvMissing();
+nlohmann::ordered_json RunAjv(const nlohmann::ordered_json& jobs);
 
 }  // namespace kvs::grammar::testing
