@@ -289,9 +289,43 @@ void PrintExpr(const Grammar& g, int32_t id, bool atom_needed, std::string* out)
 
 }  // namespace
 
+namespace {
+
+// Rule references in the order they are printed.
+void CollectRefs(const Grammar& g, int32_t id, std::vector<int32_t>* out) {
+  const Expr& e = g.expr(id);
+  if (e.kind == Expr::Kind::kRuleRef) out->push_back(e.rule);
+  for (int32_t c : e.children) CollectRefs(g, c, out);
+}
+
+}  // namespace
+
 std::string Grammar::ToGbnf() const {
+  // Rules in order of first mention in the printed text (breadth first from
+  // each rule not printed yet), so that ParseGbnf, which numbers rules by
+  // first mention, gives back the same numbering and printing is stable.
+  std::vector<uint8_t> queued(rules_.size(), 0);
+  std::vector<int32_t> order;
+  for (size_t start = 0; start < rules_.size(); ++start) {
+    if (queued[start]) continue;
+    queued[start] = 1;
+    order.push_back(static_cast<int32_t>(start));
+    for (size_t i = order.size() - 1; i < order.size(); ++i) {
+      const Rule& r = rules_[order[i]];
+      if (r.body < 0) continue;
+      std::vector<int32_t> refs;
+      CollectRefs(*this, r.body, &refs);
+      for (int32_t q : refs) {
+        if (!queued[q]) {
+          queued[q] = 1;
+          order.push_back(q);
+        }
+      }
+    }
+  }
   std::string out;
-  for (const Rule& r : rules_) {
+  for (int32_t id : order) {
+    const Rule& r = rules_[id];
     out += r.name;
     out += " ::= ";
     if (r.body >= 0) PrintExpr(*this, r.body, /*atom_needed=*/false, &out);

@@ -5,6 +5,7 @@
 #include "grammar/automaton.h"
 #include "grammar/grammar.h"
 #include "grammar/test_util.h"
+#include "grammar/testdata_json_gbnf.h"
 #include "grammar/utf8_ranges.h"
 #include "tokenizer/unicode.h"
 
@@ -148,6 +149,12 @@ tail ::= "end"{2}
   ASSERT_TRUE(g2.ok()) << g2.status().ToString() << "\n" << printed;
   EXPECT_EQ(printed, g2->ToGbnf());
   ASSERT_EQ(g->rules().size(), g2->rules().size());
+  // Rules mentioned before they are defined print in a stable order too.
+  auto j = ParseGbnf(testing::kLlamaCppJsonGbnf);
+  ASSERT_TRUE(j.ok());
+  auto j2 = ParseGbnf(j->ToGbnf());
+  ASSERT_TRUE(j2.ok());
+  EXPECT_EQ(j->ToGbnf(), j2->ToGbnf());
 }
 
 TEST(Utf8Ranges, CoverExactlyTheRange) {
