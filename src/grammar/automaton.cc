@@ -4,7 +4,9 @@
 #include "grammar/automaton.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <map>
 #include <unordered_map>
 
 #include "grammar/utf8_ranges.h"
@@ -24,17 +26,31 @@ struct Nfa {
 
 // Rules worth inlining into their callers: small and not recursive (not
 // even through other rules), such as `ws` or `digit`. Inlining turns a call
-// and return per character into plain DFA transitions.
+// and return per character into plain DFA transitions. A "wide" rule (one
+// with a class of hundreds of characters, like a JSON string's content)
+// used in more than two places stays a rule: its broad states are costly to
+// precompute token verdicts for (token_cache.h), so they are better shared.
 std::vector<uint8_t> InlinableRules(const Grammar& g) {
   constexpr int64_t kMaxInlineSize = 256;
+  constexpr uint64_t kWideClass = 256;  // code points
   const size_t num_rules = g.rules().size();
   std::vector<std::vector<int32_t>> refs(num_rules);
+  std::vector<int32_t> uses(num_rules, 0);
+  std::vector<uint8_t> wide(num_rules, 0);
   for (size_t r = 0; r < num_rules; ++r) {
     std::vector<int32_t> work = {g.rules()[r].body};
     while (!work.empty()) {
       const Expr& e = g.expr(work.back());
       work.pop_back();
-      if (e.kind == Expr::Kind::kRuleRef) refs[r].push_back(e.rule);
+      if (e.kind == Expr::Kind::kRuleRef) {
+        refs[r].push_back(e.rule);
+        ++uses[e.rule];
+      }
+      if (e.kind == Expr::Kind::kClass) {
+        uint64_t n = 0;
+        for (CharRange cr : e.ranges) n += cr.hi - cr.lo + 1;
+        if (n > kWideClass) wide[r] = 1;
+      }
       work.insert(work.end(), e.children.begin(), e.children.end());
     }
   }
@@ -72,8 +88,9 @@ std::vector<uint8_t> InlinableRules(const Grammar& g) {
   };
   for (size_t i = 0; i < order.size(); ++i) {
     const int32_t r = order[i];
+    for (int32_t q : refs[r]) wide[r] |= inlinable[q] && wide[q];
     rule_size[r] = size_of(g.rules()[r].body);
-    inlinable[r] = rule_size[r] <= kMaxInlineSize && r != g.root();
+    inlinable[r] = rule_size[r] <= kMaxInlineSize && r != g.root() && !(wide[r] && uses[r] > 2);
     for (int32_t p : referrers[r]) {
       if (--pending[p] == 0) order.push_back(p);
     }
@@ -262,27 +279,38 @@ Status Determinize(const Nfa& nfa, int32_t accept, int64_t* total, int64_t limit
       edges.insert(edges.end(), st.bytes.begin(), st.bytes.end());
       calls.insert(calls.end(), st.calls.begin(), st.calls.end());
     }
-    // Byte edges: split 0..255 at every range boundary, then group.
-    std::vector<int> cuts;
+    // Byte edges: sweep 0..255 keeping the set of NFA targets whose range
+    // covers the current interval; each interval between two boundaries
+    // goes to the DFA state of that set.
+    std::vector<std::pair<int, int32_t>> events;  // (position, +target+1 / -(target+1))
+    events.reserve(edges.size() * 2);
     for (const auto& [r, t] : edges) {
-      cuts.push_back(r.lo);
-      cuts.push_back(r.hi + 1);
+      events.push_back({r.lo, t + 1});
+      events.push_back({r.hi + 1, -(t + 1)});
     }
-    std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::sort(events.begin(), events.end());
+    std::map<int32_t, int32_t> active;  // target -> ranges covering
     std::vector<Automaton::ByteEdge> out_edges;
-    for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-      const int lo = cuts[k], hi = cuts[k + 1] - 1;
-      std::vector<int32_t> targets;
-      for (const auto& [r, t] : edges) {
-        if (r.lo <= lo && hi <= r.hi) targets.push_back(t);
+    for (size_t k = 0; k < events.size();) {
+      const int pos = events[k].first;
+      for (; k < events.size() && events[k].first == pos; ++k) {
+        const int32_t t = std::abs(events[k].second) - 1;
+        if (events[k].second > 0) {
+          ++active[t];
+        } else if (--active[t] == 0) {
+          active.erase(t);
+        }
       }
-      if (targets.empty()) continue;
+      if (active.empty() || k == events.size()) continue;
+      const int next = events[k].first;  // the interval is [pos, next - 1]
+      std::vector<int32_t> targets;
+      targets.reserve(active.size());
+      for (const auto& [t, n] : active) targets.push_back(t);
       const int32_t target = intern(std::move(targets));
-      if (!out_edges.empty() && out_edges.back().target == target && out_edges.back().hi + 1 == lo) {
-        out_edges.back().hi = static_cast<uint8_t>(hi);
+      if (!out_edges.empty() && out_edges.back().target == target && out_edges.back().hi + 1 == pos) {
+        out_edges.back().hi = static_cast<uint8_t>(next - 1);
       } else {
-        out_edges.push_back({static_cast<uint8_t>(lo), static_cast<uint8_t>(hi), target});
+        out_edges.push_back({static_cast<uint8_t>(pos), static_cast<uint8_t>(next - 1), target});
       }
     }
     std::sort(calls.begin(), calls.end());

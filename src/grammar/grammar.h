@@ -44,7 +44,7 @@ struct GrammarLimits {
   int32_t max_nesting = 200;           // parenthesis depth in GBNF text
   int32_t max_repeat = 10000;          // bound of {m,n}
   int64_t max_nfa_states = 2000000;    // after expanding repetitions
-  int64_t max_dfa_states = 500000;     // all rules together
+  int64_t max_dfa_states = 200000;     // all rules together
 };
 
 // A code point range, inclusive.

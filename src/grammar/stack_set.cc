@@ -91,6 +91,24 @@ void Pda::Advance(const StackSet& in, uint8_t b, StackSet* out) {
   if (out->num_stacks() > limits_.max_stacks) out->overflow = true;
 }
 
+void Pda::AdvanceOne(std::span<const int32_t> frames, StackSet* out) {
+  out->Clear();
+  work_done_ += 1;
+  if (work_done_ > limits_.max_work) {
+    out->overflow = true;
+    return;
+  }
+  out->stepped = 1;
+  out->stepped_follow = frames[0] == kFollowFrame;
+  out->max_len = static_cast<int32_t>(frames.size());
+  AddClosed(frames, out);
+  if (out->num_stacks() > 1) {
+    work_done_ += out->num_stacks();
+    out->Canonicalize();
+  }
+  if (out->num_stacks() > limits_.max_stacks) out->overflow = true;
+}
+
 namespace {
 
 uint64_t HashStack(std::span<const int32_t> s) {

@@ -90,6 +90,10 @@ class Pda {
   void Advance(const StackSet& in, uint8_t b, StackSet* out);
   // Appends the closure of one stack (its top need not have byte edges).
   void AddClosed(std::span<const int32_t> frames, StackSet* out);
+  // out = closure of one stack whose top just consumed a byte (the result
+  // Advance gives for a single-stack set whose step led to frames.back()).
+  void AdvanceOne(std::span<const int32_t> frames, StackSet* out);
+  void AddWork(int64_t n) { work_done_ += n; }
 
   const Automaton& automaton() const { return a_; }
   const PdaLimits& limits() const { return limits_; }

@@ -19,11 +19,58 @@ enum class Verdict { kAccepted, kUncertainHere, kUncertainBelow };
 template <typename OnNode>
 bool WalkNodes(Pda& pda, const Vocabulary& vocab, int32_t first, int32_t last, TrieWalkScratch& s, int32_t* max_len,
                OnNode&& on_node) {
+  const Automaton& a = pda.automaton();
   int32_t i = first;
   while (i < last) {
     const int32_t d = vocab.node_depth(i);
+    const int32_t p = d - 1;
+    const uint8_t byte = vocab.node_byte(i);
+    // The parent as a single stack (fast path), if it is one.
+    int32_t ptop = -1, pbase = -1;
+    bool follow = false;
+    if (s.simple_top[p] >= 0) {
+      ptop = s.simple_top[p];
+      pbase = s.base[p];
+      follow = s.base_follow[p];
+    } else if (s.levels[p].num_stacks() == 1) {
+      s.levels[p].ForEach([&](std::span<const int32_t> f) {
+        ptop = f.back();
+        follow = f[0] == kFollowFrame;
+      });
+      pbase = p;
+    }
     StackSet& level = s.levels[d];
-    pda.Advance(s.levels[d - 1], vocab.node_byte(i), &level);
+    s.simple_top[d] = -1;
+    if (ptop >= 0) {
+      const int32_t t = a.Step(ptop, byte);
+      pda.AddWork(1);
+      if (t >= 0 && !a.states[t].needs_closure()) {
+        // Only the top moved: same stack below, no closure.
+        s.simple_top[d] = t;
+        s.base[d] = pbase;
+        s.base_follow[d] = follow;
+        s.taint[d] = s.taint[p];
+        if (!vocab.node_tokens(i).empty()) {
+          if (!follow) {
+            on_node(i, Verdict::kAccepted);
+          } else {
+            on_node(i, Verdict::kUncertainHere);
+          }
+        }
+        if (pda.over_budget()) return false;
+        ++i;
+        continue;
+      }
+      if (t < 0) {
+        level.Clear();
+      } else {
+        s.levels[pbase].ForEach([&](std::span<const int32_t> f) { s.frames.assign(f.begin(), f.end()); });
+        s.frames.back() = t;
+        pda.AdvanceOne(s.frames, &level);
+      }
+    } else {
+      pda.Advance(s.levels[p], byte, &level);
+    }
     if (level.overflow) return false;
     *max_len = std::max(*max_len, level.max_len);
     // Accepted whatever the caller: consumed inside the rule, or the rule
@@ -31,7 +78,7 @@ bool WalkNodes(Pda& pda, const Vocabulary& vocab, int32_t first, int32_t last, T
     // follow state, or some parse left the follow states' rules (taint).
     const int32_t inside = level.stepped - level.stepped_follow;
     const bool consumed = inside > 0 && (level.NumInside() > 0 || level.popped_context || level.can_end);
-    const bool maybe = level.stepped_follow > 0 || level.popped_follow || level.depth_exceeded || s.taint[d - 1];
+    const bool maybe = level.stepped_follow > 0 || level.popped_follow || level.depth_exceeded || s.taint[p];
     if (!vocab.node_tokens(i).empty()) {
       if (consumed) {
         on_node(i, Verdict::kAccepted);
@@ -39,7 +86,7 @@ bool WalkNodes(Pda& pda, const Vocabulary& vocab, int32_t first, int32_t last, T
         on_node(i, Verdict::kUncertainHere);
       }
     }
-    s.taint[d] = s.taint[d - 1] || level.popped_follow || level.depth_exceeded;
+    s.taint[d] = s.taint[p] || level.popped_follow || level.depth_exceeded;
     if (level.empty()) {
       if (s.taint[d] && vocab.node_end(i) > i + 1) on_node(i, Verdict::kUncertainBelow);
       i = vocab.node_end(i);
@@ -54,8 +101,12 @@ void PrepareScratch(const Vocabulary& vocab, const StackSet& start, TrieWalkScra
   const auto n = static_cast<size_t>(vocab.max_token_bytes()) + 1;
   if (s.levels.size() < n) s.levels.resize(n);
   if (s.taint.size() < n) s.taint.resize(n);
+  if (s.simple_top.size() < n) s.simple_top.resize(n, -1);
+  if (s.base.size() < n) s.base.resize(n, -1);
+  if (s.base_follow.size() < n) s.base_follow.resize(n, 0);
   s.levels[depth] = start;
   s.taint[depth] = 0;
+  s.simple_top[depth] = -1;
 }
 
 void SetNodeTokens(const Vocabulary& vocab, int32_t node, std::span<uint32_t> mask) {
@@ -168,6 +219,7 @@ bool CheckUncertainTokens(Pda& pda, const Vocabulary& vocab, const TokenCacheEnt
     }
     if ((n.flags & TokenCacheEntry::kWholeSubtree) && !level.empty()) {
       s.taint[d] = 0;
+      s.simple_top[d] = -1;
       const bool ok = WalkNodes(pda, vocab, n.node + 1, vocab.node_end(n.node), s, &max_len,
                                 [&](int32_t node, Verdict v) {
                                   if (v == Verdict::kAccepted) SetNodeTokens(vocab, node, mask);

@@ -47,9 +47,18 @@ TokenCacheEntry ComputeTokenCacheEntry(const Automaton& a, const Vocabulary& voc
                                        int32_t q);
 
 // Scratch for the run-time walks: one per matcher.
+// Scratch for the trie walks. A level is either a full set (levels[d]) or,
+// on the fast path, "the single stack of levels[base[d]] with its top
+// replaced by simple_top[d]": most bytes inside a rule (string characters,
+// digits) just move the top state, and skipping the set copy makes a walk
+// several times cheaper.
 struct TrieWalkScratch {
-  std::vector<StackSet> levels;  // [max token bytes + 1] set after each depth
-  std::vector<uint8_t> taint;    // [max token bytes + 1]
+  std::vector<StackSet> levels;     // [max token bytes + 1] set after each depth
+  std::vector<uint8_t> taint;       // [max token bytes + 1]
+  std::vector<int32_t> simple_top;  // [max token bytes + 1] -1: use levels[d]
+  std::vector<int32_t> base;        // [max token bytes + 1]
+  std::vector<uint8_t> base_follow; // [max token bytes + 1] the base stack is a follow stack
+  std::vector<int32_t> frames;      // scratch stack
 };
 
 // Sets in mask the uncertain tokens of `entry` that the real stack `start`
