@@ -249,7 +249,9 @@ struct DfaState {
 };
 
 // Subset construction for one rule's NFA (start 0, accept `accept`).
-Status Determinize(const Nfa& nfa, int32_t accept, int64_t* total, int64_t limit, std::vector<DfaState>* out) {
+Status Determinize(const Nfa& nfa, int32_t accept, int64_t* total, const GrammarLimits& limits, int64_t* work,
+                   std::vector<DfaState>* out) {
+  const int64_t limit = limits.max_dfa_states;
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
   std::vector<std::vector<int32_t>> sets;
   std::vector<uint8_t> mark(nfa.states.size(), 0);
@@ -270,6 +272,11 @@ Status Determinize(const Nfa& nfa, int32_t accept, int64_t* total, int64_t limit
       return ResourceExhausted("grammar too complex: more than {} deterministic automaton states", limit);
     }
     const std::vector<int32_t> set = sets[d];
+    *work += static_cast<int64_t>(set.size());
+    if (*work > limits.max_compile_work) {
+      return ResourceExhausted("grammar too complex to compile (its automaton needs more than {} steps)",
+                               limits.max_compile_work);
+    }
     bool final = false;
     std::vector<std::pair<ByteRange, int32_t>> edges;
     std::vector<std::pair<int32_t, int32_t>> calls;
@@ -289,6 +296,7 @@ Status Determinize(const Nfa& nfa, int32_t accept, int64_t* total, int64_t limit
       events.push_back({r.hi + 1, -(t + 1)});
     }
     std::sort(events.begin(), events.end());
+    *work += static_cast<int64_t>(events.size());
     std::map<int32_t, int32_t> active;  // target -> ranges covering
     std::vector<Automaton::ByteEdge> out_edges;
     for (size_t k = 0; k < events.size();) {
@@ -342,7 +350,7 @@ StatusOr<Automaton> BuildAutomaton(const Grammar& grammar, const GrammarLimits& 
   const int32_t num_rules = static_cast<int32_t>(grammar.rules().size());
   a.rule_start.assign(num_rules, -1);
   a.root_rule = grammar.root();
-  int64_t nfa_total = 0, dfa_total = 0;
+  int64_t nfa_total = 0, dfa_total = 0, work = 0;
   const std::vector<uint8_t> inlinable = InlinableRules(grammar);
   for (int32_t r = 0; r < num_rules; ++r) {
     a.rule_names.push_back(grammar.rules()[r].name);
@@ -353,7 +361,7 @@ StatusOr<Automaton> BuildAutomaton(const Grammar& grammar, const GrammarLimits& 
     const int32_t accept = builder.Build(grammar.rules()[r].body, start);
     if (accept < 0) return builder.error().WithContext("rule '" + grammar.rules()[r].name + "'");
     std::vector<DfaState> dfa;
-    KVS_RETURN_IF_ERROR(Determinize(nfa, accept, &dfa_total, limits.max_dfa_states, &dfa));
+    KVS_RETURN_IF_ERROR(Determinize(nfa, accept, &dfa_total, limits, &work, &dfa));
     const auto offset = static_cast<int32_t>(a.states.size());
     a.rule_start[r] = offset;
     for (const DfaState& ds : dfa) {

@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_text_bytes = 1 << 14;
   limits.max_repeat = 64;
   limits.max_nfa_states = 20000;
-  limits.max_dfa_states = 5000;
+  limits.max_dfa_states = 2000;
+  limits.max_compile_work = 1'000'000;
   auto g = ParseGbnf(text, limits);
   if (!g.ok()) return 0;
   const std::string printed = g->ToGbnf();

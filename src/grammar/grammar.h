@@ -45,6 +45,7 @@ struct GrammarLimits {
   int32_t max_repeat = 10000;          // bound of {m,n}
   int64_t max_nfa_states = 2000000;    // after expanding repetitions
   int64_t max_dfa_states = 200000;     // all rules together
+  int64_t max_compile_work = 50000000; // NFA states and edges visited building the DFAs (~1 s)
 };
 
 // A code point range, inclusive.

@@ -54,7 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!gbnf.ok()) return 0;
   GrammarLimits limits;
   limits.max_nfa_states = 50000;
-  limits.max_dfa_states = 10000;
+  limits.max_dfa_states = 5000;
+  limits.max_compile_work = 2'000'000;
   auto g = ParseGbnf(*gbnf, limits);
   if (!g.ok()) {
     Check(g.status().code() == kvs::StatusCode::kResourceExhausted ||
