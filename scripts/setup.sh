@@ -12,6 +12,8 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
   python3 python3-numpy
   nodejs npm curl
+  chromium
+  prometheus systemd
 )
 if [ "${KVSERVE_WITH_TORCH:-0}" = 1 ]; then
   APT_PACKAGES+=(python3-torch libopenblas0-pthread)

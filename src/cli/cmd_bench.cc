@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "backend/cpu_engine.h"
 #include "backend/cpu_runner.h"
 #include "base/cpu.h"
 #include "cli/command.h"
@@ -54,24 +55,18 @@ int RunConcurrency(const BenchOptions& o, DType kv) {
   auto model = model::LlamaModel::Load(o.model);
   if (!model.ok()) fail(model.status());
   const int32_t vocab = (*model)->config().vocab;
-  const int block = 16;
-  const int per_seq_blocks = (o.prompt + o.gen + block - 1) / block + 1;
-  backend::CpuRunnerOptions ro;
-  ro.threads = o.threads;
-  ro.block_size = block;
-  ro.num_blocks = per_seq_blocks * max_n + 1;
-  ro.kv_dtype = kv;
-  ro.max_batch_tokens = std::max(512, max_n);
-  auto runner = backend::CpuRunner::Create(std::move(*model), ro);
-  if (!runner.ok()) fail(runner.status());
-  engine::EngineConfig ec;
-  ec.max_num_batched_tokens = ro.max_batch_tokens;
-  ec.max_batch_size = max_n;
-  ec.max_context_length = o.prompt + o.gen + 1;
-  ec.admission_watermark = 0.0;
-  auto eng = engine::Engine::Create(ec, std::move(*runner));
+  backend::CpuEngineOptions eo;
+  eo.model_path = o.model;
+  eo.threads = o.threads;
+  eo.kv_dtype = kv;
+  eo.context = o.prompt + o.gen + 1;
+  eo.sequences = max_n;
+  eo.engine.max_num_batched_tokens = std::max(512, max_n);
+  eo.engine.max_batch_size = max_n;
+  eo.engine.admission_watermark = 0.0;
+  auto eng = backend::CreateCpuEngine(std::move(*model), eo);
   if (!eng.ok()) fail(eng.status());
-  engine::Engine& e = **eng;
+  engine::Engine& e = *eng->engine;
   if (Status s = e.Start(); !s.ok()) fail(s);
   std::mt19937 rng(7);
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(max_n));

@@ -2,15 +2,12 @@
 #include <cstring>
 
 #include "grammar/grammar.h"
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace kvs::grammar {
 
 namespace {
 
-using tok::AppendUtf8;
-using tok::Utf8Next;
-using tok::Utf8ValidPrefix;
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';

@@ -11,7 +11,7 @@
 
 #include "grammar/reference_recognizer.h"
 #include "grammar/test_util.h"
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace kvs::grammar {
 namespace {
@@ -25,7 +25,7 @@ std::shared_ptr<const Vocabulary> MixedVocabulary() {
   std::vector<std::string> chars;
   for (uint32_t cp : alphabet) {
     std::string s;
-    tok::AppendUtf8(cp, &s);
+    AppendUtf8(cp, &s);
     chars.push_back(s);
     if (s.size() > 1) {
       toks.push_back(s);

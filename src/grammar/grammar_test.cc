@@ -7,7 +7,7 @@
 #include "grammar/test_util.h"
 #include "grammar/testdata_json_gbnf.h"
 #include "grammar/utf8_ranges.h"
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace kvs::grammar {
 namespace {
@@ -188,7 +188,7 @@ TEST(Utf8Ranges, CoverExactlyTheRange) {
     for (uint32_t cp = lo > 8 ? lo - 8 : 0; cp <= std::min<uint32_t>(hi + 8, 0x10FFFF); cp += step) {
       if (cp >= 0xD800 && cp <= 0xDFFF) continue;
       std::string enc;
-      tok::AppendUtf8(cp, &enc);
+      AppendUtf8(cp, &enc);
       EXPECT_EQ(count(enc), (cp >= lo && cp <= hi) ? 1 : 0) << std::hex << cp << " in " << lo << ".." << hi;
     }
   }

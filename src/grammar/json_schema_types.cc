@@ -6,7 +6,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/json_schema_internal.h"
 #include "grammar/regex.h"
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace kvs::grammar {
 namespace internal {
@@ -31,7 +31,7 @@ std::string NotIn(const KeyTrie& node, const std::string& key_char) {
   std::vector<CharRange> used = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
   for (const auto& [cp, child] : node.children) {
     std::string lit;
-    tok::AppendUtf8(cp, &lit);
+    AppendUtf8(cp, &lit);
     alts.push_back(GbnfQuote(lit) + " " + NotIn(child, key_char));
     used.push_back({cp, cp});
   }
@@ -51,7 +51,7 @@ std::string SchemaConverter::KeyNotIn(const std::vector<std::string>& names) {
     bool representable = true;
     for (size_t i = 0; i < name.size() && representable;) {
       uint32_t cp = 0;
-      const size_t n = tok::Utf8Next(name, i, &cp);
+      const size_t n = Utf8Next(name, i, &cp);
       if (n == 0) {
         representable = false;
         break;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace kvs::grammar::testing {
 
@@ -38,7 +38,7 @@ bool PrefixCodePointRange(std::string_view prefix, uint32_t* lo, uint32_t* hi) {
     min.push_back(static_cast<char>(i == 1 ? second_lo : 0x80));
     max.push_back(static_cast<char>(i == 1 ? second_hi : 0xBF));
   }
-  return tok::Utf8Next(min, 0, lo) == static_cast<size_t>(n) && tok::Utf8Next(max, 0, hi) == static_cast<size_t>(n);
+  return Utf8Next(min, 0, lo) == static_cast<size_t>(n) && Utf8Next(max, 0, hi) == static_cast<size_t>(n);
 }
 
 bool InRanges(const std::vector<CharRange>& ranges, uint32_t lo, uint32_t hi) {
@@ -128,7 +128,7 @@ ReferenceRecognizer::Result ReferenceRecognizer::MatchExpr(int32_t id, size_t po
         break;
       }
       uint32_t cp = 0;
-      const size_t n = tok::Utf8Next(text_, pos, &cp);
+      const size_t n = Utf8Next(text_, pos, &cp);
       if (n > 0) {
         if (InRanges(e.ranges, cp, cp)) r.ends.insert(pos + n);
         break;
@@ -209,7 +209,7 @@ bool Sample(const Grammar& g, int32_t id, std::mt19937_64& rng, int32_t* budget,
     case Expr::Kind::kClass: {
       if (e.ranges.empty()) return false;
       const CharRange r = e.ranges[rng() % e.ranges.size()];
-      tok::AppendUtf8(r.lo + static_cast<uint32_t>(rng() % (r.hi - r.lo + 1)), out);
+      AppendUtf8(r.lo + static_cast<uint32_t>(rng() % (r.hi - r.lo + 1)), out);
       return true;
     }
     case Expr::Kind::kRuleRef: return Sample(g, g.rules()[e.rule].body, rng, budget, out);
@@ -239,7 +239,7 @@ int32_t RandomExpr(Grammar& g, std::mt19937_64& rng, int32_t num_rules, int dept
   switch (kind) {
     case 0: {
       std::string s;
-      for (size_t i = 0, n = 1 + rng() % 3; i < n; ++i) tok::AppendUtf8(kAlphabet[rng() % kAlphabet.size()], &s);
+      for (size_t i = 0, n = 1 + rng() % 3; i < n; ++i) AppendUtf8(kAlphabet[rng() % kAlphabet.size()], &s);
       return g.Literal(s);
     }
     case 1: {

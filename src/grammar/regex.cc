@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace kvs::grammar {
 
@@ -40,7 +40,7 @@ std::string JsonCharLiteral(uint32_t cp) {
         static const char* kHex = "0123456789abcdef";
         raw = std::string("\\u00") + kHex[cp >> 4] + kHex[cp & 15];
       } else {
-        tok::AppendUtf8(cp, &raw);
+        AppendUtf8(cp, &raw);
       }
   }
   return GbnfQuote(raw);
@@ -51,7 +51,7 @@ class RegexParser {
   RegexParser(std::string_view p, const RegexOptions& o) : p_(p), o_(o) {}
 
   StatusOr<std::string> Parse() {
-    if (tok::Utf8ValidPrefix(p_) != p_.size()) return InvalidArgument("regex is not valid UTF-8");
+    if (Utf8ValidPrefix(p_) != p_.size()) return InvalidArgument("regex is not valid UTF-8");
     std::vector<std::string> alts;
     while (true) {
       bool start_anchor = false;
@@ -130,7 +130,7 @@ class RegexParser {
   std::string Literal(uint32_t cp) const {
     if (o_.json_string) return JsonCharLiteral(cp);
     std::string s;
-    tok::AppendUtf8(cp, &s);
+    AppendUtf8(cp, &s);
     return GbnfQuote(s);
   }
 
@@ -274,7 +274,7 @@ class RegexParser {
       return Literal(set[0].lo);
     }
     uint32_t cp = 0;
-    const size_t n = tok::Utf8Next(p_, pos_, &cp);
+    const size_t n = Utf8Next(p_, pos_, &cp);
     pos_ += n;
     return Literal(cp);
   }
@@ -338,7 +338,7 @@ class RegexParser {
     // Escaped punctuation (or any other non-letter) stands for itself.
     pos_ -= 1;
     uint32_t cp = 0;
-    const size_t n = tok::Utf8Next(p_, pos_, &cp);
+    const size_t n = Utf8Next(p_, pos_, &cp);
     pos_ += n;
     return single(cp);
   }
@@ -386,7 +386,7 @@ class RegexParser {
       } else if (Peek() == '[' && Peek(1) == ':') {
         return Error("POSIX classes ([:alpha:]) are not supported");
       } else {
-        const size_t n = tok::Utf8Next(p_, pos_, &lo);
+        const size_t n = Utf8Next(p_, pos_, &lo);
         pos_ += n;
       }
       uint32_t hi = lo;
@@ -397,7 +397,7 @@ class RegexParser {
           if (is_set) return Error("a class escape cannot end a range");
           hi = set[0].lo;
         } else {
-          const size_t n = tok::Utf8Next(p_, pos_, &hi);
+          const size_t n = Utf8Next(p_, pos_, &hi);
           pos_ += n;
         }
         if (hi < lo) return Error("character range out of order");

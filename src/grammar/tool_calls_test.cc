@@ -12,7 +12,7 @@
 
 #include "base/test_util.h"
 #include "grammar/tool_calls.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace kvs::grammar {
 namespace {
@@ -130,7 +130,7 @@ TEST_P(TemplateRoundTrip, RenderedCallsParseBack) {
   KVS_REQUIRE_SHARED(path, "templates/" + c.file);
   const std::string source = ReadTemplate(path);
   EXPECT_EQ(DetectToolCallFormat(source), c.format);
-  auto tmpl = tok::ChatTemplate::Parse(source);
+  auto tmpl = tmpl::ChatTemplate::Parse(source);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
   std::mt19937_64 rng(99);
   for (const bool with_content : {false, true}) {
@@ -146,7 +146,7 @@ TEST_P(TemplateRoundTrip, RenderedCallsParseBack) {
                             {"function", {{"name", name}, {"arguments", c.string_arguments ? Json(args.dump()) : args}}}});
       ++k;
     }
-    tok::ChatRequest req;
+    tmpl::ChatRequest req;
     req.bos_token = c.bos;
     req.eos_token = c.eos;
     req.tools = Tools();

@@ -1,7 +1,7 @@
 #include "grammar/utf8_ranges.h"
 
 #include "base/status.h"
-#include "tokenizer/unicode.h"
+#include "base/utf8.h"
 
 namespace kvs::grammar {
 
@@ -40,8 +40,8 @@ void Utf8RangeSequences(uint32_t lo, uint32_t hi, std::vector<ByteSequence>* out
     }
   }
   std::string a, b;
-  tok::AppendUtf8(lo, &a);
-  tok::AppendUtf8(hi, &b);
+  AppendUtf8(lo, &a);
+  AppendUtf8(hi, &b);
   KVS_CHECK(a.size() == b.size());
   ByteSequence seq;
   for (size_t i = 0; i < a.size(); ++i) {

@@ -10,7 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <gtest/gtest.h>
 
-#include "http/sse.h"
+#include "http/sse_parser.h"
 
 namespace kvs::http {
 namespace {

@@ -15,6 +15,7 @@
 #include "server/access_log.h"
 #include "server/service.h"
 #include "server/sha256.h"
+#include "server/warm.h"
 
 namespace kvs::server {
 
@@ -48,10 +49,6 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   // Logs go to stderr; stdout is left to the access log.
   if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
   spdlog::set_level(spdlog::level::from_str(config.logging.level));
-  if (Status s = ValidateConfig(config); !s.ok()) {
-    spdlog::error("configuration: {}", s.message());
-    return 2;
-  }
   if (options.require_model_file) {
     std::error_code ec;
     if (config.model.path.empty()) {
@@ -131,9 +128,18 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
         st = created.status();
       }
     }
+    if (st.ok() && !config.kv_cache.warm_prompts_file.empty()) {
+      auto warm = WarmPrefixCache(*b, config.kv_cache.warm_prompts_file);
+      if (warm.ok()) {
+        spdlog::info("prefix cache warmed: {} prompts, {} tokens in {:.2f} s", warm->prompts, warm->tokens,
+                     warm->seconds);
+      } else {
+        st = warm.status();
+      }
+    }
     if (st.ok()) {
       card.id = b->Info().name.empty() ? ServedModelName(config) : b->Info().name;
-      card.max_context_length = b->Info().max_context_length;
+      card.max_context_length = b->Info().limits.max_context_length;
       card.load_seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
       card.created = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
@@ -154,6 +160,20 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     ev.load_done = true;
     ev.load_status = st;
     ev.cv.notify_all();
+  });
+
+  // The status page's history: one sample every 2 s until shutdown.
+  std::mutex sampler_mu;
+  std::condition_variable sampler_cv;
+  bool sampler_stop = false;
+  std::thread sampler([&] {
+    std::unique_lock<std::mutex> lock(sampler_mu);
+    while (!sampler_cv.wait_for(lock, std::chrono::duration<double>(StatusBoard::kSampleSeconds),
+                                [&] { return sampler_stop; })) {
+      lock.unlock();
+      service.SampleStatus();
+      lock.lock();
+    }
   });
 
   int exit_code = 0;
@@ -184,11 +204,8 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
       if (!cut_at && (now >= deadline || signals > 1)) {
         spdlog::warn("drain: {} requests still running after {} s; ending them", service.running_jobs(),
                      config.server.drain_timeout_seconds);
-        ApiError e;
-        e.status = 503;
-        e.type = "service_unavailable";
-        e.code = "server_shutting_down";
-        e.message = "the server is shutting down (drain timeout reached)";
+        const api::ApiError e = api::MakeError(503, "the server is shutting down (drain timeout reached)",
+                                               "service_unavailable", "server_shutting_down");
         service.AbortAll(e, "shutdown");
         cut_at = now;
       }
@@ -200,8 +217,15 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     }
     spdlog::info("drained; shutting down");
   }
+  {
+    std::lock_guard<std::mutex> lock(sampler_mu);
+    sampler_stop = true;
+  }
+  sampler_cv.notify_all();
+  sampler.join();
   server.Stop();
   loader.join();
+  service.StopPreparing();
   {
     std::lock_guard<std::mutex> lock(backend_mu);
     if (backend) backend->Shutdown();

@@ -1,11 +1,14 @@
 // RunServe: the lifecycle of `kvserve serve`.
 //
-//   1. Checks the configuration, API keys and access log; fails with exit
-//      code 2 naming what is wrong.
+//   1. Checks the API keys and access log (the configuration was validated
+//      by LoadServeConfig); fails with exit code 2 naming what is wrong.
 //   2. Starts HTTP at once (/health answers, /ready and the API say 503
 //      while loading), then in a loader thread hashes the weights file
-//      (SHA-256, compared with model.sha256 when set) and creates the
-//      backend; the service becomes ready. A failed load exits with 1.
+//      (SHA-256, compared with model.sha256 when set), creates the backend
+//      and, with kv_cache.warm_prompts_file, prefills those prompts into the
+//      prefix cache (warm.h); the service becomes ready. A failed load (or
+//      warm file) exits with 1. A sampler thread adds a status-page history
+//      sample every 2 s (Service::SampleStatus) until shutdown.
 //   3. On SIGTERM or SIGINT it drains: /ready and new requests get 503,
 //      the listener closes (connections already queued in its backlog are
 //      still answered), in-flight requests get server.drain_timeout_seconds
