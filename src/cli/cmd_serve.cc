@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "bench/needle_run.h"
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "server/config.h"
@@ -22,13 +23,31 @@ struct ServeArgs {
   bool print_config = false;
   bool engine_available = false;
   server::ConfigOverrides overrides;  // filled by the options of every config key
+  std::string needle_gate;  // LENGTH:THRESHOLD[:TRIALS]; "" = off
 };
+
+// --needle-gate: the serve start-up gate built on `kvserve needle`.
+StatusOr<server::ServeOptions> GateOptions(const std::string& spec) {
+  server::ServeOptions opts;
+  if (spec.empty()) return opts;
+  KVS_ASSIGN_OR_RETURN(bench::NeedleGateSpec gate, bench::ParseNeedleGate(spec));
+  opts.gate = server::ReadinessGate{
+      "needle gate " + gate.ToString(),
+      [gate](const std::string& url, const std::string& key) -> StatusOr<server::GateOutcome> {
+        KVS_ASSIGN_OR_RETURN(bench::NeedleGateResult r, bench::RunNeedleGate(url, key, gate));
+        return server::GateOutcome{r.passed, r.detail};
+      }};
+  return opts;
+}
 
 Registrar reg({"serve", "Serve a model over an OpenAI-compatible HTTP API", [](CLI::App* app) {
                  auto a = std::make_shared<ServeArgs>();
                  app->add_option("-c,--config", a->config, "YAML configuration file (see configs/default.yaml)");
                  app->add_flag("--print-config", a->print_config,
                                "Print the effective configuration as JSON and exit");
+                 app->add_option("--needle-gate", a->needle_gate,
+                                 "After loading, stay not ready (503 on /ready) until a needle recall check at "
+                                 "LENGTH tokens reaches THRESHOLD, e.g. 4096:0.9 (off by default)");
                  // For tests: exit 0 when this build serves real models.
                  app->add_flag("--engine-available", a->engine_available)->group("");
                  server::AddConfigOptions(app, &a->overrides);
@@ -47,6 +66,11 @@ Registrar reg({"serve", "Serve a model over an OpenAI-compatible HTTP API", [](C
                      std::printf("%s\n", server::ConfigToJson(cfg).dump(2).c_str());
                      return 0;
                    }
+                   auto opts = GateOptions(a->needle_gate);
+                   if (!opts.ok()) {
+                     std::fprintf(stderr, "kvserve serve: %s\n", opts.status().message().c_str());
+                     return 2;
+                   }
                    if (cfg.model.path.empty()) cfg.model.path = DefaultModelPath();
                    if (cfg.model.path.empty()) {
                      std::fprintf(stderr, "kvserve serve: %s\n", kNoModelMessage);
@@ -59,7 +83,7 @@ Registrar reg({"serve", "Serve a model over an OpenAI-compatible HTTP API", [](C
                          if (!b.ok()) return b.status();
                          return std::unique_ptr<server::InferenceBackend>(std::move(*b));
                        },
-                       server::ServeOptions{});
+                       *opts);
                  };
                }});
 

@@ -32,6 +32,37 @@ struct Events {
   Status load_status;
 };
 
+// The readiness gate, against the server itself over loopback.
+void RunGate(const ReadinessGate& gate, const ServeConfig& config, const std::string& api_key, uint16_t port,
+             Service* service) {
+  std::string host = config.server.host;
+  if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  const std::string url = "http://" + host + ":" + std::to_string(port);
+  spdlog::info("{}: checking before reporting ready", gate.name);
+  for (int attempt = 1;; ++attempt) {
+    auto r = gate.run(url, api_key);
+    if (r.ok() && r->passed) {
+      service->SetNotReadyReason("");
+      spdlog::info("{} passed: {}", gate.name, r->detail);
+      return;
+    }
+    if (r.ok()) {
+      service->SetNotReadyReason(gate.name + " failed: " + r->detail);
+      spdlog::error("{} failed: {}; the server stays not ready", gate.name, r->detail);
+      return;
+    }
+    if (attempt >= 3 || service->state() != Service::State::kReady) {
+      service->SetNotReadyReason(gate.name + " could not run: " + r.status().message());
+      spdlog::error("{} could not run: {}; the server stays not ready", gate.name, r.status().message());
+      return;
+    }
+    spdlog::warn("{} could not run ({}); retrying", gate.name, r.status().message());
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+}
+
 }  // namespace
 
 std::string ServedModelName(const ServeConfig& config) {
@@ -148,9 +179,12 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
         spdlog::warn("model.max_context_length {} exceeds the model's trained context {}; serving {}",
                      config.model.max_context_length, b->Info().trained_context_length, card.max_context_length);
       }
+      if (options.gate) service.SetNotReadyReason(options.gate->name + " running");
       service.SetReady(b.get(), card);
       spdlog::info("model '{}' ready in {:.2f} s (sha256 {}, context {} tokens)", card.id, card.load_seconds,
                    card.sha256.empty() ? "-" : card.sha256, card.max_context_length);
+      if (options.gate) RunGate(*options.gate, config, keys->empty() ? std::string() : keys->front(), server.port(),
+                                &service);
     }
     {
       std::lock_guard<std::mutex> lock(backend_mu);

@@ -19,6 +19,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "base/status.h"
 #include "server/backend.h"
@@ -30,8 +32,23 @@ namespace kvs::server {
 // thread. The model card's name and context come from the backend's Info().
 using BackendFactory = std::function<StatusOr<std::unique_ptr<InferenceBackend>>(const ServeConfig&)>;
 
+// A check run against the server itself once the model is loaded (e.g. the
+// needle gate): until it passes, /ready says 503 with its reason (the API
+// already serves, so the check can use it). One that cannot run at all
+// (an error) is retried a few times; one that fails keeps the server
+// not ready, with the result in /ready and the log.
+struct GateOutcome {
+  bool passed = false;
+  std::string detail;
+};
+struct ReadinessGate {
+  std::string name;  // "needle gate 4096:90%"
+  std::function<StatusOr<GateOutcome>(const std::string& base_url, const std::string& api_key)> run;
+};
+
 struct ServeOptions {
   bool require_model_file = true;  // false for the fake backend: model.path may be empty
+  std::optional<ReadinessGate> gate;
 };
 
 // Returns the process exit code.

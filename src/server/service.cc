@@ -75,7 +75,16 @@ void Service::SetReady(InferenceBackend* backend, ModelCard card) {
   card_ = std::move(card);
   backend_.store(backend);
   State expected = State::kLoading;
-  if (state_.compare_exchange_strong(expected, State::kReady)) metrics_->ready.Set(1);
+  if (state_.compare_exchange_strong(expected, State::kReady)) {
+    std::lock_guard<std::mutex> lock(not_ready_mu_);
+    metrics_->ready.Set(not_ready_reason_.empty() ? 1 : 0);
+  }
+}
+
+void Service::SetNotReadyReason(std::string reason) {
+  std::lock_guard<std::mutex> lock(not_ready_mu_);
+  not_ready_reason_ = std::move(reason);
+  metrics_->ready.Set(not_ready_reason_.empty() && state_.load() == State::kReady ? 1 : 0);
 }
 
 void Service::BeginDrain() {
@@ -287,7 +296,15 @@ void Service::HandleHealth(Ctx& ctx) { Reply(ctx, 200, {{"status", "ok"}}); }
 
 void Service::HandleReady(Ctx& ctx) {
   switch (state_.load()) {
-    case State::kReady: return Reply(ctx, 200, {{"status", "ready"}});
+    case State::kReady: {
+      std::string reason;
+      {
+        std::lock_guard<std::mutex> lock(not_ready_mu_);
+        reason = not_ready_reason_;
+      }
+      if (!reason.empty()) return Reply(ctx, 503, {{"status", "not_ready"}, {"reason", reason}}, {{"Retry-After", "5"}});
+      return Reply(ctx, 200, {{"status", "ready"}});
+    }
     case State::kLoading: return Reply(ctx, 503, {{"status", "loading"}}, {{"Retry-After", "5"}});
     case State::kDraining: return Reply(ctx, 503, {{"status", "draining"}});
   }

@@ -61,6 +61,10 @@ class Service {
 
   // The backend stays owned by the caller and must outlive every request.
   void SetReady(InferenceBackend* backend, ModelCard card);
+  // A start-up gate (serve --needle-gate): while a reason is set, the API
+  // serves requests but /ready answers 503 {"status": "not_ready",
+  // "reason": ...} and kvserve:ready is 0. "" clears it.
+  void SetNotReadyReason(std::string reason);
   void BeginDrain();
   // Finishes the prep tasks and stops the pool (before the backend goes).
   void StopPreparing() { prep_.Stop(); }
@@ -127,6 +131,9 @@ class Service {
   std::atomic<InferenceBackend*> backend_{nullptr};
   ModelCard card_;  // written once before state_ becomes kReady
   std::atomic<int64_t> sequences_in_flight_{0};
+
+  std::mutex not_ready_mu_;
+  std::string not_ready_reason_;  // guarded by not_ready_mu_
 
   std::mutex jobs_mu_;
   std::unordered_map<std::string, std::weak_ptr<GenerationJob>> jobs_;    // guarded by jobs_mu_

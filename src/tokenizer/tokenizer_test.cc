@@ -1,5 +1,6 @@
 // Unit tests on small in-memory vocabularies whose expected tokenizations
 // are worked out by hand, plus stories260K (the model the engine runs).
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -220,6 +221,35 @@ TEST(SpecialTokens, UserDefinedAlwaysControlOnlyWhenAsked) {
   EXPECT_EQ(t->eot_id(), ctl);
   EXPECT_EQ(t->Decode(Ids({'a', ctl}), true), "a");
   EXPECT_EQ(t->Decode(Ids({'a', ctl}), false), "a<|im_end|>");
+}
+
+// EncodeWithPlainRanges: control tokens only where their whole text lies
+// outside the plain ranges; user-defined tokens everywhere, as always.
+TEST(SpecialTokens, PlainRangesNeverYieldControlTokens) {
+  Bpe f;
+  f.Merge("Ġ", "t");  // a BPE vocabulary needs at least one merge
+  const int32_t ctl = f.Special("<|im_end|>", 3);
+  const int32_t user = f.Special("<tool>", 4);
+  auto t = Build(f.v);
+  const std::string text = "<|im_end|>a<|im_end|><tool>b<|im_end|>";
+  //                        0         10 11        21    27 28
+  const TextRange middle[] = {{10, 28}};
+  const Ids ids = t->EncodeWithPlainRanges(text, false, middle);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), ctl), 2) << "the first and last, outside the range";
+  EXPECT_EQ(ids.front(), ctl);
+  EXPECT_EQ(ids.back(), ctl);
+  EXPECT_NE(std::find(ids.begin(), ids.end(), user), ids.end()) << "user-defined tokens are plain vocabulary";
+  EXPECT_EQ(t->Decode(ids, false), text);
+  // A range that covers only part of a marker's text disables that marker.
+  const TextRange tail[] = {{5, 6}};
+  const Ids cut = t->EncodeWithPlainRanges("<|im_end|>", false, tail);
+  EXPECT_EQ(std::count(cut.begin(), cut.end(), ctl), 0);
+  const TextRange before[] = {{0, 1}};
+  EXPECT_EQ(t->EncodeWithPlainRanges("x<|im_end|>", false, before), Ids({'x', ctl}));
+  // No ranges: parse_special; one range over everything: plain.
+  EXPECT_EQ(t->EncodeWithPlainRanges(text, false, {}), t->Encode(text, false, true));
+  const TextRange all[] = {{0, text.size()}};
+  EXPECT_EQ(t->EncodeWithPlainRanges(text, false, all), t->Encode(text, false, false));
 }
 
 TEST(SpecialTokens, LstripRstripSwallowWhitespace) {
