@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "api/structured_output.h"
+
 namespace kvs::api {
 
 namespace {
@@ -209,10 +211,8 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
   if (priority) r->priority = static_cast<int32_t>(*priority);
   std::string user;
   if (auto e = GetString(body, "user", &user)) return e;
-  if (const json* lb = Field(body, "logit_bias")) {
-    if (!lb->is_object()) return WrongType("logit_bias", "an object", *lb);
-    if (!lb->empty()) return Unsupported("logit_bias", "kvserve does not bias logits");
-  }
+  if (auto e = ParseLogitBias(body, r)) return e;
+  if (auto e = ParseConstraint(body, r)) return e;
   std::optional<int64_t> best_of;
   if (auto e = GetInt(body, "best_of", 1, kMaxN, &best_of)) return e;
   if (best_of && *best_of != r->n) {
@@ -435,13 +435,6 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
     if (tool_choice != "none") {
       r.tools = *tools;
-    }
-  }
-  if (const json* rf = Field(body, "response_format")) {
-    if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
-    const json* type = Field(*rf, "type");
-    if (!type || !type->is_string() || type->get<std::string>() != "text") {
-      return Unsupported("response_format", "only {\"type\": \"text\"} is served (no constrained decoding)");
     }
   }
   if (Field(body, "echo")) return Unsupported("echo", "chat completions have no echo");

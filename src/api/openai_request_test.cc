@@ -122,7 +122,8 @@ TEST(OpenAiRequestTest, CompletionErrorsNameTheField) {
       {R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":1}})",
        "stream_options.include_usage", "boolean"},
       {R"({"model":"m","prompt":"x","suffix":"end"})", "suffix", "not supported"},
-      {R"({"model":"m","prompt":"x","logit_bias":{"1":5}})", "logit_bias", "not supported"},
+      {R"({"model":"m","prompt":"x","logit_bias":{"1":500}})", "logit_bias", "[-100, 100]"},
+      {R"({"model":"m","prompt":"x","logit_bias":{"a":5}})", "logit_bias", "token ids"},
       {R"({"model":"m","prompt":"x","best_of":3})", "best_of", "not supported"},
       {R"({"model":"m","prompt":"x","echo":true,"logprobs":1})", "echo", "not supported"},
       {R"({"model":"m","prompt":"x","user":5})", "user", "string"},
@@ -196,8 +197,8 @@ TEST(OpenAiRequestTest, ChatErrorsNameTheField) {
        "max_completion_tokens", "[1,"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", "tool_choice",
        "not supported"},
-      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
-       "response_format", "not supported"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})",
+       "response_format", "json_schema"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":{}})", "tools", "array"},
   };
   for (const auto& c : cases) {

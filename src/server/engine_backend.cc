@@ -78,6 +78,14 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   b->info_.architecture = mc.arch;
   b->info_.trained_context_length = mc.context_length;
   b->info_.limits = b->engine_->limits();
+  // Constrained decoding: the tokens as bytes, masks as wide as the logits.
+  grammar::VocabularyOptions vo;
+  vo.mask_vocab_size = b->info_.limits.vocab_size;
+  if (auto v = grammar::Vocabulary::FromTokenizer(*b->tok_, vo); v.ok()) {
+    b->grammar_vocab_ = std::move(*v);
+  } else {
+    spdlog::warn("constrained decoding is unavailable: {}", v.status().ToString());
+  }
   spdlog::info("engine: {} KV blocks of {} tokens ({}), {} threads, context {}", cpu.plan.num_kv_blocks,
                o.block_size, plan::FormatBinary(cpu.plan.kv_pool_bytes), cpu.threads, cpu.plan.context);
   spdlog::info("{}", cpu.plan.Describe(o.kv_dtype));

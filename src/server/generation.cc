@@ -79,6 +79,7 @@ void GenerationJob::Start() {
     g.sampling.max_tokens = p.max_tokens;
     if (req_.sampling.seed) g.sampling.seed = *req_.sampling.seed + static_cast<uint64_t>(c.index % req_.n);  // distinct choices
     g.cache_salt = req_.cache_salt;
+    g.grammar = p.grammar;
     g.priority = req_.priority;
     const int index = c.index;
     Status st = env_.backend->Submit(std::move(g), on_strand,

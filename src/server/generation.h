@@ -50,6 +50,8 @@ struct PreparedPrompt {
   std::vector<int32_t> tokens;
   std::string echo_text;  // completions with echo: the prompt's text
   int32_t max_tokens = 16;
+  // The request's output constraint compiled for the model; nullptr: none.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 // What the access log and the status metric need once the response ended.

@@ -408,11 +408,48 @@ ApiError RequestError(const Status& st, const std::string& prompt_param, const a
   // ValidateRequest's messages start with what is wrong: a prompt token or
   // a stop token id (every other sampling field was range-checked when the
   // body was parsed).
-  e.param = st.message().rfind("stop token id", 0) == 0 ? "stop_token_ids" : prompt_param;
+  e.param = st.message().rfind("stop token id", 0) == 0       ? "stop_token_ids"
+            : st.message().rfind("logit_bias", 0) == 0        ? "logit_bias"
+                                                              : prompt_param;
   return e;
 }
 
 }  // namespace
+
+std::optional<ApiError> Service::CompileConstraint(const api::ParsedRequest& req, InferenceBackend* b,
+                                                   std::shared_ptr<const grammar::CompiledGrammar>* out) {
+  if (!req.constraint) return std::nullopt;
+  const std::string& param = req.constraint_param;
+  std::shared_ptr<const grammar::Vocabulary> vocab = b->GrammarVocabulary();
+  if (!vocab) {
+    return api::BadRequest(fmt::format("'{}' is not supported: this model cannot constrain its output", param), param,
+                           "unsupported_parameter");
+  }
+  const std::string key = req.constraint->ToGbnf();
+  {
+    std::lock_guard<std::mutex> lock(grammars_mu_);
+    if (grammars_vocab_ == vocab.get()) {
+      if (auto it = grammars_.find(key); it != grammars_.end()) {
+        *out = it->second;
+        return std::nullopt;
+      }
+    }
+  }
+  // Compiled outside the lock (bounded by GrammarLimits::max_compile_work);
+  // two requests with a new grammar may both compile it, one result is kept.
+  auto compiled = grammar::CompiledGrammar::Compile(*req.constraint, vocab);
+  if (!compiled.ok()) {
+    return api::BadRequest(fmt::format("'{}' cannot be served: {}", param, compiled.status().message()), param);
+  }
+  *out = *compiled;
+  std::lock_guard<std::mutex> lock(grammars_mu_);
+  if (grammars_vocab_ != vocab.get() || grammars_.size() >= kMaxCachedGrammars) {
+    grammars_.clear();
+    grammars_vocab_ = vocab.get();
+  }
+  grammars_.emplace(key, *out);
+  return std::nullopt;
+}
 
 std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vector<PreparedPrompt>* out) {
   InferenceBackend* b = backend_.load();
@@ -430,6 +467,8 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     }
     chat_prompt[0].text = std::move(*text);
   }
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  if (auto e = CompileConstraint(req, b, &grammar)) return e;
   const std::vector<api::PromptInput>& inputs = chat ? chat_prompt : req.prompts;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const api::PromptInput& in = inputs[i];
@@ -458,6 +497,7 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     }
     p.tokens = std::move(check.prompt_token_ids);
     p.max_tokens = check.sampling.max_tokens;
+    p.grammar = grammar;
     if (req.echo && !in.text) {
       auto text = b->Detokenize(p.tokens);
       if (!text.ok()) return ErrorFromStatus(text.status());
