@@ -9,8 +9,8 @@
 // Validation of the JSON happens once, here; the prompt against the model
 // (token ids, context length, KV pool) is checked by the server with
 // engine::ValidateRequest once it is tokenized. Fields OpenAI defines but
-// kvserve cannot honour (suffix, best_of != n, non-text content parts,
-// tool_choice "required") are refused with 400 rather than silently ignored; fields that do not change
+// kvserve cannot honour (suffix, best_of != n, non-text content parts)
+// are refused with 400 rather than silently ignored; fields that do not change
 // the output (user, store, metadata, parallel_tool_calls, ...) and unknown
 // fields are accepted and ignored. A JSON null counts as an absent field.
 // Thread-safety: pure functions and value types.
@@ -68,6 +68,14 @@ struct ParsedRequest {
   // it came from ("response_format", "guided_regex", ...) for errors.
   std::shared_ptr<const grammar::Grammar> constraint;
   std::string constraint_param;
+  // chat: tool_choice. kRequired / kNamed force a call in the model's own
+  // syntax (the service builds the grammar: it knows the syntax); tool
+  // calls in the answer are parsed into message.tool_calls whenever tools
+  // are given (not with kNone).
+  enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;     // kNamed
+  bool parallel_tool_calls = true;
 };
 
 // POST /tokenize (vLLM's shape): a prompt, or chat messages rendered with

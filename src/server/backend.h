@@ -40,6 +40,7 @@
 #include "api/response.h"
 #include "base/status.h"
 #include "engine/engine.h"
+#include "grammar/tool_calls.h"
 #include "grammar/vocabulary.h"
 
 namespace kvs::server {
@@ -112,6 +113,9 @@ class InferenceBackend {
   // as Info().limits.vocab_size); nullptr when this backend cannot
   // constrain its output (requests asking for it get a 400).
   virtual std::shared_ptr<const grammar::Vocabulary> GrammarVocabulary() { return nullptr; }
+  // The syntax the model writes tool calls in (from its chat template);
+  // kNone: tool calls are not parsed and cannot be forced.
+  virtual grammar::ToolCallFormat ToolCallFormat() { return grammar::ToolCallFormat::kNone; }
 
   virtual Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) = 0;
   virtual void Cancel(const std::string& request_id) = 0;

@@ -418,14 +418,32 @@ ApiError RequestError(const Status& st, const std::string& prompt_param, const a
 
 std::optional<ApiError> Service::CompileConstraint(const api::ParsedRequest& req, InferenceBackend* b,
                                                    std::shared_ptr<const grammar::CompiledGrammar>* out) {
-  if (!req.constraint) return std::nullopt;
-  const std::string& param = req.constraint_param;
+  using TC = api::ParsedRequest::ToolChoice;
+  const bool force_call = req.tool_choice == TC::kRequired || req.tool_choice == TC::kNamed;
+  if (!req.constraint && !force_call) return std::nullopt;
+  const std::string param = force_call ? "tool_choice" : req.constraint_param;
   std::shared_ptr<const grammar::Vocabulary> vocab = b->GrammarVocabulary();
   if (!vocab) {
     return api::BadRequest(fmt::format("'{}' is not supported: this model cannot constrain its output", param), param,
                            "unsupported_parameter");
   }
-  const std::string key = req.constraint->ToGbnf();
+  std::shared_ptr<const grammar::Grammar> constraint = req.constraint;
+  if (force_call) {
+    // A reply that is one (or, with parallel_tool_calls, several) calls in
+    // the model's own syntax, arguments valid against the function's schema.
+    const grammar::ToolCallFormat format = b->ToolCallFormat();
+    if (format == grammar::ToolCallFormat::kNone) {
+      return api::BadRequest("'tool_choice' cannot force a call: the model's chat template shows no tool-call syntax",
+                             param, "unsupported_parameter");
+    }
+    grammar::ToolChoice choice;
+    choice.mode = req.tool_choice == TC::kNamed ? grammar::ToolChoice::Mode::kNamed : grammar::ToolChoice::Mode::kRequired;
+    choice.name = req.tool_choice_name;
+    auto g = grammar::ToolCallGrammar(format, req.tools, choice, req.parallel_tool_calls);
+    if (!g.ok()) return api::BadRequest(fmt::format("'tool_choice' cannot be served: {}", g.status().message()), param);
+    constraint = std::make_shared<const grammar::Grammar>(std::move(g).value());
+  }
+  const std::string key = constraint->ToGbnf();
   {
     std::lock_guard<std::mutex> lock(grammars_mu_);
     if (grammars_vocab_ == vocab.get()) {
@@ -437,7 +455,7 @@ std::optional<ApiError> Service::CompileConstraint(const api::ParsedRequest& req
   }
   // Compiled outside the lock (bounded by GrammarLimits::max_compile_work);
   // two requests with a new grammar may both compile it, one result is kept.
-  auto compiled = grammar::CompiledGrammar::Compile(*req.constraint, vocab);
+  auto compiled = grammar::CompiledGrammar::Compile(*constraint, vocab);
   if (!compiled.ok()) {
     return api::BadRequest(fmt::format("'{}' cannot be served: {}", param, compiled.status().message()), param);
   }

@@ -210,3 +210,126 @@ describe("logit_bias", () => {
     assert.equal(res.json.error.param, "logit_bias");
   });
 });
+
+// The bundled model's ChatML template shows no tool syntax of its own, so
+// the server uses Hermes's (<tool_call>{json}</tool_call>).
+const TOOLS = [
+  {
+    type: "function",
+    function: {
+      name: "get_weather",
+      description: "Weather in a city",
+      parameters: {
+        type: "object",
+        properties: { city: { type: "string", minLength: 1, maxLength: 10 }, unit: { enum: ["c", "f"] } },
+        required: ["city", "unit"],
+        additionalProperties: false,
+      },
+    },
+  },
+  {
+    type: "function",
+    function: {
+      name: "get_time",
+      parameters: {
+        type: "object",
+        properties: { zone: { enum: ["UTC", "CET", "PST"] } },
+        required: ["zone"],
+        additionalProperties: false,
+      },
+    },
+  },
+];
+const validators = Object.fromEntries(TOOLS.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+
+function checkCall(call) {
+  assert.equal(call.type, "function");
+  assert.match(call.id, /^call_/);
+  const validate = validators[call.function.name];
+  assert.ok(validate, `unknown function ${call.function.name}`);
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`);
+}
+
+describe("tools", () => {
+  const toolMessages = [{ role: "user", content: "What is the weather in Oslo?" }];
+
+  test("tool_choice required: every reply is a valid call, finish_reason tool_calls", async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: toolMessages,
+      tools: TOOLS,
+      tool_choice: "required",
+      n: 4,
+      seed: 11,
+      max_tokens: 600,
+    });
+    for (const c of r.choices) {
+      assert.equal(c.finish_reason, "tool_calls", JSON.stringify(c.message));
+      assert.ok(c.message.tool_calls.length >= 1);
+      for (const call of c.message.tool_calls) checkCall(call);
+    }
+  });
+
+  test("a named function, no parallel calls: exactly that one call", async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: toolMessages,
+      tools: TOOLS,
+      tool_choice: { type: "function", function: { name: "get_time" } },
+      parallel_tool_calls: false,
+      n: 3,
+      seed: 4,
+      max_tokens: 600,
+    });
+    for (const c of r.choices) {
+      assert.equal(c.finish_reason, "tool_calls");
+      assert.equal(c.message.tool_calls.length, 1);
+      assert.equal(c.message.tool_calls[0].function.name, "get_time");
+      checkCall(c.message.tool_calls[0]);
+    }
+  });
+
+  test("streamed: id and name first, then argument fragments that join to valid JSON", async () => {
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: toolMessages,
+      tools: TOOLS,
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      parallel_tool_calls: false,
+      seed: 8,
+      max_tokens: 600,
+      stream: true,
+    });
+    const calls = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        for (const t of c.delta.tool_calls ?? []) {
+          if (!calls[t.index]) {
+            assert.ok(t.id && t.function.name, "the first fragment of a call has its id and name");
+            calls[t.index] = { id: t.id, type: t.type, function: { name: t.function.name, arguments: "" } };
+          }
+          calls[t.index].function.arguments += t.function.arguments ?? "";
+        }
+        if (c.finish_reason) finish = c.finish_reason;
+      }
+    }
+    assert.equal(finish, "tool_calls");
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0].function.name, "get_weather");
+    checkCall(calls[0]);
+  });
+
+  test("tool_choice naming an unknown function is a 400", async () => {
+    await assert.rejects(
+      client.chat.completions.create({
+        model: MODEL,
+        messages: toolMessages,
+        tools: TOOLS,
+        tool_choice: { type: "function", function: { name: "nope" } },
+      }),
+      (e) => e.status === 400 && e.param === "tool_choice",
+    );
+  });
+});
