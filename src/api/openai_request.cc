@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "api/structured_output.h"
+
 namespace kvs::api {
 
 namespace {
@@ -209,10 +211,8 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
   if (priority) r->priority = static_cast<int32_t>(*priority);
   std::string user;
   if (auto e = GetString(body, "user", &user)) return e;
-  if (const json* lb = Field(body, "logit_bias")) {
-    if (!lb->is_object()) return WrongType("logit_bias", "an object", *lb);
-    if (!lb->empty()) return Unsupported("logit_bias", "kvserve does not bias logits");
-  }
+  if (auto e = ParseLogitBias(body, r)) return e;
+  if (auto e = ParseConstraint(body, r)) return e;
   std::optional<int64_t> best_of;
   if (auto e = GetInt(body, "best_of", 1, kMaxN, &best_of)) return e;
   if (best_of && *best_of != r->n) {
@@ -426,25 +426,56 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
   if (auto e = GetInt(body, "top_logprobs", 0, engine::kMaxLogprobs, &top)) return e;
   if (top && !logprobs) return BadRequest("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
   if (logprobs) r.sampling.logprobs = static_cast<int32_t>(top.value_or(0));
-  std::string tool_choice = "auto";
+  using TC = ParsedRequest::ToolChoice;
   if (const json* tc = Field(body, "tool_choice")) {
-    if (!tc->is_string()) return Unsupported("tool_choice", "only \"auto\" and \"none\" are served");
-    tool_choice = tc->get<std::string>();
-    if (tool_choice != "auto" && tool_choice != "none") {
-      return Unsupported("tool_choice", "only \"auto\" and \"none\" are served");
+    const char* kWant = "\"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
+    if (tc->is_string()) {
+      const auto& s = tc->get_ref<const std::string&>();
+      if (s == "auto") {
+        r.tool_choice = TC::kAuto;
+      } else if (s == "none") {
+        r.tool_choice = TC::kNone;
+      } else if (s == "required") {
+        r.tool_choice = TC::kRequired;
+      } else {
+        return BadRequest(fmt::format("'tool_choice' must be {}, got {}", kWant, Shown(*tc)), "tool_choice");
+      }
+    } else if (tc->is_object()) {
+      const json* fn = Field(*tc, "function");
+      const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
+      if (!name || !name->is_string()) {
+        return BadRequest(fmt::format("'tool_choice' must be {}", kWant), "tool_choice");
+      }
+      r.tool_choice = TC::kNamed;
+      r.tool_choice_name = name->get<std::string>();
+    } else {
+      return WrongType("tool_choice", "a string or an object", *tc);
     }
   }
+  if (auto e = GetBool(body, "parallel_tool_calls", &r.parallel_tool_calls)) return e;
   if (const json* tools = Field(body, "tools")) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
-    if (tool_choice != "none") {
+    if (r.tool_choice != TC::kNone) {
       r.tools = *tools;
     }
   }
-  if (const json* rf = Field(body, "response_format")) {
-    if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
-    const json* type = Field(*rf, "type");
-    if (!type || !type->is_string() || type->get<std::string>() != "text") {
-      return Unsupported("response_format", "only {\"type\": \"text\"} is served (no constrained decoding)");
+  if (r.tool_choice == TC::kRequired || r.tool_choice == TC::kNamed) {
+    if (r.tools.empty()) return BadRequest("'tool_choice' forces a tool call but 'tools' is empty", "tool_choice");
+    if (r.tool_choice == TC::kNamed) {
+      bool found = false;
+      for (const json& t : r.tools) {
+        const json* fn = t.is_object() ? Field(t, "function") : nullptr;
+        found = found || (fn && fn->is_object() && fn->value("name", json()) == r.tool_choice_name);
+      }
+      if (!found) {
+        return BadRequest(fmt::format("'tool_choice' names function \"{}\", which is not in 'tools'",
+                                      Clip(r.tool_choice_name, 64)),
+                          "tool_choice");
+      }
+    }
+    if (r.constraint) {
+      return BadRequest(fmt::format("'tool_choice' forcing a call cannot be combined with '{}'", r.constraint_param),
+                        "tool_choice");
     }
   }
   if (Field(body, "echo")) return Unsupported("echo", "chat completions have no echo");

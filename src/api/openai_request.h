@@ -9,15 +9,15 @@
 // Validation of the JSON happens once, here; the prompt against the model
 // (token ids, context length, KV pool) is checked by the server with
 // engine::ValidateRequest once it is tokenized. Fields OpenAI defines but
-// kvserve cannot honour (suffix, logit_bias, best_of != n, non-text content
-// parts, tool_choice "required", response_format other than text) are
-// refused with 400 rather than silently ignored; fields that do not change
+// kvserve cannot honour (suffix, best_of != n, non-text content parts)
+// are refused with 400 rather than silently ignored; fields that do not change
 // the output (user, store, metadata, parallel_tool_calls, ...) and unknown
 // fields are accepted and ignored. A JSON null counts as an absent field.
 // Thread-safety: pure functions and value types.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +27,7 @@
 
 #include "api/error.h"
 #include "engine/sampling_params.h"
+#include "grammar/grammar.h"
 
 namespace kvs::api {
 
@@ -62,6 +63,19 @@ struct ParsedRequest {
   std::vector<std::string> stop;
   std::string cache_salt;  // prefix-cache namespace (vLLM's field): KV is shared only within one salt
   int32_t priority = 0;    // lower first, with runtime.scheduling_policy "priority" (vLLM's field)
+  // Constrained decoding (structured_output.h): the grammar every choice's
+  // output must match; nullptr: free text. constraint_param names the field
+  // it came from ("response_format", "guided_regex", ...) for errors.
+  std::shared_ptr<const grammar::Grammar> constraint;
+  std::string constraint_param;
+  // chat: tool_choice. kRequired / kNamed force a call in the model's own
+  // syntax (the service builds the grammar: it knows the syntax); tool
+  // calls in the answer are parsed into message.tool_calls whenever tools
+  // are given (not with kNone).
+  enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;     // kNamed
+  bool parallel_tool_calls = true;
 };
 
 // POST /tokenize (vLLM's shape): a prompt, or chat messages rendered with

@@ -117,6 +117,16 @@ json ResponseShape::FinishChunk(int index, const std::string& finish_reason) con
   return chunk;
 }
 
+json ResponseShape::ToolCallsChunk(int index, json tool_calls) const {
+  json chunk = ChunkBase();
+  json choice = {{"index", index}};
+  choice["delta"] = {{"tool_calls", std::move(tool_calls)}};
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = nullptr;
+  chunk["choices"] = json::array({std::move(choice)});
+  return chunk;
+}
+
 json ResponseShape::UsageChunk(const Usage& u) const {
   json chunk = ChunkBase();
   chunk["choices"] = json::array();
@@ -141,6 +151,10 @@ json ResponseShape::Body(const std::vector<FinalChoice>& choices, const Usage& u
     json choice = {{"index", c.index}};
     if (chat_) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+      if (!c.tool_calls.is_null()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = c.tool_calls;
+      }
     } else {
       choice["text"] = c.text;
     }

@@ -94,6 +94,9 @@ struct FinalChoice {
   std::string text;
   nlohmann::json logprobs;  // null when none were asked for
   std::string finish_reason;
+  // chat: message.tool_calls ([{"id", "type": "function", "function":
+  // {"name", "arguments"}}]); null: none (content null when text is empty).
+  nlohmann::json tool_calls;
 };
 
 // The JSON shapes of one response. Chat: "chat.completion" /
@@ -107,6 +110,10 @@ class ResponseShape {
   nlohmann::json StartChunk(int index, const std::string& echo_text) const;  // null: nothing to send
   nlohmann::json DeltaChunk(int index, const std::string& text, nlohmann::json logprobs) const;
   nlohmann::json FinishChunk(int index, const std::string& finish_reason) const;
+  // chat: a delta with tool-call fragments (OpenAI's delta.tool_calls: the
+  // first fragment of a call has index, id, type and function.name, later
+  // ones index and function.arguments text).
+  nlohmann::json ToolCallsChunk(int index, nlohmann::json tool_calls) const;
   nlohmann::json UsageChunk(const Usage& u) const;
 
   // The whole response.

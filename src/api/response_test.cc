@@ -63,7 +63,7 @@ TEST(ResponseShapeTest, ChunksAndBodyHaveOpenAiShapes) {
   ResponseShape text("cmpl-1", 7, "m", false, false);
   EXPECT_TRUE(text.StartChunk(0, "").is_null());  // nothing to echo
   EXPECT_EQ(text.StartChunk(0, "echo")["choices"][0]["text"], "echo");
-  nlohmann::json body = text.Body({{0, "abc", nullptr, "length"}}, u);
+  nlohmann::json body = text.Body({{0, "abc", nullptr, "length", nullptr}}, u);
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], "abc");
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);

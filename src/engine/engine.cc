@@ -128,6 +128,7 @@ bool Engine::StepOnce() {
   } else {
     SampleTokens(plan);                                 // a token for each sequence whose chunk ends it
     scheduler_.Postprocess(plan, sampled_);             // commit KV, append tokens, apply stops, free
+    FinishConstrained(plan);                            // grammar completed or failed
     EmitOutputs(plan);                                  // stream the tokens; retire finished requests
   }
   PublishStats();
@@ -195,6 +196,7 @@ void Engine::AddRequest(PendingRequest p) {
   seq->cache_salt = std::move(r.cache_salt);
   seq->arrival_time = p.arrival_time;
   seq->rng.seed(seq->params.seed ? *seq->params.seed : seed_rng_());
+  if (r.grammar) seq->matcher = std::make_unique<grammar::GrammarMatcher>(std::move(r.grammar));
   scheduler_.Add(seq.get());
   by_id_.emplace(seq->request_id, seq->seq_id);
   const int64_t seq_id = seq->seq_id;
@@ -244,6 +246,23 @@ void Engine::SampleTokens(const SchedulerOutput& plan) {
   }
 }
 
+void Engine::FinishConstrained(const SchedulerOutput& plan) {
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    if (sampled_[i] < 0) continue;
+    Sequence* seq = plan.seqs[i].seq;
+    const SampleResult& r = sample_results_[i];
+    if (seq->is_finished()) continue;
+    if (!r.error.ok()) {
+      seq->error = r.error;
+      scheduler_.Finish(seq, FinishReason::kError);
+    } else if (r.grammar_done) {
+      // The grammar's stop token (not one of the engine's EOS ids).
+      seq->stop_token_id = sampled_[i];
+      scheduler_.Finish(seq, FinishReason::kStop);
+    }
+  }
+}
+
 void Engine::EmitOutputs(const SchedulerOutput& plan) {
   const Clock::time_point now = Clock::now();
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
@@ -258,7 +277,8 @@ void Engine::EmitOutputs(const SchedulerOutput& plan) {
     if (!seq.first_token_time) seq.first_token_time = now;
     StreamChunk chunk;
     const bool hit_stop = seq.is_finished() && seq.stop_token_id == sampled_[i];
-    if (!hit_stop) {
+    const bool failed = !sample_results_[i].error.ok();  // its token is a placeholder
+    if (!hit_stop && !failed) {
       chunk.token_ids.push_back(sampled_[i]);
       chunk.token_times_s.push_back(Seconds(seq.arrival_time, now));
       if (seq.params.logprobs) {

@@ -166,6 +166,9 @@ class Engine {
   void CancelRequest(int64_t seq_id);
   Status Forward(const SchedulerOutput& plan);
   void SampleTokens(const SchedulerOutput& plan);
+  // Ends constrained sequences whose grammar completed (kStop) or failed
+  // (kError) at this step's token.
+  void FinishConstrained(const SchedulerOutput& plan);
   void EmitOutputs(const SchedulerOutput& plan);
   void FailBatch(const SchedulerOutput& plan, const Status& status);
   void FinishAll(FinishReason reason, const Status& status);

@@ -13,6 +13,10 @@ Status ValidateRequest(const Request& request, const RequestLimits& limits) {
     }
   }
   KVS_RETURN_IF_ERROR(request.sampling.Validate(limits.vocab_size));
+  if (request.grammar && request.grammar->vocabulary().size() != limits.vocab_size) {
+    return InvalidArgument("the grammar was compiled for a vocabulary of {} tokens, the model has {}",
+                           request.grammar->vocabulary().size(), limits.vocab_size);
+  }
   const int64_t max_tokens = request.sampling.max_tokens;
   if (num_prompt + max_tokens > limits.max_context_length) {
     return OutOfRange("prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds max_context_length ({})", num_prompt,

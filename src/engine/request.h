@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/sequence.h"
+#include "grammar/compiled_grammar.h"
 
 namespace kvs::engine {
 
@@ -38,6 +40,11 @@ struct Request {
   // with every cached first block: callers with long or secret salts pass a
   // digest of them (the server does).
   std::string cache_salt;
+  // Constrained decoding (response_format, guided_*, tool_choice): every
+  // output token is drawn from the grammar's mask. Compiled by the API layer
+  // (off the engine thread) for this engine's vocabulary (its mask width is
+  // vocab_size); the engine gives the sequence its own matcher. nullptr: free text.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 // What a request must fit: the engine's configuration and its runner.

@@ -37,17 +37,38 @@ Sampler::Sampler(int32_t vocab_size)
 SampleResult Sampler::Sample(std::span<const float> logits, Sequence& seq) {
   KVS_CHECK(logits.size() == static_cast<size_t>(vocab_size_));
   const SamplingParams& p = seq.params;
+  SampleResult r;
   std::span<const float> processed = logits;
-  if (p.has_penalties()) {
+  if (p.has_penalties() || !p.logit_bias.empty() || seq.matcher) {
     std::copy(logits.begin(), logits.end(), work_.begin());
-    ApplyPenalties(seq);
     processed = work_;
   }
-  SampleResult r;
+  if (p.has_penalties()) ApplyPenalties(seq);
+  for (const auto& [id, bias] : p.logit_bias) work_[static_cast<size_t>(id)] += bias;
+  if (seq.matcher) {
+    mask_.assign(static_cast<size_t>((vocab_size_ + 31) / 32), 0u);
+    r.error = seq.matcher->FillNextTokenMask(mask_);
+    if (!r.error.ok()) {
+      r.error = r.error.WithContext("constrained decoding cannot continue");
+      r.token_id = 0;
+      return r;
+    }
+    grammar::ApplyTokenMask(mask_, work_);
+  }
   if (p.greedy()) {
     r.token_id = ArgMax(processed);
   } else {
     r.token_id = Draw(processed, p, seq.rng);
+  }
+  if (seq.matcher) {
+    // A draw never lands on a -inf (zero weight) token unless nothing was
+    // allowed; AcceptToken then fails and the sequence ends with the error.
+    r.error = seq.matcher->AcceptToken(r.token_id);
+    if (!r.error.ok()) {
+      r.error = r.error.WithContext("constrained decoding: no allowed token");
+    } else {
+      r.grammar_done = seq.matcher->IsTerminated();
+    }
   }
   if (p.logprobs) FillLogprobs(logits, *p.logprobs, r);
   return r;

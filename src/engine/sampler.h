@@ -9,6 +9,11 @@
 // OpenAI reports it), for the sampled token plus the top-N tokens by raw
 // logit (ties: lower id first).
 //
+// Constrained sequences (seq.matcher): the grammar's token mask sets every
+// disallowed logit to -inf after the penalties and logit_bias, and the drawn
+// token advances the matcher (FillNextTokenMask + AcceptToken: the grammar's
+// own cost, grammar/matcher.h). Logprobs stay the model's raw distribution.
+//
 // Cost: O(vocab) per token (one exp per candidate); top-k and top-p are
 // O(vocab) expected selections (quickselect), never a sort of the vocabulary.
 // Thread-safety: one Sampler per thread (it keeps scratch buffers).
@@ -18,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "base/status.h"
 #include "engine/sequence.h"
 
 namespace kvs::engine {
@@ -31,6 +37,13 @@ struct SampleResult {
   int32_t token_id = 0;
   float logprob = 0.0f;            // of token_id, when logprobs were asked for
   std::vector<TokenLogprob> top;   // [params.logprobs], most likely first
+  // Constrained sequences: the matcher could not go on (mask error, e.g. a
+  // grammar limit); token_id is still a valid id but the sequence must end
+  // with this error.
+  Status error;
+  // The token completed the grammar (the matcher accepted a stop token):
+  // the sequence ends with kStop even if the token is not an engine EOS id.
+  bool grammar_done = false;
 };
 
 class Sampler {
@@ -59,6 +72,7 @@ class Sampler {
   std::vector<uint32_t> stamp_;   // [vocab] penalty bookkeeping, by generation
   std::vector<int32_t> count_;    // [vocab] occurrences in the output
   std::vector<int32_t> touched_;  // ids seen in this generation
+  std::vector<uint32_t> mask_;    // [vocab / 32 rounded up] a constrained sequence's allowed tokens
   uint32_t generation_ = 0;
 };
 

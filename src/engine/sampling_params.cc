@@ -30,6 +30,17 @@ Status SamplingParams::Validate(int32_t vocab_size) const {
   if (logprobs && (*logprobs < 0 || *logprobs > kMaxLogprobs)) {
     return InvalidArgument("logprobs must be in [0, {}], got {}", kMaxLogprobs, *logprobs);
   }
+  if (logit_bias.size() > kMaxLogitBias) {
+    return InvalidArgument("logit_bias has {} entries; at most {} are allowed", logit_bias.size(), kMaxLogitBias);
+  }
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || id >= vocab_size) {
+      return InvalidArgument("logit_bias token id {} is outside the vocabulary [0, {})", id, vocab_size);
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return InvalidArgument("logit_bias for token {} must be in [-100, 100], got {}", id, bias);
+    }
+  }
   return Status::Ok();
 }
 

@@ -3,7 +3,8 @@
 // downstream trusts it.
 //
 // Processing order (sampler.cc): raw logits -> repetition, presence and
-// frequency penalties -> greedy argmax if temperature == 0, else
+// frequency penalties -> logit_bias -> the grammar mask (a constrained
+// sequence, sequence.h: disallowed tokens to -inf) -> greedy argmax if temperature == 0, else
 // logits / temperature -> softmax -> top-k -> top-p -> min-p -> draw.
 // Logprobs are the model's own distribution: log-softmax of the RAW logits,
 // before penalties, temperature and truncation (what OpenAI reports).
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -36,11 +38,16 @@ struct SamplingParams {
   bool ignore_eos = false;          // keep going after the model's EOS ids
   std::optional<int32_t> logprobs;  // report logprobs with this many top alternatives
                                     // [0, kMaxLogprobs]; nullopt: no logprobs
+  // OpenAI's logit_bias: added to the token's logit after the penalties
+  // (token id in [0, vocab), bias in [-100, 100]; -100 bans, 100 forces).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool greedy() const { return temperature == 0.0f; }
   bool has_penalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }
+  // Maximum entries of logit_bias (OpenAI's limit is 300).
+  static constexpr size_t kMaxLogitBias = 1024;
   // InvalidArgument naming the offending field and value.
   Status Validate(int32_t vocab_size) const;
 };

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -25,6 +26,7 @@
 #include "base/status.h"
 #include "engine/block_hash.h"
 #include "engine/sampling_params.h"
+#include "grammar/matcher.h"
 
 namespace kvs::engine {
 
@@ -64,6 +66,11 @@ struct Sequence {
   // Sampling state: advanced once per sampled token, so a seeded sequence
   // draws the same numbers whatever else shares its batches.
   std::mt19937_64 rng;
+  // Constrained decoding: the position in the request's grammar (nullptr:
+  // unconstrained). The sampler masks with it and advances it by each
+  // sampled token; a recompute after preemption keeps it (the output tokens
+  // it reflects are kept too).
+  std::unique_ptr<grammar::GrammarMatcher> matcher;
 
   // Outcome and accounting.
   std::optional<FinishReason> finish_reason;

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -39,6 +40,8 @@
 #include "api/response.h"
 #include "base/status.h"
 #include "engine/engine.h"
+#include "grammar/tool_calls.h"
+#include "grammar/vocabulary.h"
 
 namespace kvs::server {
 
@@ -105,6 +108,14 @@ class InferenceBackend {
   virtual StatusOr<std::string> ApplyChatTemplate(const nlohmann::ordered_json& messages,
                                                   const nlohmann::ordered_json& tools,
                                                   bool add_generation_prompt) = 0;
+
+  // The model's tokens for constrained decoding (grammar masks are as wide
+  // as Info().limits.vocab_size); nullptr when this backend cannot
+  // constrain its output (requests asking for it get a 400).
+  virtual std::shared_ptr<const grammar::Vocabulary> GrammarVocabulary() { return nullptr; }
+  // The syntax the model writes tool calls in (from its chat template);
+  // kNone: tool calls are not parsed and cannot be forced.
+  virtual grammar::ToolCallFormat ToolCallFormat() { return grammar::ToolCallFormat::kNone; }
 
   virtual Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) = 0;
   virtual void Cancel(const std::string& request_id) = 0;

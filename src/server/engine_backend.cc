@@ -78,6 +78,27 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   b->info_.architecture = mc.arch;
   b->info_.trained_context_length = mc.context_length;
   b->info_.limits = b->engine_->limits();
+  // Tool calls: the template's syntax; a ChatML template that shows no
+  // syntax of its own gets Hermes's (<tool_call>{json}</tool_call>), what
+  // ChatML models (Qwen, Hermes) are trained on.
+  b->tool_format_ = grammar::DetectToolCallFormat(b->template_->source());
+  if (b->tool_format_ == grammar::ToolCallFormat::kNone &&
+      b->template_->source().find("<|im_start|>") != std::string::npos) {
+    b->tool_format_ = grammar::ToolCallFormat::kHermes;
+  }
+  spdlog::info("tool calls: {} syntax", grammar::ToolCallFormatName(b->tool_format_));
+  // Constrained decoding: the tokens as bytes, masks as wide as the logits;
+  // the format's markers (special tokens in some vocabularies) may be forced.
+  grammar::VocabularyOptions vo;
+  for (const std::string& m : grammar::ToolCallMarkers(b->tool_format_)) {
+    if (b->tok_->FindToken(m) >= 0) vo.special_tokens_as_text.push_back(m);
+  }
+  vo.mask_vocab_size = b->info_.limits.vocab_size;
+  if (auto v = grammar::Vocabulary::FromTokenizer(*b->tok_, vo); v.ok()) {
+    b->grammar_vocab_ = std::move(*v);
+  } else {
+    spdlog::warn("constrained decoding is unavailable: {}", v.status().ToString());
+  }
   spdlog::info("engine: {} KV blocks of {} tokens ({}), {} threads, context {}", cpu.plan.num_kv_blocks,
                o.block_size, plan::FormatBinary(cpu.plan.kv_pool_bytes), cpu.threads, cpu.plan.context);
   spdlog::info("{}", cpu.plan.Describe(o.kv_dtype));

@@ -46,6 +46,8 @@ class EngineBackend : public InferenceBackend {
   std::string TokenString(int32_t id) override;
   StatusOr<std::string> ApplyChatTemplate(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                           bool add_generation_prompt) override;
+  std::shared_ptr<const grammar::Vocabulary> GrammarVocabulary() override { return grammar_vocab_; }
+  grammar::ToolCallFormat ToolCallFormat() override { return tool_format_; }
   Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
@@ -63,6 +65,8 @@ class EngineBackend : public InferenceBackend {
   std::unique_ptr<tok::Tokenizer> tok_;
   std::unique_ptr<tmpl::ChatTemplate> template_;
   std::unique_ptr<engine::Engine> engine_;
+  std::shared_ptr<const grammar::Vocabulary> grammar_vocab_;  // immutable; nullptr if it could not be built
+  grammar::ToolCallFormat tool_format_ = grammar::ToolCallFormat::kNone;
 
   std::mutex mu_;
   // Requests whose final chunk has not been delivered; the ready signal of

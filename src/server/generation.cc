@@ -51,6 +51,12 @@ GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api
       c.prompt_index = static_cast<int>(p);
       c.backend_id = fmt::format("{}-{}", id_, c.index);
       c.text = api::ChoiceText(stops, req_.sampling.logprobs.has_value());
+      const grammar::ToolCallFormat format = env_.backend->ToolCallFormat();
+      if (shape_.chat() && !req_.tools.empty() && format != grammar::ToolCallFormat::kNone) {
+        grammar::ToolCallParseOptions o;
+        o.tools = req_.tools;
+        c.tool_parser = std::make_unique<grammar::ToolCallStreamParser>(format, std::move(o));
+      }
       if (req_.echo) {
         c.answer = prompts_[p].echo_text;
         c.offset_base = c.answer.size();
@@ -79,6 +85,7 @@ void GenerationJob::Start() {
     g.sampling.max_tokens = p.max_tokens;
     if (req_.sampling.seed) g.sampling.seed = *req_.sampling.seed + static_cast<uint64_t>(c.index % req_.n);  // distinct choices
     g.cache_salt = req_.cache_salt;
+    g.grammar = p.grammar;
     g.priority = req_.priority;
     const int index = c.index;
     Status st = env_.backend->Submit(std::move(g), on_strand,
@@ -178,6 +185,15 @@ void GenerationJob::Emit(Choice& c, const std::string& text) {
   std::vector<api::LogprobToken> ready = c.text.TakeReadyLogprobs();
   if (text.empty() && ready.empty()) return;
   json lp = ready.empty() ? json(nullptr) : shape_.Logprobs(c.offset_base, ready);
+  if (c.tool_parser) {
+    const grammar::StreamDelta d = c.tool_parser->Feed(text);
+    if (!req_.stream) {
+      if (!ready.empty()) api::ResponseShape::AppendLogprobs(c.logprobs, lp);
+      return;  // the answer is the parser's result (Complete)
+    }
+    SendToolDelta(c, d, std::move(lp));
+    return;
+  }
   if (!req_.stream) {
     c.answer += text;
     if (!ready.empty()) api::ResponseShape::AppendLogprobs(c.logprobs, lp);
@@ -186,7 +202,33 @@ void GenerationJob::Emit(Choice& c, const std::string& text) {
   SendEvent(shape_.DeltaChunk(c.index, text, std::move(lp)));
 }
 
-void GenerationJob::ChoiceDone(Choice& c, const std::string& finish_reason) {
+void GenerationJob::SendToolDelta(Choice& c, const grammar::StreamDelta& d, json logprobs) {
+  if (!d.content.empty() || !logprobs.is_null()) SendEvent(shape_.DeltaChunk(c.index, d.content, std::move(logprobs)));
+  if (d.tool_calls.empty()) return;
+  json calls = json::array();
+  for (const grammar::ToolCallDelta& t : d.tool_calls) {
+    json call = {{"index", t.index}};
+    json fn = json::object();
+    if (t.id) {
+      call["id"] = *t.id;
+      call["type"] = "function";
+    }
+    if (t.name) fn["name"] = *t.name;
+    fn["arguments"] = t.arguments;
+    call["function"] = std::move(fn);
+    calls.push_back(std::move(call));
+  }
+  SendEvent(shape_.ToolCallsChunk(c.index, std::move(calls)));
+}
+
+void GenerationJob::ChoiceDone(Choice& c, std::string finish_reason) {
+  if (c.tool_parser) {
+    const grammar::StreamDelta rest = c.tool_parser->Finish();
+    if (req_.stream) SendToolDelta(c, rest, nullptr);
+    // OpenAI: a reply that ends in tool calls finishes with "tool_calls".
+    if (finish_reason == "stop" && !c.tool_parser->result().tool_calls.empty()) finish_reason = "tool_calls";
+    c.finish_reason = finish_reason;
+  }
   env_.metrics->finished.With({finish_reason}).Inc();
   if (c.got_token) {
     env_.metrics->ObserveDecode(c.timed_tokens, std::chrono::duration<double>(c.last_token - c.first_token).count());
@@ -214,6 +256,17 @@ void GenerationJob::Complete() {
     f.text = c.answer;
     if (req_.sampling.logprobs) f.logprobs = c.logprobs.is_null() ? shape_.Logprobs(c.offset_base, {}) : c.logprobs;
     f.finish_reason = c.finish_reason;
+    if (c.tool_parser) {
+      const grammar::ParsedOutput& parsed = c.tool_parser->result();
+      f.text = c.answer + parsed.content;  // c.answer: nothing but an echo
+      if (!parsed.tool_calls.empty()) {
+        f.tool_calls = json::array();
+        for (const grammar::ToolCall& t : parsed.tool_calls) {
+          f.tool_calls.push_back(
+              {{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+        }
+      }
+    }
     out.push_back(std::move(f));
   }
   http::HttpResponse res;

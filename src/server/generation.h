@@ -50,6 +50,8 @@ struct PreparedPrompt {
   std::vector<int32_t> tokens;
   std::string echo_text;  // completions with echo: the prompt's text
   int32_t max_tokens = 16;
+  // The request's output constraint compiled for the model; nullptr: none.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 // What the access log and the status metric need once the response ended.
@@ -99,6 +101,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     Clock::time_point last_token;
     int64_t timed_tokens = 0;    // tokens received with a time (not a stop token counted at the end)
     nlohmann::json logprobs;     // non-streaming: accumulated
+    // chat with tools: separates tool calls from content as text arrives.
+    std::unique_ptr<grammar::ToolCallStreamParser> tool_parser;
   };
 
   void OnChunk(int index, GenerationChunk chunk);
@@ -106,7 +110,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void OnTimeout();
   // Sends released text (and the logprobs it covers) of a choice.
   void Emit(Choice& c, const std::string& text);
-  void ChoiceDone(Choice& c, const std::string& finish_reason);
+  void ChoiceDone(Choice& c, std::string finish_reason);
+  // Streams a tool-call parser's output (content, then call fragments).
+  void SendToolDelta(Choice& c, const grammar::StreamDelta& d, nlohmann::json logprobs);
   void Complete();
   void Fail(const api::ApiError& error, const std::string& finish_reason);
   void CancelUnfinished();

@@ -412,11 +412,66 @@ ApiError RequestError(const Status& st, const std::string& prompt_param, const a
   // ValidateRequest's messages start with what is wrong: a prompt token or
   // a stop token id (every other sampling field was range-checked when the
   // body was parsed).
-  e.param = st.message().rfind("stop token id", 0) == 0 ? "stop_token_ids" : prompt_param;
+  e.param = st.message().rfind("stop token id", 0) == 0       ? "stop_token_ids"
+            : st.message().rfind("logit_bias", 0) == 0        ? "logit_bias"
+                                                              : prompt_param;
   return e;
 }
 
 }  // namespace
+
+std::optional<ApiError> Service::CompileConstraint(const api::ParsedRequest& req, InferenceBackend* b,
+                                                   std::shared_ptr<const grammar::CompiledGrammar>* out) {
+  using TC = api::ParsedRequest::ToolChoice;
+  const bool force_call = req.tool_choice == TC::kRequired || req.tool_choice == TC::kNamed;
+  if (!req.constraint && !force_call) return std::nullopt;
+  const std::string param = force_call ? "tool_choice" : req.constraint_param;
+  std::shared_ptr<const grammar::Vocabulary> vocab = b->GrammarVocabulary();
+  if (!vocab) {
+    return api::BadRequest(fmt::format("'{}' is not supported: this model cannot constrain its output", param), param,
+                           "unsupported_parameter");
+  }
+  std::shared_ptr<const grammar::Grammar> constraint = req.constraint;
+  if (force_call) {
+    // A reply that is one (or, with parallel_tool_calls, several) calls in
+    // the model's own syntax, arguments valid against the function's schema.
+    const grammar::ToolCallFormat format = b->ToolCallFormat();
+    if (format == grammar::ToolCallFormat::kNone) {
+      return api::BadRequest("'tool_choice' cannot force a call: the model's chat template shows no tool-call syntax",
+                             param, "unsupported_parameter");
+    }
+    grammar::ToolChoice choice;
+    choice.mode = req.tool_choice == TC::kNamed ? grammar::ToolChoice::Mode::kNamed : grammar::ToolChoice::Mode::kRequired;
+    choice.name = req.tool_choice_name;
+    auto g = grammar::ToolCallGrammar(format, req.tools, choice, req.parallel_tool_calls);
+    if (!g.ok()) return api::BadRequest(fmt::format("'tool_choice' cannot be served: {}", g.status().message()), param);
+    constraint = std::make_shared<const grammar::Grammar>(std::move(g).value());
+  }
+  const std::string key = constraint->ToGbnf();
+  {
+    std::lock_guard<std::mutex> lock(grammars_mu_);
+    if (grammars_vocab_ == vocab.get()) {
+      if (auto it = grammars_.find(key); it != grammars_.end()) {
+        *out = it->second;
+        return std::nullopt;
+      }
+    }
+  }
+  // Compiled outside the lock (bounded by GrammarLimits::max_compile_work);
+  // two requests with a new grammar may both compile it, one result is kept.
+  auto compiled = grammar::CompiledGrammar::Compile(*constraint, vocab);
+  if (!compiled.ok()) {
+    return api::BadRequest(fmt::format("'{}' cannot be served: {}", param, compiled.status().message()), param);
+  }
+  *out = *compiled;
+  std::lock_guard<std::mutex> lock(grammars_mu_);
+  if (grammars_vocab_ != vocab.get() || grammars_.size() >= kMaxCachedGrammars) {
+    grammars_.clear();
+    grammars_vocab_ = vocab.get();
+  }
+  grammars_.emplace(key, *out);
+  return std::nullopt;
+}
 
 std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vector<PreparedPrompt>* out) {
   InferenceBackend* b = backend_.load();
@@ -434,6 +489,8 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     }
     chat_prompt[0].text = std::move(*text);
   }
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  if (auto e = CompileConstraint(req, b, &grammar)) return e;
   const std::vector<api::PromptInput>& inputs = chat ? chat_prompt : req.prompts;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const api::PromptInput& in = inputs[i];
@@ -462,6 +519,7 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     }
     p.tokens = std::move(check.prompt_token_ids);
     p.max_tokens = check.sampling.max_tokens;
+    p.grammar = grammar;
     if (req.echo && !in.text) {
       auto text = b->Detokenize(p.tokens);
       if (!text.ok()) return ErrorFromStatus(text.status());

@@ -119,6 +119,11 @@ class Service {
   // Renders and tokenizes every prompt of a parsed request and checks it
   // against the model's limits (engine::ValidateRequest, the one check).
   std::optional<api::ApiError> Prepare(const api::ParsedRequest& req, std::vector<PreparedPrompt>* out);
+  // The request's constraint compiled for the model's vocabulary, shared by
+  // requests with the same grammar (so its lazily filled mask cache stays
+  // warm); 400 when the backend cannot constrain or the grammar is refused.
+  std::optional<api::ApiError> CompileConstraint(const api::ParsedRequest& req, InferenceBackend* b,
+                                                 std::shared_ptr<const grammar::CompiledGrammar>* out);
 
   const ServeConfig config_;
   PrepPool prep_;  // its tasks use the members below: ~Service stops it first
@@ -134,6 +139,12 @@ class Service {
 
   std::mutex not_ready_mu_;
   std::string not_ready_reason_;  // guarded by not_ready_mu_
+
+  // Compiled grammars by GBNF text, for one vocabulary; cleared when full.
+  static constexpr size_t kMaxCachedGrammars = 64;
+  std::mutex grammars_mu_;
+  const grammar::Vocabulary* grammars_vocab_ = nullptr;  // guarded by grammars_mu_
+  std::unordered_map<std::string, std::shared_ptr<const grammar::CompiledGrammar>> grammars_;  // guarded by grammars_mu_
 
   std::mutex jobs_mu_;
   std::unordered_map<std::string, std::weak_ptr<GenerationJob>> jobs_;    // guarded by jobs_mu_

@@ -127,6 +127,29 @@ TEST(ServiceTest, CompletionAndChatWithUsage) {
   EXPECT_TRUE(h.WaitIdle());
 }
 
+TEST(ServiceTest, ConstraintsNeedABackendThatCanConstrain) {
+  // The fake backend has no grammar vocabulary: a constraint is a 400 naming
+  // its field, never silently ignored; a schema the converter refuses is a
+  // 400 before that.
+  Harness h(ServeConfig{}, Fast());
+  Reply r = Post(h.port(), "/v1/chat/completions",
+                 {{"model", "fake-model"},
+                  {"messages", {{{"role", "user"}, {"content", "x"}}}},
+                  {"response_format", {{"type", "json_object"}}}});
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.Json()["error"]["param"], "response_format");
+  EXPECT_NE(r.body.find("cannot constrain"), std::string::npos) << r.body;
+  r = Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"guided_regex", "(?=a)"}});
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.Json()["error"]["param"], "guided_regex");
+  EXPECT_NE(r.body.find("lookaround"), std::string::npos) << r.body;
+  // logit_bias ids are checked against the model's vocabulary.
+  r = Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"logit_bias", {{"1000000", 1}}}});
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.Json()["error"]["param"], "logit_bias");
+  EXPECT_TRUE(h.WaitIdle());
+}
+
 TEST(ServiceTest, StreamingFramesAndDone) {
   Harness h(ServeConfig{}, Fast());
   Reply r = Post(h.port(), "/v1/completions",

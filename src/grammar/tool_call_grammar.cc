@@ -1,0 +1,173 @@
+// ToolCallGrammar (tool_calls.h): the reply of tool_choice "required" or a
+// named function, in the model's own tool-call syntax, with arguments
+// constrained by each function's JSON schema.
+#include <algorithm>
+
+#include "grammar/json_schema.h"
+#include "grammar/tool_calls.h"
+
+namespace kvs::grammar {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct Function {
+  std::string name;
+  Json parameters;
+};
+
+std::string Q(const std::string& s) { return GbnfQuote(s); }
+
+// Qwen3-Coder writes each argument as <parameter=NAME>\nVALUE\n</parameter>
+// with strings raw and other values as JSON. Declared properties in order,
+// required ones always.
+StatusOr<std::string> QwenCoderParams(const Function& f, const std::string& prefix, std::string* rules) {
+  const Json& p = f.parameters;
+  if (!p.is_object() || !p.contains("properties") || !p["properties"].is_object()) return std::string("\"\"");
+  std::vector<std::string> required;
+  if (p.contains("required") && p["required"].is_array()) {
+    for (const Json& r : p["required"]) {
+      if (r.is_string()) required.push_back(r.get<std::string>());
+    }
+  }
+  std::string seq;
+  int k = 0;
+  for (const auto& [name, schema] : p["properties"].items()) {
+    std::string value;
+    const bool is_string = schema.is_object() && schema.contains("type") && schema["type"] == "string";
+    if (is_string) {
+      if (schema.contains("enum") && schema["enum"].is_array()) {
+        std::vector<std::string> alts;
+        for (const Json& e : schema["enum"]) {
+          if (e.is_string()) alts.push_back(Q(e.get<std::string>()));
+        }
+        if (alts.empty()) return InvalidArgument("parameter '{}' of '{}' has no string enum value", name, f.name);
+        value = "(";
+        for (size_t i = 0; i < alts.size(); ++i) value += (i ? " | " : "") + alts[i];
+        value += ")";
+      } else {
+        for (const char* key : {"pattern", "format", "const"}) {
+          if (schema.contains(key)) {
+            return Unimplemented("parameter '{}' of '{}': '{}' on a raw Qwen3-Coder string is not supported", name,
+                                 f.name, key);
+          }
+        }
+        // Raw text up to the closing tag; lengths count characters.
+        const int64_t min = schema.value("minLength", int64_t{0});
+        const int64_t max = schema.value("maxLength", int64_t{-1});
+        if (min < 0 || (max >= 0 && max < min) || min > 1000) {
+          return InvalidArgument("parameter '{}' of '{}': bad minLength/maxLength", name, f.name);
+        }
+        value = "[^<]{" + std::to_string(min) + "," + (max >= 0 ? std::to_string(std::min<int64_t>(max, 1000)) : "") + "}";
+      }
+    } else {
+      // JSON values; the parameters' definitions travel along for $ref.
+      Json sub = schema.is_object() ? schema : Json(schema);
+      if (sub.is_object()) {
+        for (const char* defs : {"$defs", "definitions"}) {
+          if (p.contains(defs) && !sub.contains(defs)) sub[defs] = p[defs];
+        }
+      }
+      const std::string sub_prefix = prefix + "p" + std::to_string(k) + "-";
+      auto text = JsonSchemaToGbnf(sub, {}, sub_prefix);
+      if (!text.ok()) return text.status().WithContext("parameter '" + name + "' of function '" + f.name + "'");
+      *rules += *text;
+      value = sub_prefix + "root";
+    }
+    std::string item = Q("<parameter=" + name + ">\n") + " " + value + " " + Q("\n</parameter>\n");
+    const bool req = std::find(required.begin(), required.end(), name) != required.end();
+    seq += (seq.empty() ? "" : " ") + (req ? item : "(" + item + ")?");
+    ++k;
+  }
+  return seq.empty() ? std::string("\"\"") : seq;
+}
+
+}  // namespace
+
+StatusOr<Grammar> ToolCallGrammar(ToolCallFormat format, const Json& tools, const ToolChoice& choice,
+                                  bool parallel_tool_calls) {
+  if (format == ToolCallFormat::kNone) {
+    return InvalidArgument("tool_choice needs a model whose chat template has a known tool-call syntax");
+  }
+  if (!tools.is_array() || tools.empty()) return InvalidArgument("tool_choice '{}' needs tools",
+                                                                 choice.mode == ToolChoice::Mode::kNamed ? choice.name
+                                                                                                         : "required");
+  std::vector<Function> fns;
+  for (const Json& t : tools) {
+    const Json& f = t.is_object() && t.contains("function") ? t["function"] : t;
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) {
+      return InvalidArgument("every tool needs a function with a string name");
+    }
+    Function fn{f["name"].get<std::string>(), f.contains("parameters") ? f["parameters"] : Json{{"type", "object"}}};
+    if (choice.mode == ToolChoice::Mode::kNamed && fn.name != choice.name) continue;
+    fns.push_back(std::move(fn));
+  }
+  if (fns.empty()) return InvalidArgument("tool_choice names function '{}', which is not among the tools", choice.name);
+
+  std::string rules;
+  std::vector<std::string> calls;
+  for (size_t i = 0; i < fns.size(); ++i) {
+    const Function& f = fns[i];
+    const std::string prefix = "fn" + std::to_string(i) + "-";
+    const std::string name_json = Json(f.name).dump();
+    std::string call;
+    if (format == ToolCallFormat::kQwen3Coder) {
+      KVS_ASSIGN_OR_RETURN(std::string params, QwenCoderParams(f, prefix, &rules));
+      call = Q("<tool_call>\n<function=" + f.name + ">\n") + " " + params + " " + Q("</function>\n</tool_call>");
+    } else {
+      auto args_text = JsonSchemaToGbnf(f.parameters, {}, prefix);
+      if (!args_text.ok()) return args_text.status().WithContext("parameters of function '" + f.name + "'");
+      rules += *args_text;
+      const std::string args = prefix + "root";
+      switch (format) {
+        case ToolCallFormat::kHermes:
+          call = Q("<tool_call>\n{\"name\": " + name_json + ", \"arguments\": ") + " " + args + " " +
+                 Q("}\n</tool_call>");
+          break;
+        case ToolCallFormat::kLlama3:
+          call = Q("{\"name\": " + name_json + ", \"parameters\": ") + " " + args + " " + Q("}");
+          break;
+        case ToolCallFormat::kMistral: call = Q("[TOOL_CALLS]" + f.name + "[ARGS]") + " " + args; break;
+        case ToolCallFormat::kDeepSeekV3:
+          call = Q("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + f.name + "\n```json\n") + " " + args + " " +
+                 Q("\n```<｜tool▁call▁end｜>");
+          break;
+        case ToolCallFormat::kDeepSeekV31:
+          call = Q("<｜tool▁call▁begin｜>" + f.name + "<｜tool▁sep｜>") + " " + args + " " + Q("<｜tool▁call▁end｜>");
+          break;
+        case ToolCallFormat::kFunctionary: call = Q("<function=" + f.name + ">") + " " + args + " " + Q("</function>"); break;
+        case ToolCallFormat::kHarmony:
+          call = Q("<|channel|>commentary to=functions." + f.name + " <|constrain|>json<|message|>") + " " + args +
+                 " " + Q("<|call|>");
+          break;
+        default: return Internal("unhandled tool-call format");
+      }
+    }
+    rules += prefix + "call ::= " + call + "\n";
+    calls.push_back(prefix + "call");
+  }
+  std::string any = calls.size() == 1 ? calls[0] : "(";
+  if (calls.size() > 1) {
+    for (size_t i = 0; i < calls.size(); ++i) any += (i ? " | " : "") + calls[i];
+    any += ")";
+  }
+  // Several calls where the format has a way to write them.
+  std::string sep;
+  bool multi = parallel_tool_calls && format != ToolCallFormat::kHarmony;
+  switch (format) {
+    case ToolCallFormat::kHermes:
+    case ToolCallFormat::kQwen3Coder:
+    case ToolCallFormat::kDeepSeekV3:
+    case ToolCallFormat::kDeepSeekV31: sep = Q("\n") + " "; break;
+    case ToolCallFormat::kLlama3: sep = Q("; ") + " "; break;
+    default: break;
+  }
+  std::string body = multi ? any + " (" + sep + any + ")*" : any;
+  if (format == ToolCallFormat::kDeepSeekV3 || format == ToolCallFormat::kDeepSeekV31) {
+    body = Q("<｜tool▁calls▁begin｜>") + " " + body + " " + Q("<｜tool▁calls▁end｜>");
+  }
+  return ParseGbnf("root ::= " + body + "\n" + rules);
+}
+
+}  // namespace kvs::grammar

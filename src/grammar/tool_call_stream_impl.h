@@ -1,0 +1,347 @@
+// ToolCallStreamParser's state (tool_calls.h), shared by its two source
+// files: tool_call_stream.cc (content, JSON-object calls, names, argument
+// values) and tool_call_stream_formats.cc (Qwen3-Coder parameters, python
+// code, DeepSeek, harmony). Internal to the grammar module.
+// Thread-safety: one instance per stream.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "grammar/tool_call_scan.h"
+#include "grammar/tool_calls.h"
+
+namespace kvs::grammar {
+
+using internal::JsonValueScanner;
+using internal::SafePrefixLength;
+
+namespace tool_call_internal {
+
+using Json = nlohmann::ordered_json;
+
+inline const std::string kHermesOpen = "<tool_call>", kHermesClose = "</tool_call>";
+inline const std::string kPythonTag = "<|python_tag|>";
+inline const std::string kMistralCalls = "[TOOL_CALLS]", kMistralArgs = "[ARGS]", kMistralId = "[CALL_ID]";
+inline const std::string kDsCallsBegin = "<｜tool▁calls▁begin｜>", kDsCallsEnd = "<｜tool▁calls▁end｜>";
+inline const std::string kDsCallBegin = "<｜tool▁call▁begin｜>", kDsCallEnd = "<｜tool▁call▁end｜>";
+inline const std::string kDsSep = "<｜tool▁sep｜>";
+inline const std::string kFuncOpen = "<function=", kFuncClose = "</function>";
+inline const std::string kParamOpen = "<parameter=", kParamClose = "</parameter>";
+inline const std::string kHChannel = "<|channel|>", kHMessage = "<|message|>", kHStart = "<|start|>";
+inline const std::vector<std::string> kHEnds = {"<|end|>", "<|call|>", "<|return|>", "<|start|>", "<|channel|>"};
+
+inline bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+}  // namespace tool_call_internal
+
+using namespace tool_call_internal;  // NOLINT: internal header
+
+struct ToolCallStreamParser::Impl {
+  enum class Mode {
+    kContent,
+    kJsonObject,      // a {"name": .., "arguments": ..} object (Hermes body, Llama 3, Mistral list item)
+    kAfterObject,     // between such an object and what follows it
+    kRawName,         // a name up to a marker (Mistral, DeepSeek, Functionary, Qwen3-Coder)
+    kArgsValue,       // a JSON value of arguments
+    kArgsUntil,       // argument text up to a marker (DeepSeek V3.1, Harmony)
+    kQwenParams,      // <parameter=..> blocks
+    kPythonCode,      // <|python_tag|> code up to the end
+    kDsBetween,       // inside <｜tool▁calls▁begin｜> between calls
+    kDsAfterSep,      // DeepSeek: after <｜tool▁sep｜>
+    kHarmonyHeader,   // after <|channel|>, up to <|message|>
+    kHarmonyBody,     // a message body up to an end marker
+  };
+
+  ToolCallFormat format;
+  ToolCallParseOptions opts;
+  std::string buf;
+  bool final = false;
+  ParsedOutput result;
+  StreamDelta out;
+  std::string held_ws;       // trailing whitespace of the content, not sent yet
+  bool content_started = false;
+  Mode mode = Mode::kContent;
+
+  // The current call.
+  bool in_call = false;
+  bool name_sent = false;
+  std::string pending_args;  // argument text before the name was known
+  JsonValueScanner value;
+  // kJsonObject state.
+  enum class ObjPhase { kOpen, kKey, kColon, kValue, kComma } phase = ObjPhase::kOpen;
+  std::string key_text;      // raw JSON of the current key
+  std::string current_key;
+  std::string name_value;    // raw JSON of the "name" value
+  bool in_mistral_list = false;
+  // Other per-format state.
+  std::string raw_name;
+  std::string call_id;
+  bool reading_id = false;          // Mistral: after [CALL_ID]
+  int ds_stage = 0;                 // DeepSeek: 0 decide, 1 name line, 2 fence, 3 args, 4 to call end
+  std::vector<std::string> until;   // kArgsUntil end markers
+  Mode after_until = Mode::kContent;
+  int qwen_params = 0;
+  std::string harmony_channel;
+  bool harmony_call = false;
+
+  Impl(ToolCallFormat f, ToolCallParseOptions o)
+      : format(f == ToolCallFormat::kDeepSeekV31 ? ToolCallFormat::kDeepSeekV3 : f), opts(std::move(o)) {
+    if (!opts.make_id) opts.make_id = [f] { return MakeToolCallId(f); };
+  }
+
+  // --- output helpers ---------------------------------------------------------
+  void EmitContent(std::string_view text) {
+    if (text.empty()) return;
+    size_t end = text.size();
+    while (end > 0 && IsSpace(text[end - 1])) --end;
+    if (end == 0) {
+      held_ws += text;
+      return;
+    }
+    const std::string piece = held_ws + std::string(text.substr(0, end));
+    held_ws = std::string(text.substr(end));
+    // Leading whitespace right after tool calls is dropped too.
+    if (!result.tool_calls.empty() && !content_started) {
+      const size_t first = piece.find_first_not_of(" \n\t\r");
+      out.content += piece.substr(first);
+      result.content += piece.substr(first);
+    } else {
+      out.content += piece;
+      result.content += piece;
+    }
+    content_started = true;
+  }
+  void EmitReasoning(std::string_view text) {
+    out.reasoning += text;
+    result.reasoning += text;
+  }
+  ToolCallDelta& Delta() {
+    const auto index = static_cast<int32_t>(result.tool_calls.size()) - 1;
+    if (out.tool_calls.empty() || out.tool_calls.back().index != index) out.tool_calls.push_back({index, {}, {}, {}});
+    return out.tool_calls.back();
+  }
+  void StartCall() {
+    held_ws.clear();  // whitespace before a call is not content
+    result.tool_calls.push_back({});
+    in_call = true;
+    name_sent = false;
+    pending_args.clear();
+    content_started = false;
+  }
+  void SetName(std::string name, std::string id = "") {
+    if (name_sent) return;
+    ToolCall& call = result.tool_calls.back();
+    call.name = std::move(name);
+    call.id = id.empty() ? opts.make_id() : std::move(id);
+    ToolCallDelta& d = Delta();
+    d.id = call.id;
+    d.name = call.name;
+    name_sent = true;
+    if (!pending_args.empty()) {
+      std::string a;
+      a.swap(pending_args);
+      EmitArgs(a);
+    }
+  }
+  void EmitArgs(std::string_view text) {
+    if (text.empty()) return;
+    if (!name_sent) {
+      pending_args += text;
+      return;
+    }
+    result.tool_calls.back().arguments += text;
+    Delta().arguments += text;
+  }
+  void EndCall() {
+    if (!in_call) return;
+    if (!name_sent) SetName(raw_name);
+    if (result.tool_calls.back().arguments.empty()) EmitArgs("{}");
+    in_call = false;
+  }
+  // Skips leading whitespace in buf; false when buf is then empty.
+  bool SkipSpace() {
+    const size_t first = buf.find_first_not_of(" \n\t\r");
+    Consume(first == std::string::npos ? buf.size() : first);
+    return !buf.empty();
+  }
+  // Whether buf starts with `m`: 1 yes (consumed), 0 no, -1 undecided.
+  int Expect(const std::string& m) {
+    if (buf.compare(0, m.size(), m) == 0) {
+      Consume(m.size());
+      return 1;
+    }
+    if (!final && buf.size() < m.size() && m.compare(0, buf.size(), buf) == 0) return -1;
+    return 0;
+  }
+
+  // --- the scanner --------------------------------------------------------------
+  // Consumes what can be decided; returns when more input is needed.
+  void Process() {
+    for (int guard = 0; guard < 1 << 20; ++guard) {
+      const size_t before = buf.size();
+      const Mode mode_before = mode;
+      const int stage_before = ds_stage;
+      const ObjPhase phase_before = phase;
+      const bool id_before = reading_id;
+      Step();
+      if (buf.size() == before && mode == mode_before && ds_stage == stage_before && phase == phase_before &&
+          reading_id == id_before) {
+        return;  // needs more input
+      }
+    }
+  }
+
+  void Consume(size_t n) { buf.erase(0, n); }
+
+  // Content: look for the format's start markers.
+  void StepContent() {
+    std::vector<std::string> markers;
+    switch (format) {
+      case ToolCallFormat::kHermes:
+      case ToolCallFormat::kQwen3Coder: markers = {kHermesOpen}; break;
+      case ToolCallFormat::kLlama3: markers = {kPythonTag}; break;
+      case ToolCallFormat::kMistral: markers = {kMistralCalls}; break;
+      case ToolCallFormat::kDeepSeekV3:
+      case ToolCallFormat::kDeepSeekV31: markers = {kDsCallsBegin, kDsCallBegin}; break;
+      case ToolCallFormat::kFunctionary: markers = {kFuncOpen, kPythonTag}; break;
+      case ToolCallFormat::kHarmony: markers = {kHChannel, kHStart}; break;
+      case ToolCallFormat::kNone: break;
+    }
+    if (format == ToolCallFormat::kLlama3 && !content_started && result.tool_calls.empty() && LlamaJsonStart()) return;
+    size_t best = std::string::npos;
+    const std::string* which = nullptr;
+    for (const std::string& m : markers) {
+      const size_t p = buf.find(m);
+      if (p < best) {
+        best = p;
+        which = &m;
+      }
+    }
+    if (which == nullptr) {
+      const size_t safe = final ? buf.size() : SafePrefixLength(buf, markers);
+      if (format == ToolCallFormat::kLlama3 && !final && !content_started && result.tool_calls.empty()) {
+        // Leading whitespace may precede a JSON call: hold it.
+        const size_t first = buf.find_first_not_of(" \n\t\r");
+        if (first == std::string::npos) return;
+      }
+      EmitContent(std::string_view(buf).substr(0, safe));
+      Consume(safe);
+      return;
+    }
+    EmitContent(std::string_view(buf).substr(0, best));
+    Consume(best + which->size());
+    OnMarker(*which);
+  }
+
+  // Llama 3: the whole reply is a JSON call when it starts with {"name".
+  // Returns true when it consumed or must wait.
+  bool LlamaJsonStart() {
+    const size_t first = buf.find_first_not_of(" \n\t\r");
+    if (first == std::string::npos) return !final;  // only whitespace so far
+    if (buf[first] != '{') return false;
+    size_t p = buf.find_first_not_of(" \n\t\r", first + 1);
+    if (p == std::string::npos) return !final;
+    if (buf[p] != '"') return false;
+    const size_t q = buf.find('"', p + 1);
+    if (q == std::string::npos) return !final && buf.size() - p < 16;
+    const std::string key = buf.substr(p + 1, q - p - 1);
+    if (key != "name" && key != "type") return false;
+    Consume(first);
+    StartJsonObjectCall();
+    return true;
+  }
+
+  void OnMarker(const std::string& m) {
+    if (m == kHermesOpen) {
+      StartCall();
+      if (format == ToolCallFormat::kQwen3Coder) {
+        mode = Mode::kRawName;  // up to <function=..>
+        raw_name.clear();
+        qwen_params = 0;
+      } else {
+        mode = Mode::kJsonObject;
+        ResetObject();
+      }
+    } else if (m == kPythonTag) {
+      StartCall();
+      mode = Mode::kPythonCode;
+      raw_name.clear();
+    } else if (m == kMistralCalls) {
+      const size_t first = buf.find_first_not_of(" \n\t\r");
+      if (first == std::string::npos && !final) {
+        buf.insert(0, kMistralCalls);  // undecided: list or name
+        return;
+      }
+      if (first != std::string::npos && buf[first] == '[') {  // [TOOL_CALLS][{...}, ...]
+        Consume(first + 1);
+        in_mistral_list = true;
+        StartJsonObjectCall();
+      } else {
+        StartCall();
+        mode = Mode::kRawName;
+        raw_name.clear();
+      }
+    } else if (m == kDsCallsBegin) {
+      mode = Mode::kDsBetween;
+    } else if (m == kDsCallBegin) {
+      StartCall();
+      mode = Mode::kRawName;
+      raw_name.clear();
+    } else if (m == kFuncOpen) {
+      StartCall();
+      mode = Mode::kRawName;
+      raw_name.clear();
+    } else if (m == kHChannel) {
+      mode = Mode::kHarmonyHeader;
+    } else if (m == kHStart) {
+      // "<|start|>assistant": the role name up to the next marker is dropped.
+      mode = Mode::kHarmonyHeader;
+      harmony_channel = "start";
+    }
+  }
+
+  void StartJsonObjectCall() {
+    StartCall();
+    mode = Mode::kJsonObject;
+    ResetObject();
+  }
+  void ResetObject() {
+    phase = ObjPhase::kOpen;
+    key_text.clear();
+    current_key.clear();
+    name_value.clear();
+    value.Reset();
+  }
+
+  void Step() {
+    switch (mode) {
+      case Mode::kContent: return StepContent();
+      case Mode::kJsonObject: return StepObject();
+      case Mode::kAfterObject: return StepAfterObject();
+      case Mode::kRawName: return StepRawName();
+      case Mode::kArgsValue: return StepArgsValue();
+      case Mode::kArgsUntil: return StepArgsUntil();
+      case Mode::kQwenParams: return StepQwenParams();
+      case Mode::kPythonCode: return StepPythonCode();
+      case Mode::kDsBetween: return StepDsBetween();
+      case Mode::kDsAfterSep: return StepDsAfterSep();
+      case Mode::kHarmonyHeader: return StepHarmonyHeader();
+      case Mode::kHarmonyBody: return StepArgsUntil();
+    }
+  }
+
+  void StepObject();
+  void StepAfterObject();
+  void StepRawName();
+  void StepArgsValue();
+  void StepArgsUntil();
+  void StepQwenParams();
+  void StepPythonCode();
+  void StepDsBetween();
+  void StepDsAfterSep();
+  void StepHarmonyHeader();
+  std::string QwenValue(const std::string& param, std::string raw) const;
+};
+
+}  // namespace kvs::grammar

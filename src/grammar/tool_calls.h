@@ -1,0 +1,149 @@
+// Tool calls in model output: which syntax a model uses (recognised from its
+// chat template), parsing the output into content + tool calls (whole text,
+// or incrementally while streaming, as OpenAI streams delta.tool_calls), and
+// the grammar that forces a call (tool_choice "required" or a named
+// function) in the model's own syntax with arguments valid against the
+// function's JSON schema.
+//
+// Formats (examples of one call to get_weather({"city": "Oslo"})):
+//   kHermes      <tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>
+//                (Hermes 2 Pro, Qwen2.5, Qwen3, QwQ)
+//   kQwen3Coder  <tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>
+//   kLlama3      {"name": "get_weather", "parameters": {"city": "Oslo"}}   (optionally after <|python_tag|>;
+//                built-in tools as <|python_tag|>brave_search.call(query="x"))
+//   kMistral     [TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"}   ([CALL_ID]id before [ARGS] allowed;
+//                the older [TOOL_CALLS][{"name": .., "arguments": .., "id": ..}] list too)
+//   kDeepSeekV3  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{..}\n```
+//                <｜tool▁call▁end｜><｜tool▁calls▁end｜>  (V3, R1 distills)
+//   kDeepSeekV31 <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{..}<｜tool▁call▁end｜>...
+//   kFunctionary <function=get_weather>{"city": "Oslo"}</function>   (v3.1; <|python_tag|>code calls "python")
+//   kHarmony     <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{..}<|call|>
+//                (gpt-oss; analysis-channel text is returned as reasoning)
+// Markers such as [TOOL_CALLS] are special tokens in their vocabularies: the
+// text fed to the parsers must keep them (detokenize with special tokens
+// kept, or at least these: ToolCallMarkers).
+//
+// Arguments are the model's JSON text as written (the concatenation of the
+// streamed argument fragments equals the non-streaming arguments string);
+// for kQwen3Coder and Llama built-in calls they are built as JSON.
+//
+// Thread-safety: functions are pure; a ToolCallStreamParser is one
+// sequence's state, used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "grammar/grammar.h"
+
+namespace kvs::grammar {
+
+enum class ToolCallFormat {
+  kNone,
+  kHermes,
+  kQwen3Coder,
+  kLlama3,
+  kMistral,
+  kDeepSeekV3,   // also parses V3.1's syntax
+  kDeepSeekV31,  // parsed like kDeepSeekV3; differs in the forced-call grammar
+  kFunctionary,
+  kHarmony,
+};
+
+// The format a chat template renders tool calls in (kNone: unknown or no
+// tool support).
+ToolCallFormat DetectToolCallFormat(std::string_view chat_template);
+const char* ToolCallFormatName(ToolCallFormat format);
+// Special-token texts that delimit calls in this format (keep them when
+// detokenizing; allow them as grammar text: VocabularyOptions).
+std::vector<std::string> ToolCallMarkers(ToolCallFormat format);
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
+struct ParsedOutput {
+  std::string content;    // text outside tool calls
+  std::string reasoning;  // kHarmony analysis channel
+  std::vector<ToolCall> tool_calls;
+};
+
+struct ToolCallParseOptions {
+  // The request's tools (OpenAI form: [{"type": "function", "function":
+  // {"name", "parameters"}}]); kQwen3Coder uses parameter types to decide
+  // which values are strings. May be null.
+  nlohmann::ordered_json tools;
+  // Makes call ids ("call_" + 24 characters by default); tests pin it.
+  std::function<std::string()> make_id;
+};
+
+// One tool-call fragment of a stream chunk, as OpenAI's delta.tool_calls[i]:
+// the first fragment of a call carries id and name, later ones argument text.
+struct ToolCallDelta {
+  int32_t index = 0;
+  std::optional<std::string> id;
+  std::optional<std::string> name;
+  std::string arguments;
+};
+
+struct StreamDelta {
+  std::string content;
+  std::string reasoning;
+  std::vector<ToolCallDelta> tool_calls;
+  bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty(); }
+};
+
+class ToolCallStreamParser {
+ public:
+  ToolCallStreamParser(ToolCallFormat format, ToolCallParseOptions options = {});
+  ~ToolCallStreamParser();
+  ToolCallStreamParser(ToolCallStreamParser&&) noexcept;
+  ToolCallStreamParser& operator=(ToolCallStreamParser&&) noexcept;
+
+  // Text newly decoded; returns what can be sent now. Text that may still
+  // turn out to start a tool call is held back until it is decided.
+  StreamDelta Feed(std::string_view text);
+  // The output ended: releases what was held back.
+  StreamDelta Finish();
+  // Everything so far, aggregated (after Finish: the final message).
+  const ParsedOutput& result() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Whole-output parsing: the stream parser fed everything at once. When a
+// call's arguments are not a JSON object, the output is returned as plain
+// content without tool calls (as vLLM does).
+ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text, const ToolCallParseOptions& options = {});
+
+// "call_" + 24 random alphanumerics (Mistral's 9-character form for kMistral).
+std::string MakeToolCallId(ToolCallFormat format);
+
+struct ToolChoice {
+  enum class Mode { kRequired, kNamed };
+  Mode mode = Mode::kRequired;
+  std::string name;  // kNamed
+};
+
+// The grammar of a reply that consists of tool calls in `format` (one, or
+// one or more when parallel), for tools (OpenAI form) restricted by
+// `choice`, each call's arguments valid against its function's
+// "parameters" schema. Errors: unknown format, no tools, a named function
+// that is not among the tools, or a schema the converter rejects (the
+// message names the function).
+StatusOr<Grammar> ToolCallGrammar(ToolCallFormat format, const nlohmann::ordered_json& tools, const ToolChoice& choice,
+                                  bool parallel_tool_calls);
+
+}  // namespace kvs::grammar
