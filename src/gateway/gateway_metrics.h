@@ -1,0 +1,88 @@
+// GatewayMetrics: the gateway's Prometheus metrics (prefix kvserve_gateway:),
+// on the server's Registry (server/metrics.h). docs/gateway.md lists them.
+//
+// AuditLog: one JSON line per request (time, request id, key id, tenant,
+// pool, replica, status, prompt/completion tokens, TTFT, duration, retries,
+// and the prompt text only when logging.audit_prompts is on). Never the key.
+// Thread-safety: both are thread-safe.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "server/metrics.h"
+
+namespace kvs::gateway {
+
+struct GatewayMetrics {
+  GatewayMetrics();
+
+  server::Registry registry;
+  server::Family<server::Counter>& requests;          // tenant, pool, replica, status
+  server::Family<server::Counter>& rate_limited;      // tenant, reason
+  server::Family<server::Counter>& rate_limited_tokens;  // tenant
+  server::Family<server::Counter>& tokens_reserved;   // tenant
+  server::Family<server::Counter>& tokens_used;       // tenant, kind (prompt, completion)
+  server::Family<server::Gauge>& tenant_in_flight;    // tenant
+  server::Family<server::Gauge>& replica_healthy;     // pool, replica
+  server::Family<server::Gauge>& replica_outstanding_tokens;  // pool, replica
+  server::Family<server::Gauge>& replica_queue_length;        // pool, replica (scraped)
+  server::Family<server::Gauge>& replica_kv_usage;            // pool, replica (scraped)
+  server::Family<server::Histogram>& upstream_first_byte;     // pool: request sent -> head / first token
+  server::Family<server::Histogram>& upstream_duration;       // pool
+  server::Family<server::Counter>& upstream_errors;   // pool, replica, kind
+  server::Family<server::Counter>& retries;           // pool
+  server::Family<server::Counter>& ejections;         // pool, replica, cause (probe, failures)
+  server::Family<server::Counter>& readmissions;      // pool, replica
+  server::Counter& stream_errors;                     // in-band error events sent
+  server::Counter& client_disconnects;                // clients that left mid-request
+  server::Counter& key_reloads;
+  server::Counter& shared_state_errors;               // Redis calls that failed
+  server::Gauge& in_flight;
+};
+
+struct AuditRecord {
+  std::string id;
+  std::string key_id;
+  std::string tenant;
+  std::string method;
+  std::string path;
+  std::string pool;
+  std::string replica;
+  int status = 0;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t reserved_tokens = 0;
+  std::optional<double> ttft_ms;
+  double duration_ms = 0;
+  int retries = 0;
+  bool stream = false;
+  std::string error;   // "" or what went wrong (rate_limited:tokens, upstream timeout, ...)
+  std::string remote;
+  std::optional<std::string> prompt;  // only with logging.audit_prompts
+
+  nlohmann::json ToJson() const;
+};
+
+class AuditLog {
+ public:
+  // "stdout", "stderr", "off" or a file path (appended).
+  static StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& where);
+  ~AuditLog();
+  void Write(const AuditRecord& r);
+  bool enabled() const { return file_ != nullptr; }
+
+ private:
+  AuditLog(FILE* f, bool owned) : file_(f), owned_(owned) {}
+  std::mutex mu_;
+  FILE* file_;
+  bool owned_;
+};
+
+}  // namespace kvs::gateway
