@@ -11,8 +11,6 @@
 #include <ctime>
 #include <memory>
 
-#include <spdlog/spdlog.h>
-
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "gateway/config.h"
@@ -158,7 +156,6 @@ Registrar reg({"gateway", "Serve as the gateway (auth, rate limits, routing) in 
                      std::printf("%s\n", gateway::GatewayConfigToJson(cfg).dump(2).c_str());
                      return 0;
                    }
-                   spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
                    return gateway::RunGateway(cfg);
                  };
                }});

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "gateway/proxy.h"
@@ -287,6 +288,9 @@ void Gateway::HandleModels(std::shared_ptr<http::Exchange> ex, const std::string
 }
 
 int RunGateway(const GatewayConfig& cfg) {
+  // Logs go to stderr; stdout is the audit log's by default.
+  if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
+  spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
   auto parts = Gateway::BuildParts(cfg);
   if (!parts.ok()) {
     spdlog::error("kvserve gateway: {}", parts.status().message());
