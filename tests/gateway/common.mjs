@@ -66,8 +66,10 @@ function yamlValue(v) {
 // pools: [{name, max_context, replicas: [url...], ...pool keys}].
 export async function startGateway({ pools, gateway = {}, model, dir = tempDir(), args = [], waitReady = true }) {
   const auditLog = path.join(dir, `audit-${Math.random().toString(16).slice(2)}.log`);
-  const lines = ["gateway:", "  port: 0", "  health_interval_seconds: 0.2"];
-  for (const [k, v] of Object.entries(gateway)) lines.push(`  ${k}: ${yamlValue(v)}`);
+  const lines = ["gateway:"];
+  for (const [k, v] of Object.entries({ port: 0, health_interval_seconds: 0.2, ...gateway })) {
+    lines.push(`  ${k}: ${yamlValue(v)}`);
+  }
   lines.push("model:", `  path: ${yamlValue(model)}`);
   lines.push("logging:", `  audit_log: ${yamlValue(auditLog)}`);
   lines.push("pools:");
