@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libpcre2-dev libxxhash-dev libssl-dev
   clang libclang-rt-14-dev
   python3 python3-numpy
+  redis-server
   nodejs npm curl
 )
 if [ "${KVSERVE_WITH_TORCH:-0}" = 1 ]; then
