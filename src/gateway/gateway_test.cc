@@ -1,0 +1,223 @@
+// The Gateway in process, in front of scripted upstreams (HttpServers in this
+// test), so the proxy's threads (I/O strands, prep pool, upstream client,
+// health checker) run under the sanitizers: passthrough of whole and
+// streamed answers, retry before the first byte, in-band error after it,
+// client disconnect cancelling the upstream, auth and limits.
+#include "gateway/gateway.h"
+
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "http/sse.h"
+
+namespace kvs::gateway {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string ModelPath() {
+  const char* src = std::getenv("KVSERVE_SOURCE_DIR");
+  const std::string p = std::string(src ? src : ".") + "/models/kvserve-tiny.gguf";
+  return std::filesystem::exists(p) ? p : "";
+}
+
+// An upstream replica whose completions behave as `mode` says.
+class Upstream {
+ public:
+  enum class Mode { kOk, kFail500, kDieMidStream, kSlowStream };
+  explicit Upstream(Mode mode) : mode_(mode), server_(http::ServerOptions{}) {
+    EXPECT_TRUE(server_.Start([this](std::shared_ptr<http::Exchange> ex) { Handle(std::move(ex)); }).ok());
+  }
+  ~Upstream() { server_.Stop(); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
+  int completions() const { return completions_.load(); }
+  std::future<void> closed() { return closed_.get_future(); }
+  http::HttpServer& server() { return server_; }
+
+ private:
+  void Handle(std::shared_ptr<http::Exchange> ex) {
+    const std::string& path = ex->request().path;
+    http::HttpResponse res;
+    res.SetHeader("Content-Type", "application/json");
+    if (path == "/ready" || path == "/metrics") {
+      res.body = path == "/ready" ? R"({"status":"ready"})" : "kvserve:num_requests_waiting 0\n";
+      return ex->Respond(std::move(res));
+    }
+    if (path == "/v1/models") {
+      res.body = R"({"data":[{"id":"m"}]})";
+      return ex->Respond(std::move(res));
+    }
+    ++completions_;
+    const bool stream = ex->request().body.find("\"stream\":true") != std::string::npos;
+    if (mode_ == Mode::kFail500) {
+      res.status = 500;
+      res.body = R"({"error":{"message":"boom","type":"internal_error","param":null,"code":"internal_error"}})";
+      return ex->Respond(std::move(res));
+    }
+    if (!stream) {
+      res.body = R"({"id":"x","choices":[{"index":0,"text":" hi","finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}})";
+      return ex->Respond(std::move(res));
+    }
+    http::HttpResponse h;
+    h.SetHeader("Content-Type", "text/event-stream");
+    ex->StartStream(std::move(h));
+    ex->Write(http::SseData(R"({"choices":[{"index":0,"text":" a","finish_reason":null}],"usage":null})"));
+    if (mode_ == Mode::kDieMidStream) {
+      held_ = ex;  // not ended: the connection just breaks
+      server_.RunAfter(20ms, [this] { server_.CloseAll(); });
+      return;
+    }
+    if (mode_ == Mode::kSlowStream) {
+      ex->SetCloseHandler([this] { closed_.set_value(); });
+      held_ = ex;  // never ends by itself
+      return;
+    }
+    ex->Write(http::SseData(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}})"));
+    ex->Write(std::string(http::kSseDone));
+    ex->EndStream();
+  }
+
+  Mode mode_;
+  http::HttpServer server_;
+  std::atomic<int> completions_{0};
+  std::promise<void> closed_;
+  std::shared_ptr<http::Exchange> held_;
+};
+
+struct Fixture {
+  Fixture(std::vector<std::string> replicas, std::string key_file = "") {
+    cfg.gateway.port = 0;
+    cfg.gateway.allow_anonymous = key_file.empty();
+    cfg.gateway.key_file = key_file;
+    cfg.gateway.health_interval_seconds = 0.2;
+    cfg.logging.audit_log = "off";
+    cfg.model.path = ModelPath();
+    PoolConfig p;
+    p.name = "main";
+    p.max_context = 4096;
+    p.max_retries = 2;
+    for (auto& r : replicas) p.replicas.push_back({r, 1});
+    cfg.pools.push_back(p);
+    auto parts = Gateway::BuildParts(cfg);
+    EXPECT_TRUE(parts.ok()) << parts.status().message();
+    gw = std::make_unique<Gateway>(cfg, std::move(*parts));
+    EXPECT_TRUE(gw->Start().ok());
+    url = *http::Url::Parse("http://127.0.0.1:" + std::to_string(gw->port()));
+  }
+  ~Fixture() {
+    client.Stop();
+    gw->Stop();
+  }
+  http::ClientResponse Post(const std::string& body, std::string key = "") {
+    http::ClientRequest r;
+    r.method = "POST";
+    r.target = "/v1/completions";
+    r.body = body;
+    r.headers = {{"Content-Type", "application/json"}};
+    if (!key.empty()) r.headers.emplace_back("Authorization", "Bearer " + key);
+    r.timeouts.total = 20s;
+    auto res = client.Fetch(url, r);
+    EXPECT_TRUE(res.ok()) << res.status().message();
+    return res.ok() ? *res : http::ClientResponse{};
+  }
+  GatewayConfig cfg;
+  std::unique_ptr<Gateway> gw;
+  http::HttpClient client;
+  http::Url url;
+};
+
+constexpr const char* kBody = R"({"model":"m","prompt":"Once upon a time","max_tokens":4})";
+constexpr const char* kStream = R"({"model":"m","prompt":"Once upon a time","max_tokens":4,"stream":true})";
+
+TEST(GatewayTest, PassesAnswersThroughAndRetriesBeforeTheFirstByte) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream bad(Upstream::Mode::kFail500), good(Upstream::Mode::kOk);
+  Fixture f({bad.url(), good.url()});
+  for (int i = 0; i < 6; ++i) {
+    auto r = f.Post(kBody);
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.body.find("\"text\":\" hi\""), std::string::npos);
+    auto s = f.Post(kStream);
+    EXPECT_EQ(s.status, 200);
+    EXPECT_NE(s.body.find("data: [DONE]"), std::string::npos);
+    EXPECT_EQ(s.body.find("usage"), std::string::npos) << "usage was not asked for";
+  }
+  EXPECT_GE(bad.completions(), 1);
+  EXPECT_EQ(good.completions(), 12);
+  EXPECT_GE(f.gw->metrics().retries.With({"main"}).Value(), 1);
+}
+
+TEST(GatewayTest, StreamFailingAfterTheFirstByteEndsWithAnInBandError) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream dying(Upstream::Mode::kDieMidStream);
+  Fixture f({dying.url()});
+  auto s = f.Post(kStream);
+  EXPECT_EQ(s.status, 200);
+  http::SseParser p;
+  auto events = p.Feed(s.body);
+  ASSERT_GE(events.size(), 3u) << s.body;
+  EXPECT_NE(events[0].data.find("\" a\""), std::string::npos);
+  EXPECT_EQ(events[events.size() - 2].event, "error");
+  EXPECT_EQ(events.back().data, "[DONE]");
+  EXPECT_EQ(f.gw->metrics().stream_errors.Value(), 1);
+}
+
+TEST(GatewayTest, ClientDisconnectCancelsTheUpstream) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream slow(Upstream::Mode::kSlowStream);
+  auto closed = slow.closed();
+  Fixture f({slow.url()});
+  http::ClientRequest r;
+  r.method = "POST";
+  r.target = "/v1/completions";
+  r.body = kStream;
+  std::promise<void> got;
+  std::atomic<bool> once{false};
+  auto call = f.client.Start(f.url, r,
+                             {nullptr,
+                              [&](std::string_view) {
+                                if (!once.exchange(true)) got.set_value();
+                              },
+                              nullptr});
+  ASSERT_EQ(got.get_future().wait_for(10s), std::future_status::ready);
+  call.Cancel();
+  EXPECT_EQ(closed.wait_for(10s), std::future_status::ready) << "the upstream saw its connection close";
+  for (int i = 0; i < 100 && f.gw->in_flight() > 0; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.gw->in_flight(), 0);
+  EXPECT_EQ(f.gw->metrics().client_disconnects.Value(), 1);
+}
+
+TEST(GatewayTest, KeysAndTokenLimits) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  const std::string path = (std::filesystem::temp_directory_path() / ("kvs-gw-keys-" + std::to_string(::getpid()))).string();
+  KeyFile kf;
+  kf.tenants["t"].tokens_per_minute = 30;
+  KeyEntry e{KeyIdOfDigest(KeyDigest("sk-t")), "t", KeyDigest("sk-t"), "now"};
+  kf.keys.push_back(e);
+  ASSERT_TRUE(kf.Save(path).ok());
+  Upstream good(Upstream::Mode::kOk);
+  Fixture f({good.url()}, path);
+  EXPECT_EQ(f.Post(kBody).status, 401);
+  EXPECT_EQ(f.Post(kBody, "sk-x").status, 401);
+  EXPECT_EQ(good.completions(), 0);
+  // Each request reserves prompt + 4; the budget of 30 admits a few, then 429.
+  int ok = 0, limited = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto r = f.Post(kBody, "sk-t");
+    if (r.status == 200) ++ok;
+    if (r.status == 429) {
+      ++limited;
+      EXPECT_FALSE(r.Header("Retry-After").empty());
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_EQ(ok + limited, 10);
+  EXPECT_GE(limited, 1);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace kvs::gateway
