@@ -156,7 +156,15 @@ Registrar reg({"gateway", "Serve as the gateway (auth, rate limits, routing) in 
                      std::printf("%s\n", gateway::GatewayConfigToJson(cfg).dump(2).c_str());
                      return 0;
                    }
-                   return gateway::RunGateway(cfg);
+                   // SIGHUP: the same file and overrides, read again.
+                   auto reload = [path = *config, args = app->remaining()]() -> StatusOr<gateway::GatewayConfig> {
+                     gateway::GatewayConfig fresh;
+                     if (!path.empty()) KVS_RETURN_IF_ERROR(gateway::LoadGatewayConfigFile(path, &fresh));
+                     KVS_RETURN_IF_ERROR(gateway::ApplyGatewayOverrides(args, &fresh));
+                     KVS_RETURN_IF_ERROR(gateway::ValidateGatewayConfig(fresh));
+                     return fresh;
+                   };
+                   return gateway::RunGateway(cfg, reload);
                  };
                }});
 

@@ -136,6 +136,39 @@ Status Gateway::ReloadKeys() {
   return s;
 }
 
+std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
+  std::vector<std::string> not_applied;
+  size_t replicas = 0;
+  for (const PoolConfig& pc : fresh.pools) {
+    Pool* pool = router_->FindPool(pc.name);
+    if (!pool) {
+      not_applied.push_back("new pool " + pc.name);
+      continue;
+    }
+    for (const ReplicaConfig& rc : pc.replicas) {
+      auto url = http::Url::Parse(rc.url);
+      Replica* found = nullptr;
+      for (auto& r : pool->replicas) {
+        if (url.ok() && r->name() == url->ToString()) found = r.get();
+      }
+      if (!found) {
+        not_applied.push_back("new replica " + rc.url + " in pool " + pc.name);
+        continue;
+      }
+      ++replicas;
+      if (found->weight() != rc.weight) {
+        spdlog::info("gateway: replica {} (pool {}) weight {} -> {}", found->name(), pc.name, found->weight(), rc.weight);
+        found->set_weight(rc.weight);
+      }
+    }
+  }
+  if (fresh.pools.size() != router_->pools().size() || replicas != router_->AllReplicas().size()) {
+    not_applied.push_back("removed pools or replicas");
+  }
+  for (const auto& what : not_applied) spdlog::warn("gateway: reload: {} needs a restart", what);
+  return not_applied;
+}
+
 void Gateway::BeginDrain() {
   draining_.store(true);
   if (server_) {
@@ -287,7 +320,7 @@ void Gateway::HandleModels(std::shared_ptr<http::Exchange> ex, const std::string
   ReplyJson(ex, 200, {{"object", "list"}, {"data", data}});
 }
 
-int RunGateway(const GatewayConfig& cfg) {
+int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()> reload) {
   // Logs go to stderr; stdout is the audit log's by default.
   if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
   spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
@@ -320,7 +353,16 @@ int RunGateway(const GatewayConfig& cfg) {
     ++signals;
     cv.notify_all();
   });
-  gw.server()->OnSignal({SIGHUP}, [&](int) { (void)gw.ReloadKeys(); });
+  gw.server()->OnSignal({SIGHUP}, [&](int) {
+    (void)gw.ReloadKeys();
+    if (!reload) return;
+    auto fresh = reload();
+    if (!fresh.ok()) {
+      spdlog::error("gateway: configuration not reloaded: {}", fresh.status().message());
+      return;
+    }
+    gw.ReloadConfig(*fresh);
+  });
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return signals > 0; });
   spdlog::info("gateway: draining ({} requests in flight)", gw.in_flight());

@@ -12,11 +12,13 @@
 //
 // States: serving -> draining (SIGTERM: /ready and new requests get 503,
 // in-flight ones get gateway.drain_timeout_seconds). SIGHUP reloads the key
-// file (it is also polled for changes); open streams are not affected.
+// file (it is also polled for changes) and replica weights from the
+// configuration file; open streams are not affected.
 // Thread-safety: Handle runs on connection strands; the rest is thread-safe.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,6 +60,10 @@ class Gateway {
 
   // Reloads the key file now (SIGHUP).
   Status ReloadKeys();
+  // Applies a re-read configuration (SIGHUP): replica weights take effect at
+  // once (the path by which traffic is shifted without a restart); other
+  // changes are reported as needing a restart. Returns what was not applied.
+  std::vector<std::string> ReloadConfig(const GatewayConfig& fresh);
 
   void Handle(std::shared_ptr<http::Exchange> ex);
 
@@ -96,6 +102,7 @@ class Gateway {
 // `kvserve gateway`: builds, starts, serves until SIGTERM/SIGINT, drains.
 // Returns the process exit code (0 after a drain, 1 when the port or the
 // model cannot be used, 2 for bad configuration).
-int RunGateway(const GatewayConfig& cfg);
+// reload: re-reads the configuration on SIGHUP (nullptr: keys only).
+int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()> reload = nullptr);
 
 }  // namespace kvs::gateway

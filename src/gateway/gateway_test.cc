@@ -219,5 +219,19 @@ TEST(GatewayTest, KeysAndTokenLimits) {
   std::filesystem::remove(path);
 }
 
+TEST(GatewayTest, ReloadShiftsReplicaWeights) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream a(Upstream::Mode::kOk), b(Upstream::Mode::kOk);
+  Fixture f({a.url(), b.url()});
+  GatewayConfig fresh = f.cfg;
+  fresh.pools[0].replicas[1].weight = 5;
+  EXPECT_TRUE(f.gw->ReloadConfig(fresh).empty());
+  EXPECT_EQ(f.gw->router().pools()[0]->replicas[1]->weight(), 5);
+  fresh.pools[0].replicas.push_back({"http://127.0.0.1:1", 1});
+  EXPECT_EQ(f.gw->ReloadConfig(fresh).size(), 1u);  // a new replica needs a restart
+  fresh.pools[0].replicas.resize(1);
+  EXPECT_EQ(f.gw->ReloadConfig(fresh).size(), 1u);  // so does a removed one
+}
+
 }  // namespace
 }  // namespace kvs::gateway
