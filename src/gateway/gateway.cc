@@ -28,12 +28,7 @@ std::string RandomHex(size_t n) {
 }
 
 server::ApiError MakeError(int status, std::string message, std::string type, std::string code) {
-  server::ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
+  return GatewayError(status, std::move(message), std::move(type), std::move(code));
 }
 
 void ReplyJson(const std::shared_ptr<http::Exchange>& ex, int status, const json& body,

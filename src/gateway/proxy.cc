@@ -25,12 +25,7 @@ std::chrono::milliseconds ToMs(double seconds) {
 }
 
 server::ApiError MakeError(int status, std::string message, std::string type, std::string code) {
-  server::ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
+  return GatewayError(status, std::move(message), std::move(type), std::move(code));
 }
 
 // Does a stream event carry a token (or the end)? The chat role delta and
@@ -638,6 +633,15 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
 };
 
 }  // namespace
+
+server::ApiError GatewayError(int status, std::string message, std::string type, std::string code) {
+  server::ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
 
 void StartProxy(Gateway* gw, std::shared_ptr<http::Exchange> ex, server::Endpoint endpoint, Principal principal,
                 std::string request_id) {

@@ -37,6 +37,9 @@ namespace kvs::gateway {
 void StartProxy(Gateway* gw, std::shared_ptr<http::Exchange> ex, server::Endpoint endpoint, Principal principal,
                 std::string request_id);
 
+// An OpenAI-style error with its HTTP status.
+server::ApiError GatewayError(int status, std::string message, std::string type, std::string code);
+
 // Sends an OpenAI-style error (and counts / audits it as a request that
 // reached no replica).
 void ReplyGatewayError(Gateway* gw, const std::shared_ptr<http::Exchange>& ex, const server::ApiError& e,
