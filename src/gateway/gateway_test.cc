@@ -6,6 +6,7 @@
 #include "gateway/gateway.h"
 
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -88,7 +89,8 @@ class Upstream {
 };
 
 struct Fixture {
-  Fixture(std::vector<std::string> replicas, std::string key_file = "") {
+  Fixture(std::vector<std::string> replicas, std::string key_file = "",
+          std::function<void(GatewayConfig&)> tweak = nullptr) {
     cfg.gateway.port = 0;
     cfg.gateway.allow_anonymous = key_file.empty();
     cfg.gateway.key_file = key_file;
@@ -101,6 +103,7 @@ struct Fixture {
     p.max_retries = 2;
     for (auto& r : replicas) p.replicas.push_back({r, 1});
     cfg.pools.push_back(p);
+    if (tweak) tweak(cfg);
     auto parts = Gateway::BuildParts(cfg);
     EXPECT_TRUE(parts.ok()) << parts.status().message();
     gw = std::make_unique<Gateway>(cfg, std::move(*parts));
@@ -217,6 +220,46 @@ TEST(GatewayTest, KeysAndTokenLimits) {
   EXPECT_EQ(ok + limited, 10);
   EXPECT_GE(limited, 1);
   std::filesystem::remove(path);
+}
+
+TEST(GatewayTest, AuditLinesNeverHoldTheKeyAndHoldThePromptOnlyWhenAsked) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kvs-gw-audit-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  KeyFile kf;
+  kf.keys.push_back({KeyIdOfDigest(KeyDigest("sk-secret")), "t", KeyDigest("sk-secret"), "now"});
+  ASSERT_TRUE(kf.Save(dir + "/keys.yaml").ok());
+  Upstream good(Upstream::Mode::kOk);
+  for (bool prompts : {false, true}) {
+    const std::string log = dir + (prompts ? "/with.log" : "/without.log");
+    {
+      Fixture f({good.url()}, dir + "/keys.yaml", [&](GatewayConfig& c) {
+        c.logging.audit_log = log;
+        c.logging.audit_prompts = prompts;
+      });
+      EXPECT_EQ(f.Post(kBody, "sk-secret").status, 200);
+      EXPECT_EQ(f.Post(kBody, "sk-wrong").status, 401);
+      for (int i = 0; i < 100 && f.gw->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+    }
+    std::ifstream in(log);
+    std::vector<nlohmann::json> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(nlohmann::json::parse(l));
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[0]["key_id"], KeyIdOfDigest(KeyDigest("sk-secret")));
+    EXPECT_EQ(lines[0]["tenant"], "t");
+    EXPECT_EQ(lines[0]["pool"], "main");
+    EXPECT_EQ(lines[0]["status"], 200);
+    EXPECT_EQ(lines[1]["status"], 401);
+    EXPECT_EQ(lines[0].contains("prompt"), prompts);
+    if (prompts) {
+      EXPECT_EQ(lines[0]["prompt"], "Once upon a time");
+    }
+    for (const auto& l : lines) {
+      EXPECT_EQ(l.dump().find("sk-secret"), std::string::npos);
+      EXPECT_EQ(l.dump().find("sk-wrong"), std::string::npos);
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(GatewayTest, ReloadShiftsReplicaWeights) {
