@@ -37,6 +37,13 @@ HealthChecker::HealthChecker(Router* router, http::HttpClient* client, GatewayMe
 
 HealthChecker::~HealthChecker() { Stop(); }
 
+// A probe may take the interval, but never less than 2 s: on a loaded
+// machine a short interval must not turn slow answers into ejections (one
+// probe per replica is in flight at a time, so they cannot pile up).
+std::chrono::milliseconds HealthChecker::ProbeTimeout() const {
+  return std::max(options_.interval, std::chrono::milliseconds(2000));
+}
+
 void HealthChecker::Start() { thread_ = std::thread([this] { Loop(); }); }
 
 void HealthChecker::Stop() {
@@ -106,8 +113,8 @@ std::vector<std::pair<std::string, std::string>> AuthHeaders(const Router& route
 void HealthChecker::Probe(Replica* r, std::function<void()> done) {
   http::ClientRequest req;
   req.target = "/ready";
-  req.timeouts.connect = options_.interval;
-  req.timeouts.total = std::max(options_.interval, std::chrono::milliseconds(200));
+  req.timeouts.connect = ProbeTimeout();
+  req.timeouts.total = ProbeTimeout();
   auto status = std::make_shared<int>(0);
   auto body = std::make_shared<std::string>();
   http::ClientCallbacks cb;
@@ -149,8 +156,8 @@ void HealthChecker::Scrape(Replica* r, bool models, std::function<void()> done) 
   }
   http::ClientRequest req;
   req.target = "/metrics";
-  req.timeouts.connect = options_.interval;
-  req.timeouts.total = std::max(options_.interval, std::chrono::milliseconds(200));
+  req.timeouts.connect = ProbeTimeout();
+  req.timeouts.total = ProbeTimeout();
   auto body = std::make_shared<std::string>();
   auto status = std::make_shared<int>(0);
   http::ClientCallbacks cb;
@@ -170,8 +177,8 @@ void HealthChecker::Scrape(Replica* r, bool models, std::function<void()> done) 
     http::ClientRequest mreq;
     mreq.target = "/v1/models";
     mreq.headers = AuthHeaders(*router_, *r);
-    mreq.timeouts.connect = options_.interval;
-    mreq.timeouts.total = std::max(options_.interval, std::chrono::milliseconds(200));
+    mreq.timeouts.connect = ProbeTimeout();
+    mreq.timeouts.total = ProbeTimeout();
     auto mbody = std::make_shared<std::string>();
     auto mstatus = std::make_shared<int>(0);
     http::ClientCallbacks mcb;

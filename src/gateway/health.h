@@ -1,6 +1,6 @@
 // HealthChecker: every gateway.health_interval_seconds, for each replica,
 // an active /ready probe (200: ready; 503 {"status":"draining"}: draining;
-// anything else or no answer within the interval: not ready), then a scrape
+// anything else or no answer within max(interval, 2 s): not ready), then a scrape
 // of its /metrics (queue length, running sequences, KV use) and, now and
 // then, of /v1/models. Results go to Replica::OnProbe / SetScraped and the
 // gateway's metrics. One probe per replica is in flight at a time, so a hung
@@ -53,6 +53,7 @@ class HealthChecker {
   void ProbeRound();
   void Probe(Replica* r, std::function<void()> done);
   void Scrape(Replica* r, bool models, std::function<void()> done);
+  std::chrono::milliseconds ProbeTimeout() const;
 
   Router* router_;
   http::HttpClient* client_;
