@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 
 import {
   addKey, auditLine, auth, bundled, loadOpenAI, metric, metricSum, metrics, parseSse, request, requireBinary, skipFile,
-  startGateway, startReplica, stories, tempDir,
+  startGateway, startReplica, stories, tempDir, waitFor,
 } from "./common.mjs";
 
 requireBinary();
@@ -156,6 +156,23 @@ for (const modelPath of models) {
       assert.equal((await request(gw, "POST", "/v1/chat/completions", { model: MODEL, messages: [] })).status, 401);
       assert.equal((await request(gw, "GET", "/v1/models")).status, 401);
       assert.equal(await count(), before);
+    });
+
+    test("a client leaving mid-stream cancels the replica's generation; its KV blocks are freed", async () => {
+      const ac = new AbortController();
+      const stream = await client.completions.create(
+        { model: MODEL, prompt: "Once", max_tokens: 1000, ignore_eos: true, stream: true }, { signal: ac.signal });
+      try {
+        for await (const chunk of stream) {
+          if (chunk.choices[0]?.text) break;  // leaving the loop aborts the request
+        }
+      } catch {}
+      await waitFor(async () => {
+        const m = await metrics(long);
+        return metric(m, 'kvserve:request_finished_total{finish_reason="cancelled"}') === 1 &&
+          metric(m, "kvserve:kv_cache_blocks_used") === 0 && metric(m, "kvserve:num_requests_running") === 0;
+      }, 10000);
+      await waitFor(async () => (await metricSum(gw, "kvserve_gateway:client_disconnects_total")) === 1);
     });
 
     test("the server's bad inputs get the same answers through the gateway", async () => {
