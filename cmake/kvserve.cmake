@@ -35,6 +35,9 @@ function(kvs_add_fuzzer)
   add_executable(${F_NAME} ${F_SOURCES})
   target_link_libraries(${F_NAME} PRIVATE ${F_LIBS})
   target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
+  # Fuzzers that read ../shared (vocabularies) find it here or through
+  # $KVSERVE_SHARED_DIR, and skip their inputs when it is absent.
+  target_compile_definitions(${F_NAME} PRIVATE KVSERVE_SHARED_DIR="${KVSERVE_SHARED_DIR}")
   set_property(GLOBAL APPEND PROPERTY KVS_FUZZERS
     "${F_NAME}\t$<TARGET_FILE:${F_NAME}>\t${CMAKE_CURRENT_SOURCE_DIR}/${F_SEEDS}\t${F_MAX_LEN}")
 endfunction()

@@ -13,6 +13,8 @@ APT_PACKAGES=(
   python3 python3-numpy
   redis-server
   nodejs npm curl
+  chromium
+  prometheus systemd
 )
 if [ "${KVSERVE_WITH_TORCH:-0}" = 1 ]; then
   APT_PACKAGES+=(python3-torch libopenblas0-pthread)
@@ -32,7 +34,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# npm packages used as test oracles (openai client, HF jinja/tokenizers).
+# npm packages used as test oracles (openai client, HF jinja/tokenizers,
+# playwright-core driving Debian's chromium for the HTML report test).
 if [ -f tests/oracles/package.json ]; then
   if [ ! -d tests/oracles/node_modules ] || [ tests/oracles/package.json -nt tests/oracles/node_modules ]; then
     echo "setup: installing npm test oracles" >&2

@@ -89,6 +89,10 @@ Status DataLoss(fmt::format_string<Args...> f, Args&&... a) {
   return Status(StatusCode::kDataLoss, fmt::format(f, std::forward<Args>(a)...));
 }
 template <typename... Args>
+Status DeadlineExceeded(fmt::format_string<Args...> f, Args&&... a) {
+  return Status(StatusCode::kDeadlineExceeded, fmt::format(f, std::forward<Args>(a)...));
+}
+template <typename... Args>
 Status IoError(fmt::format_string<Args...> f, Args&&... a) {
   return Status(StatusCode::kIo, fmt::format(f, std::forward<Args>(a)...));
 }

@@ -2,6 +2,8 @@
 // raw model, like llama-bench: ppN processes N prompt tokens in one batch
 // from an empty cache (or one pre-filled to --depth), tgN generates N tokens
 // one at a time; each is repeated and the median tokens/s reported.
+// `kvserve bench --url URL`: the online load benchmark against any
+// OpenAI-compatible endpoint (src/bench/online_bench.h).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -10,8 +12,12 @@
 #include <numeric>
 #include <random>
 
+#include <filesystem>
+
+#include "backend/cpu_engine.h"
 #include "backend/cpu_runner.h"
 #include "base/cpu.h"
+#include "bench/online_bench.h"
 #include "cli/command.h"
 #include "engine/engine.h"
 #include "model/kv_accuracy.h"
@@ -30,6 +36,13 @@ struct BenchOptions {
   std::string kv_dtype = "f16";
   std::vector<int> concurrency;  // non-empty: the engine's aggregate decode speed
   bool kv_accuracy = false;
+  // Online (--url).
+  bench::OnlineBenchOptions online;
+  std::string api = "completions";
+  std::vector<double> rates;
+  std::string mix, multi_turn;
+  bool no_ignore_eos = false, no_progress = false;
+  int64_t input_len = 0, output_len = 0;
 };
 
 double Median(std::vector<double> v) {
@@ -54,24 +67,18 @@ int RunConcurrency(const BenchOptions& o, DType kv) {
   auto model = model::LlamaModel::Load(o.model);
   if (!model.ok()) fail(model.status());
   const int32_t vocab = (*model)->config().vocab;
-  const int block = 16;
-  const int per_seq_blocks = (o.prompt + o.gen + block - 1) / block + 1;
-  backend::CpuRunnerOptions ro;
-  ro.threads = o.threads;
-  ro.block_size = block;
-  ro.num_blocks = per_seq_blocks * max_n + 1;
-  ro.kv_dtype = kv;
-  ro.max_batch_tokens = std::max(512, max_n);
-  auto runner = backend::CpuRunner::Create(std::move(*model), ro);
-  if (!runner.ok()) fail(runner.status());
-  engine::EngineConfig ec;
-  ec.max_num_batched_tokens = ro.max_batch_tokens;
-  ec.max_batch_size = max_n;
-  ec.max_context_length = o.prompt + o.gen + 1;
-  ec.admission_watermark = 0.0;
-  auto eng = engine::Engine::Create(ec, std::move(*runner));
+  backend::CpuEngineOptions eo;
+  eo.model_path = o.model;
+  eo.threads = o.threads;
+  eo.kv_dtype = kv;
+  eo.context = o.prompt + o.gen + 1;
+  eo.sequences = max_n;
+  eo.engine.max_num_batched_tokens = std::max(512, max_n);
+  eo.engine.max_batch_size = max_n;
+  eo.engine.admission_watermark = 0.0;
+  auto eng = backend::CreateCpuEngine(std::move(*model), eo);
   if (!eng.ok()) fail(eng.status());
-  engine::Engine& e = **eng;
+  engine::Engine& e = *eng->engine;
   if (Status s = e.Start(); !s.ok()) fail(s);
   std::mt19937 rng(7);
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(max_n));
@@ -148,7 +155,57 @@ int RunKvAccuracy(const BenchOptions& o) {
   return 0;
 }
 
+// Online mode: the flags become an OnlineBenchOptions.
+int RunOnline(BenchOptions o) {
+  bench::OnlineBenchOptions& on = o.online;
+  bench::WorkloadSpec& s = on.spec;
+  if (o.api == "chat") {
+    s.api = bench::ApiKind::kChat;
+  } else if (o.api != "completions") {
+    std::fprintf(stderr, "error: --api must be completions or chat\n");
+    return 2;
+  }
+  s.concurrency = o.concurrency;
+  s.rates = o.rates;
+  s.input_len = o.input_len > 0 ? o.input_len : o.prompt;
+  s.output_len = o.output_len > 0 ? o.output_len : o.gen;
+  s.ignore_eos = !o.no_ignore_eos;
+  if (!o.mix.empty()) {
+    auto m = bench::ParseMix(o.mix);
+    if (!m.ok()) {
+      std::fprintf(stderr, "error: --mix: %s\n", m.status().message().c_str());
+      return 2;
+    }
+    s.mix = *m;
+  }
+  if (!o.multi_turn.empty()) {
+    auto m = bench::ParseMultiTurn(o.multi_turn);
+    if (!m.ok()) {
+      std::fprintf(stderr, "error: --multi-turn: %s\n", m.status().message().c_str());
+      return 2;
+    }
+    s.multi_turn = *m;
+    s.api = bench::ApiKind::kChat;
+  }
+  // -m names the model: a GGUF file gives the local tokenizer, anything
+  // else is the served model id.
+  if (!o.model.empty()) {
+    if (std::filesystem::is_regular_file(o.model)) {
+      if (on.tokenizer.empty()) on.tokenizer = o.model;
+    } else if (on.model.empty()) {
+      on.model = o.model;
+    }
+  }
+  on.progress = !o.no_progress;
+  return bench::RunOnlineBench(on);
+}
+
 int RunBench(const BenchOptions& o) {
+  if (!o.online.url.empty()) return RunOnline(o);
+  if (o.model.empty()) {
+    std::fprintf(stderr, "error: --model FILE.gguf is required (or --url URL for the online benchmark)\n");
+    return 2;
+  }
   if (o.kv_accuracy) return RunKvAccuracy(o);
   if (!o.offline) {
     std::fprintf(stderr, "error: only --offline benchmarks exist so far (the load benchmark comes with the server)\n");
@@ -234,9 +291,66 @@ int RunBench(const BenchOptions& o) {
   return 0;
 }
 
-Registrar reg({"bench", "Measure prompt processing and generation speed (llama-bench style)", [](CLI::App* app) {
+void AddOnlineOptions(CLI::App* app, BenchOptions* o) {
+  bench::OnlineBenchOptions& on = o->online;
+  const char* g = "Online (--url)";
+  on.spec.seed = 0;  // random unless given
+  app->add_option("--url", on.url, "Load-test this OpenAI-compatible endpoint (http://host:port[/v1])")->group(g);
+  app->add_option("--api-key", on.api_key, "Bearer key for the endpoint")->envname("KVSERVE_API_KEY")->group(g);
+  app->add_option("--served-model-name", on.model, "Model id to request (default: the endpoint's first)")->group(g);
+  app->add_option("--tokenizer", on.tokenizer,
+                  "GGUF file whose tokenizer counts prompt tokens (default: the endpoint's /tokenize)")
+      ->group(g);
+  app->add_option("--api", o->api, "completions or chat")->group(g);
+  app->add_option("--rate", o->rates, "Poisson arrivals at these request rates (a sweep), e.g. 1,2,4")
+      ->delimiter(',')
+      ->group(g);
+  app->add_option("--max-concurrency", on.spec.max_concurrency, "Cap on requests in flight for --rate runs")->group(g);
+  app->add_option("--num-requests", on.spec.num_requests, "Requests per run (default: 4 x concurrency, >= 16)")
+      ->group(g);
+  app->add_option("--duration", on.spec.duration_seconds, "Stop sending after this many seconds per run")->group(g);
+  app->add_option("--input-len", o->input_len, "Prompt tokens per request (default: -p)")->group(g);
+  app->add_option("--input-lengths", on.spec.input_lengths_text,
+                  "One run per input length: FROM:TO doubling (TO may be 'max': the context minus the output) or a "
+                  "list")
+      ->group(g);
+  app->add_option("--output-len", o->output_len, "Generated tokens per request (default: -n)")->group(g);
+  app->add_option("--mix", o->mix, "Input lengths drawn per request, LENGTH:WEIGHT,... e.g. 256:0.8,4096:0.2")
+      ->group(g);
+  app->add_option("--multi-turn", o->multi_turn,
+                  "Shared-prefix conversations CONVERSATIONS:TURNS[:SYSTEM_TOKENS] whose history grows (chat API)")
+      ->group(g);
+  app->add_flag("--no-ignore-eos", o->no_ignore_eos, "Let answers end early (default: ignore_eos, exact lengths)")
+      ->group(g);
+  app->add_option("--text", on.spec.text, "Prompt text: prose, filler or a text file")->group(g);
+  app->add_option("--seed", on.spec.seed, "Seed for prompts and arrivals (default: random, printed)")->group(g);
+  app->add_option("--workload", on.workload_file, "YAML workload file (runs: [...]; see docs/validation.md)")
+      ->group(g);
+  app->add_option("--slo", on.slos, "SLO for goodput, e.g. ttft:2s@4096 or tpot:100ms (repeatable)")->group(g);
+  app->add_option("--kv-watermark-max", on.checks.kv_watermark_max, "Check: peak KV use at most this fraction")
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(g);
+  app->add_option("--max-preemptions-per-minute", on.checks.preemptions_per_minute_max, "Check: preemption rate")
+      ->group(g);
+  app->add_option("--ttft-jump-max", on.checks.ttft_jump_max,
+                  "Check: TTFT growth between neighbouring lengths, relative to the input's growth")
+      ->group(g);
+  app->add_option("--warmup", on.warmup, "Warm-up requests before the first run")->group(g);
+  app->add_option("--metrics-interval", on.metrics_interval, "Seconds between /metrics samples (0: off)")->group(g);
+  app->add_option("--request-timeout", on.request_timeout, "Seconds before a request is given up")->group(g);
+  app->add_option("--json", on.json_path, "Write the report (every request's timings) as JSON")->group(g);
+  app->add_option("--html", on.html_path, "Write a self-contained HTML report")->group(g);
+  app->add_option("--svg-dir", on.svg_dir, "Also write each chart as an SVG file in this directory")->group(g);
+  app->add_flag("--no-progress", o->no_progress, "No progress bar")->group(g);
+}
+
+Registrar reg({"bench",
+              "Measure prompt processing and generation speed (llama-bench style), or load-test an endpoint (--url)",
+              [](CLI::App* app) {
                  auto o = std::make_shared<BenchOptions>();
-                 app->add_option("-m,--model", o->model, "GGUF model file")->required();
+                 app->add_option("-m,--model", o->model,
+                                 "GGUF model file (offline); with --url: a GGUF file for token counts or the served "
+                                 "model id");
                  app->add_flag("--offline", o->offline, "Benchmark the model directly, without the server");
                  app->add_option("-p,--n-prompt", o->prompt, "Prompt tokens per ppN test (0 skips)");
                  app->add_option("-n,--n-gen", o->gen, "Generated tokens per tgN test (0 skips)");
@@ -246,12 +360,14 @@ Registrar reg({"bench", "Measure prompt processing and generation speed (llama-b
                  app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
                  app->add_option("-c,--concurrency", o->concurrency,
                                  "Sequences decoding at once through the engine, e.g. 1,4,16,64: prints the aggregate "
-                                 "generation tokens/s (tgN xC) instead of ppN/tgN")
+                                 "generation tokens/s (tgN xC) instead of ppN/tgN; with --url: requests in flight "
+                                 "(closed loop; a list is a sweep)")
                      ->delimiter(',')
                      ->check(CLI::Range(1, 4096));
                  app->add_flag("--kv-accuracy", o->kv_accuracy,
                                "Instead of speed: logit deviation and greedy agreement of f16/bf16/q8_0 K/V against "
                                "f32 on a -p token prompt and -n greedy tokens");
+                 AddOnlineOptions(app, o.get());
                  return [o] { return RunBench(*o); };
                }});
 

@@ -5,11 +5,11 @@
 #include <chrono>
 #include <cstdio>
 
-#include "backend/cpu_runner.h"
+#include "backend/cpu_engine.h"
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "engine/engine.h"
-#include "tokenizer/model_chat.h"
+#include "template/model_chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::cli {
@@ -41,13 +41,14 @@ int Fail(const Status& s) {
 // The chat prompt: --system and -p as one conversation, rendered with the
 // model's chat template (ChatML when the model has none).
 StatusOr<std::string> RenderChat(const RunOptions& o, const tok::Tokenizer& tok) {
-  KVS_ASSIGN_OR_RETURN(tok::ModelChatTemplate chat, tok::LoadModelChatTemplate(tok));
-  if (chat.is_fallback) std::fprintf(stderr, "the model has no chat template; using ChatML\n");
-  tok::ChatRequest r;
+  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(tok));
+  for (const std::string& w : chat.probe.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (chat.is_fallback && chat.probe.warnings.empty()) std::fprintf(stderr, "the model has no chat template; using ChatML\n");
+  tmpl::ChatRequest r;
   if (!o.system.empty()) r.messages.push_back({{"role", "system"}, {"content", o.system}});
   r.messages.push_back({{"role", "user"}, {"content", o.prompt}});
   r.add_generation_prompt = true;
-  tok::SetSpecialTokens(tok, &r);
+  tmpl::SetSpecialTokens(tok, &r);
   auto text = chat.tmpl.Render(r);
   if (!text.ok()) return text.status().WithContext("rendering the chat template");
   return text;
@@ -83,27 +84,20 @@ int RunGenerate(RunOptions o) {
   }
   if (prompt.empty()) return Fail(InvalidArgument("the prompt encodes to no tokens"));
   const int ctx = o.ctx > 0 ? o.ctx : std::max<int>(cfg.context_length, static_cast<int>(prompt.size()) + o.n_predict);
-  const int block = 16;
-  backend::CpuRunnerOptions ro;
-  ro.threads = o.threads;
-  ro.block_size = block;
-  ro.num_blocks = (ctx + block - 1) / block + 1;
-  ro.kv_dtype = *kv;
-  ro.max_batch_tokens = 512;
-  auto runner = backend::CpuRunner::Create(std::move(*model_or), ro);
-  if (!runner.ok()) return Fail(runner.status());
-  const int threads = (*runner)->pool().size();
-  engine::EngineConfig ec;
-  ec.max_num_batched_tokens = 512;
-  ec.max_batch_size = 1;
-  ec.max_context_length = ctx;
-  ec.eos_token_ids = tok.end_of_generation_ids();
-  auto engine_or = engine::Engine::Create(ec, std::move(*runner));
-  if (!engine_or.ok()) return Fail(engine_or.status());
-  engine::Engine& engine = **engine_or;
+  backend::CpuEngineOptions eo;
+  eo.model_path = o.model;
+  eo.threads = o.threads;
+  eo.kv_dtype = *kv;
+  eo.context = ctx;
+  eo.engine.max_num_batched_tokens = 512;
+  eo.engine.max_batch_size = 1;
+  eo.engine.eos_token_ids = tok.end_of_generation_ids();
+  auto cpu = backend::CreateCpuEngine(std::move(*model_or), eo);
+  if (!cpu.ok()) return Fail(cpu.status());
+  engine::Engine& engine = *cpu->engine;
   std::fprintf(stderr, "kvserve run: %s\nmodel: %s\nload: %.1f ms, threads %d, kv %s, prompt %zu tokens\n",
                o.model.c_str(), cfg.Describe().c_str(),
-               std::chrono::duration<double, std::milli>(Clock::now() - t_load).count(), threads,
+               std::chrono::duration<double, std::milli>(Clock::now() - t_load).count(), cpu->threads,
                o.kv_dtype.c_str(), prompt.size());
   KVS_CHECK(engine.Start().ok());
 

@@ -14,7 +14,7 @@
 
 #include "cli/command.h"
 #include "gguf/gguf.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace kvs::cli {
 namespace {
@@ -46,7 +46,7 @@ StatusOr<ordered_json> ReadJson(const std::string& path) {
 
 // The template, plus the model's BOS/EOS strings when it comes from a GGUF.
 struct Source {
-  std::optional<tok::ChatTemplate> tmpl;
+  std::optional<tmpl::ChatTemplate> chat;
   std::string bos, eos;
 };
 
@@ -56,24 +56,24 @@ StatusOr<Source> LoadTemplate(const TemplateArgs& a) {
   Source s;
   if (!a.template_file.empty()) {
     KVS_ASSIGN_OR_RETURN(std::string text, ReadText(a.template_file));
-    KVS_ASSIGN_OR_RETURN(s.tmpl, tok::ChatTemplate::Parse(std::move(text)));
+    KVS_ASSIGN_OR_RETURN(s.chat, tmpl::ChatTemplate::Parse(std::move(text)));
     return s;
   }
   if (!a.builtin.empty()) {
-    KVS_ASSIGN_OR_RETURN(s.tmpl, tok::ChatTemplate::Builtin(a.builtin));
+    KVS_ASSIGN_OR_RETURN(s.chat, tmpl::ChatTemplate::Builtin(a.builtin));
     return s;
   }
   KVS_ASSIGN_OR_RETURN(auto file, gguf::GgufFile::Open(a.model));
-  auto tmpl = tok::ChatTemplate::FromGguf(*file, a.template_name);
-  if (!tmpl.ok()) {
-    if (tmpl.status().code() == StatusCode::kNotFound) {
+  auto chat = tmpl::ChatTemplate::FromGguf(*file, a.template_name);
+  if (!chat.ok()) {
+    if (chat.status().code() == StatusCode::kNotFound) {
       return NotFound("{}: {}; pass --builtin NAME (chatml, llama2, llama3, mistral, gemma)", a.model,
-                      tmpl.status().message());
+                      chat.status().message());
     }
-    return tmpl.status();
+    return chat.status();
   }
-  s.tmpl = std::move(tmpl).value();
-  KVS_ASSIGN_OR_RETURN(auto special, tok::ChatTemplate::SpecialTokensFromGguf(*file));
+  s.chat = std::move(chat).value();
+  KVS_ASSIGN_OR_RETURN(auto special, tmpl::ChatTemplate::SpecialTokensFromGguf(*file));
   s.bos = std::move(special.first);
   s.eos = std::move(special.second);
   return s;
@@ -82,7 +82,7 @@ StatusOr<Source> LoadTemplate(const TemplateArgs& a) {
 // --messages holds a list of messages, or an object with "messages" and
 // optionally "tools", "add_generation_prompt", "extra", "bos_token",
 // "eos_token" (the format of tests/chat_conversations).
-Status LoadConversation(const TemplateArgs& a, tok::ChatRequest* r) {
+Status LoadConversation(const TemplateArgs& a, tmpl::ChatRequest* r) {
   KVS_ASSIGN_OR_RETURN(ordered_json conv, ReadJson(a.messages));
   if (conv.is_array()) {
     r->messages = std::move(conv);
@@ -120,7 +120,7 @@ int RunTemplate(const TemplateArgs& a) {
     std::fprintf(stderr, "kvserve template: %s\n", source.status().ToString().c_str());
     return 2;
   }
-  tok::ChatRequest request;
+  tmpl::ChatRequest request;
   request.bos_token = source->bos;
   request.eos_token = source->eos;
   if (Status st = LoadConversation(a, &request); !st.ok()) {
@@ -129,7 +129,7 @@ int RunTemplate(const TemplateArgs& a) {
   }
   if (a.have_bos) request.bos_token = a.bos;
   if (a.have_eos) request.eos_token = a.eos;
-  auto prompt = source->tmpl->Render(request);
+  auto prompt = source->chat->Render(request);
   if (!prompt.ok()) {
     std::fprintf(stderr, "kvserve template: %s\n", prompt.status().ToString().c_str());
     return 1;

@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Help and version exit 0; a usage error exits 2, as bad configuration does.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   for (auto& [sub, run] : runners) {
     if (sub->parsed()) return run();

@@ -2,27 +2,12 @@
 
 #include <algorithm>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-
 namespace kvs::engine {
-namespace {
-
-// xxh64 over the parent hash then the token ids, in native (little-endian) bytes.
-uint64_t DefaultBlockHash(uint64_t parent, std::span<const int32_t> tokens) {
-  XXH64_state_t state;
-  XXH64_reset(&state, 0);
-  XXH64_update(&state, &parent, sizeof(parent));
-  XXH64_update(&state, tokens.data(), tokens.size_bytes());
-  return XXH64_digest(&state);
-}
-
-}  // namespace
 
 BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
     : block_size_(block_size),
       prefix_caching_(enable_prefix_caching),
-      hash_fn_(&DefaultBlockHash),
+      hash_fn_(&ChainBlockHash),
       blocks_(static_cast<size_t>(num_blocks)) {
   KVS_CHECK(num_blocks > 0 && block_size > 0);
   free_ids_.reserve(blocks_.size());
@@ -30,26 +15,22 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
   for (int32_t id = num_blocks - 1; id >= 0; --id) free_ids_.push_back(id);
 }
 
-uint64_t BlockManager::SaltRoot(const std::string& salt) const {
-  // A fixed non-zero seed keeps the root of the empty salt away from 0.
-  return XXH64(salt.data(), salt.size(), 0x6b7673657276ULL);
-}
-
 void BlockManager::EnsureHashes(Sequence& seq, int32_t n) const {
   KVS_CHECK(n <= seq.num_tokens() / block_size_);
-  std::vector<uint64_t>& h = seq.block_hashes;
+  std::vector<BlockHash>& h = seq.block_hashes;
   for (auto i = static_cast<int32_t>(h.size()); i < n; ++i) {
-    const uint64_t parent = i == 0 ? SaltRoot(seq.cache_salt) : h[static_cast<size_t>(i - 1)];
+    const BlockHash parent = i == 0 ? BlockHashRoot(seq.cache_salt) : h[static_cast<size_t>(i - 1)];
     const auto tokens = std::span<const int32_t>(seq.token_ids)
                             .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
     h.push_back(hash_fn_(parent, tokens));
   }
 }
 
-bool BlockManager::Verifies(const Block& b, uint64_t parent, std::span<const int32_t> tokens, int32_t index,
+bool BlockManager::Verifies(const Block& b, int32_t parent, std::span<const int32_t> tokens,
                             const std::string& salt) const {
-  return b.parent_hash == parent && std::equal(tokens.begin(), tokens.end(), b.tokens.begin(), b.tokens.end()) &&
-         (index > 0 || b.salt == salt);
+  if (b.parent != parent || !std::equal(tokens.begin(), tokens.end(), b.tokens.begin(), b.tokens.end())) return false;
+  if (parent < 0) return b.salt == salt;
+  return b.parent_generation == blocks_[static_cast<size_t>(parent)].generation;
 }
 
 PrefixMatch BlockManager::MatchPrefix(Sequence& seq) const {
@@ -63,10 +44,10 @@ PrefixMatch BlockManager::MatchPrefix(Sequence& seq) const {
     const auto it = hash_to_block_.find(seq.block_hashes[static_cast<size_t>(i)]);
     if (it == hash_to_block_.end()) break;
     const Block& b = blocks_[static_cast<size_t>(it->second)];
-    const uint64_t parent = i == 0 ? SaltRoot(seq.cache_salt) : seq.block_hashes[static_cast<size_t>(i - 1)];
+    const int32_t parent = i == 0 ? -1 : match.block_ids.back();
     const auto tokens = std::span<const int32_t>(seq.token_ids)
                             .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
-    if (!Verifies(b, parent, tokens, i, seq.cache_salt)) break;  // a collision: a miss
+    if (!Verifies(b, parent, tokens, seq.cache_salt)) break;  // a collision: a miss
     match.block_ids.push_back(it->second);
     if (b.ref_count == 0) ++match.num_evictable;
   }
@@ -127,6 +108,7 @@ int32_t BlockManager::TakeBlock() {
   Block& b = blocks_[static_cast<size_t>(id)];
   KVS_CHECK(b.ref_count == 0 && !b.hash.has_value());
   b.ref_count = 1;
+  ++b.generation;  // new KV: children published under the old content no longer verify
   ++num_used_;
   return id;
 }
@@ -137,14 +119,15 @@ void BlockManager::CommitComputed(Sequence& seq) {
   if (prefix_caching_) {
     EnsureHashes(seq, full);
     for (int32_t i = seq.num_committed_blocks; i < full; ++i) {
-      const uint64_t h = seq.block_hashes[static_cast<size_t>(i)];
+      const BlockHash h = seq.block_hashes[static_cast<size_t>(i)];
       const int32_t id = seq.block_table[static_cast<size_t>(i)];
       Block& b = blocks_[static_cast<size_t>(id)];
       // The same content computed twice (two sequences prefilled it in the
       // same step) is published once; the other copy stays private.
       if (b.hash.has_value() || hash_to_block_.count(h) != 0) continue;
       b.hash = h;
-      b.parent_hash = i == 0 ? SaltRoot(seq.cache_salt) : seq.block_hashes[static_cast<size_t>(i - 1)];
+      b.parent = i == 0 ? -1 : seq.block_table[static_cast<size_t>(i - 1)];
+      b.parent_generation = b.parent < 0 ? 0 : blocks_[static_cast<size_t>(b.parent)].generation;
       const auto tokens = std::span<const int32_t>(seq.token_ids)
                               .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
       b.tokens.assign(tokens.begin(), tokens.end());

@@ -9,12 +9,16 @@
 //   free    ref_count == 0 without a hash.
 // Invariant: num_free() + num_cached() + num_used() == num_blocks().
 //
-// Prefix cache: only FULL blocks are hashed, as a chain:
-//   hash[i] = xxh64(hash[i-1] as 8 bytes, token ids of block i)
-//   hash[-1] = xxh64(cache_salt)
-// so a hit on block i implies the whole prefix up to i matches, and two
-// salts never share a block. A hit also compares the stored parent hash,
-// token ids and (block 0) salt, so a hash collision is a miss, not wrong KV.
+// Prefix cache: only FULL blocks are hashed, as a chain of 128-bit hashes
+// (engine/block_hash.h defines it: XXH3-128 over the parent hash and the
+// block's token ids, rooted at the hash of the cache salt), so a hash names
+// the whole prefix up to its block and two salts never share a block.
+// A hash is only an index: a hit also compares the block's token ids, the
+// identity of its parent (the block matched at i-1, still holding the KV it
+// held when this block was published: ids plus a generation that changes
+// whenever a block is reused) and, for block 0, the salt. By induction a hit
+// on block i holds KV computed for exactly this prefix, so even a forced
+// hash collision is a miss, never another prefix's KV.
 // A block's hash is published only by CommitComputed, after the forward pass
 // wrote its KV: nobody can hit a block whose KV is missing. A lookup never
 // covers the last token of a sequence, so at least one token is computed
@@ -33,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/block_hash.h"
 #include "engine/sequence.h"
 
 namespace kvs::engine {
@@ -97,26 +102,28 @@ class BlockManager {
   // Recounts every state; "" when consistent, else what is wrong.
   std::string CheckInvariants() const;
 
-  // Tests only: replaces the block hash (to force collisions).
-  using HashFn = uint64_t (*)(uint64_t parent, std::span<const int32_t> tokens);
+  // Tests only: replaces the chain hash (to force collisions).
+  using HashFn = BlockHash (*)(const BlockHash& parent, std::span<const int32_t> tokens);
   void TEST_SetHashFunction(HashFn fn) { hash_fn_ = fn; }
 
  private:
   struct Block {
     int32_t ref_count = 0;
-    std::optional<uint64_t> hash;  // published; then also parent_hash/tokens/salt are set
-    uint64_t parent_hash = 0;
-    std::vector<int32_t> tokens;   // [block_size] tokens whose KV the block holds
-    std::string salt;              // first blocks only
+    uint64_t generation = 0;          // bumped each time the block is handed out for new KV
+    std::optional<BlockHash> hash;    // published; then also parent/tokens/salt are set
+    int32_t parent = -1;              // the block holding the previous block's KV; -1 for block 0
+    uint64_t parent_generation = 0;   // parent's generation when this block was published
+    std::vector<int32_t> tokens;      // [block_size] tokens whose KV the block holds
+    std::string salt;                 // first blocks only
     int32_t lru_prev = -1;         // LRU links while cached
     int32_t lru_next = -1;
   };
 
-  uint64_t SaltRoot(const std::string& salt) const;
   // Fills seq.block_hashes for its first `n` full blocks.
   void EnsureHashes(Sequence& seq, int32_t n) const;
-  bool Verifies(const Block& b, uint64_t parent, std::span<const int32_t> tokens, int32_t index,
-                const std::string& salt) const;
+  // Whether cached block b holds the KV of `tokens` after the KV of block
+  // `parent` (-1: at the start of a sequence with this salt).
+  bool Verifies(const Block& b, int32_t parent, std::span<const int32_t> tokens, const std::string& salt) const;
   int32_t TakeBlock();  // a free block, else the oldest cached one (evicted)
   void Release(int32_t id);
   void LruPushBack(int32_t id);
@@ -131,7 +138,7 @@ class BlockManager {
   int32_t lru_tail_ = -1;
   int32_t lru_size_ = 0;
   int32_t num_used_ = 0;
-  std::unordered_map<uint64_t, int32_t> hash_to_block_;
+  std::unordered_map<BlockHash, int32_t, BlockHashHasher> hash_to_block_;
   int64_t num_query_tokens_ = 0;
   int64_t num_hit_tokens_ = 0;
 };

@@ -5,6 +5,8 @@
 #include <map>
 #include <random>
 
+#include <xxhash.h>
+
 namespace kvs::engine {
 namespace {
 
@@ -165,7 +167,7 @@ TEST(BlockManagerTest, EvictsOldestCachedBlockOnlyWhenNoFreeBlockIsLeft) {
   EXPECT_EQ(bm.CheckInvariants(), "");
 }
 
-uint64_t ConstantHash(uint64_t, std::span<const int32_t>) { return 42; }
+BlockHash ConstantHash(const BlockHash&, std::span<const int32_t>) { return BlockHash{42, 42}; }
 
 TEST(BlockManagerTest, HashCollisionIsAMiss) {
   BlockManager bm(16, 2, true);
@@ -181,6 +183,97 @@ TEST(BlockManagerTest, HashCollisionIsAMiss) {
   EXPECT_EQ(bm.MatchPrefix(d).block_ids.size(), 1u) << "the second block's hash collides with the first's";
   Sequence salted = MakeSeq({1, 2, 3}, "x");
   EXPECT_TRUE(bm.MatchPrefix(salted).block_ids.empty());
+}
+
+// The real chain hash, except that block [7, 7] is made to collide with
+// block [1, 2] (same parent): an injected collision.
+BlockHash CollidingHash(const BlockHash& parent, std::span<const int32_t> tokens) {
+  static const int32_t kTwin[] = {1, 2};
+  if (tokens.size() == 2 && tokens[0] == 7 && tokens[1] == 7) tokens = kTwin;
+  return ChainBlockHash(parent, tokens);
+}
+
+// Two different prefixes whose chain hashes collide at block i-1 = 0: the
+// block C published at i = 1 chains from a hash equal to A's block 0, but its
+// KV was computed after [7, 7]. B (= A's prefix) must not get it.
+TEST(BlockManagerTest, CollidingParentHashNeverServesAnotherPrefixKv) {
+  BlockManager bm(16, 2, true);
+  bm.TEST_SetHashFunction(&CollidingHash);
+  Sequence a = MakeSeq({1, 2, 8, 8, 5});
+  Admit(bm, a, 5);
+  Compute(bm, a, 4);  // publishes [1,2] and [1,2][8,8]
+  Sequence c = MakeSeq({7, 7, 3, 4, 5});
+  EXPECT_TRUE(bm.MatchPrefix(c).block_ids.empty()) << "[7,7] collides with [1,2] but its tokens differ";
+  Admit(bm, c, 5);
+  Compute(bm, c, 4);  // [7,7] stays private (its hash is taken); [7,7][3,4] is published
+  const int32_t a0 = a.block_table[0];
+  Sequence b = MakeSeq({1, 2, 3, 4, 5});
+  const PrefixMatch m = bm.MatchPrefix(b);
+  ASSERT_EQ(m.block_ids.size(), 1u) << "block 1 of the match holds KV computed after [7, 7], not [1, 2]";
+  EXPECT_EQ(m.block_ids[0], a0);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
+// [7, 7] and [5, 5] both hash as [1, 2].
+BlockHash TwoCollisionsHash(const BlockHash& parent, std::span<const int32_t> tokens) {
+  static const int32_t kTwin[] = {1, 2};
+  if (tokens.size() == 2 && tokens[0] == tokens[1] && (tokens[0] == 7 || tokens[0] == 5)) tokens = kTwin;
+  return ChainBlockHash(parent, tokens);
+}
+
+// A cached block's parent is named by block id plus generation: when the
+// parent block is handed out again for other KV, the child no longer
+// verifies even though the new content sits in the same block with the same
+// (colliding) hash.
+TEST(BlockManagerTest, ReusedParentBlockInvalidatesItsCachedChildren) {
+  BlockManager bm(4, 2, true);
+  bm.TEST_SetHashFunction(&TwoCollisionsHash);
+  Sequence a = MakeSeq({1, 2, 8, 8, 5});
+  Admit(bm, a, 5);
+  Compute(bm, a, 4);  // a0 publishes hash X
+  bm.Free(a);
+  Sequence c = MakeSeq({7, 7, 3, 4, 5});
+  Admit(bm, c, 5);
+  Compute(bm, c, 4);  // c0 is private (X is taken), c1 = X.[3,4] is published with parent c0
+  const int32_t c0 = c.block_table[0], c1 = c.block_table[1];
+  bm.Free(c);         // c0 back to the free list, c1 cached
+  Sequence w = MakeSeq({5, 5, 3, 4, 5});
+  Admit(bm, w, 5);    // takes c0 again and evicts a0, freeing X
+  ASSERT_EQ(w.block_table[0], c0);
+  Compute(bm, w, 4);  // w0 = c0 now publishes X with [5, 5]
+  bm.Free(w);
+  Sequence g = MakeSeq({5, 5, 3, 4, 5});
+  const PrefixMatch m = bm.MatchPrefix(g);
+  ASSERT_EQ(m.block_ids.size(), 1u) << "block " << c1 << " holds KV computed after [7, 7], not [5, 5]";
+  EXPECT_EQ(m.block_ids[0], c0);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
+// The chain hash follows the byte layout documented in block_hash.h, and the
+// block manager uses exactly that chain (the gateway relies on both).
+TEST(BlockHashTest, FollowsTheDocumentedLayout) {
+  const std::string salt = "tenant-7";
+  const XXH128_hash_t root = XXH3_128bits_withSeed(salt.data(), salt.size(), 0x6b7673657276ULL);
+  EXPECT_EQ(BlockHashRoot(salt), (BlockHash{root.low64, root.high64}));
+  const std::vector<int32_t> tokens = {1, -2, 300000, 4, 5, 6, 7};
+  std::vector<unsigned char> bytes;
+  auto put = [&](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<unsigned char>(v >> (8 * i)));
+  };
+  put(root.low64, 8);
+  put(root.high64, 8);
+  for (int i = 0; i < 3; ++i) put(static_cast<uint32_t>(tokens[static_cast<size_t>(i)]), 4);
+  const XXH128_hash_t h0 = XXH3_128bits_withSeed(bytes.data(), bytes.size(), 0);
+  const std::vector<BlockHash> chain = ChainBlockHashes(salt, tokens, 3);
+  ASSERT_EQ(chain.size(), 2u);  // full blocks only
+  EXPECT_EQ(chain[0], (BlockHash{h0.low64, h0.high64}));
+  EXPECT_EQ(chain[1], ChainBlockHash(chain[0], std::span<const int32_t>(tokens).subspan(3, 3)));
+  EXPECT_NE(ChainBlockHashes("", tokens, 3)[0], chain[0]) << "the salt roots the chain";
+
+  BlockManager bm(8, 3, true);
+  Sequence s = MakeSeq(tokens, salt);
+  bm.MatchPrefix(s);
+  EXPECT_EQ(s.block_hashes, chain);
 }
 
 TEST(BlockManagerTest, DisabledPrefixCachingNeverShares) {

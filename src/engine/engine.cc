@@ -131,30 +131,17 @@ bool Engine::StepOnce() {
 }
 
 StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
-  const auto num_prompt = static_cast<int64_t>(request.prompt_token_ids.size());
-  if (num_prompt == 0) return InvalidArgument("the prompt is empty; at least one token is required");
-  for (int64_t i = 0; i < num_prompt; ++i) {
-    const int32_t t = request.prompt_token_ids[static_cast<size_t>(i)];
-    if (t < 0 || t >= vocab_size_) {
-      return InvalidArgument("prompt token {} at position {} is outside the vocabulary [0, {})", t, i, vocab_size_);
-    }
-  }
-  KVS_RETURN_IF_ERROR(request.sampling.Validate(vocab_size_));
-  const int64_t max_tokens = request.sampling.max_tokens;
-  if (num_prompt + max_tokens > config_.max_context_length) {
-    return OutOfRange("prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds max_context_length ({})",
-                      num_prompt, max_tokens, num_prompt + max_tokens, config_.max_context_length);
-  }
-  // The last sampled token is never written to the KV cache.
-  const int64_t positions = num_prompt + max_tokens - 1;
-  const int64_t blocks = (positions + block_size_ - 1) / block_size_;
-  if (blocks > num_blocks_) {
-    return OutOfRange(
-        "prompt ({} tokens) + max_tokens ({}) needs up to {} KV blocks of {} tokens, but the whole KV pool has {} "
-        "blocks ({} tokens); lower max_tokens or give the server more KV memory",
-        num_prompt, max_tokens, blocks, block_size_, num_blocks_, static_cast<int64_t>(num_blocks_) * block_size_);
-  }
+  KVS_RETURN_IF_ERROR(ValidateRequest(request, limits()));
   return inbox_.Push(std::move(request));
+}
+
+RequestLimits Engine::limits() const {
+  RequestLimits l;
+  l.vocab_size = vocab_size_;
+  l.max_context_length = config_.max_context_length;
+  l.block_size = block_size_;
+  l.num_blocks = num_blocks_;
+  return l;
 }
 
 Status Engine::Cancel(const std::string& request_id) { return inbox_.Cancel(request_id); }
@@ -214,7 +201,11 @@ Status Engine::Forward(const SchedulerOutput& plan) {
   const auto num_logits = static_cast<size_t>(batch_.NumLogits());
   counters_.num_computed_tokens += plan.num_tokens;
   ++counters_.num_steps;
-  return runner_->Forward(batch_, std::span<float>(logits_).first(num_logits * static_cast<size_t>(vocab_size_)));
+  counters_.num_blocks_used_peak = std::max(counters_.num_blocks_used_peak, block_manager_.num_used());
+  const auto t0 = Clock::now();
+  Status st = runner_->Forward(batch_, std::span<float>(logits_).first(num_logits * static_cast<size_t>(vocab_size_)));
+  counters_.forward_seconds += Seconds(t0, Clock::now());
+  return st;
 }
 
 void Engine::SampleTokens(const SchedulerOutput& plan) {

@@ -82,6 +82,9 @@ struct EngineStats {
   int32_t num_blocks_used = 0;    // referenced by running sequences
   int32_t num_blocks_cached = 0;  // prefix cache, evictable
   int32_t num_blocks_free = 0;
+  // Most blocks used at once since start, sampled right after each
+  // schedule (allocation happens there), so no scrape can miss the peak.
+  int32_t num_blocks_used_peak = 0;
   int64_t kv_slots_allocated = 0; // used blocks * block_size
   int64_t kv_slots_unwritten = 0; // allocated to running sequences but holding no KV
   // Prefix cache.
@@ -92,6 +95,9 @@ struct EngineStats {
   int64_t num_preemptions = 0;
   int64_t num_computed_tokens = 0;   // tokens run through the model (prefill + decode)
   int64_t num_generated_tokens = 0;  // tokens sampled
+  // Wall time spent in the model runner's forward passes (the CPU stand-in
+  // for accelerator busy time: its rate is the compute utilisation).
+  double forward_seconds = 0;
 };
 
 class Engine {
@@ -110,11 +116,10 @@ class Engine {
   // (Unavailable: "the engine stopped") and Submit refuses from now on.
   void Stop();
 
-  // Validates and queues a request; its output arrives on the stream.
-  // InvalidArgument: empty prompt, token outside the vocabulary, bad
-  //   sampling parameters, duplicate live request id.
-  // OutOfRange: prompt + max_tokens > max_context_length, or more KV blocks
-  //   than the whole pool could ever give it.
+  // Validates (ValidateRequest against limits()) and queues a request; its
+  // output arrives on the stream.
+  // InvalidArgument: as ValidateRequest, or a duplicate live request id.
+  // OutOfRange: as ValidateRequest.
   // ResourceExhausted: max_queued_requests are already queued.
   // Unavailable: the engine is stopped.
   StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
@@ -129,6 +134,7 @@ class Engine {
   EngineStats GetStats() const;
 
   const EngineConfig& config() const { return config_; }
+  RequestLimits limits() const;
   int32_t vocab_size() const { return vocab_size_; }
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <map>
 #include <set>
 #include <thread>
@@ -136,9 +138,22 @@ TEST(EngineTest, TinyPoolPreemptionGivesIdenticalOutputs) {
     auto t = MakeEngine(Opts(num_blocks), c);
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (const Request& r : work) streams.push_back(MustSubmit(*t.engine, r));
+    int32_t max_used_seen = 0;
     while (t.engine->Step()) {
       EXPECT_EQ(t.engine->TEST_CheckInvariants(), "");
+      max_used_seen = std::max(max_used_seen, t.engine->GetStats().num_blocks_used);
     }
+    // The peak is sampled inside the step (after scheduling), so it covers
+    // every value seen between steps, stays within the pool, and outlives
+    // the requests; forward passes took measurable time.
+    const EngineStats end = t.engine->GetStats();
+    EXPECT_GE(end.num_blocks_used_peak, max_used_seen);
+    EXPECT_LE(end.num_blocks_used_peak, num_blocks);
+    if (num_blocks < 100) {
+      EXPECT_GE(end.num_blocks_used_peak, num_blocks - 2) << "a tiny pool fills up";
+    }
+    EXPECT_GT(end.forward_seconds, 0.0);
+    EXPECT_GT(end.num_steps, 0);
     std::vector<std::vector<int32_t>> out;
     for (auto& s : streams) {
       const Collected c = Drain(*s);
@@ -532,6 +547,83 @@ TEST(EngineTest, ConfigIsValidatedAgainstTheRunner) {
   c.eos_token_ids = {64};
   e = Engine::Create(c, std::make_unique<FakeModelRunner>(Opts(64)));
   EXPECT_NE(e.status().message().find("eos token id 64"), std::string::npos);
+}
+
+// The consumer side without blocking: the ready signal fires when output
+// arrives for a consumer that has taken everything (once per merged batch,
+// and at once when output is already waiting), and a consumer that only
+// reacts to it still receives every token and exactly one final chunk.
+TEST(RequestStreamTest, ReadySignalFiresPerBatchAndAtRegistration) {
+  RequestStream s("r");
+  StreamChunk a;
+  a.token_ids = {1};
+  s.Push(a);  // before any listener: nothing to call
+  int calls = 0;
+  s.SetOnReady([&] { ++calls; });
+  EXPECT_EQ(calls, 1);  // output was already waiting
+  StreamChunk b;
+  b.token_ids = {2};
+  s.Push(b);  // merges into the pending chunk: no second signal
+  EXPECT_EQ(calls, 1);
+  auto c = s.Next(std::chrono::milliseconds(0));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->token_ids, (std::vector<int32_t>{1, 2}));
+  StreamChunk fin;
+  fin.finish_reason = FinishReason::kLength;
+  s.Push(fin);
+  EXPECT_EQ(calls, 2);
+  EXPECT_TRUE(s.Next(std::chrono::milliseconds(0))->finished());
+}
+
+TEST(RequestStreamTest, ConsumerDrivenOnlyByTheReadySignal) {
+  auto t = MakeEngine(Opts(256), Config());
+  ASSERT_TRUE(t.engine->Start().ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int32_t> got;
+  int finals = 0;
+  Request r = MakeRequest(MakePrompt(20, 3, 64), 40, true, 0);
+  r.sampling.ignore_eos = true;
+  auto stream = MustSubmit(*t.engine, r);
+  ASSERT_NE(stream, nullptr);
+  stream->SetOnReady([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    for (;;) {
+      auto c = stream->Next(std::chrono::milliseconds(0));
+      if (!c.ok()) break;
+      got.insert(got.end(), c->token_ids.begin(), c->token_ids.end());
+      if (c->finished()) ++finals;
+    }
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return finals > 0; }));
+  EXPECT_EQ(finals, 1);
+  EXPECT_EQ(got.size(), 40u);
+  lock.unlock();
+  t.engine->Stop();
+}
+
+TEST(EngineTest, ValidateRequestIsTheOneCheck) {
+  RequestLimits l;
+  l.vocab_size = 64;
+  l.max_context_length = 100;
+  l.block_size = 16;
+  l.num_blocks = 4;  // 64 positions: less than the context
+  Request r = MakeRequest({1, 2, 3}, 10, true, 0);
+  EXPECT_TRUE(ValidateRequest(r, l).ok());
+  r.prompt_token_ids.push_back(64);
+  EXPECT_EQ(ValidateRequest(r, l).code(), StatusCode::kInvalidArgument);
+  r.prompt_token_ids.pop_back();
+  r.sampling.max_tokens = 98;
+  EXPECT_EQ(ValidateRequest(r, l).code(), StatusCode::kOutOfRange);  // context
+  r.sampling.max_tokens = 70;
+  const Status st = ValidateRequest(r, l);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);  // the KV pool
+  EXPECT_NE(st.message().find("KV blocks"), std::string::npos);
+  r.sampling.max_tokens = 5;
+  r.sampling.stop_token_ids = {99};
+  EXPECT_NE(ValidateRequest(r, l).message().find("stop token id 99"), std::string::npos);
 }
 
 }  // namespace

@@ -2,10 +2,41 @@
 
 namespace kvs::engine {
 
+Status ValidateRequest(const Request& request, const RequestLimits& limits) {
+  const auto num_prompt = static_cast<int64_t>(request.prompt_token_ids.size());
+  if (num_prompt == 0) return InvalidArgument("the prompt is empty; at least one token is required");
+  for (int64_t i = 0; i < num_prompt; ++i) {
+    const int32_t t = request.prompt_token_ids[static_cast<size_t>(i)];
+    if (t < 0 || t >= limits.vocab_size) {
+      return InvalidArgument("prompt token {} at position {} is outside the vocabulary [0, {})", t, i,
+                             limits.vocab_size);
+    }
+  }
+  KVS_RETURN_IF_ERROR(request.sampling.Validate(limits.vocab_size));
+  const int64_t max_tokens = request.sampling.max_tokens;
+  if (num_prompt + max_tokens > limits.max_context_length) {
+    return OutOfRange("prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds max_context_length ({})", num_prompt,
+                      max_tokens, num_prompt + max_tokens, limits.max_context_length);
+  }
+  // The last sampled token is never written to the KV cache.
+  const int64_t positions = num_prompt + max_tokens - 1;
+  const int64_t blocks = (positions + limits.block_size - 1) / limits.block_size;
+  if (blocks > limits.num_blocks) {
+    return OutOfRange(
+        "prompt ({} tokens) + max_tokens ({}) needs up to {} KV blocks of {} tokens, but the whole KV pool has {} "
+        "blocks ({} tokens); lower max_tokens or give the server more KV memory",
+        num_prompt, max_tokens, blocks, limits.block_size, limits.num_blocks,
+        static_cast<int64_t>(limits.num_blocks) * limits.block_size);
+  }
+  return Status::Ok();
+}
+
 void RequestStream::Push(StreamChunk delta) {
+  bool notify = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     KVS_CHECK_MSG(!final_pushed_, "request {}: output after its final chunk", request_id_);
+    notify = !has_pending_ && on_ready_ != nullptr;
     if (!has_pending_) {
       pending_ = std::move(delta);
     } else {
@@ -27,6 +58,18 @@ void RequestStream::Push(StreamChunk delta) {
     final_pushed_ = pending_.finished();
   }
   cv_.notify_all();
+  if (notify) on_ready_();
+}
+
+void RequestStream::SetOnReady(std::function<void()> fn) {
+  bool ready = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    KVS_CHECK_MSG(on_ready_ == nullptr, "request {}: SetOnReady called twice", request_id_);
+    on_ready_ = std::move(fn);
+    ready = has_pending_;
+  }
+  if (ready) on_ready_();
 }
 
 StatusOr<StreamChunk> RequestStream::TakeLocked() {

@@ -6,7 +6,9 @@
 // ends with exactly one final chunk (finish_reason != kNone): stop, length,
 // cancelled or error. If the consumer is slower than the engine, pending
 // tokens merge into one chunk, so nothing is lost and nothing waits on the
-// consumer. After the final chunk, Next returns OutOfRange.
+// consumer. After the final chunk, Next returns OutOfRange. A consumer that
+// does not want to block in Next registers SetOnReady: it is told whenever
+// output becomes available and then takes it with Next(0).
 // Thread-safety: RequestStream is shared by the engine thread (producer) and
 // one consumer thread; all its methods are thread-safe.
 #pragma once
@@ -14,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,8 +34,27 @@ struct Request {
   std::vector<int32_t> prompt_token_ids; // [num_prompt_tokens], each in [0, vocab_size)
   SamplingParams sampling;
   int32_t priority = 0;                  // lower first; used by SchedulingPolicy::kPriority
-  std::string cache_salt;                // requests share cached prefixes only within one salt
+  // Requests share cached prefixes only within one salt. Opaque bytes kept
+  // with every cached first block: callers with long or secret salts pass a
+  // digest of them (the server does).
+  std::string cache_salt;
 };
+
+// What a request must fit: the engine's configuration and its runner.
+struct RequestLimits {
+  int32_t vocab_size = 0;
+  int32_t max_context_length = 0;  // prompt + max_tokens
+  int32_t block_size = 1;
+  int32_t num_blocks = 0;          // the whole KV pool
+};
+
+// The one validation of a request (Engine::Submit calls it; a server calls
+// it where a request enters, to answer before queueing anything).
+// InvalidArgument: empty prompt, token outside the vocabulary, bad sampling
+//   parameters (SamplingParams::Validate).
+// OutOfRange: prompt + max_tokens > max_context_length, or more KV blocks
+//   than the whole pool could ever give it.
+Status ValidateRequest(const Request& request, const RequestLimits& limits);
 
 // Logprobs of one output token (see sampler.h for what they are).
 struct OutputLogprobs {
@@ -85,6 +107,13 @@ class RequestStream {
   // Whether the final chunk has been produced (it may not be taken yet).
   bool finished() const;
 
+  // Calls fn whenever output becomes available to a consumer that has taken
+  // everything before (at most one call per batch of merged output), from
+  // the engine thread, or at once from this thread if output is already
+  // waiting. fn must not block; it typically posts a Next(0) to the
+  // consumer's executor. Set at most once.
+  void SetOnReady(std::function<void()> fn);
+
   // Engine side: merges `delta` into the pending chunk and wakes the
   // consumer. Only the engine calls it; once with a final chunk, then never.
   void Push(StreamChunk delta);
@@ -99,6 +128,8 @@ class RequestStream {
   bool has_pending_ = false;   // guarded by mu_
   bool final_pushed_ = false;  // guarded by mu_
   bool final_taken_ = false;   // guarded by mu_
+  // Set once under mu_, then only read; called without the lock.
+  std::function<void()> on_ready_;
 };
 
 }  // namespace kvs::engine

@@ -71,11 +71,6 @@ void RequestQueue::Close() {
   cv_.notify_all();
 }
 
-int32_t RequestQueue::num_queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return num_queued_;
-}
-
 int32_t RequestQueue::num_pending() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int32_t>(requests_.size());

@@ -51,7 +51,6 @@ class RequestQueue {
   // Refuses new requests from now on and wakes the engine thread.
   void Close();
 
-  int32_t num_queued() const;   // not yet scheduled (inbox and waiting)
   int32_t num_pending() const;  // still in the inbox
 
  private:

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/block_hash.h"
 #include "engine/sampling_params.h"
 
 namespace kvs::engine {
@@ -57,7 +58,7 @@ struct Sequence {
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;       // leading tokens whose KV is written (cached ones included)
   std::vector<int32_t> block_table;      // KV block ids, in position order
-  std::vector<uint64_t> block_hashes;    // chained prefix-cache hashes of full blocks (BlockManager's cache)
+  std::vector<BlockHash> block_hashes;   // chained prefix-cache hashes of full blocks (BlockManager's cache)
   int32_t num_committed_blocks = 0;      // leading blocks already offered to the prefix cache
 
   // Sampling state: advanced once per sampled token, so a seeded sequence

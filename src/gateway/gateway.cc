@@ -10,7 +10,7 @@
 
 #include "gateway/proxy.h"
 #include "gateway/redis_limiter.h"
-#include "server/generation.h"
+#include "api/error.h"
 
 namespace kvs::gateway {
 
@@ -27,17 +27,13 @@ std::string RandomHex(size_t n) {
   return s;
 }
 
-server::ApiError MakeError(int status, std::string message, std::string type, std::string code) {
-  return GatewayError(status, std::move(message), std::move(type), std::move(code));
-}
-
 void ReplyJson(const std::shared_ptr<http::Exchange>& ex, int status, const json& body,
                std::vector<std::pair<std::string, std::string>> headers = {}) {
   http::HttpResponse res;
   res.status = status;
   res.SetHeader("Content-Type", "application/json");
   for (auto& [k, v] : headers) res.SetHeader(k, v);
-  res.body = server::Dump(body);
+  res.body = api::Dump(body);
   ex->Respond(std::move(res));
 }
 
@@ -185,7 +181,7 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   const http::HttpRequest& req = ex->request();
   if (int status = ex->transport_error()) {
     return ReplyGatewayError(this, ex,
-                             MakeError(status, ex->transport_error_message(), "invalid_request_error",
+                             api::MakeError(status, ex->transport_error_message(), "invalid_request_error",
                                        status == 413 ? "request_too_large"
                                                      : status == 431 ? "header_too_large" : "invalid_request"),
                              id, nullptr);
@@ -210,13 +206,13 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   }
   if (!route) {
     return ReplyGatewayError(
-        this, ex, MakeError(404, fmt::format("no route for {} {}", req.method, req.path), "not_found_error", "not_found"),
+        this, ex, api::MakeError(404, fmt::format("no route for {} {}", req.method, req.path), "not_found_error", "not_found"),
         id, nullptr);
   }
   const bool head_ok = std::string_view(route->method) == "GET" && req.method == "HEAD";
   if (req.method != route->method && !head_ok) {
     return ReplyGatewayError(this, ex,
-                             MakeError(405, fmt::format("{} does not allow {}; use {}", req.path, req.method, route->method),
+                             api::MakeError(405, fmt::format("{} does not allow {}; use {}", req.path, req.method, route->method),
                                        "invalid_request_error", "method_not_allowed"),
                              id, nullptr);
   }
@@ -237,7 +233,7 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
     auto p = parts_.auth->Current()->Authenticate(key);
     if (!p) {
       return ReplyGatewayError(this, ex,
-                               MakeError(401,
+                               api::MakeError(401,
                                          key.empty() ? "missing API key: send it as \"Authorization: Bearer YOUR_KEY\""
                                                      : "incorrect API key provided",
                                          "authentication_error", "invalid_api_key"),
@@ -246,7 +242,7 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
     principal = std::move(*p);
   }
   if (draining_) {
-    server::ApiError e = MakeError(503, "the gateway is shutting down and accepts no new requests",
+    api::ApiError e = api::MakeError(503, "the gateway is shutting down and accepts no new requests",
                                    "service_unavailable", "server_draining");
     e.retry_after_seconds = 1;
     return ReplyGatewayError(this, ex, e, id, &principal);
@@ -254,7 +250,7 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   if (path == "/v1/models") return HandleModels(ex, "");
   if (path == "/v1/models/") return HandleModels(ex, req.path.substr(path.size()));
   StartProxy(this, std::move(ex),
-             path == "/v1/completions" ? server::Endpoint::kCompletions : server::Endpoint::kChatCompletions,
+             path == "/v1/completions" ? api::Endpoint::kCompletions : api::Endpoint::kChatCompletions,
              std::move(principal), id);
 }
 
@@ -303,7 +299,7 @@ void Gateway::HandleModels(std::shared_ptr<http::Exchange> ex, const std::string
   if (!id.empty()) {
     auto it = served.find(id);
     if (it == served.end()) {
-      server::ApiError e = MakeError(404, fmt::format("the model '{}' does not exist", id), "invalid_request_error",
+      api::ApiError e = api::MakeError(404, fmt::format("the model '{}' does not exist", id), "invalid_request_error",
                                      "model_not_found");
       e.param = "model";
       return ReplyJson(ex, 404, e.ToJson());

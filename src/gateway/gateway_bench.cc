@@ -29,6 +29,7 @@
 #include "http/http_client.h"
 #include "http/http_server.h"
 #include "http/sse.h"
+#include "http/sse_parser.h"
 
 namespace kvs::gateway {
 namespace {

@@ -1,5 +1,5 @@
 // GatewayMetrics: the gateway's Prometheus metrics (prefix kvserve_gateway:),
-// on the server's Registry (server/metrics.h). docs/gateway.md lists them.
+// on the server's Registry (metrics/metrics.h). docs/gateway.md lists them.
 //
 // AuditLog: one JSON line per request (time, request id, key id, tenant,
 // pool, replica, status, prompt/completion tokens, TTFT, duration, retries,
@@ -16,35 +16,35 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 namespace kvs::gateway {
 
 struct GatewayMetrics {
   GatewayMetrics();
 
-  server::Registry registry;
-  server::Family<server::Counter>& requests;          // tenant, pool, replica, status
-  server::Family<server::Counter>& rate_limited;      // tenant, reason
-  server::Family<server::Counter>& rate_limited_tokens;  // tenant
-  server::Family<server::Counter>& tokens_reserved;   // tenant
-  server::Family<server::Counter>& tokens_used;       // tenant, kind (prompt, completion)
-  server::Family<server::Gauge>& tenant_in_flight;    // tenant
-  server::Family<server::Gauge>& replica_healthy;     // pool, replica
-  server::Family<server::Gauge>& replica_outstanding_tokens;  // pool, replica
-  server::Family<server::Gauge>& replica_queue_length;        // pool, replica (scraped)
-  server::Family<server::Gauge>& replica_kv_usage;            // pool, replica (scraped)
-  server::Family<server::Histogram>& upstream_first_byte;     // pool: request sent -> head / first token
-  server::Family<server::Histogram>& upstream_duration;       // pool
-  server::Family<server::Counter>& upstream_errors;   // pool, replica, kind
-  server::Family<server::Counter>& retries;           // pool
-  server::Family<server::Counter>& ejections;         // pool, replica, cause (probe, failures)
-  server::Family<server::Counter>& readmissions;      // pool, replica
-  server::Counter& stream_errors;                     // in-band error events sent
-  server::Counter& client_disconnects;                // clients that left mid-request
-  server::Counter& key_reloads;
-  server::Counter& shared_state_errors;               // Redis calls that failed
-  server::Gauge& in_flight;
+  metrics::Registry registry;
+  metrics::Family<metrics::Counter>& requests;          // tenant, pool, replica, status
+  metrics::Family<metrics::Counter>& rate_limited;      // tenant, reason
+  metrics::Family<metrics::Counter>& rate_limited_tokens;  // tenant
+  metrics::Family<metrics::Counter>& tokens_reserved;   // tenant
+  metrics::Family<metrics::Counter>& tokens_used;       // tenant, kind (prompt, completion)
+  metrics::Family<metrics::Gauge>& tenant_in_flight;    // tenant
+  metrics::Family<metrics::Gauge>& replica_healthy;     // pool, replica
+  metrics::Family<metrics::Gauge>& replica_outstanding_tokens;  // pool, replica
+  metrics::Family<metrics::Gauge>& replica_queue_length;        // pool, replica (scraped)
+  metrics::Family<metrics::Gauge>& replica_kv_usage;            // pool, replica (scraped)
+  metrics::Family<metrics::Histogram>& upstream_first_byte;     // pool: request sent -> head / first token
+  metrics::Family<metrics::Histogram>& upstream_duration;       // pool
+  metrics::Family<metrics::Counter>& upstream_errors;   // pool, replica, kind
+  metrics::Family<metrics::Counter>& retries;           // pool
+  metrics::Family<metrics::Counter>& ejections;         // pool, replica, cause (probe, failures)
+  metrics::Family<metrics::Counter>& readmissions;      // pool, replica
+  metrics::Counter& stream_errors;                     // in-band error events sent
+  metrics::Counter& client_disconnects;                // clients that left mid-request
+  metrics::Counter& key_reloads;
+  metrics::Counter& shared_state_errors;               // Redis calls that failed
+  metrics::Gauge& in_flight;
 };
 
 struct AuditRecord {

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "http/sse.h"
+#include "http/sse_parser.h"
 
 namespace kvs::gateway {
 namespace {

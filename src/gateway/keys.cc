@@ -13,7 +13,7 @@
 #include <openssl/rand.h>
 #include <yaml-cpp/yaml.h>
 
-#include "server/sha256.h"
+#include "base/sha256.h"
 
 namespace kvs::gateway {
 
@@ -41,7 +41,7 @@ Status ReadNumber(const YAML::Node& n, const std::string& where, double lo, doub
 
 }  // namespace
 
-std::string KeyDigest(std::string_view key) { return server::Sha256Hex(key); }
+std::string KeyDigest(std::string_view key) { return Sha256Hex(key); }
 std::string KeyIdOfDigest(std::string_view digest) { return "k-" + std::string(digest.substr(0, 8)); }
 
 StatusOr<std::string> GenerateApiKey() {

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
-#include "server/generation.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/model_chat.h"
+#include "api/error.h"
+#include "template/chat_template.h"
+#include "template/model_chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::gateway {
@@ -19,38 +19,38 @@ StatusOr<std::unique_ptr<PromptCounter>> PromptCounter::Load(const std::string& 
   auto tok = tok::Tokenizer::FromGguf(*c->file_);
   if (!tok.ok()) return tok.status().WithContext("tokenizer of " + gguf_path);
   c->tok_ = std::move(*tok);
-  KVS_ASSIGN_OR_RETURN(tok::ModelChatTemplate chat, tok::LoadModelChatTemplate(*c->tok_));
-  c->template_ = std::make_unique<tok::ChatTemplate>(std::move(chat.tmpl));
+  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*c->tok_));
+  c->template_ = std::make_unique<tmpl::ChatTemplate>(std::move(chat.tmpl));
   return c;
 }
 
 int32_t PromptCounter::vocab_size() const { return tok_->vocab_size(); }
 
-std::optional<server::ApiError> PromptCounter::Count(server::Endpoint endpoint, const nlohmann::json& body,
-                                                     std::string_view raw, CountedRequest* out) const {
-  using server::BadRequest;
-  const bool chat = endpoint == server::Endpoint::kChatCompletions;
-  if (auto e = chat ? server::ParseChatRequest(body, &out->req, raw) : server::ParseCompletionRequest(body, &out->req)) {
+std::optional<api::ApiError> PromptCounter::Count(api::Endpoint endpoint, const api::Json& body,
+                                                  CountedRequest* out) const {
+  using api::BadRequest;
+  const bool chat = endpoint == api::Endpoint::kChatCompletions;
+  if (auto e = chat ? api::ParseChatRequest(body, &out->req) : api::ParseCompletionRequest(body, &out->req)) {
     return e;
   }
-  const server::ParsedRequest& req = out->req;
+  const api::ParsedRequest& req = out->req;
   if (chat) {
-    tok::ChatRequest r;
+    tmpl::ChatRequest r;
     r.messages = req.messages;
     if (req.tools.is_array() && !req.tools.empty()) r.tools = req.tools;
     r.add_generation_prompt = true;
-    tok::SetSpecialTokens(*tok_, &r);
+    tmpl::SetSpecialTokens(*tok_, &r);
     auto text = template_->Render(r);
     if (!text.ok()) {
-      server::ApiError e = BadRequest("cannot apply the chat template: " + text.status().message(), "messages");
-      return e;
+      // The server's answer to the same request (400 on messages).
+      return BadRequest("cannot apply the chat template: " + text.status().message(), "messages");
     }
     out->prompts.push_back(tok_->Encode(*text, /*add_special=*/false, /*parse_special=*/true));
     out->prompt_text = std::move(*text);
   } else {
     const int32_t vocab = tok_->vocab_size();
     for (size_t i = 0; i < req.prompts.size(); ++i) {
-      const server::PromptInput& in = req.prompts[i];
+      const api::PromptInput& in = req.prompts[i];
       const std::string param = req.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
       std::vector<int32_t> ids;
       if (in.text) {

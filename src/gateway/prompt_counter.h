@@ -3,8 +3,8 @@
 // It loads the model's tokenizer and chat template from the GGUF file (the
 // mapping is opened, no weights are read or converted) and runs the same
 // code as the server: the OpenAI request parser and validator
-// (server/openai_request.h), the model's chat template (tok::ChatTemplate via
-// tok::LoadModelChatTemplate) and the tokenizer. A request the server would
+// (api/openai_request.h), the model's chat template (tmpl::ChatTemplate via
+// tmpl::LoadModelChatTemplate) and the tokenizer. A request the server would
 // refuse as malformed gets the same 400 here, before it costs a replica
 // anything.
 // Thread-safety: immutable after Load; Count may run on many threads at once.
@@ -19,20 +19,22 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "server/openai_request.h"
+#include "api/openai_request.h"
 
 namespace kvs::gguf {
 class GgufFile;
 }
 namespace kvs::tok {
 class Tokenizer;
-class ChatTemplate;
 }  // namespace kvs::tok
+namespace kvs::tmpl {
+class ChatTemplate;
+}  // namespace kvs::tmpl
 
 namespace kvs::gateway {
 
 struct CountedRequest {
-  server::ParsedRequest req;
+  api::ParsedRequest req;
   std::vector<std::vector<int32_t>> prompts;  // the token ids of each prompt (chat: one)
   int64_t max_prompt_tokens = 0;
   int64_t total_prompt_tokens = 0;
@@ -44,9 +46,8 @@ class PromptCounter {
   static StatusOr<std::unique_ptr<PromptCounter>> Load(const std::string& gguf_path);
   ~PromptCounter();
 
-  // body: the parsed JSON object, raw: the same body as text (key order).
-  std::optional<server::ApiError> Count(server::Endpoint endpoint, const nlohmann::json& body, std::string_view raw,
-                                        CountedRequest* out) const;
+  // body: the parsed JSON object (in the client's key order).
+  std::optional<api::ApiError> Count(api::Endpoint endpoint, const api::Json& body, CountedRequest* out) const;
   int32_t vocab_size() const;
   const std::string& path() const { return path_; }
 
@@ -55,7 +56,7 @@ class PromptCounter {
   std::string path_;
   std::unique_ptr<gguf::GgufFile> file_;
   std::unique_ptr<tok::Tokenizer> tok_;
-  std::unique_ptr<tok::ChatTemplate> template_;
+  std::unique_ptr<tmpl::ChatTemplate> template_;
 };
 
 }  // namespace kvs::gateway

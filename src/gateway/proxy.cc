@@ -7,7 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include "http/sse.h"
-#include "server/generation.h"
+#include "http/sse_parser.h"
+#include "api/error.h"
 
 namespace kvs::gateway {
 
@@ -22,10 +23,6 @@ constexpr size_t kMaxUpstreamBody = size_t{64} << 20;  // non-streaming response
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 std::chrono::milliseconds ToMs(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
-}
-
-server::ApiError MakeError(int status, std::string message, std::string type, std::string code) {
-  return GatewayError(status, std::move(message), std::move(type), std::move(code));
 }
 
 // Does a stream event carry a token (or the end)? The chat role delta and
@@ -50,16 +47,15 @@ bool CarriesToken(const json& j) {
 
 class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
  public:
-  ProxyRequest(Gateway* gw, std::shared_ptr<http::Exchange> ex, server::Endpoint endpoint, Principal principal,
+  ProxyRequest(Gateway* gw, std::shared_ptr<http::Exchange> ex, api::Endpoint endpoint, Principal principal,
                std::string id)
       : gw_(gw), ex_(std::move(ex)), endpoint_(endpoint), principal_(std::move(principal)), id_(std::move(id)) {}
 
   // Prep thread.
   void Prepare() {
-    json body;
-    if (auto e = server::ParseJsonObject(ex_->request().body, &body)) return PostError(*e);
-    if (auto e = gw_->counter().Count(endpoint_, body, ex_->request().body, &counted_)) return PostError(*e);
-    const server::ParsedRequest& req = counted_.req;
+    if (auto e = api::ParseJsonObject(ex_->request().body, &body_)) return PostError(*e);
+    if (auto e = gw_->counter().Count(endpoint_, body_, &counted_)) return PostError(*e);
+    const api::ParsedRequest& req = counted_.req;
     stream_ = req.stream;
     client_wants_usage_ = req.include_usage;
     if (auto e = ChoosePools()) return PostError(*e);
@@ -87,17 +83,17 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
  private:
   // --- preparation ----------------------------------------------------------
 
-  void PostError(const server::ApiError& e) {
+  void PostError(const api::ApiError& e) {
     auto self = shared_from_this();
     ex_->Post([self, e] { self->FinishWithError(e); });
   }
 
-  std::optional<server::ApiError> ChoosePools() {
-    const server::ParsedRequest& req = counted_.req;
+  std::optional<api::ApiError> ChoosePools() {
+    const api::ParsedRequest& req = counted_.req;
     const int64_t prompt = counted_.max_prompt_tokens;
     const Router& router = gw_->router();
     const int64_t largest = router.largest_context();
-    const bool chat = endpoint_ == server::Endpoint::kChatCompletions;
+    const bool chat = endpoint_ == api::Endpoint::kChatCompletions;
     if (req.max_tokens) {
       max_tokens_ = *req.max_tokens;
     } else if (chat) {
@@ -117,7 +113,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     pools_ = router.PoolsFor(prompt + wanted);
     if (pools_.empty()) {
       const std::string param = req.max_tokens ? req.max_tokens_param : (chat ? "messages" : "prompt");
-      server::ApiError e = server::BadRequest(
+      api::ApiError e = api::BadRequest(
           req.max_tokens ? fmt::format("this request needs {} tokens ({} in the prompt + {} max_tokens) but the longest "
                                        "context served here is {} tokens; shorten the prompt or lower {}",
                                        prompt + wanted, prompt, wanted, largest, req.max_tokens_param)
@@ -139,7 +135,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     return std::nullopt;
   }
 
-  std::optional<server::ApiError> CheckModel() {
+  std::optional<api::ApiError> CheckModel() {
     std::vector<std::string> served;
     for (Pool* p : pools_) {
       for (const auto& r : p->replicas) {
@@ -154,14 +150,14 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     }
     std::string list;
     for (const auto& m : served) list += (list.empty() ? "'" : ", '") + m + "'";
-    server::ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this gateway serves {}",
+    api::ApiError e = api::MakeError(404, fmt::format("the model '{}' does not exist; this gateway serves {}",
                                                     counted_.req.model, list),
                                    "invalid_request_error", "model_not_found");
     e.param = "model";
     return e;
   }
 
-  server::ApiError LimitError(const AdmitResult& r) {
+  api::ApiError LimitError(const AdmitResult& r) {
     gw_->metrics().rate_limited.With({principal_.tenant, LimitReasonName(r.reason)}).Inc();
     gw_->metrics().rate_limited_tokens.With({principal_.tenant}).Inc(static_cast<double>(reserved_));
     const TenantLimits& l = principal_.limits;
@@ -188,11 +184,11 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
                           who, l.tokens_per_minute, reserved_);
         break;
       case LimitReason::kUnavailable:
-        return MakeError(503, "the rate-limit store is unavailable; retry shortly", "service_unavailable",
+        return api::MakeError(503, "the rate-limit store is unavailable; retry shortly", "service_unavailable",
                          "rate_limit_store_unavailable");
       case LimitReason::kNone: break;
     }
-    server::ApiError e = MakeError(429, msg, "rate_limit_error",
+    api::ApiError e = api::MakeError(429, msg, "rate_limit_error",
                                    r.reason == LimitReason::kTooLarge ? "request_too_large" : "rate_limit_exceeded");
     e.extra["limit"] = LimitReasonName(r.reason);
     if (r.reason != LimitReason::kTooLarge) {
@@ -203,14 +199,14 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     return e;
   }
 
-  std::optional<server::ApiError> BuildUpstreamBody() {
+  std::optional<api::ApiError> BuildUpstreamBody() {
     const bool rewrite = stream_ || inject_max_tokens_;
     if (!rewrite) {
       upstream_body_ = ex_->request().body;
       return std::nullopt;
     }
-    nlohmann::ordered_json j = nlohmann::ordered_json::parse(ex_->request().body, nullptr, false);
-    if (!j.is_object()) return server::BadRequest("the body is not a JSON object", std::nullopt, "invalid_json");
+    // The client's body, parsed once (in its key order), is edited in place.
+    api::Json& j = body_;
     if (inject_max_tokens_) j["max_tokens"] = max_tokens_;
     if (stream_) {
       if (!j.contains("stream_options") || !j["stream_options"].is_object()) {
@@ -242,7 +238,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     }
     if (!pick) {
       if (attempts_ == 0) {
-        server::ApiError e = MakeError(503, "no replica is available for this request; retry shortly",
+        api::ApiError e = api::MakeError(503, "no replica is available for this request; retry shortly",
                                        "service_unavailable", "no_replica_available");
         e.retry_after_seconds = 1;
         return FinishWithError(e);
@@ -350,7 +346,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
         if (!client_wants_usage_) {
           if (usage_only) return;  // the client did not ask for it
           j.erase("usage");
-          m.data = server::Dump(j);
+          m.data = api::Dump(j);
         }
       }
       if (!committed_) {
@@ -453,9 +449,9 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     ReleaseReplica();
     if (committed_) {
       gw_->metrics().stream_errors.Inc();
-      server::ApiError e = MakeError(502, "the upstream replica failed mid-stream: " + message, "upstream_error",
+      api::ApiError e = api::MakeError(502, "the upstream replica failed mid-stream: " + message, "upstream_error",
                                      "upstream_failed");
-      ex_->Write(http::SseEvent("error", server::Dump(e.ToJson())));
+      ex_->Write(http::SseEvent("error", api::Dump(e.ToJson())));
       ex_->Write(std::string(http::kSseDone));
       error_note_ = "stream failed: " + kind;
       return Finish(200);
@@ -478,11 +474,11 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
       return Finish(upstream_status_);
     }
     const bool timeout = last_error_kind_.find("timeout") != std::string::npos || Clock::now() >= deadline_;
-    server::ApiError e =
-        timeout ? MakeError(504, fmt::format("the upstream replicas did not answer in time ({} attempts; last: {})",
+    api::ApiError e =
+        timeout ? api::MakeError(504, fmt::format("the upstream replicas did not answer in time ({} attempts; last: {})",
                                              attempts_, last_error_),
                             "timeout_error", "upstream_timeout")
-                : MakeError(502, fmt::format("the upstream replicas failed ({} attempts; last: {})", attempts_,
+                : api::MakeError(502, fmt::format("the upstream replicas failed ({} attempts; last: {})", attempts_,
                                              last_error_),
                             "upstream_error", "upstream_failed");
     error_note_ = last_error_kind_;
@@ -519,7 +515,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
 
   // --- the end ----------------------------------------------------------------
 
-  void FinishWithError(const server::ApiError& e) {
+  void FinishWithError(const api::ApiError& e) {
     if (finished_) return;
     if (!ex_->ended() && !ex_->streaming()) {
       http::HttpResponse res;
@@ -527,7 +523,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
       res.SetHeader("Content-Type", "application/json");
       res.SetHeader("X-Request-Id", id_);
       if (e.retry_after_seconds) res.SetHeader("Retry-After", std::to_string(*e.retry_after_seconds));
-      res.body = server::Dump(e.ToJson());
+      res.body = api::Dump(e.ToJson());
       ex_->Respond(std::move(res));
     }
     if (error_note_.empty()) error_note_ = e.code;
@@ -587,10 +583,11 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
 
   Gateway* gw_;
   std::shared_ptr<http::Exchange> ex_;
-  const server::Endpoint endpoint_;
+  const api::Endpoint endpoint_;
   const Principal principal_;
   const std::string id_;
 
+  api::Json body_;  // the client's body (prep thread; edited into the upstream body)
   CountedRequest counted_;
   RouteInput route_;
   std::vector<Pool*> pools_;
@@ -634,16 +631,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
 
 }  // namespace
 
-server::ApiError GatewayError(int status, std::string message, std::string type, std::string code) {
-  server::ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
-void StartProxy(Gateway* gw, std::shared_ptr<http::Exchange> ex, server::Endpoint endpoint, Principal principal,
+void StartProxy(Gateway* gw, std::shared_ptr<http::Exchange> ex, api::Endpoint endpoint, Principal principal,
                 std::string request_id) {
   gw->RequestStarted();
   gw->metrics().in_flight.Inc();
@@ -651,14 +639,14 @@ void StartProxy(Gateway* gw, std::shared_ptr<http::Exchange> ex, server::Endpoin
   if (!gw->prep().TryPost([p] { p->Prepare(); })) {
     gw->metrics().in_flight.Dec();
     gw->RequestEnded();
-    server::ApiError e = MakeError(503, "the gateway is overloaded (its request-preparation queue is full); retry shortly",
+    api::ApiError e = api::MakeError(503, "the gateway is overloaded (its request-preparation queue is full); retry shortly",
                                    "service_unavailable", "gateway_overloaded");
     e.retry_after_seconds = 1;
     ReplyGatewayError(gw, ex, e, request_id, nullptr);
   }
 }
 
-void ReplyGatewayError(Gateway* gw, const std::shared_ptr<http::Exchange>& ex, const server::ApiError& e,
+void ReplyGatewayError(Gateway* gw, const std::shared_ptr<http::Exchange>& ex, const api::ApiError& e,
                        const std::string& request_id, const Principal* principal) {
   http::HttpResponse res;
   res.status = e.status;
@@ -666,7 +654,7 @@ void ReplyGatewayError(Gateway* gw, const std::shared_ptr<http::Exchange>& ex, c
   res.SetHeader("X-Request-Id", request_id);
   if (e.retry_after_seconds) res.SetHeader("Retry-After", std::to_string(*e.retry_after_seconds));
   if (e.status == 401) res.SetHeader("WWW-Authenticate", "Bearer");
-  res.body = server::Dump(e.ToJson());
+  res.body = api::Dump(e.ToJson());
   ex->Respond(std::move(res));
   const std::string tenant = principal ? principal->tenant : "";
   gw->metrics().requests.With({tenant, "", "", std::to_string(e.status)}).Inc();

@@ -27,22 +27,19 @@
 
 #include <memory>
 
+#include "api/openai_request.h"
 #include "gateway/gateway.h"
 #include "http/http_server.h"
-#include "server/openai_request.h"
 
 namespace kvs::gateway {
 
 // Starts handling a generation request whose key was accepted.
-void StartProxy(Gateway* gw, std::shared_ptr<http::Exchange> ex, server::Endpoint endpoint, Principal principal,
+void StartProxy(Gateway* gw, std::shared_ptr<http::Exchange> ex, api::Endpoint endpoint, Principal principal,
                 std::string request_id);
-
-// An OpenAI-style error with its HTTP status.
-server::ApiError GatewayError(int status, std::string message, std::string type, std::string code);
 
 // Sends an OpenAI-style error (and counts / audits it as a request that
 // reached no replica).
-void ReplyGatewayError(Gateway* gw, const std::shared_ptr<http::Exchange>& ex, const server::ApiError& e,
+void ReplyGatewayError(Gateway* gw, const std::shared_ptr<http::Exchange>& ex, const api::ApiError& e,
                        const std::string& request_id, const Principal* principal);
 
 }  // namespace kvs::gateway

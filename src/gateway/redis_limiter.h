@@ -29,7 +29,7 @@
 #include "base/status.h"
 #include "gateway/limits.h"
 #include "http/http_client.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 namespace kvs::gateway {
 
@@ -72,7 +72,7 @@ class RedisRateLimiter : public RateLimiter {
   AdmitResult Admit(const AdmitRequest& req) override;
   void Release(const Lease& lease, int64_t actual_tokens) override;
   const char* name() const override { return "redis"; }
-  void set_error_counter(server::Counter* c) { errors_ = c; }
+  void set_error_counter(metrics::Counter* c) { errors_ = c; }
 
  private:
   StatusOr<RespValue> Eval(const std::string& script, std::string* sha, std::vector<std::string> keys,
@@ -85,7 +85,7 @@ class RedisRateLimiter : public RateLimiter {
   std::mutex sha_mu_;
   std::string admit_sha_, release_sha_;  // guarded by sha_mu_
   std::atomic<int64_t> down_until_ns_{0};
-  server::Counter* errors_ = nullptr;
+  metrics::Counter* errors_ = nullptr;
 };
 
 }  // namespace kvs::gateway

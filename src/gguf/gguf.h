@@ -31,6 +31,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "base/utf8.h"
 
 namespace kvs::gguf {
 
@@ -50,9 +51,8 @@ inline constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 24;  // all array 
 inline constexpr uint32_t kMaxDims = 4;
 inline constexpr uint32_t kDefaultAlignment = 32;
 
-// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF, no
-// truncated sequences. Keys and tensor names must pass it.
-bool IsValidUtf8(std::string_view s);
+// Keys and tensor names must be strict UTF-8 (kvs::IsValidUtf8, base/utf8.h).
+using ::kvs::IsValidUtf8;
 
 struct Value;
 // An array: element type plus elements (nested arrays allowed).

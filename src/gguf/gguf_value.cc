@@ -1,4 +1,4 @@
-// Metadata values: type names, typed accessors, display strings, UTF-8 check.
+// Metadata values: type names, typed accessors, display strings.
 #include <algorithm>
 #include <limits>
 
@@ -25,41 +25,6 @@ const char* ValueTypeName(ValueType t) {
     case ValueType::kFloat64: return "float64";
   }
   return "?";
-}
-
-// Follows the Unicode table of well-formed byte sequences (Unicode 15, 3.9):
-// the second byte's range depends on the first, which is what rules out
-// overlongs (E0, F0), surrogates (ED) and code points above U+10FFFF (F4).
-bool IsValidUtf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char b = p[i];
-    if (b < 0x80) { ++i; continue; }
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (b >= 0xC2 && b <= 0xDF) {
-      len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3;
-      if (b == 0xE0) lo = 0xA0;
-      if (b == 0xED) hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4;
-      if (b == 0xF0) lo = 0x90;
-      if (b == 0xF4) hi = 0x8F;
-    } else {
-      return false;  // continuation byte first, C0/C1 overlong lead, or F5..FF
-    }
-    if (n - i < len) return false;
-    if (p[i + 1] < lo || p[i + 1] > hi) return false;
-    for (size_t k = 2; k < len; ++k) {
-      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return false;
-    }
-    i += len;
-  }
-  return true;
 }
 
 std::optional<int64_t> Value::AsInt() const {
@@ -104,8 +69,8 @@ std::string QuoteString(std::string_view s) {
     const auto b = static_cast<unsigned char>(s[i]);
     if (b >= 0x80) {
       // Copy a whole valid sequence; escape a byte that does not start one.
-      size_t len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-      if (i + len <= s.size() && IsValidUtf8(s.substr(i, len))) {
+      uint32_t cp;
+      if (const size_t len = Utf8Next(s, i, &cp); len != 0) {
         out.append(s.substr(i, len));
         i += len;
       } else {

@@ -12,6 +12,7 @@
 
 #include "http/http_server.h"
 #include "http/sse.h"
+#include "http/sse_parser.h"
 
 namespace kvs::http {
 namespace {

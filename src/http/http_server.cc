@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
@@ -37,28 +38,51 @@ std::string Sanitize(std::string_view v) {
   return out;
 }
 
-std::string SerializeHead(int status, int version, const std::vector<std::pair<std::string, std::string>>& headers,
-                          bool keep_alive, std::optional<size_t> content_length, bool chunked) {
-  std::string out = fmt::format("HTTP/1.{} {} {}\r\n", version == 10 ? 0 : 1, status,
-                                std::string_view(bhttp::obsolete_reason(bhttp::int_to_status(status))));
+// Responses are serialized by Beast (status line, fields, Content-Length,
+// Connection, chunked framing); these adapt our plain structs to it.
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+template <class Body>
+void SetFields(bhttp::response<Body>& res, int status, const HeaderList& headers, bool keep_alive) {
+  res.result(static_cast<unsigned>(status));
   for (const auto& [name, value] : headers) {
+    // The server owns framing and connection management.
     if (IEquals(name, "content-length") || IEquals(name, "transfer-encoding") || IEquals(name, "connection")) {
       continue;
     }
-    out += Sanitize(name);
-    out += ": ";
-    out += Sanitize(value);
-    out += "\r\n";
+    res.insert(Sanitize(name), Sanitize(value));
   }
-  if (content_length) out += fmt::format("Content-Length: {}\r\n", *content_length);
-  if (chunked) out += "Transfer-Encoding: chunked\r\n";
-  if (!keep_alive) {
-    out += "Connection: close\r\n";
-  } else if (version == 10) {
-    out += "Connection: keep-alive\r\n";
-  }
-  out += "\r\n";
-  return out;
+  res.keep_alive(keep_alive);
+}
+
+template <class Message>
+std::string Serialize(const Message& m) {
+  std::ostringstream os;
+  os << m;
+  return os.str();
+}
+
+// A whole response; for HEAD, its header only (Content-Length as for GET).
+std::string SerializeResponse(int status, int version, const HeaderList& headers, bool keep_alive, std::string body,
+                              bool head) {
+  bhttp::response<bhttp::string_body> res(bhttp::status::ok, version == 10 ? 10 : 11);
+  SetFields(res, status, headers, keep_alive);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return head ? Serialize(res.base()) : Serialize(res);
+}
+
+// The header of a streamed response: chunked (HTTP/1.1) or ended by closing
+// the connection (HTTP/1.0).
+std::string SerializeStreamHead(int status, int version, const HeaderList& headers, bool keep_alive, bool chunked) {
+  bhttp::response<bhttp::empty_body> res(bhttp::status::ok, version == 10 ? 10 : 11);
+  SetFields(res, status, headers, keep_alive);
+  if (chunked) res.chunked(true);
+  return Serialize(res.base());
+}
+
+std::string Chunk(std::string_view data) {
+  return beast::buffers_to_string(bhttp::make_chunk(asio::const_buffer(data.data(), data.size())));
 }
 
 bool IsDisconnect(const beast::error_code& ec) {
@@ -175,9 +199,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ex_id != current_id_) return;
     if (server_->draining) keep_alive_ = false;
     const bool head = method_ == "HEAD";
-    std::string out = SerializeHead(res.status, version_, res.headers, keep_alive_, res.body.size(), false);
-    if (!head) out += res.body;
-    Send(std::move(out), true);
+    Send(SerializeResponse(res.status, version_, res.headers, keep_alive_, std::move(res.body), head), true);
   }
 
   void StartStream(uint64_t ex_id, const HttpResponse& header, std::chrono::milliseconds keep_alive,
@@ -187,7 +209,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     chunked_ = version_ == 11;
     if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the end of the body is the end of the connection
     stream_started_ = true;
-    Send(SerializeHead(header.status, version_, header.headers, keep_alive_, std::nullopt, chunked_), false);
+    Send(SerializeStreamHead(header.status, version_, header.headers, keep_alive_, chunked_), false);
     last_write_ = Clock::now();
     if (keep_alive.count() > 0 && !ping.empty()) {
       ping_interval_ = keep_alive;
@@ -200,13 +222,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ex_id != current_id_ || closed_) return false;
     if (data.empty()) return true;
     last_write_ = Clock::now();
-    if (chunked_) data = fmt::format("{:x}\r\n", data.size()) + data + "\r\n";
+    if (chunked_) data = Chunk(data);
     return Send(std::move(data), false);
   }
 
   void EndStream(uint64_t ex_id) {
     if (ex_id != current_id_) return;
-    Send(chunked_ ? std::string("0\r\n\r\n") : std::string(), true);
+    Send(chunked_ ? beast::buffers_to_string(bhttp::make_chunk_last()) : std::string(), true);
   }
 
   void SetDeadline(uint64_t ex_id, Clock::time_point when, std::function<void()> fn) {
@@ -277,9 +299,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     if (IEquals(req[bhttp::field::expect], "100-continue") && req.version() == 11) {
-      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      continue_ = Serialize(bhttp::response<bhttp::empty_body>(bhttp::status::continue_, 11).base());
       stream_.expires_after(server_->options.write_timeout);
-      asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+      asio::async_write(stream_, asio::buffer(continue_),
                         [self = shared_from_this()](beast::error_code wec, size_t) {
                           if (wec) {
                             self->Close();
@@ -558,6 +580,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool stream_started_ = false;
 
   std::string pending_, inflight_;
+  std::string continue_;  // "100 Continue" while it is written
   bool writing_ = false;
   bool end_pending_ = false;
   bool watching_ = false;

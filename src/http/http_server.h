@@ -181,7 +181,8 @@ class HttpServer {
   int64_t active_exchanges() const;
   int64_t open_connections() const;
 
-  // Runs fn on an io thread after `delay` (for timers outside exchanges).
+  // Runs fn on an io thread after `delay` (timers outside exchanges, e.g.
+  // the gateway's key-file poll); dropped, never run, once the server stops.
   void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn);
   // Runs fn once on an io thread for each of the given signals (SIGTERM...).
   void OnSignal(std::vector<int> signals, std::function<void(int)> fn);

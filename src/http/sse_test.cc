@@ -1,4 +1,4 @@
-#include "http/sse.h"
+#include "http/sse_parser.h"
 
 #include <gtest/gtest.h>
 

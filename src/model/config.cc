@@ -37,12 +37,9 @@ std::string ModelConfig::Describe() const {
                      qkv_bias ? ", qkv bias" : "", qk_norm ? ", qk norm" : "", tied_embeddings ? ", tied" : "");
 }
 
-StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
+StatusOr<ModelConfig> ModelConfig::ReadGguf(const gguf::GgufFile& f) {
   ModelConfig c;
   KVS_ASSIGN_OR_RETURN(c.arch, f.GetString("general.architecture"));
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3") {
-    return Unimplemented("model architecture '{}' is not supported (supported: llama, qwen2, qwen3)", c.arch);
-  }
   KVS_ASSIGN_OR_RETURN(c.name, f.GetStringOr("general.name", ""));
   const std::string a = c.arch + ".";
   auto get_int = [&](const std::string& key, int32_t& out) -> Status {
@@ -63,7 +60,7 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   KVS_ASSIGN_OR_RETURN(int64_t hd, f.GetIntOr(a + "attention.key_length", c.hidden / c.n_heads));
   c.head_dim = static_cast<int32_t>(hd);
   KVS_ASSIGN_OR_RETURN(int64_t vhd, f.GetIntOr(a + "attention.value_length", hd));
-  if (vhd != hd) return Unimplemented("attention.value_length {} != key_length {}", vhd, hd);
+  c.value_head_dim = static_cast<int32_t>(vhd);
   KVS_ASSIGN_OR_RETURN(int64_t ctx, f.GetIntOr(a + "context_length", 2048));
   c.context_length = static_cast<int32_t>(ctx);
   KVS_ASSIGN_OR_RETURN(double eps, f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
@@ -72,13 +69,10 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   c.rope_base = static_cast<float>(base);
   KVS_ASSIGN_OR_RETURN(int64_t rdim, f.GetIntOr(a + "rope.dimension_count", c.head_dim));
   c.rope_dim = static_cast<int32_t>(rdim);
-  KVS_ASSIGN_OR_RETURN(std::string scaling, f.GetStringOr(a + "rope.scaling.type", "none"));
-  if (scaling == "linear") {
+  KVS_ASSIGN_OR_RETURN(c.rope_scaling, f.GetStringOr(a + "rope.scaling.type", "none"));
+  if (c.rope_scaling == "linear") {
     KVS_ASSIGN_OR_RETURN(double factor, f.GetFloatOr(a + "rope.scaling.factor", 1.0));
     c.rope_scale = static_cast<float>(factor);
-  } else if (scaling != "none" && scaling != "" && scaling != "llama3") {
-    // llama3 scaling arrives as the rope_freqs.weight tensor (per-dim factors).
-    return Unimplemented("rope.scaling.type '{}' is not supported (none, linear, llama3)", scaling);
   }
   c.rope_type = c.arch == "llama" ? RopeType::kNormal : RopeType::kNeox;
   c.qkv_bias = c.arch == "qwen2";
@@ -89,6 +83,22 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   c.vocab = static_cast<int32_t>(emb->dims[1]);
   c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
   KVS_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
+  KVS_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
+    return Unimplemented("model architecture '{}' is not supported (supported: llama, qwen2, qwen3)", arch);
+  }
+  KVS_ASSIGN_OR_RETURN(ModelConfig c, ReadGguf(f));
+  if (c.value_head_dim != c.head_dim) {
+    return Unimplemented("attention.value_length {} != key_length {}", c.value_head_dim, c.head_dim);
+  }
+  if (c.rope_scaling != "none" && c.rope_scaling != "" && c.rope_scaling != "linear" && c.rope_scaling != "llama3") {
+    // llama3 scaling arrives as the rope_freqs.weight tensor (per-dim factors).
+    return Unimplemented("rope.scaling.type '{}' is not supported (none, linear, llama3)", c.rope_scaling);
+  }
   return c;
 }
 

@@ -24,12 +24,14 @@ struct ModelConfig {
   int32_t n_heads = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
+  int32_t value_head_dim = 0;   // attention.value_length (supported only == head_dim)
   int32_t vocab = 0;
   int32_t context_length = 0;   // trained context from metadata
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   int32_t rope_dim = 0;         // rotated dimensions per head (<= head_dim)
   float rope_scale = 1.0f;      // linear scaling: positions divided by this
+  std::string rope_scaling = "none";  // rope.scaling.type as the file says
   RopeType rope_type = RopeType::kNormal;
   bool qkv_bias = false;        // qwen2
   bool qk_norm = false;         // qwen3
@@ -40,6 +42,12 @@ struct ModelConfig {
   Status Validate() const;
   std::string Describe() const;
 
+  // The one reader of a GGUF file's hyper-parameters (`<arch>.*` keys and
+  // the token embedding's shape), for any decoder-only architecture; the
+  // capacity planner uses it for models kvserve does not run.
+  static StatusOr<ModelConfig> ReadGguf(const gguf::GgufFile& file);
+  // ReadGguf, then refuses what this build cannot run (architecture, RoPE
+  // scaling, value head size) by name.
   static StatusOr<ModelConfig> FromGguf(const gguf::GgufFile& file);
 };
 

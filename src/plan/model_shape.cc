@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/config.h"
 
 namespace kvs::plan {
 namespace {
@@ -270,30 +271,22 @@ StatusOr<ModelShape> ShapeFromHfConfig(const std::string& path) {
 
 namespace {
 StatusOr<ModelShape> ShapeFromGgufImpl(const gguf::GgufFile& f, const std::string& path) {
+  // The model's own reader of hyper-parameters; the tensor table adds what
+  // only the file knows (weight bytes, parameters, biases, norms).
+  KVS_ASSIGN_OR_RETURN(const model::ModelConfig c, model::ModelConfig::ReadGguf(f));
   ModelShape s;
   s.source = "gguf " + path;
-  KVS_ASSIGN_OR_RETURN(s.arch, f.GetString("general.architecture"));
-  KVS_ASSIGN_OR_RETURN(s.name, f.GetStringOr("general.name", std::filesystem::path(path).stem().string()));
-  const std::string a = s.arch + ".";
-  KVS_ASSIGN_OR_RETURN(s.layers, f.GetInt(a + "block_count"));
-  KVS_ASSIGN_OR_RETURN(s.hidden, f.GetInt(a + "embedding_length"));
-  KVS_ASSIGN_OR_RETURN(s.heads, f.GetInt(a + "attention.head_count"));
-  KVS_ASSIGN_OR_RETURN(s.kv_heads, f.GetIntOr(a + "attention.head_count_kv", s.heads));
-  KVS_ASSIGN_OR_RETURN(s.ffn, f.GetInt(a + "feed_forward_length"));
-  KVS_ASSIGN_OR_RETURN(s.max_context, f.GetInt(a + "context_length"));
-  if (s.heads <= 0) return InvalidArgument("{}attention.head_count must be positive", a);
-  KVS_ASSIGN_OR_RETURN(s.head_dim, f.GetIntOr(a + "attention.key_length", s.hidden / s.heads));
-
-  const gguf::TensorInfo* embd = f.FindTensor("token_embd.weight");
-  const gguf::TensorInfo* output = f.FindTensor("output.weight");
-  if (const gguf::Value* tokens = f.Find("tokenizer.ggml.tokens"); tokens && tokens->AsArray()) {
-    s.vocab = static_cast<int64_t>(tokens->AsArray()->items.size());
-  } else if (f.Find(a + "vocab_size")) {
-    KVS_ASSIGN_OR_RETURN(s.vocab, f.GetInt(a + "vocab_size"));
-  } else if (const gguf::TensorInfo* t = output ? output : embd; t && t->dims.size() == 2) {
-    s.vocab = t->dims[1];
-  }
-  s.tied_embeddings = output == nullptr;
+  s.arch = c.arch;
+  s.name = c.name.empty() ? std::filesystem::path(path).stem().string() : c.name;
+  s.layers = c.n_layers;
+  s.hidden = c.hidden;
+  s.heads = c.n_heads;
+  s.kv_heads = c.n_kv_heads;
+  s.head_dim = c.head_dim;
+  s.ffn = c.ffn;
+  s.vocab = c.vocab;
+  s.max_context = c.context_length;
+  s.tied_embeddings = c.tied_embeddings;
   s.qkv_bias = f.FindTensor("blk.0.attn_q.bias") != nullptr;
   s.qk_norm = f.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
 

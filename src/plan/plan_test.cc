@@ -12,6 +12,7 @@
 #include "base/test_util.h"
 
 #include "gguf/gguf.h"
+#include "plan/serving.h"
 
 namespace kvs::plan {
 namespace {
@@ -396,6 +397,39 @@ TEST(HfConfig, ParsesAndMatchesPreset) {
       "max_position_embeddings": 512})").ok());  // heads not a multiple of kv heads
   EXPECT_EQ(ShapeFromHfConfig((dir / "absent.json").string()).status().code(), StatusCode::kNotFound);
   std::filesystem::remove_all(dir);
+}
+
+// The KV pool of a running server: what the accounts leave, in whole
+// blocks, capped at what max_concurrent_requests sequences could use.
+TEST(Serving, PoolIsWhatTheAccountsLeaveInWholeBlocks) {
+  const ModelShape s = P("test-125m");
+  ServingPlanOptions o;
+  o.memory_limit_bytes = uint64_t{4} << 30;
+  o.memory_fraction = 0.5;
+  o.context = 1000;
+  o.sequences = 1000;
+  o.block_size = 16;
+  o.max_num_batched_tokens = 256;
+  o.max_batch_size = 8;
+  o.threads = 2;
+  const uint64_t weights = 250'000'000;
+  StatusOr<ServingPlan> p = PlanServing(s, weights, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const uint64_t act = ActivationPeakBytes(s, 256, 8, 1000, 2);
+  const uint64_t pool = KvPoolBytes(o.memory_limit_bytes, 0.5, weights, act, RuntimeOverheadBytes(2));
+  EXPECT_EQ(p->kv_blocks_fit, NumKvBlocks(pool, s, DType::kF16, 16));
+  EXPECT_EQ(p->num_kv_blocks, p->kv_blocks_fit);  // 1000 sequences would want more
+  EXPECT_EQ(p->kv_blocks_per_sequence, 63);
+  EXPECT_EQ(p->kv_pool_bytes, static_cast<uint64_t>(p->num_kv_blocks) * KvBytesPerBlock(s, DType::kF16, 16));
+  EXPECT_EQ(p->SequencesAtContext(), p->kv_blocks_fit / 63);
+  // Few sequences: capped at what they can use.
+  o.sequences = 2;
+  EXPECT_EQ(PlanServing(s, weights, o)->num_kv_blocks, 126);
+  // Not one sequence fits: refused, naming the keys to change.
+  o.memory_fraction = 0.07;
+  const Status st = PlanServing(s, weights, o).status();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("kv_cache.memory_fraction"), std::string::npos) << st.ToString();
 }
 
 TEST(Gguf, Stories260KWeightsAreTheTensorSizes) {

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -210,6 +211,10 @@ const std::vector<KeyDef>& Table() {
     t.push_back(NumberKey("server.keep_alive_timeout_seconds", "keep-alive-timeout",
                           [](ServeConfig& c) -> double& { return c.server.keep_alive_timeout_seconds; }, 0, true, 3600,
                           "How long an idle keep-alive connection stays open"));
+    t.push_back(IntKey("server.prep_threads", "prep-threads", [](ServeConfig& c) -> int64_t& { return c.server.prep_threads; },
+                       1, 64, "Threads that prepare requests (parse JSON, render chat templates, tokenize) off the I/O threads"));
+    t.push_back(IntKey("server.prep_queue", "prep-queue", [](ServeConfig& c) -> int64_t& { return c.server.prep_queue; }, 0,
+                       1 << 20, "Requests that may wait for a prep thread; beyond it requests get 503 with Retry-After"));
     // model
     t.push_back(StringKey("model.path", "model", [](ServeConfig& c) -> std::string& { return c.model.path; },
                           "a GGUF file path", "The model to serve (required)"));
@@ -237,6 +242,11 @@ const std::vector<KeyDef>& Table() {
     t.push_back(BoolKey("kv_cache.prefix_caching", "prefix-caching",
                         [](ServeConfig& c) -> bool& { return c.kv_cache.prefix_caching; },
                         "Reuse the KV of shared prompt prefixes between requests"));
+    t.push_back(StringKey("kv_cache.warm_prompts_file", "warm-prompts",
+                          [](ServeConfig& c) -> std::string& { return c.kv_cache.warm_prompts_file; },
+                          "\"\" or a file path",
+                          "Prompts prefilled into the prefix cache at start, before /ready (one per line: text, or a "
+                          "JSON object {\"prompt\": ...} or {\"messages\": [...]}); needs prefix_caching"));
     // runtime
     t.push_back(IntKey("runtime.threads", "threads", [](ServeConfig& c) -> int64_t& { return c.runtime.threads; }, 0, 1024,
                        "Compute threads; 0: one per core"));
@@ -432,28 +442,59 @@ Status SetConfigValue(std::string_view key, std::string_view value, ServeConfig*
   return d->set(*cfg, v);
 }
 
-Status ApplyOverrides(const std::vector<std::string>& args, ServeConfig* cfg) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    std::string name;
-    if (a == "-m") {
-      name = "model";
-    } else if (a.size() > 2 && a.substr(0, 2) == "--") {
-      name = std::string(a.substr(2));
-    } else {
-      return InvalidArgument("unexpected argument \"{}\"; overrides look like --server.port 8001", a);
-    }
-    std::string value;
-    if (const size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    } else {
-      if (i + 1 >= args.size()) return InvalidArgument("option --{} needs a value", name);
-      value = args[++i];
-    }
-    KVS_RETURN_IF_ERROR(SetConfigValue(name, value, cfg));
+void AddConfigOptions(CLI::App* app, ConfigOverrides* out) {
+  const ServeConfig defaults;
+  for (const KeyDef& d : Table()) {
+    std::string names = "--" + d.key;
+    if (!d.alias.empty()) names += ",--" + d.alias;
+    if (d.key == "model.path") names += ",-m";
+    CLI::Option* o = app->add_option(names);
+    o->description(fmt::format("{} ({}; default {})", d.help, d.allowed, d.get(defaults).dump()));
+    o->type_name("VALUE");
+    // Every occurrence, in order: a later one wins when applied.
+    o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    o->each([out, key = d.key](const std::string& v) { out->emplace_back(key, v); });
   }
+}
+
+Status CheckExtraArguments(const std::vector<std::string>& extras) {
+  if (extras.empty()) return Status::Ok();
+  const std::string& a = extras.front();
+  if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+    const std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+    return InvalidArgument("unknown option --{}{}; `kvserve serve --help` lists them", name, Suggest(name));
+  }
+  return InvalidArgument("unexpected argument \"{}\"; overrides look like --server.port 8001", a);
+}
+
+Status ApplyConfigOverrides(const ConfigOverrides& overrides, ServeConfig* cfg) {
+  for (const auto& [key, value] : overrides) KVS_RETURN_IF_ERROR(SetConfigValue(key, value, cfg));
   return Status::Ok();
+}
+
+Status ApplyOverrides(const std::vector<std::string>& args, ServeConfig* cfg) {
+  CLI::App app;
+  ConfigOverrides overrides;
+  AddConfigOptions(&app, &overrides);
+  app.allow_extras();
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // Name the option as it was typed: the one followed by no value.
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& a = args[i];
+      if (a.size() > 1 && a[0] == '-' && a.find('=') == std::string::npos &&
+          (i + 1 == args.size() || args[i + 1].compare(0, 2, "--") == 0)) {
+        return InvalidArgument("option {} needs a value", a);
+      }
+    }
+    return InvalidArgument("{}", e.what());
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument("{}", e.what());
+  }
+  KVS_RETURN_IF_ERROR(CheckExtraArguments(app.remaining()));
+  return ApplyConfigOverrides(overrides, cfg);
 }
 
 Status ValidateConfig(const ServeConfig& cfg) {
@@ -463,11 +504,20 @@ Status ValidateConfig(const ServeConfig& cfg) {
         "computes one token per step",
         cfg.runtime.max_num_batched_tokens, cfg.runtime.max_batch_size);
   }
+  if (!cfg.kv_cache.warm_prompts_file.empty() && !cfg.kv_cache.prefix_caching) {
+    return InvalidArgument("kv_cache.warm_prompts_file needs kv_cache.prefix_caching: true (warming fills the prefix cache)");
+  }
   if (cfg.model.max_context_length < cfg.kv_cache.block_size) {
     return InvalidArgument("model.max_context_length ({}) must be at least kv_cache.block_size ({})",
                            cfg.model.max_context_length, cfg.kv_cache.block_size);
   }
   return Status::Ok();
+}
+
+Status LoadServeConfig(const std::string& config_path, const ConfigOverrides& overrides, ServeConfig* cfg) {
+  if (!config_path.empty()) KVS_RETURN_IF_ERROR(LoadConfigFile(config_path, cfg));
+  KVS_RETURN_IF_ERROR(ApplyConfigOverrides(overrides, cfg));
+  return ValidateConfig(*cfg);
 }
 
 StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg) {

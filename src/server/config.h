@@ -1,7 +1,8 @@
 // ServeConfig: everything `kvserve serve` can be told, from one YAML file
 // (sections server, model, kv_cache, runtime, logging) and from command-line
 // overrides of any key ("--server.port 8001", "--server.port=8001", or an
-// alias such as "--port 8001").
+// alias such as "--port 8001"), each registered as a CLI11 option
+// (AddConfigOptions).
 //
 // Precedence: built-in defaults < YAML file < command line. Every key is
 // declared once in a table (config.cc) with its type, allowed range, default
@@ -16,11 +17,16 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace kvs::server {
 
@@ -33,6 +39,8 @@ struct ServerSection {
   double drain_timeout_seconds = 30;        // SIGTERM: time in-flight requests get to finish
   int64_t io_threads = 2;                   // HTTP threads (all connections share them)
   double keep_alive_timeout_seconds = 60;   // idle time before a keep-alive connection closes
+  int64_t prep_threads = 2;                 // request preparation (parse, template, tokenize) threads
+  int64_t prep_queue = 64;                  // requests waiting for a prep thread; more get 503
 };
 
 struct ModelSection {
@@ -49,6 +57,7 @@ struct KvCacheSection {
   int64_t block_size = 16;          // tokens per KV block (a power of two)
   std::string dtype = "f16";        // f32, f16, bf16, q8_0
   bool prefix_caching = true;
+  std::string warm_prompts_file;    // "": none; else prompts prefilled into the prefix cache before ready (warm.h)
 };
 
 struct RuntimeSection {
@@ -91,14 +100,29 @@ const std::vector<ConfigKeyInfo>& ConfigKeys();
 Status LoadConfigFile(const std::string& path, ServeConfig* cfg);
 Status LoadConfigYaml(std::string_view yaml, ServeConfig* cfg);
 
-// Applies command-line overrides in order: "--key value", "--key=value",
-// aliases; lists as comma-separated values.
+// (key, value) pairs in command-line order; lists as comma-separated values.
+using ConfigOverrides = std::vector<std::pair<std::string, std::string>>;
+
+// Registers every key as an option of `app`: "--server.port", its alias
+// "--port" ("-m" too for model.path). Each occurrence appends (key, value)
+// to *out when the app is parsed; *out must outlive the app's parse.
+void AddConfigOptions(CLI::App* app, ConfigOverrides* out);
+// InvalidArgument for what the options above left over: an unknown option
+// (with a suggestion) or a stray argument.
+Status CheckExtraArguments(const std::vector<std::string>& extras);
+// Sets each pair in order (a later one wins).
+Status ApplyConfigOverrides(const ConfigOverrides& overrides, ServeConfig* cfg);
+// Parses command-line arguments with the options above, then applies them.
 Status ApplyOverrides(const std::vector<std::string>& args, ServeConfig* cfg);
 // One override by its full key ("runtime.threads") or alias ("threads").
 Status SetConfigValue(std::string_view key, std::string_view value, ServeConfig* cfg);
 
 // Checks between keys (each key's own range is checked when it is set).
 Status ValidateConfig(const ServeConfig& cfg);
+
+// The whole configuration of `kvserve serve`: defaults, then the YAML file
+// (when config_path is not ""), then the overrides, then ValidateConfig.
+Status LoadServeConfig(const std::string& config_path, const ConfigOverrides& overrides, ServeConfig* cfg);
 
 // api_keys plus those of api_key_file (read now). Empty: no authentication.
 StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg);

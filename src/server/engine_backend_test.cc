@@ -1,5 +1,5 @@
 // EngineBackend on the real stories260K model: load, tokenize, generate
-// through the pump, cancel (KV freed), chat template, shutdown delivering
+// (output drained through an executor), cancel (KV freed), chat template, shutdown delivering
 // final chunks. Skips when ../shared is absent.
 #include "server/engine_backend.h"
 
@@ -22,7 +22,7 @@ struct Sink {
   ChunkCallback Callback() {
     return [this](GenerationChunk c) {
       std::lock_guard<std::mutex> lock(mu);
-      const bool last = c.finish.has_value();
+      const bool last = c.finished();
       chunks.push_back(std::move(c));
       if (last && ++finals == 1) done.set_value();
     };
@@ -57,8 +57,8 @@ TEST(EngineBackendTest, GeneratesCancelsAndShutsDown) {
   auto b = EngineBackend::Load(Config(path));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EngineBackend& be = **b;
-  EXPECT_EQ(be.Info().max_context_length, 2048);  // the model's, below the config's 32768
-  EXPECT_EQ(be.Info().vocab_size, 512);
+  EXPECT_EQ(be.Info().limits.max_context_length, 2048);  // the model's, below the config's 32768
+  EXPECT_EQ(be.Info().limits.vocab_size, 512);
 
   auto ids = be.Tokenize("Once upon a time", true);
   ASSERT_TRUE(ids.ok());
@@ -68,17 +68,18 @@ TEST(EngineBackendTest, GeneratesCancelsAndShutsDown) {
   EXPECT_EQ(*text, "Once upon a time");
   EXPECT_FALSE(be.Detokenize(std::vector<int32_t>{100000}).ok());
 
-  // Greedy generation through the pump.
+  // Greedy generation; the drains run wherever the ready signal fires.
+  const Executor inline_executor = [](std::function<void()> fn) { fn(); };
   Sink a;
-  GenerateRequest g;
+  engine::Request g;
   g.request_id = "a";
-  g.prompt_tokens = *ids;
-  g.temperature = 0;
-  g.max_tokens = 12;
-  g.logprobs = 2;
-  ASSERT_TRUE(be.Submit(g, a.Callback()).ok());
+  g.prompt_token_ids = *ids;
+  g.sampling.temperature = 0;
+  g.sampling.max_tokens = 12;
+  g.sampling.logprobs = 2;
+  ASSERT_TRUE(be.Submit(g, inline_executor, a.Callback()).ok());
   ASSERT_EQ(a.done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  EXPECT_EQ(*a.chunks.back().finish, FinishReason::kLength);
+  EXPECT_EQ(a.chunks.back().finish, engine::FinishReason::kLength);
   EXPECT_EQ(a.Tokens(), 12u);
   EXPECT_FALSE(a.Text().empty());
   EXPECT_EQ(a.chunks.front().tokens.front().top_logprobs.size(), 2u);
@@ -87,27 +88,27 @@ TEST(EngineBackendTest, GeneratesCancelsAndShutsDown) {
   // Cancel frees the KV.
   Sink c;
   g.request_id = "long";
-  g.max_tokens = 1500;
-  g.ignore_eos = true;
-  g.logprobs.reset();
-  ASSERT_TRUE(be.Submit(g, c.Callback()).ok());
+  g.sampling.max_tokens = 1500;
+  g.sampling.ignore_eos = true;
+  g.sampling.logprobs.reset();
+  ASSERT_TRUE(be.Submit(g, inline_executor, c.Callback()).ok());
   for (int i = 0; i < 500 && c.Tokens() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_GT(be.Stats().kv_blocks_used, 0);
+  EXPECT_GT(be.Stats().engine.num_blocks_used, 0);
   be.Cancel("long");
   ASSERT_EQ(c.done.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
-  EXPECT_EQ(*c.chunks.back().finish, FinishReason::kCancelled);
-  for (int i = 0; i < 200 && be.Stats().kv_blocks_used != 0; ++i) {
+  EXPECT_EQ(c.chunks.back().finish, engine::FinishReason::kCancelled);
+  for (int i = 0; i < 200 && be.Stats().engine.num_blocks_used != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(be.Stats().kv_blocks_used, 0);
+  EXPECT_EQ(be.Stats().engine.num_blocks_used, 0);
   be.Cancel("unknown-id");  // a no-op
 
   // Too long for the context: refused with OutOfRange, nothing delivered.
-  GenerateRequest big = g;
+  engine::Request big = g;
   big.request_id = "big";
-  big.max_tokens = 4000;
+  big.sampling.max_tokens = 4000;
   Sink unused;
-  EXPECT_EQ(be.Submit(big, unused.Callback()).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(be.Submit(big, inline_executor, unused.Callback()).code(), StatusCode::kOutOfRange);
 
   // Chat template (ChatML fallback: the model has none).
   auto prompt = be.ApplyChatTemplate(nlohmann::ordered_json::parse(R"([{"role":"user","content":"hi"}])"),
@@ -118,11 +119,11 @@ TEST(EngineBackendTest, GeneratesCancelsAndShutsDown) {
   // Shutdown ends live requests with a final chunk.
   Sink s;
   g.request_id = "live";
-  ASSERT_TRUE(be.Submit(g, s.Callback()).ok());
+  ASSERT_TRUE(be.Submit(g, inline_executor, s.Callback()).ok());
   be.Shutdown();
   ASSERT_EQ(s.done.get_future().wait_for(std::chrono::seconds(1)), std::future_status::ready);
   EXPECT_EQ(s.finals, 1);
-  EXPECT_EQ(be.Submit(g, unused.Callback()).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(be.Submit(g, inline_executor, unused.Callback()).code(), StatusCode::kUnavailable);
 }
 
 TEST(EngineBackendTest, KvPoolTooSmallFailsNamingTheKnobs) {

@@ -68,16 +68,6 @@ uint64_t Mix(uint64_t h, uint64_t v) {
 
 }  // namespace
 
-const char* FinishReasonName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-  }
-  return "error";
-}
-
 const std::vector<int32_t>& FakeBackend::StoryTokens() {
   static const std::vector<int32_t> t = [] {
     std::vector<int32_t> out;
@@ -97,9 +87,11 @@ FakeBackend::FakeBackend(FakeBackendOptions options) : opt_(std::move(options)) 
   info_.name = opt_.model_name;
   info_.path = opt_.model_path;
   info_.architecture = "fake";
-  info_.max_context_length = opt_.max_context_length;
   info_.trained_context_length = opt_.max_context_length;
-  info_.vocab_size = kWordBase + static_cast<int32_t>(Words().size());
+  info_.limits.vocab_size = kWordBase + static_cast<int32_t>(Words().size());
+  info_.limits.max_context_length = static_cast<int32_t>(opt_.max_context_length);
+  info_.limits.block_size = static_cast<int32_t>(opt_.block_size);
+  info_.limits.num_blocks = static_cast<int32_t>(opt_.num_blocks);
   info_.has_chat_template = true;
   thread_ = std::thread([this] { Loop(); });
 }
@@ -107,6 +99,7 @@ FakeBackend::FakeBackend(FakeBackendOptions options) : opt_(std::move(options)) 
 FakeBackend::~FakeBackend() { Shutdown(); }
 
 StatusOr<std::vector<int32_t>> FakeBackend::Tokenize(std::string_view text, bool add_special) {
+  if (opt_.before_tokenize) opt_.before_tokenize();
   std::vector<int32_t> out;
   if (add_special) out.push_back(kBos);
   size_t i = 0;
@@ -144,7 +137,9 @@ StatusOr<std::vector<int32_t>> FakeBackend::Tokenize(std::string_view text, bool
 StatusOr<std::string> FakeBackend::Detokenize(std::span<const int32_t> ids) {
   std::string out;
   for (int32_t id : ids) {
-    if (id < 0 || id >= info_.vocab_size) return InvalidArgument("token id {} is outside [0, {})", id, info_.vocab_size);
+    if (id < 0 || id >= info_.limits.vocab_size) {
+      return InvalidArgument("token id {} is outside [0, {})", id, info_.limits.vocab_size);
+    }
     out += Piece(id);
   }
   return out;
@@ -162,28 +157,21 @@ StatusOr<std::string> FakeBackend::ApplyChatTemplate(const nlohmann::ordered_jso
   return out;
 }
 
-Status FakeBackend::Submit(GenerateRequest request, ChunkCallback on_chunk) {
+Status FakeBackend::Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) {
   if (request.request_id.empty()) return InvalidArgument("request_id is empty");
-  if (request.prompt_tokens.empty()) return InvalidArgument("the prompt is empty");
-  for (int32_t id : request.prompt_tokens) {
-    if (id < 0 || id >= info_.vocab_size) return InvalidArgument("token id {} is outside [0, {})", id, info_.vocab_size);
-  }
-  if (request.max_tokens < 1) return InvalidArgument("max_tokens must be at least 1");
-  const int64_t total = static_cast<int64_t>(request.prompt_tokens.size()) + request.max_tokens;
-  if (total > opt_.max_context_length) {
-    return OutOfRange("prompt ({}) + max_tokens ({}) exceeds the context length {}", request.prompt_tokens.size(),
-                      request.max_tokens, opt_.max_context_length);
-  }
+  KVS_RETURN_IF_ERROR(engine::ValidateRequest(request, info_.limits));
+  if (opt_.on_submit) opt_.on_submit(request);
   auto seq = std::make_shared<Seq>();
   const size_t story_len = StoryTokens().size() + 1;  // + EOS
-  if (request.temperature == 0.0f) {
+  if (request.sampling.temperature == 0.0f) {
     seq->story_pos = 0;
-  } else if (request.seed) {
-    seq->story_pos = *request.seed % story_len;
+  } else if (request.sampling.seed) {
+    seq->story_pos = *request.sampling.seed % story_len;
   } else {
     seq->story_pos = std::random_device()() % story_len;
   }
   seq->req = std::move(request);
+  seq->executor = std::move(executor);
   seq->cb = std::move(on_chunk);
   seq->arrival = std::chrono::steady_clock::now();
   {
@@ -207,12 +195,13 @@ void FakeBackend::Cancel(const std::string& request_id) {
   cv_.notify_one();
 }
 
-int32_t FakeBackend::LookupAndInsertPrefix(const std::vector<int32_t>& prompt) {
+int32_t FakeBackend::LookupAndInsertPrefix(const std::vector<int32_t>& prompt, const std::string& salt) {
   queried_tokens_ += static_cast<int64_t>(prompt.size());
   if (!opt_.prefix_caching) return 0;
   const size_t bs = static_cast<size_t>(opt_.block_size);
   const size_t full = (prompt.size() - 1) / bs;  // never the last prompt token
   uint64_t h = 0;
+  for (unsigned char c : salt) h = Mix(h, c);  // salts never share a block
   int32_t hit = 0;
   bool matching = true;
   for (size_t b = 0; b < full; ++b) {
@@ -231,7 +220,7 @@ int32_t FakeBackend::LookupAndInsertPrefix(const std::vector<int32_t>& prompt) {
 int64_t FakeBackend::UsedBlocksLocked() const {
   int64_t used = 0;
   for (const auto& s : running_) {
-    const int64_t tokens = static_cast<int64_t>(s->req.prompt_tokens.size()) + s->generated;
+    const int64_t tokens = static_cast<int64_t>(s->req.prompt_token_ids.size()) + s->generated;
     used += (tokens + opt_.block_size - 1) / opt_.block_size;
   }
   return used;
@@ -245,7 +234,7 @@ void FakeBackend::Loop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || !running_.empty(); });
       if (stop_) return;
-      auto finish = [&](std::shared_ptr<Seq> s, FinishReason r) {
+      auto finish = [&](std::shared_ptr<Seq> s, engine::FinishReason r) {
         GenerationChunk c;
         c.finish = r;
         c.text_tail = std::move(s->utf8_pending);
@@ -255,7 +244,7 @@ void FakeBackend::Loop() {
       if (!cancelled_.empty()) {
         for (auto it = running_.begin(); it != running_.end();) {
           if (cancelled_.count((*it)->req.request_id)) {
-            finish(*it, FinishReason::kCancelled);
+            finish(*it, engine::FinishReason::kCancelled);
             it = running_.erase(it);
           } else {
             ++it;
@@ -263,7 +252,7 @@ void FakeBackend::Loop() {
         }
         for (auto it = waiting_.begin(); it != waiting_.end();) {
           if (cancelled_.count((*it)->req.request_id)) {
-            finish(*it, FinishReason::kCancelled);
+            finish(*it, engine::FinishReason::kCancelled);
             it = waiting_.erase(it);
           } else {
             ++it;
@@ -275,30 +264,30 @@ void FakeBackend::Loop() {
       while (static_cast<int64_t>(running_.size()) < opt_.max_batch_size && !waiting_.empty()) {
         auto s = std::move(waiting_.front());
         waiting_.pop_front();
-        s->cached = LookupAndInsertPrefix(s->req.prompt_tokens);
+        s->cached = LookupAndInsertPrefix(s->req.prompt_token_ids, s->req.cache_salt);
         running_.push_back(std::move(s));
       }
       for (auto it = running_.begin(); it != running_.end();) {
         Seq& s = **it;
         const size_t story_len = story.size() + 1;
         size_t pos = (s.story_pos + static_cast<size_t>(s.generated)) % story_len;
-        if (s.req.ignore_eos && pos == story.size()) {
+        if (s.req.sampling.ignore_eos && pos == story.size()) {
           ++s.story_pos;  // skip EOS
           pos = 0;
         }
         const int32_t id = pos < story.size() ? story[pos] : kEos;
         ++s.generated;
-        TokenOutput t;
+        api::TokenOutput t;
         t.token_id = id;
         t.piece = Piece(id);
         s.utf8_pending += t.piece;
         const size_t complete = CompleteUtf8Prefix(s.utf8_pending);
         t.text = s.utf8_pending.substr(0, complete);
         s.utf8_pending.erase(0, complete);
-        if (s.req.logprobs) {
+        if (s.req.sampling.logprobs) {
           t.logprob = -0.05f - 0.1f * static_cast<float>(s.generated % 5);
-          for (int k = 0; k < *s.req.logprobs; ++k) {
-            TopLogprob tl;
+          for (int k = 0; k < *s.req.sampling.logprobs; ++k) {
+            api::TopLogprob tl;
             tl.token_id = k == 0 ? id : story[(pos + static_cast<size_t>(k)) % story.size()];
             tl.piece = Piece(tl.token_id);
             tl.logprob = k == 0 ? t.logprob : t.logprob - static_cast<float>(k);
@@ -312,17 +301,17 @@ void FakeBackend::Loop() {
           c.num_cached_tokens = s.cached;
           c.queue_seconds = std::chrono::duration<double>(now - s.arrival).count();
         }
-        const bool is_stop = (id == kEos && !s.req.ignore_eos) ||
-                             std::find(s.req.stop_token_ids.begin(), s.req.stop_token_ids.end(), id) !=
-                                 s.req.stop_token_ids.end();
-        const int64_t total = static_cast<int64_t>(s.req.prompt_tokens.size()) + s.generated;
-        std::optional<FinishReason> reason;
+        const std::vector<int32_t>& stops = s.req.sampling.stop_token_ids;
+        const bool is_stop = (id == kEos && !s.req.sampling.ignore_eos) ||
+                             std::find(stops.begin(), stops.end(), id) != stops.end();
+        const int64_t total = static_cast<int64_t>(s.req.prompt_token_ids.size()) + s.generated;
+        engine::FinishReason reason = engine::FinishReason::kNone;
         if (is_stop) {
-          reason = FinishReason::kStop;
-        } else if (s.generated >= s.req.max_tokens || total >= opt_.max_context_length) {
-          reason = FinishReason::kLength;
+          reason = engine::FinishReason::kStop;
+        } else if (s.generated >= s.req.sampling.max_tokens || total >= opt_.max_context_length) {
+          reason = engine::FinishReason::kLength;
         }
-        if (reason) {
+        if (reason != engine::FinishReason::kNone) {
           c.finish = reason;
           c.text_tail = std::move(s.utf8_pending);
           ids_.erase(s.req.request_id);
@@ -334,11 +323,7 @@ void FakeBackend::Loop() {
         }
       }
     }
-    for (auto& [seq, chunk] : out) {
-      const bool last = chunk.finish.has_value();
-      seq->cb(std::move(chunk));
-      if (last) seq->cb = nullptr;
-    }
+    for (auto& [seq, chunk] : out) Deliver(*seq, std::move(chunk));
     std::this_thread::sleep_for(opt_.step_time);
   }
 }
@@ -346,26 +331,35 @@ void FakeBackend::Loop() {
 BackendStats FakeBackend::Stats() {
   std::lock_guard<std::mutex> lock(mu_);
   BackendStats s;
-  s.num_running = static_cast<int64_t>(running_.size());
-  s.num_waiting = static_cast<int64_t>(waiting_.size());
-  s.kv_block_size = opt_.block_size;
-  s.kv_blocks_total = opt_.num_blocks;
-  s.kv_blocks_used = std::min(UsedBlocksLocked(), opt_.num_blocks);
-  s.kv_blocks_cached = std::min<int64_t>(static_cast<int64_t>(prefix_blocks_.size()), s.kv_blocks_total - s.kv_blocks_used);
-  s.kv_blocks_free = s.kv_blocks_total - s.kv_blocks_used - s.kv_blocks_cached;
+  engine::EngineStats& e = s.engine;
+  e.num_running = static_cast<int32_t>(running_.size());
+  e.num_waiting = static_cast<int32_t>(waiting_.size());
+  e.block_size = static_cast<int32_t>(opt_.block_size);
+  e.num_blocks_total = static_cast<int32_t>(opt_.num_blocks);
+  e.num_blocks_used = static_cast<int32_t>(std::min(UsedBlocksLocked(), opt_.num_blocks));
+  e.num_blocks_cached =
+      static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(prefix_blocks_.size()), e.num_blocks_total - e.num_blocks_used));
+  e.num_blocks_free = e.num_blocks_total - e.num_blocks_used - e.num_blocks_cached;
+  e.prefix_query_tokens = queried_tokens_;
+  e.prefix_hit_tokens = hit_tokens_;
   std::error_code ec;
   if (!opt_.model_path.empty()) {
     const auto size = std::filesystem::file_size(opt_.model_path, ec);
-    if (!ec) s.weights_bytes = size;
+    if (!ec) s.memory.weights_bytes = size;
   }
-  s.kv_pool_bytes = static_cast<uint64_t>(opt_.num_blocks * opt_.block_size) * 1024;
-  s.activation_bytes = uint64_t{1} << 20;
-  s.max_admissible_context =
-      std::min(opt_.max_context_length, (s.kv_blocks_total - s.kv_blocks_used) * opt_.block_size);
-  s.prefix_cache_queried_tokens = queried_tokens_;
-  s.prefix_cache_hit_tokens = hit_tokens_;
-  s.num_preemptions = 0;
+  s.memory.kv_pool_bytes = static_cast<uint64_t>(opt_.num_blocks * opt_.block_size) * 1024;
+  s.memory.activation_bytes = uint64_t{1} << 20;
+  s.max_admissible_context = std::min(opt_.max_context_length, (opt_.num_blocks - e.num_blocks_used) * opt_.block_size);
   return s;
+}
+
+void FakeBackend::Deliver(Seq& s, GenerationChunk chunk) {
+  const bool last = chunk.finished();
+  s.executor([cb = s.cb, chunk = std::move(chunk)]() mutable { cb(std::move(chunk)); });
+  if (last) {
+    s.cb = nullptr;
+    s.executor = nullptr;
+  }
 }
 
 void FakeBackend::Shutdown() {
@@ -388,10 +382,9 @@ void FakeBackend::Shutdown() {
   }
   for (auto& s : left) {
     GenerationChunk c;
-    c.finish = FinishReason::kCancelled;
+    c.finish = engine::FinishReason::kCancelled;
     c.text_tail = std::move(s->utf8_pending);
-    s->cb(std::move(c));
-    s->cb = nullptr;
+    Deliver(*s, std::move(c));
   }
 }
 

@@ -1,5 +1,6 @@
 // FakeBackend: an InferenceBackend with no model, for tests of the HTTP
-// service (and `kvserve serve --fake-backend`). It behaves like a small
+// service (in-process, and kvserve_fake for the integration tests; part of
+// the test-only library kvs_server_testing). It behaves like a small
 // continuous-batching engine, deterministically:
 //
 //   * vocabulary: 0 <unk>, 1 <s> (BOS), 2 </s> (EOS), 3..258 the bytes
@@ -17,7 +18,8 @@
 //     one token. Requests beyond max_batch_size wait (queue time).
 //   * KV accounting: a running request holds ceil(tokens / block_size)
 //     blocks; prompt blocks are remembered as a prefix cache (whole blocks,
-//     never the last prompt token), reported as cached tokens and counters.
+//     never the last prompt token, within the request's cache_salt),
+//     reported as cached tokens and counters.
 //   * logprobs: a fixed pattern (-0.05 - 0.1 * (i % 5) for the chosen
 //     token; alternatives lower).
 // Thread-safety: as InferenceBackend (all methods from any thread).
@@ -26,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -45,6 +48,11 @@ struct FakeBackendOptions {
   int64_t num_blocks = 4096;
   bool prefix_caching = true;
   std::chrono::microseconds step_time{2000};  // one decode step
+  // Tests: called at the start of every Tokenize (e.g. to hold a request in
+  // preparation until the test lets it go).
+  std::function<void()> before_tokenize;
+  // Tests: sees every request Submit accepts.
+  std::function<void(const engine::Request&)> on_submit;
 };
 
 class FakeBackend : public InferenceBackend {
@@ -58,7 +66,7 @@ class FakeBackend : public InferenceBackend {
   std::string TokenString(int32_t id) override { return Piece(id); }
   StatusOr<std::string> ApplyChatTemplate(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                           bool add_generation_prompt) override;
-  Status Submit(GenerateRequest request, ChunkCallback on_chunk) override;
+  Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
   void Shutdown() override;
@@ -72,7 +80,8 @@ class FakeBackend : public InferenceBackend {
 
  private:
   struct Seq {
-    GenerateRequest req;
+    engine::Request req;
+    Executor executor;
     ChunkCallback cb;
     std::chrono::steady_clock::time_point arrival;
     size_t story_pos = 0;
@@ -83,8 +92,10 @@ class FakeBackend : public InferenceBackend {
   };
 
   void Loop();
+  // Posts a chunk to the request's executor (the final one drops it).
+  static void Deliver(Seq& s, GenerationChunk chunk);
   // Under mu_: the request's prefix-cache hit in tokens, and remember its blocks.
-  int32_t LookupAndInsertPrefix(const std::vector<int32_t>& prompt);
+  int32_t LookupAndInsertPrefix(const std::vector<int32_t>& prompt, const std::string& salt);
   int64_t UsedBlocksLocked() const;
 
   FakeBackendOptions opt_;

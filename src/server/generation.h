@@ -1,10 +1,10 @@
 // GenerationJob: one /v1/completions or /v1/chat/completions request from
-// submission to its last byte: it submits n choices per prompt to the
-// backend, turns their token chunks into OpenAI responses (whole JSON, or
-// SSE chunks in OpenAI's exact shapes ending with "data: [DONE]"), applies
-// stop strings (StopMatcher: text that could begin a stop string is held
-// back, a matched stop string is never sent and ends that choice), reports
-// logprobs, usage (with prompt_tokens_details.cached_tokens) and metrics.
+// submission to its last byte. It submits n choices per prompt to the
+// backend as engine::Requests (the parsed request's SamplingParams, the
+// prompt's tokens and max_tokens), and turns their token chunks into the
+// client's response through api::ChoiceText (stop strings, logprobs) and
+// api::ResponseShape (whole JSON, or SSE chunks ending with "data: [DONE]");
+// it reports usage (with prompt_tokens_details.cached_tokens) and metrics.
 //
 // Ends early on: client disconnect (backend requests cancelled at once),
 // request timeout (504, or an SSE error event once streaming), Abort (e.g.
@@ -14,13 +14,12 @@
 // every choice is either never submitted or gets exactly one backend final
 // chunk, and each releases one of the sequence slots the service reserved
 // (sequences_in_flight) exactly once.
-// Thread-safety: all methods run on the exchange's strand; backend callbacks
-// only post to it.
+// Thread-safety: all methods run on the exchange's strand; the backend
+// delivers chunks by posting to it.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -29,11 +28,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/openai_request.h"
+#include "api/response.h"
 #include "http/http_server.h"
 #include "server/backend.h"
-#include "server/openai_request.h"
 #include "server/server_metrics.h"
-#include "server/stop_matcher.h"
 
 namespace kvs::server {
 
@@ -67,24 +66,20 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  public:
   using DoneFn = std::function<void(const JobSummary&)>;
 
-  GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, ParsedRequest req, std::vector<PreparedPrompt> prompts,
-                std::string id, DoneFn done);
+  GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api::ParsedRequest req,
+                std::vector<PreparedPrompt> prompts, std::string id, DoneFn done);
 
   // Submits every choice and starts answering. On the strand.
   void Start();
   // Ends the request with `error` (503 / SSE error event) and cancels the
   // backend requests; finish_reason is the metric label. On the strand.
-  void Abort(const ApiError& error, const std::string& finish_reason);
+  void Abort(const api::ApiError& error, const std::string& finish_reason);
 
   const std::string& id() const { return id_; }
   const std::shared_ptr<http::Exchange>& exchange() const { return ex_; }
   bool finished() const { return finished_; }
 
  private:
-  struct PendingLogprob {
-    TokenOutput token;
-    size_t start = 0, end = 0;  // byte range of its text in the generated text
-  };
   struct Choice {
     int index = 0;
     int prompt_index = 0;
@@ -92,20 +87,18 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     bool submitted = false;
     bool backend_final = false;  // final chunk received, slot released
     bool done = false;           // the client-visible end is decided
-    bool cut_by_stop = false;    // a stop string ended it
     std::string finish_reason;
-    StopMatcher stop;
-    std::string text;            // non-streaming: the answer so far (echo included)
+    api::ChoiceText text;        // stop strings and logprob alignment
+    std::string answer;          // non-streaming: the answer so far (echo included)
     size_t offset_base = 0;      // echo prefix bytes before the generated text
-    size_t generated_bytes = 0;  // generated text received (before stop handling)
-    size_t released_bytes = 0;   // generated text released to the client
     int64_t completion_tokens = 0;
     int64_t cached_tokens = -1;
     bool got_token = false;
     bool queue_observed = false;
+    Clock::time_point first_token;
     Clock::time_point last_token;
-    std::deque<PendingLogprob> pending;  // logprobs not yet sent
-    nlohmann::json logprobs;             // non-streaming: accumulated
+    int64_t timed_tokens = 0;    // tokens received with a time (not a stop token counted at the end)
+    nlohmann::json logprobs;     // non-streaming: accumulated
   };
 
   void OnChunk(int index, GenerationChunk chunk);
@@ -115,34 +108,24 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void Emit(Choice& c, const std::string& text);
   void ChoiceDone(Choice& c, const std::string& finish_reason);
   void Complete();
-  void Fail(const ApiError& error, const std::string& finish_reason);
+  void Fail(const api::ApiError& error, const std::string& finish_reason);
   void CancelUnfinished();
   void ReleaseSlot(Choice& c);
   void Finish(int status);
 
-  nlohmann::json ChunkBase() const;
-  nlohmann::json Usage() const;
-  nlohmann::json LogprobsFor(const Choice& c, const std::vector<PendingLogprob>& toks) const;
-  void AppendLogprobs(nlohmann::json& acc, const nlohmann::json& add) const;
+  api::Usage Usage() const;
   void SendEvent(const nlohmann::json& j);
 
   JobEnv env_;
   std::shared_ptr<http::Exchange> ex_;
-  ParsedRequest req_;
+  api::ParsedRequest req_;
   std::vector<PreparedPrompt> prompts_;
   std::string id_;
   DoneFn done_;
-  int64_t created_ = 0;
-  bool chat_ = false;
+  api::ResponseShape shape_;
   std::vector<Choice> choices_;
   bool finished_ = false;  // response ended (or the client left)
   std::optional<Clock::time_point> first_token_;
 };
-
-// JSON for the wire: invalid UTF-8 (a lone byte token) becomes U+FFFD.
-std::string Dump(const nlohmann::json& j);
-
-// Maps a backend Status to an OpenAI error (400, 429, 503, 500...).
-ApiError ErrorFromStatus(const Status& s);
 
 }  // namespace kvs::server

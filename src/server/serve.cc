@@ -14,7 +14,8 @@
 #include "http/http_server.h"
 #include "server/access_log.h"
 #include "server/service.h"
-#include "server/sha256.h"
+#include "base/sha256.h"
+#include "server/warm.h"
 
 namespace kvs::server {
 
@@ -30,6 +31,37 @@ struct Events {
   bool load_done = false;
   Status load_status;
 };
+
+// The readiness gate, against the server itself over loopback.
+void RunGate(const ReadinessGate& gate, const ServeConfig& config, const std::string& api_key, uint16_t port,
+             Service* service) {
+  std::string host = config.server.host;
+  if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  const std::string url = "http://" + host + ":" + std::to_string(port);
+  spdlog::info("{}: checking before reporting ready", gate.name);
+  for (int attempt = 1;; ++attempt) {
+    auto r = gate.run(url, api_key);
+    if (r.ok() && r->passed) {
+      service->SetNotReadyReason("");
+      spdlog::info("{} passed: {}", gate.name, r->detail);
+      return;
+    }
+    if (r.ok()) {
+      service->SetNotReadyReason(gate.name + " failed: " + r->detail);
+      spdlog::error("{} failed: {}; the server stays not ready", gate.name, r->detail);
+      return;
+    }
+    if (attempt >= 3 || service->state() != Service::State::kReady) {
+      service->SetNotReadyReason(gate.name + " could not run: " + r.status().message());
+      spdlog::error("{} could not run: {}; the server stays not ready", gate.name, r.status().message());
+      return;
+    }
+    spdlog::warn("{} could not run ({}); retrying", gate.name, r.status().message());
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+}
 
 }  // namespace
 
@@ -48,10 +80,6 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   // Logs go to stderr; stdout is left to the access log.
   if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
   spdlog::set_level(spdlog::level::from_str(config.logging.level));
-  if (Status s = ValidateConfig(config); !s.ok()) {
-    spdlog::error("configuration: {}", s.message());
-    return 2;
-  }
   if (options.require_model_file) {
     std::error_code ec;
     if (config.model.path.empty()) {
@@ -131,9 +159,18 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
         st = created.status();
       }
     }
+    if (st.ok() && !config.kv_cache.warm_prompts_file.empty()) {
+      auto warm = WarmPrefixCache(*b, config.kv_cache.warm_prompts_file);
+      if (warm.ok()) {
+        spdlog::info("prefix cache warmed: {} prompts, {} tokens in {:.2f} s", warm->prompts, warm->tokens,
+                     warm->seconds);
+      } else {
+        st = warm.status();
+      }
+    }
     if (st.ok()) {
       card.id = b->Info().name.empty() ? ServedModelName(config) : b->Info().name;
-      card.max_context_length = b->Info().max_context_length;
+      card.max_context_length = b->Info().limits.max_context_length;
       card.load_seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
       card.created = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
@@ -142,9 +179,12 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
         spdlog::warn("model.max_context_length {} exceeds the model's trained context {}; serving {}",
                      config.model.max_context_length, b->Info().trained_context_length, card.max_context_length);
       }
+      if (options.gate) service.SetNotReadyReason(options.gate->name + " running");
       service.SetReady(b.get(), card);
       spdlog::info("model '{}' ready in {:.2f} s (sha256 {}, context {} tokens)", card.id, card.load_seconds,
                    card.sha256.empty() ? "-" : card.sha256, card.max_context_length);
+      if (options.gate) RunGate(*options.gate, config, keys->empty() ? std::string() : keys->front(), server.port(),
+                                &service);
     }
     {
       std::lock_guard<std::mutex> lock(backend_mu);
@@ -154,6 +194,20 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     ev.load_done = true;
     ev.load_status = st;
     ev.cv.notify_all();
+  });
+
+  // The status page's history: one sample every 2 s until shutdown.
+  std::mutex sampler_mu;
+  std::condition_variable sampler_cv;
+  bool sampler_stop = false;
+  std::thread sampler([&] {
+    std::unique_lock<std::mutex> lock(sampler_mu);
+    while (!sampler_cv.wait_for(lock, std::chrono::duration<double>(StatusBoard::kSampleSeconds),
+                                [&] { return sampler_stop; })) {
+      lock.unlock();
+      service.SampleStatus();
+      lock.lock();
+    }
   });
 
   int exit_code = 0;
@@ -184,11 +238,8 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
       if (!cut_at && (now >= deadline || signals > 1)) {
         spdlog::warn("drain: {} requests still running after {} s; ending them", service.running_jobs(),
                      config.server.drain_timeout_seconds);
-        ApiError e;
-        e.status = 503;
-        e.type = "service_unavailable";
-        e.code = "server_shutting_down";
-        e.message = "the server is shutting down (drain timeout reached)";
+        const api::ApiError e = api::MakeError(503, "the server is shutting down (drain timeout reached)",
+                                               "service_unavailable", "server_shutting_down");
         service.AbortAll(e, "shutdown");
         cut_at = now;
       }
@@ -200,8 +251,15 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     }
     spdlog::info("drained; shutting down");
   }
+  {
+    std::lock_guard<std::mutex> lock(sampler_mu);
+    sampler_stop = true;
+  }
+  sampler_cv.notify_all();
+  sampler.join();
   server.Stop();
   loader.join();
+  service.StopPreparing();
   {
     std::lock_guard<std::mutex> lock(backend_mu);
     if (backend) backend->Shutdown();

@@ -1,11 +1,14 @@
 // RunServe: the lifecycle of `kvserve serve`.
 //
-//   1. Checks the configuration, API keys and access log; fails with exit
-//      code 2 naming what is wrong.
+//   1. Checks the API keys and access log (the configuration was validated
+//      by LoadServeConfig); fails with exit code 2 naming what is wrong.
 //   2. Starts HTTP at once (/health answers, /ready and the API say 503
 //      while loading), then in a loader thread hashes the weights file
-//      (SHA-256, compared with model.sha256 when set) and creates the
-//      backend; the service becomes ready. A failed load exits with 1.
+//      (SHA-256, compared with model.sha256 when set), creates the backend
+//      and, with kv_cache.warm_prompts_file, prefills those prompts into the
+//      prefix cache (warm.h); the service becomes ready. A failed load (or
+//      warm file) exits with 1. A sampler thread adds a status-page history
+//      sample every 2 s (Service::SampleStatus) until shutdown.
 //   3. On SIGTERM or SIGINT it drains: /ready and new requests get 503,
 //      the listener closes (connections already queued in its backlog are
 //      still answered), in-flight requests get server.drain_timeout_seconds
@@ -16,6 +19,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "base/status.h"
 #include "server/backend.h"
@@ -27,8 +32,23 @@ namespace kvs::server {
 // thread. The model card's name and context come from the backend's Info().
 using BackendFactory = std::function<StatusOr<std::unique_ptr<InferenceBackend>>(const ServeConfig&)>;
 
+// A check run against the server itself once the model is loaded (e.g. the
+// needle gate): until it passes, /ready says 503 with its reason (the API
+// already serves, so the check can use it). One that cannot run at all
+// (an error) is retried a few times; one that fails keeps the server
+// not ready, with the result in /ready and the log.
+struct GateOutcome {
+  bool passed = false;
+  std::string detail;
+};
+struct ReadinessGate {
+  std::string name;  // "needle gate 4096:90%"
+  std::function<StatusOr<GateOutcome>(const std::string& base_url, const std::string& api_key)> run;
+};
+
 struct ServeOptions {
   bool require_model_file = true;  // false for the fake backend: model.path may be empty
+  std::optional<ReadinessGate> gate;
 };
 
 // Returns the process exit code.

@@ -1,8 +1,6 @@
 #include "server/server_metrics.h"
 
-#include <cstdio>
-
-#include <unistd.h>
+#include <algorithm>
 
 namespace kvs::server {
 
@@ -12,6 +10,11 @@ const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.0
                                              1.0,   2.5,   5.0,  7.5,  10,   20,   40,   80,  160, 640};
 const std::vector<double> kTokenBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15,
                                            0.2,   0.3,    0.4,   0.5,  0.75,  1.0,  2.5,   5.0, 10};
+// Prompt-length classes of the TTFT-by-length histogram (upper bounds in
+// tokens; the alerts' SLOs are per class, deploy/prometheus/alerts.yaml).
+const int64_t kPromptClasses[] = {256, 1024, 4096, 16384, 65536};
+const std::vector<double> kLengthBuckets = {16,   32,    64,    128,   256,    512,    1024,  2048,
+                                            4096, 8192,  16384, 32768, 65536, 131072, 262144};
 const std::vector<double> kRequestBuckets = {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10,
                                              15,   20,   30,  40,  50,  60,  120, 240, 480, 960, 1920};
 
@@ -41,6 +44,18 @@ ServerMetrics::ServerMetrics()
                                           "Prompt tokens found in the prefix cache (not recomputed).")),
       preemptions(registry.Counter0("kvserve:num_preemptions_total",
                                     "Sequences preempted (KV freed, recomputed later) to make room.")),
+      forward_seconds(registry.Counter0("kvserve:engine_forward_seconds_total",
+                                        "Wall time the engine spent in forward passes; its rate is the compute "
+                                        "utilisation (share of wall time busy).")),
+      engine_steps(registry.Counter0("kvserve:engine_steps_total", "Forward passes (engine steps) run.")),
+      kv_blocks_used_peak(registry.Gauge0("kvserve:kv_cache_blocks_used_peak",
+                                          "Most KV blocks held by sequences at once since start.")),
+      kv_usage_peak_ratio(registry.Gauge0("kvserve:kv_cache_usage_peak_ratio",
+                                          "Peak of the KV watermark (used / total blocks) since start, sampled at "
+                                          "every engine step.")),
+      prefix_hit_ratio(registry.Gauge0("kvserve:prefix_cache_hit_ratio",
+                                       "Prompt tokens found in the prefix cache / prompt tokens looked up, since "
+                                       "start (0 before any lookup).")),
       ttft(registry.Histogram0("kvserve:time_to_first_token_seconds",
                                "From the request fully received to its first generated token.", kLatencyBuckets)),
       inter_token_latency(registry.Histogram0("kvserve:inter_token_latency_seconds",
@@ -50,6 +65,22 @@ ServerMetrics::ServerMetrics()
                                       kRequestBuckets)),
       queue_time(registry.Histogram0("kvserve:request_queue_time_seconds",
                                      "From submission to the engine until first scheduled.", kRequestBuckets)),
+      time_per_output_token(registry.Histogram0(
+          "kvserve:time_per_output_token_seconds",
+          "Per finished sequence: (last token - first token) / (tokens - 1), the mean decode time per token.",
+          kTokenBuckets)),
+      prompt_length(registry.Histogram0("kvserve:request_prompt_tokens", "Prompt length of admitted prompts in tokens.",
+                                        kLengthBuckets)),
+      generation_length(registry.Histogram0("kvserve:request_generation_tokens",
+                                            "Tokens generated per finished sequence.", kLengthBuckets)),
+      ttft_by_length(registry.AddHistogram("kvserve:time_to_first_token_by_prompt_length_seconds",
+                                           "Time to first token by prompt-length class (prompt_tokens_le: the "
+                                           "class's upper bound in tokens).",
+                                           kLatencyBuckets, {"prompt_tokens_le"})),
+      errors(registry.AddCounter("kvserve:request_errors_total",
+                                 "Failed requests by class: invalid_request, authentication, capacity, "
+                                 "client_disconnected, server_error, unavailable, timeout, shutdown.",
+                                 {"class"})),
       prompt_tokens(registry.Counter0("kvserve:prompt_tokens_total", "Prompt tokens of admitted requests.")),
       generation_tokens(registry.Counter0("kvserve:generation_tokens_total", "Generated tokens.")),
       finished(registry.AddCounter("kvserve:request_finished_total",
@@ -62,41 +93,101 @@ ServerMetrics::ServerMetrics()
       sequences_in_flight(registry.Gauge0(
           "kvserve:sequences_in_flight",
           "Sequences admitted by the server and not finished (bounded by runtime.max_concurrent_requests).")),
+      prep_running(registry.Gauge0("kvserve:prep_requests_running",
+                                   "Requests being prepared (JSON parsed, chat template rendered, tokenized).")),
+      prep_waiting(registry.Gauge0("kvserve:prep_requests_waiting",
+                                   "Requests waiting for a prep thread (server.prep_queue bounds it).")),
       resident_memory(registry.Gauge0("kvserve:process_resident_memory_bytes", "Resident memory of the process.")),
-      ready(registry.Gauge0("kvserve:ready", "1 when the model is loaded and the server accepts requests.")) {
+      ready(registry.Gauge0("kvserve:ready", "1 when the model is loaded and the server accepts requests.")),
+      model_info(registry.AddGauge("kvserve:model_info", "1 for the model being served (its id and SHA-256).",
+                                   {"model", "sha256"})),
+      process(registry, "kvserve:") {
+  for (int64_t c : kPromptClasses) ttft_by_length.With({std::to_string(c)});
+  ttft_by_length.With({"+Inf"});
+  for (const char* c : {"invalid_request", "authentication", "capacity", "client_disconnected", "server_error",
+                        "unavailable", "timeout", "shutdown"}) {
+    errors.With({c});
+  }
   for (const char* account : {"weights", "kv_pool", "activations", "overhead"}) memory_bytes.With({account});
   for (const char* r : {"stop", "length", "cancelled", "timeout", "error", "shutdown"}) finished.With({r});
 }
 
-void ServerMetrics::Refresh(const BackendStats* s) {
-  resident_memory.Set(static_cast<double>(ProcessResidentBytes()));
-  if (!s) return;
-  requests_running.Set(static_cast<double>(s->num_running));
-  requests_waiting.Set(static_cast<double>(s->num_waiting));
-  kv_blocks_total.Set(static_cast<double>(s->kv_blocks_total));
-  kv_blocks_used.Set(static_cast<double>(s->kv_blocks_used));
-  kv_blocks_cached.Set(static_cast<double>(s->kv_blocks_cached));
-  kv_blocks_free.Set(static_cast<double>(s->kv_blocks_free));
-  kv_usage_ratio.Set(s->kv_blocks_total > 0 ? static_cast<double>(s->kv_blocks_used) / s->kv_blocks_total : 0.0);
-  kv_block_size.Set(static_cast<double>(s->kv_block_size));
-  memory_bytes.With({"weights"}).Set(static_cast<double>(s->weights_bytes));
-  memory_bytes.With({"kv_pool"}).Set(static_cast<double>(s->kv_pool_bytes));
-  memory_bytes.With({"activations"}).Set(static_cast<double>(s->activation_bytes));
-  memory_bytes.With({"overhead"}).Set(static_cast<double>(s->overhead_bytes));
-  max_admissible_context.Set(static_cast<double>(s->max_admissible_context));
-  prefix_queried_tokens.SetMax(static_cast<double>(s->prefix_cache_queried_tokens));
-  prefix_hit_tokens.SetMax(static_cast<double>(s->prefix_cache_hit_tokens));
-  preemptions.SetMax(static_cast<double>(s->num_preemptions));
+void ServerMetrics::Refresh(const BackendStats* stats) {
+  resident_memory.Set(static_cast<double>(metrics::ProcessResidentBytes()));
+  process.Refresh();
+  if (!stats) return;
+  const engine::EngineStats& s = stats->engine;
+  requests_running.Set(static_cast<double>(s.num_running));
+  requests_waiting.Set(static_cast<double>(s.num_waiting));
+  kv_blocks_total.Set(static_cast<double>(s.num_blocks_total));
+  kv_blocks_used.Set(static_cast<double>(s.num_blocks_used));
+  kv_blocks_cached.Set(static_cast<double>(s.num_blocks_cached));
+  kv_blocks_free.Set(static_cast<double>(s.num_blocks_free));
+  kv_usage_ratio.Set(s.num_blocks_total > 0 ? static_cast<double>(s.num_blocks_used) / s.num_blocks_total : 0.0);
+  kv_block_size.Set(static_cast<double>(s.block_size));
+  memory_bytes.With({"weights"}).Set(static_cast<double>(stats->memory.weights_bytes));
+  memory_bytes.With({"kv_pool"}).Set(static_cast<double>(stats->memory.kv_pool_bytes));
+  memory_bytes.With({"activations"}).Set(static_cast<double>(stats->memory.activation_bytes));
+  memory_bytes.With({"overhead"}).Set(static_cast<double>(stats->memory.overhead_bytes));
+  max_admissible_context.Set(static_cast<double>(stats->max_admissible_context));
+  prefix_queried_tokens.SetMax(static_cast<double>(s.prefix_query_tokens));
+  prefix_hit_tokens.SetMax(static_cast<double>(s.prefix_hit_tokens));
+  preemptions.SetMax(static_cast<double>(s.num_preemptions));
+  forward_seconds.SetMax(s.forward_seconds);
+  engine_steps.SetMax(static_cast<double>(s.num_steps));
+  // The peak only grows (a reloaded engine starts from 0, the gauge keeps
+  // the process's peak).
+  const int32_t peak = std::max(s.num_blocks_used_peak, s.num_blocks_used);
+  kv_blocks_used_peak.SetMax(peak);
+  if (s.num_blocks_total > 0) kv_usage_peak_ratio.SetMax(static_cast<double>(peak) / s.num_blocks_total);
+  prefix_hit_ratio.Set(s.prefix_query_tokens > 0
+                           ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_query_tokens)
+                           : 0.0);
 }
 
-uint64_t ProcessResidentBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  if (n != 2) return 0;
-  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+std::string ServerMetrics::PromptLengthBucket(int64_t prompt_tokens) {
+  for (int64_t c : kPromptClasses) {
+    if (prompt_tokens <= c) return std::to_string(c);
+  }
+  return "+Inf";
+}
+
+void ServerMetrics::ObservePrompt(int64_t prompt_tokens) { prompt_length.Observe(static_cast<double>(prompt_tokens)); }
+
+void ServerMetrics::ObserveFirstToken(int64_t prompt_tokens, double ttft_seconds) {
+  ttft.Observe(ttft_seconds);
+  ttft_by_length.With({PromptLengthBucket(prompt_tokens)}).Observe(ttft_seconds);
+}
+
+void ServerMetrics::ObserveDecode(int64_t tokens, double first_to_last_seconds) {
+  if (tokens > 0) generation_length.Observe(static_cast<double>(tokens));
+  if (tokens >= 2) time_per_output_token.Observe(first_to_last_seconds / static_cast<double>(tokens - 1));
+}
+
+std::string ServerMetrics::ErrorClass(int status, const std::string& finish_reason) {
+  if (status == 200) {
+    // A stream answers 200 before it can fail; its end tells.
+    if (finish_reason == "error") return "server_error";
+    if (finish_reason == "timeout") return "timeout";
+    if (finish_reason == "shutdown") return "shutdown";
+    if (finish_reason == "cancelled") return "client_disconnected";
+    return "";
+  }
+  if (status < 400) return "";
+  if (finish_reason == "shutdown") return "shutdown";
+  switch (status) {
+    case 401: return "authentication";
+    case 429: return "capacity";
+    case 499: return "client_disconnected";
+    case 503: return "unavailable";
+    case 504: return "timeout";
+    default: return status >= 500 ? "server_error" : "invalid_request";
+  }
+}
+
+void ServerMetrics::CountError(int status, const std::string& finish_reason) {
+  const std::string c = ErrorClass(status, finish_reason);
+  if (!c.empty()) errors.With({c}).Inc();
 }
 
 }  // namespace kvs::server

@@ -8,21 +8,42 @@
 
 #include <string>
 
+#include "metrics/metrics.h"
+#include "metrics/process_metrics.h"
 #include "server/backend.h"
-#include "server/metrics.h"
 
 namespace kvs::server {
+
+using metrics::Counter;
+using metrics::Family;
+using metrics::Gauge;
+using metrics::Histogram;
 
 struct ServerMetrics {
   ServerMetrics();
   ServerMetrics(const ServerMetrics&) = delete;
   ServerMetrics& operator=(const ServerMetrics&) = delete;
 
-  // Copies engine statistics (nullptr while loading) and process memory.
+  // Copies engine statistics (nullptr while loading) and process figures.
   void Refresh(const BackendStats* stats);
+
+  // Per request, as it progresses (GenerationJob).
+  void ObservePrompt(int64_t prompt_tokens);
+  void ObserveFirstToken(int64_t prompt_tokens, double ttft_seconds);
+  // A choice that ended after `tokens` timed tokens, the first at
+  // `first_to_last_seconds` before the last (no sample below 2 tokens).
+  void ObserveDecode(int64_t tokens, double first_to_last_seconds);
+  // Counts a finished HTTP exchange in request_errors_total when it failed:
+  // by status, or (a stream that had already answered 200) by the finish
+  // reason of its generation.
+  void CountError(int status, const std::string& finish_reason);
+  // The error class of a response ("" when it is not an error).
+  static std::string ErrorClass(int status, const std::string& finish_reason);
+  // The prompt_tokens_le label of a prompt length ("256" ... "+Inf").
+  static std::string PromptLengthBucket(int64_t prompt_tokens);
   std::string Render() const { return registry.Render(); }
 
-  Registry registry;
+  metrics::Registry registry;
   // Engine state (from Stats()).
   Gauge& requests_running;
   Gauge& requests_waiting;
@@ -37,23 +58,34 @@ struct ServerMetrics {
   Counter& prefix_queried_tokens;
   Counter& prefix_hit_tokens;
   Counter& preemptions;
+  Counter& forward_seconds;        // engine busy time; its rate is the compute utilisation
+  Counter& engine_steps;
+  Gauge& kv_blocks_used_peak;
+  Gauge& kv_usage_peak_ratio;      // the KV watermark's peak since start
+  Gauge& prefix_hit_ratio;         // hits / queried since start
   // Requests (updated by the service).
   Histogram& ttft;
   Histogram& inter_token_latency;
   Histogram& e2e_latency;
   Histogram& queue_time;
+  Histogram& time_per_output_token;
+  Histogram& prompt_length;             // tokens per prompt
+  Histogram& generation_length;         // tokens per finished choice
+  Family<Histogram>& ttft_by_length;    // {prompt_tokens_le}
+  Family<Counter>& errors;              // {class}
   Counter& prompt_tokens;
   Counter& generation_tokens;
   Family<Counter>& finished;       // {finish_reason}, one per choice
   Family<Counter>& http_requests;  // {path, status}
   Gauge& http_in_flight;
   Gauge& sequences_in_flight;      // admitted by the service, counted against max_concurrent_requests
+  Gauge& prep_running;             // requests being prepared (parse, template, tokenize)
+  Gauge& prep_waiting;             // requests waiting for a prep thread
   // Process.
   Gauge& resident_memory;
   Gauge& ready;                    // 1 when serving, 0 while loading or draining
+  Family<Gauge>& model_info;       // {model, sha256}: 1 for the model being served
+  metrics::ProcessMetrics process; // process_* (standard names) and kvserve:build_info
 };
-
-// Resident set size of this process in bytes (0 if unknown).
-uint64_t ProcessResidentBytes();
 
 }  // namespace kvs::server

@@ -8,17 +8,23 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
-#include "server/sha256.h"
+#include "metrics/status_page.h"
+#include "base/sha256.h"
 
 namespace kvs::server {
 
 using nlohmann::json;
+using api::ApiError;
+using api::BadRequest;
+using api::ErrorFromStatus;
+using api::MakeError;
 
 struct Service::Ctx {
   std::shared_ptr<http::Exchange> ex;
   std::string id;
   std::string key_id;
-  std::string route;  // metric label: the route template, or "other"
+  std::string route;       // metric label: the route template, or "other"
+  std::string key_digest;  // SHA-256 of the request's API key ("" without keys)
 };
 
 namespace {
@@ -41,29 +47,44 @@ std::string IsoTime(int64_t unix_seconds) {
   return buf;
 }
 
-ApiError MakeError(int status, std::string message, std::string type, std::string code) {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
 }  // namespace
 
 Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMetrics* metrics, AccessLog* access_log)
-    : config_(std::move(config)), metrics_(metrics), access_log_(access_log) {
+    : config_(std::move(config)),
+      prep_(static_cast<int>(config_.server.prep_threads), static_cast<int>(config_.server.prep_queue)),
+      metrics_(metrics),
+      access_log_(access_log),
+      status_board_(metrics) {
   for (const auto& k : api_keys) key_digests_.push_back(Sha256Hex(k));
 }
 
+Service::~Service() { prep_.Stop(); }
+
 std::string Service::KeyId(std::string_view key) { return "k-" + Sha256Hex(key).substr(0, 8); }
 
+std::string Service::PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt) {
+  if (key_digest.empty() && cache_salt.empty()) return "";
+  std::string material(key_digest);
+  material += '\n';  // a digest never contains one: key and salt cannot run into each other
+  material += cache_salt;
+  return Sha256Hex(material).substr(0, 32);
+}
+
 void Service::SetReady(InferenceBackend* backend, ModelCard card) {
+  metrics_->model_info.With({card.id, card.sha256}).Set(1);
   card_ = std::move(card);
   backend_.store(backend);
   State expected = State::kLoading;
-  if (state_.compare_exchange_strong(expected, State::kReady)) metrics_->ready.Set(1);
+  if (state_.compare_exchange_strong(expected, State::kReady)) {
+    std::lock_guard<std::mutex> lock(not_ready_mu_);
+    metrics_->ready.Set(not_ready_reason_.empty() ? 1 : 0);
+  }
+}
+
+void Service::SetNotReadyReason(std::string reason) {
+  std::lock_guard<std::mutex> lock(not_ready_mu_);
+  not_ready_reason_ = std::move(reason);
+  metrics_->ready.Set(not_ready_reason_.empty() && state_.load() == State::kReady ? 1 : 0);
 }
 
 void Service::BeginDrain() {
@@ -92,7 +113,26 @@ void Service::AbortAll(const ApiError& error, const std::string& finish_reason) 
 
 void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool count) {
   if (count) metrics_->http_requests.With({ctx.route, std::to_string(status)}).Inc();
+  metrics_->CountError(status, summary ? summary->finish_reason : std::string());
   metrics_->http_in_flight.Dec();
+  const double duration_ms =
+      std::chrono::duration<double, std::milli>(http::Clock::now() - ctx.ex->received_at()).count();
+  if (summary || ctx.route == "/v1/completions" || ctx.route == "/v1/chat/completions") {
+    RecentRequest rr;
+    rr.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    rr.id = ctx.id;
+    rr.path = ctx.route;
+    rr.status = status;
+    rr.duration_ms = duration_ms;
+    if (summary) {
+      rr.prompt_tokens = summary->prompt_tokens;
+      rr.completion_tokens = summary->completion_tokens;
+      rr.cached_tokens = summary->cached_tokens;
+      rr.ttft_ms = summary->ttft_ms;
+      rr.finish_reason = summary->finish_reason;
+    }
+    status_board_.Record(std::move(rr));
+  }
   if (!access_log_ || !access_log_->enabled()) return;
   AccessRecord r;
   r.id = ctx.id;
@@ -101,8 +141,7 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
   r.path = ctx.ex->request().path;
   r.status = status;
   r.remote = ctx.ex->remote();
-  r.duration_ms =
-      std::chrono::duration<double, std::milli>(http::Clock::now() - ctx.ex->received_at()).count();
+  r.duration_ms = duration_ms;
   if (summary) {
     r.prompt_tokens = summary->prompt_tokens;
     r.cached_tokens = summary->cached_tokens;
@@ -114,12 +153,17 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
 }
 
 void Service::Reply(Ctx& ctx, int status, const json& body, std::vector<std::pair<std::string, std::string>> headers) {
+  if (!ctx.ex->OnStrand()) {
+    // From a prep thread: the response is written on the exchange's strand.
+    ctx.ex->Post([this, ctx, status, body, headers]() mutable { Reply(ctx, status, body, std::move(headers)); });
+    return;
+  }
   http::HttpResponse res;
   res.status = status;
   res.SetHeader("Content-Type", "application/json");
   res.SetHeader("X-Request-Id", ctx.id);
   for (auto& [k, v] : headers) res.SetHeader(k, v);
-  res.body = Dump(body);
+  res.body = api::Dump(body);
   ctx.ex->Respond(std::move(res));
   Log(ctx, status, nullptr);
 }
@@ -133,7 +177,7 @@ void Service::ReplyError(Ctx& ctx, const ApiError& e) {
 
 void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   metrics_->http_in_flight.Inc();
-  Ctx ctx{std::move(ex), "req-" + RandomHex(24), "", "other"};
+  Ctx ctx{std::move(ex), "req-" + RandomHex(24), "", "other", ""};
   const http::HttpRequest& req = ctx.ex->request();
   if (int status = ctx.ex->transport_error()) {
     ApiError e = MakeError(status, ctx.ex->transport_error_message(), "invalid_request_error",
@@ -147,6 +191,7 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
     bool prefix;
   };
   static const Route kRoutes[] = {
+      {"/", "GET", false},             {"/status", "GET", false},
       {"/health", "GET", false},       {"/ready", "GET", false},
       {"/metrics", "GET", false},      {"/v1/models", "GET", false},
       {"/v1/models/", "GET", true},    {"/v1/completions", "POST", false},
@@ -162,7 +207,7 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
     }
   }
   if (!route) {
-    ReplyError(ctx, MakeError(404, fmt::format("no route for {} {}", req.method, req.path), "not_found_error",
+    ReplyError(ctx, MakeError(404, fmt::format("no route for {} {}", api::Clip(req.method, 16), api::Clip(req.path, 256)), "not_found_error",
                               "not_found"));
     return;
   }
@@ -177,13 +222,30 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   if (path == "/health") return HandleHealth(ctx);
   if (path == "/ready") return HandleReady(ctx);
   if (path == "/metrics") return HandleMetrics(ctx);
+  if (path == "/") return HandleStatusPage(ctx);
+  if (path == "/status") return HandleStatus(ctx);
   if (!Authorize(ctx) || !CheckReady(ctx)) return;
   if (path == "/v1/models") return HandleModels(ctx, "");
   if (path == "/v1/models/") return HandleModels(ctx, req.path.substr(path.size()));
-  if (path == "/v1/completions") return HandleGenerate(ctx, Endpoint::kCompletions);
-  if (path == "/v1/chat/completions") return HandleGenerate(ctx, Endpoint::kChatCompletions);
-  if (path == "/tokenize") return HandleTokenize(ctx);
-  if (path == "/detokenize") return HandleDetokenize(ctx);
+  // Everything below parses, renders or tokenizes: off the I/O threads.
+  if (path == "/v1/completions") return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kCompletions); });
+  if (path == "/v1/chat/completions") {
+    return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions); });
+  }
+  if (path == "/tokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleTokenize(c); });
+  if (path == "/detokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleDetokenize(c); });
+}
+
+void Service::OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work) {
+  auto c = std::make_shared<Ctx>(ctx);
+  if (prep_.TrySubmit([c, work = std::move(work)] { work(*c); })) return;
+  ApiError e = MakeError(503,
+                         fmt::format("the server is busy preparing other requests ({} threads, {} waiting: "
+                                     "server.prep_threads, server.prep_queue); retry shortly",
+                                     prep_.threads(), prep_.max_queued()),
+                         "service_unavailable", "server_overloaded");
+  e.retry_after_seconds = 1;
+  ReplyError(ctx, e);
 }
 
 bool Service::Authorize(Ctx& ctx) {
@@ -199,6 +261,7 @@ bool Service::Authorize(Ctx& ctx) {
     for (const auto& d : key_digests_) ok |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
     if (ok) {
       ctx.key_id = KeyId(key);
+      ctx.key_digest = digest;
       return true;
     }
   }
@@ -233,13 +296,23 @@ void Service::HandleHealth(Ctx& ctx) { Reply(ctx, 200, {{"status", "ok"}}); }
 
 void Service::HandleReady(Ctx& ctx) {
   switch (state_.load()) {
-    case State::kReady: return Reply(ctx, 200, {{"status", "ready"}});
+    case State::kReady: {
+      std::string reason;
+      {
+        std::lock_guard<std::mutex> lock(not_ready_mu_);
+        reason = not_ready_reason_;
+      }
+      if (!reason.empty()) return Reply(ctx, 503, {{"status", "not_ready"}, {"reason", reason}}, {{"Retry-After", "5"}});
+      return Reply(ctx, 200, {{"status", "ready"}});
+    }
     case State::kLoading: return Reply(ctx, 503, {{"status", "loading"}}, {{"Retry-After", "5"}});
     case State::kDraining: return Reply(ctx, 503, {{"status", "draining"}});
   }
 }
 
-void Service::HandleMetrics(Ctx& ctx) {
+void Service::RefreshMetrics() {
+  metrics_->prep_running.Set(static_cast<double>(prep_.busy()));
+  metrics_->prep_waiting.Set(static_cast<double>(prep_.queued()));
   InferenceBackend* b = backend_.load();
   if (b) {
     BackendStats s = b->Stats();
@@ -247,6 +320,40 @@ void Service::HandleMetrics(Ctx& ctx) {
   } else {
     metrics_->Refresh(nullptr);
   }
+}
+
+void Service::SampleStatus() {
+  RefreshMetrics();
+  status_board_.Sample();
+}
+
+void Service::HandleStatusPage(Ctx& ctx) {
+  http::HttpResponse res;
+  res.status = 200;
+  res.SetHeader("Content-Type", "text/html; charset=utf-8");
+  res.SetHeader("Cache-Control", "no-cache");
+  res.SetHeader("X-Request-Id", ctx.id);
+  res.body = std::string(metrics::StatusPageHtml());
+  ctx.ex->Respond(std::move(res));
+  Log(ctx, 200, nullptr);
+}
+
+void Service::HandleStatus(Ctx& ctx) {
+  RefreshMetrics();
+  StatusIdentity id;
+  const State st = state_.load();
+  id.state = st == State::kReady ? "ready" : st == State::kLoading ? "loading" : "draining";
+  if (backend_.load()) {  // card_ is written before the backend is published
+    id.model_id = card_.id;
+    id.model_path = card_.path;
+    id.sha256 = card_.sha256;
+    id.max_context_length = card_.max_context_length;
+  }
+  Reply(ctx, 200, status_board_.ToJson(id), {{"Cache-Control", "no-cache"}});
+}
+
+void Service::HandleMetrics(Ctx& ctx) {
+  RefreshMetrics();
   // Count this scrape before rendering so it shows in its own output.
   metrics_->http_requests.With({ctx.route, "200"}).Inc();
   http::HttpResponse res;
@@ -271,7 +378,7 @@ void Service::HandleModels(Ctx& ctx, const std::string& model_id) {
             {"load_time_seconds", card_.load_seconds}};
   if (!model_id.empty()) {
     if (model_id != card_.id) {
-      ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", model_id, card_.id),
+      ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(model_id, 64), card_.id),
                              "invalid_request_error", "model_not_found");
       e.param = "model";
       return ReplyError(ctx, e);
@@ -281,33 +388,39 @@ void Service::HandleModels(Ctx& ctx, const std::string& model_id) {
   Reply(ctx, 200, {{"object", "list"}, {"data", json::array({m})}});
 }
 
-std::optional<ApiError> Service::CheckLength(int64_t prompt_tokens, std::optional<int64_t> max_tokens,
-                                             const std::string& max_tokens_param, const std::string& prompt_param,
-                                             int64_t default_max_tokens, int32_t* effective) {
-  const int64_t limit = card_.max_context_length;
-  const int64_t wanted = max_tokens.value_or(1);
-  if (prompt_tokens + wanted > limit) {
-    ApiError e = BadRequest(
-        max_tokens ? fmt::format("this request needs {} tokens ({} in the prompt + {} max_tokens) but the model's "
-                                 "context length is {} tokens; shorten the prompt or lower {}",
-                                 prompt_tokens + wanted, prompt_tokens, wanted, limit, max_tokens_param)
-                   : fmt::format("the prompt is {} tokens but the model's context length is {} tokens, which must also "
-                                 "hold at least one generated token; shorten the prompt",
-                                 prompt_tokens, limit),
-        prompt_tokens < limit && max_tokens ? max_tokens_param : prompt_param, "context_length_exceeded");
+namespace {
+
+// The OpenAI error for a prompt that engine::ValidateRequest refused.
+ApiError RequestError(const Status& st, const std::string& prompt_param, const api::ParsedRequest& req,
+                      int64_t prompt_tokens, int64_t max_tokens, int64_t limit) {
+  if (st.code() == StatusCode::kOutOfRange) {
+    // Which field to shorten: the prompt when it alone leaves no room.
+    const bool blame_max_tokens = req.max_tokens.has_value() && prompt_tokens < limit;
+    const std::string param = blame_max_tokens ? req.max_tokens_param : prompt_param;
+    ApiError e = BadRequest(fmt::format("{}; shorten the prompt or lower {}", st.message(), req.max_tokens_param), param,
+                            "context_length_exceeded");
     e.extra["prompt_tokens"] = prompt_tokens;
-    e.extra["max_tokens"] = wanted;
+    e.extra["max_tokens"] = max_tokens;
     e.extra["max_context_length"] = limit;
     return e;
   }
-  *effective = static_cast<int32_t>(max_tokens ? *max_tokens : std::min(default_max_tokens, limit - prompt_tokens));
-  return std::nullopt;
+  ApiError e = ErrorFromStatus(st);
+  // ValidateRequest's messages start with what is wrong: a prompt token or
+  // a stop token id (every other sampling field was range-checked when the
+  // body was parsed).
+  e.param = st.message().rfind("stop token id", 0) == 0 ? "stop_token_ids" : prompt_param;
+  return e;
 }
 
-std::optional<ApiError> Service::Prepare(const ParsedRequest& req, std::vector<PreparedPrompt>* out) {
+}  // namespace
+
+std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vector<PreparedPrompt>* out) {
   InferenceBackend* b = backend_.load();
-  const int32_t vocab = b->Info().vocab_size;
-  if (req.endpoint == Endpoint::kChatCompletions) {
+  const engine::RequestLimits& limits = b->Info().limits;
+  const int64_t limit = limits.max_context_length;
+  const bool chat = req.endpoint == api::Endpoint::kChatCompletions;
+  std::vector<api::PromptInput> chat_prompt(chat ? 1 : 0);
+  if (chat) {
     auto text = b->ApplyChatTemplate(req.messages, req.tools, true);
     if (!text.ok()) {
       ApiError e = ErrorFromStatus(text.status());
@@ -315,65 +428,68 @@ std::optional<ApiError> Service::Prepare(const ParsedRequest& req, std::vector<P
       if (e.status == 400) e.param = "messages";
       return e;
     }
-    auto tokens = b->Tokenize(*text, false);
-    if (!tokens.ok()) return ErrorFromStatus(tokens.status());
-    PreparedPrompt p;
-    p.tokens = std::move(*tokens);
-    const int64_t n = static_cast<int64_t>(p.tokens.size());
-    if (auto e = CheckLength(n, req.max_tokens, req.max_tokens_param, "messages", card_.max_context_length - n,
-                             &p.max_tokens)) {
-      return e;
-    }
-    out->push_back(std::move(p));
-    return std::nullopt;
+    chat_prompt[0].text = std::move(*text);
   }
-  for (size_t i = 0; i < req.prompts.size(); ++i) {
-    const PromptInput& in = req.prompts[i];
-    const std::string param = req.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
+  const std::vector<api::PromptInput>& inputs = chat ? chat_prompt : req.prompts;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const api::PromptInput& in = inputs[i];
+    const std::string param = chat ? "messages" : inputs.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
     PreparedPrompt p;
     if (in.text) {
-      auto tokens = b->Tokenize(*in.text, true);
+      // A chat template writes BOS itself where the model wants one.
+      auto tokens = b->Tokenize(*in.text, /*add_special=*/!chat);
       if (!tokens.ok()) return ErrorFromStatus(tokens.status());
       p.tokens = std::move(*tokens);
       if (req.echo) p.echo_text = *in.text;
     } else {
-      for (int32_t id : in.tokens) {
-        if (id >= vocab) return BadRequest(fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab), param);
-      }
       p.tokens = in.tokens;
-      if (req.echo) {
-        auto text = b->Detokenize(p.tokens);
-        if (!text.ok()) return ErrorFromStatus(text.status());
-        p.echo_text = std::move(*text);
-      }
     }
-    if (p.tokens.empty()) return BadRequest("the prompt is empty (it has no tokens)", param);
-    if (auto e = CheckLength(static_cast<int64_t>(p.tokens.size()), req.max_tokens, req.max_tokens_param, param, 16,
-                             &p.max_tokens)) {
-      return e;
+    const auto n = static_cast<int64_t>(p.tokens.size());
+    // The default: the rest of the context for chat, 16 for completions (as
+    // OpenAI), at least one token (a prompt that fills the context fails).
+    const int64_t by_default = std::max<int64_t>(1, std::min<int64_t>(chat ? limit - n : 16, limit - n));
+    const int64_t max_tokens = req.max_tokens.value_or(by_default);
+    engine::Request check;
+    check.prompt_token_ids = std::move(p.tokens);
+    check.sampling = req.sampling;
+    check.sampling.max_tokens = static_cast<int32_t>(std::min<int64_t>(max_tokens, INT32_MAX));
+    if (Status st = engine::ValidateRequest(check, limits); !st.ok()) {
+      return RequestError(st, param, req, n, max_tokens, limit);
+    }
+    p.tokens = std::move(check.prompt_token_ids);
+    p.max_tokens = check.sampling.max_tokens;
+    if (req.echo && !in.text) {
+      auto text = b->Detokenize(p.tokens);
+      if (!text.ok()) return ErrorFromStatus(text.status());
+      p.echo_text = std::move(*text);
     }
     out->push_back(std::move(p));
   }
   return std::nullopt;
 }
 
-void Service::HandleGenerate(Ctx& ctx, Endpoint endpoint) {
-  const bool chat = endpoint == Endpoint::kChatCompletions;
-  json body;
-  ParsedRequest req;
-  if (auto e = ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
-  if (auto e = chat ? ParseChatRequest(body, &req, ctx.ex->request().body) : ParseCompletionRequest(body, &req)) {
+void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint) {
+  const bool chat = endpoint == api::Endpoint::kChatCompletions;
+  api::Json body;
+  api::ParsedRequest req;
+  if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
+  if (auto e = chat ? api::ParseChatRequest(body, &req) : api::ParseCompletionRequest(body, &req)) {
     return ReplyError(ctx, *e);
   }
   if (req.model != card_.id) {
-    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", req.model, card_.id),
+    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
     e.param = "model";
     return ReplyError(ctx, e);
   }
-  std::vector<PreparedPrompt> prompts;
-  if (auto e = Prepare(req, &prompts)) return ReplyError(ctx, *e);
+  req.cache_salt = PrefixCacheNamespace(ctx.key_digest, req.cache_salt);
+  auto prompts = std::make_shared<std::vector<PreparedPrompt>>();
+  if (auto e = Prepare(req, prompts.get())) return ReplyError(ctx, *e);
+  auto parsed = std::make_shared<api::ParsedRequest>(std::move(req));
+  ctx.ex->Post([this, ctx, chat, parsed, prompts]() mutable { StartGeneration(ctx, chat, std::move(*parsed), std::move(*prompts)); });
+}
 
+void Service::StartGeneration(Ctx& ctx, bool chat, api::ParsedRequest req, std::vector<PreparedPrompt> prompts) {
   // Admission: reserve one slot per sequence, or refuse.
   const int64_t need = static_cast<int64_t>(prompts.size()) * req.n;
   const int64_t bound = config_.runtime.max_concurrent_requests;
@@ -422,48 +538,22 @@ void Service::HandleGenerate(Ctx& ctx, Endpoint endpoint) {
 }
 
 void Service::HandleTokenize(Ctx& ctx) {
-  json body;
-  if (auto e = ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
-  InferenceBackend* b = backend_.load();
-  if (body.contains("model") && !body["model"].is_null() &&
-      (!body["model"].is_string() || body["model"].get<std::string>() != card_.id)) {
-    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'",
-                                            body["model"].is_string() ? body["model"].get<std::string>() : "?", card_.id),
+  api::Json body;
+  api::TokenizeRequest req;
+  if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
+  if (auto e = api::ParseTokenizeRequest(body, &req)) return ReplyError(ctx, *e);
+  if (req.model && *req.model != card_.id) {
+    ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(*req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
     e.param = "model";
     return ReplyError(ctx, e);
   }
-  auto get_bool = [&](const char* name, bool def, bool* out) -> bool {
-    *out = def;
-    if (!body.contains(name) || body[name].is_null()) return true;
-    if (!body[name].is_boolean()) {
-      ReplyError(ctx, BadRequest(fmt::format("'{}' must be a boolean", name), name, "invalid_type"));
-      return false;
-    }
-    *out = body[name].get<bool>();
-    return true;
-  };
-  const bool has_prompt = body.contains("prompt") && !body["prompt"].is_null();
-  const bool has_messages = body.contains("messages") && !body["messages"].is_null();
-  if (has_prompt == has_messages) {
-    return ReplyError(ctx, BadRequest("give exactly one of 'prompt' (a string) or 'messages'", "prompt",
-                                      "missing_required_parameter"));
-  }
-  bool add_special = false, return_strs = false, add_generation_prompt = true;
-  if (!get_bool("add_special_tokens", has_prompt, &add_special) || !get_bool("return_token_strs", false, &return_strs) ||
-      !get_bool("add_generation_prompt", true, &add_generation_prompt)) {
-    return;
-  }
+  InferenceBackend* b = backend_.load();
   std::string text;
-  if (has_prompt) {
-    if (!body["prompt"].is_string()) return ReplyError(ctx, BadRequest("'prompt' must be a string", "prompt", "invalid_type"));
-    text = body["prompt"].get<std::string>();
+  if (req.prompt) {
+    text = std::move(*req.prompt);
   } else {
-    json chat = {{"model", card_.id}, {"messages", body["messages"]}};
-    if (body.contains("tools")) chat["tools"] = body["tools"];
-    ParsedRequest req;
-    if (auto e = ParseChatRequest(chat, &req, ctx.ex->request().body)) return ReplyError(ctx, *e);
-    auto rendered = b->ApplyChatTemplate(req.messages, req.tools, add_generation_prompt);
+    auto rendered = b->ApplyChatTemplate(req.chat.messages, req.chat.tools, req.add_generation_prompt);
     if (!rendered.ok()) {
       ApiError e = ErrorFromStatus(rendered.status());
       e.message = "cannot apply the chat template: " + e.message;
@@ -471,10 +561,10 @@ void Service::HandleTokenize(Ctx& ctx) {
     }
     text = std::move(*rendered);
   }
-  auto tokens = b->Tokenize(text, add_special);
+  auto tokens = b->Tokenize(text, req.add_special_tokens);
   if (!tokens.ok()) return ReplyError(ctx, ErrorFromStatus(tokens.status()));
   json out = {{"count", tokens->size()}, {"max_model_len", card_.max_context_length}, {"tokens", *tokens}};
-  if (return_strs) {
+  if (req.return_token_strs) {
     json strs = json::array();
     for (int32_t id : *tokens) strs.push_back(b->TokenString(id));
     out["token_strs"] = strs;
@@ -485,23 +575,16 @@ void Service::HandleTokenize(Ctx& ctx) {
 }
 
 void Service::HandleDetokenize(Ctx& ctx) {
-  json body;
-  if (auto e = ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
-  InferenceBackend* b = backend_.load();
-  if (!body.contains("tokens") || !body["tokens"].is_array()) {
-    return ReplyError(ctx, BadRequest("'tokens' must be an array of token ids", "tokens", "invalid_type"));
+  api::Json body;
+  api::DetokenizeRequest req;
+  if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
+  if (auto e = api::ParseDetokenizeRequest(body, &req)) return ReplyError(ctx, *e);
+  auto text = backend_.load()->Detokenize(req.tokens);
+  if (!text.ok()) {
+    ApiError e = ErrorFromStatus(text.status());
+    e.param = "tokens";
+    return ReplyError(ctx, e);
   }
-  std::vector<int32_t> ids;
-  const int32_t vocab = b->Info().vocab_size;
-  for (size_t i = 0; i < body["tokens"].size(); ++i) {
-    const json& t = body["tokens"][i];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab) {
-      return ReplyError(ctx, BadRequest(fmt::format("'tokens' item {} must be a token id in [0, {})", i, vocab), "tokens"));
-    }
-    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-  }
-  auto text = b->Detokenize(ids);
-  if (!text.ok()) return ReplyError(ctx, ErrorFromStatus(text.status()));
   Reply(ctx, 200, {{"prompt", *text}});
 }
 

@@ -3,7 +3,9 @@
 // disconnects, timeouts, the queue bound, abort at drain.
 #include "server/service.h"
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -11,7 +13,7 @@
 #include <boost/beast/http.hpp>
 #include <gtest/gtest.h>
 
-#include "http/sse.h"
+#include "http/sse_parser.h"
 #include "server/fake_backend.h"
 
 namespace kvs::server {
@@ -73,6 +75,7 @@ class Harness {
   }
   ~Harness() {
     server_->Stop();
+    service_->StopPreparing();
     backend_->Shutdown();
   }
   uint16_t port() const { return server_->port(); }
@@ -83,14 +86,14 @@ class Harness {
   // Waits until nothing is in flight and the fake holds no KV.
   bool WaitIdle() {
     for (int i = 0; i < 500; ++i) {
-      if (service_->sequences_in_flight() == 0 && backend_->Stats().kv_blocks_used == 0 &&
+      if (service_->sequences_in_flight() == 0 && backend_->Stats().engine.num_blocks_used == 0 &&
           server_->active_exchanges() == 0) {
         return true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ADD_FAILURE() << "not idle: sequences " << service_->sequences_in_flight() << ", KV blocks used "
-                  << backend_->Stats().kv_blocks_used << ", exchanges " << server_->active_exchanges();
+                  << backend_->Stats().engine.num_blocks_used << ", exchanges " << server_->active_exchanges();
     return false;
   }
 
@@ -191,10 +194,10 @@ TEST(ServiceTest, ClientDisconnectCancelsAndFreesKv) {
     asio::write(s, asio::buffer(req));
     char buf[512];
     s.read_some(asio::buffer(buf));  // the stream has started
-    for (int i = 0; i < 200 && h.backend().Stats().kv_blocks_used == 0; ++i) {
+    for (int i = 0; i < 200 && h.backend().Stats().engine.num_blocks_used == 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    EXPECT_GT(h.backend().Stats().kv_blocks_used, 0);
+    EXPECT_GT(h.backend().Stats().engine.num_blocks_used, 0);
     s.close();
     EXPECT_TRUE(h.WaitIdle()) << "round " << round;
   }
@@ -245,7 +248,7 @@ TEST(ServiceTest, AbortAllEndsRunningRequests) {
   h.service().BeginDrain();
   Reply refused = Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}});
   EXPECT_EQ(refused.status, 503);
-  ApiError e;
+  api::ApiError e;
   e.status = 503;
   e.code = "server_shutting_down";
   e.message = "bye";
@@ -269,6 +272,205 @@ TEST(ServiceTest, ApiKeysAndKeyIds) {
   const std::string id = Service::KeyId("secret");
   EXPECT_EQ(id.size(), 10u);
   EXPECT_EQ(id.find("secret"), std::string::npos);
+}
+
+// Holds requests in preparation (inside the fake's Tokenize) until opened.
+struct PrepGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  int entered = 0;
+  std::function<void()> Hook() {
+    return [this] {
+      std::unique_lock<std::mutex> lock(mu);
+      ++entered;
+      cv.notify_all();
+      cv.wait(lock, [this] { return open; });
+    };
+  }
+  bool WaitEntered(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return entered >= n; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+};
+
+// Issue 10 item 2: requests being prepared (here: stuck tokenizing) must not
+// hold the I/O threads; /health and /metrics answer meanwhile. Before the
+// prep pool, two such requests took both I/O threads and /health waited.
+TEST(ServiceTest, PreparationLeavesTheIoThreadsFree) {
+  PrepGate gate;
+  FakeBackendOptions fo = Fast();
+  fo.before_tokenize = gate.Hook();
+  Harness h(ServeConfig{}, fo);
+  std::vector<std::future<Reply>> slow;
+  for (int i = 0; i < 2; ++i) {
+    slow.push_back(std::async(std::launch::async, [&] {
+      return Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"max_tokens", 2}});
+    }));
+  }
+  ASSERT_TRUE(gate.WaitEntered(2));
+  auto health = std::async(std::launch::async, [&] { return Send(h.port(), bhttp::verb::get, "/health"); });
+  auto metrics = std::async(std::launch::async, [&] { return Send(h.port(), bhttp::verb::get, "/metrics"); });
+  const bool answered = health.wait_for(std::chrono::seconds(10)) == std::future_status::ready &&
+                        metrics.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(answered) << "/health or /metrics waited for request preparation";
+  if (answered) {
+    EXPECT_NE(metrics.get().body.find("kvserve:prep_requests_running 2"), std::string::npos);
+  }
+  gate.Open();
+  EXPECT_EQ(health.get().status, 200);
+  for (auto& f : slow) EXPECT_EQ(f.get().status, 200);
+  EXPECT_TRUE(h.WaitIdle());
+}
+
+TEST(ServiceTest, FullPrepQueueGives503WithRetryAfter) {
+  PrepGate gate;
+  FakeBackendOptions fo = Fast();
+  fo.before_tokenize = gate.Hook();
+  ServeConfig cfg;
+  cfg.server.prep_threads = 1;
+  cfg.server.prep_queue = 1;
+  Harness h(cfg, fo);
+  auto post = [&] {
+    return std::async(std::launch::async, [&] {
+      return Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"max_tokens", 2}});
+    });
+  };
+  auto running = post();
+  ASSERT_TRUE(gate.WaitEntered(1));
+  auto waiting = post();
+  for (int i = 0; i < 500; ++i) {
+    Reply m = Send(h.port(), bhttp::verb::get, "/metrics");
+    if (m.body.find("kvserve:prep_requests_waiting 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  Reply refused = Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"max_tokens", 2}});
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(refused.Json()["error"]["code"], "server_overloaded");
+  EXPECT_EQ(refused.retry_after, "1");
+  gate.Open();
+  EXPECT_EQ(running.get().status, 200);
+  EXPECT_EQ(waiting.get().status, 200);
+  EXPECT_TRUE(h.WaitIdle());
+}
+
+// Issue 10 item 4: the cache_salt reaches the engine as one short digest
+// (kept with every cached first block), not the client's bytes n times.
+TEST(ServiceTest, CacheSaltReachesTheEngineAsOneShortDigest) {
+  std::mutex mu;
+  std::vector<std::string> salts;
+  FakeBackendOptions fo = Fast();
+  fo.on_submit = [&](const engine::Request& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    salts.push_back(r.cache_salt);
+  };
+  Harness h(ServeConfig{}, fo);
+  const std::string salt(200, 'q');
+  auto post = [&](json extra) {
+    json body = {{"model", "fake-model"}, {"prompt", "x"}, {"max_tokens", 1}};
+    body.update(extra);
+    EXPECT_EQ(Post(h.port(), "/v1/completions", body).status, 200);
+  };
+  post({{"cache_salt", salt}, {"n", 3}});
+  post({{"cache_salt", salt}});
+  post({{"cache_salt", "other"}});
+  post(json::object());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(salts.size(), 6u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(salts[i].size(), 32u) << salts[i];
+    EXPECT_EQ(salts[i], salts[0]);
+  }
+  EXPECT_EQ(salts[4].size(), 32u);
+  EXPECT_NE(salts[4], salts[0]);
+  EXPECT_EQ(salts[5], "");  // no salt, no key: the one shared cache
+}
+
+// Issue 10 item 7: with API keys configured, tenants do not share cached
+// prefixes (and cached_tokens tells one nothing about another's prompts);
+// cache_salt subdivides a tenant's namespace.
+TEST(ServiceTest, EachApiKeyIsItsOwnPrefixCacheNamespace) {
+  Harness h(ServeConfig{}, Fast(), {"key-a", "key-b"});
+  auto cached = [&](const std::string& key, json extra = json::object()) {
+    json body = {{"model", "fake-model"}, {"prompt", std::string(40, 'x')}, {"max_tokens", 1}};
+    body.update(extra);
+    Reply r = Post(h.port(), "/v1/completions", body, key);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+  EXPECT_EQ(cached("key-a"), 0);
+  EXPECT_EQ(cached("key-a"), 32);  // a's own prefix: two full blocks
+  EXPECT_EQ(cached("key-b"), 0);   // never a's
+  EXPECT_EQ(cached("key-b"), 32);
+  EXPECT_EQ(cached("key-a", {{"cache_salt", "s"}}), 0);  // a salt subdivides a's namespace
+  EXPECT_EQ(cached("key-a", {{"cache_salt", "s"}}), 32);
+  EXPECT_EQ(cached("key-b", {{"cache_salt", "s"}}), 0);  // the same salt under another key
+}
+
+// The status page and its document, with a sampler thread adding history
+// while requests run (as RunServe does), so TSan sees the sharing.
+TEST(ServiceTest, StatusPageAndDocumentAgreeWithMetrics) {
+  Harness h(ServeConfig{}, Fast());
+  std::atomic<bool> stop{false};
+  std::thread sampler([&] {
+    while (!stop) {
+      h.service().SampleStatus();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 3; ++c) {
+    clients.emplace_back([&h] {
+      for (int i = 0; i < 4; ++i) {
+        Reply r = Post(h.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "hi"}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true}});
+        EXPECT_EQ(r.status, 200) << r.body;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(Post(h.port(), "/v1/completions", {{"model", "nope"}, {"prompt", "hi"}}).status, 404);
+  stop = true;
+  sampler.join();
+  EXPECT_TRUE(h.WaitIdle());
+
+  Reply page = Send(h.port(), bhttp::verb::get, "/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<!doctype html>"), std::string::npos);
+  EXPECT_EQ(page.body.find("http://"), page.body.find("http://www.w3.org/2000/svg")) << "no external resources";
+  EXPECT_EQ(page.body.find("https://"), std::string::npos);
+
+  // A response reaches the client just before its access record is written:
+  // poll until all 13 are in.
+  json j;
+  for (int i = 0; i < 200; ++i) {
+    Reply st = Send(h.port(), bhttp::verb::get, "/status");
+    ASSERT_EQ(st.status, 200) << st.body;
+    j = st.Json();
+    if (j["table"]["rows"].size() == 13u) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(j["state"], "ready");
+  ASSERT_EQ(j["table"]["rows"].size(), 13u) << "12 completions and the 404";
+  int not_found = 0;
+  for (const auto& row : j["table"]["rows"]) not_found += row[3] == 404;
+  EXPECT_EQ(not_found, 1);
+  ASSERT_GE(j["series"].size(), 6u);
+  EXPECT_GT(j["series"][0]["points"].size(), 1u);
+  bool tokens_seen = false;
+  for (const auto& s : j["stats"]) {
+    if (s["metric"] == "kvserve:generation_tokens_total") {
+      EXPECT_EQ(s["value"].get<double>(), 48.0);
+      tokens_seen = true;
+    }
+  }
+  EXPECT_TRUE(tokens_seen);
+  EXPECT_EQ(h.metrics().errors.With({"invalid_request"}).Value(), 1);
+  EXPECT_EQ(h.metrics().time_per_output_token.Read().count, 12u);
 }
 
 }  // namespace

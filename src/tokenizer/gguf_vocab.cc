@@ -44,11 +44,6 @@ Status OptionalBool(const gguf::GgufFile& f, std::string_view key, std::optional
   return Status::Ok();
 }
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 }  // namespace
 
 StatusOr<GgufVocab> ReadGgufVocab(const gguf::GgufFile& f) {
@@ -200,7 +195,7 @@ StatusOr<TokenizerSpec> SpecFromGgufVocab(GgufVocab v) {
 
   // Phi-3's special tokens swallow the whitespace after them (rstrip in its
   // tokenizer.json), which GGUF has no field for.
-  const std::string lname = Lower(v.general_name);
+  const std::string lname = AsciiLower(v.general_name);
   if (lname.find("phi-3") != std::string::npos || lname.find("phi3") != std::string::npos) {
     s.rstrip.assign(n, 0);
     for (size_t i = 0; i < n; ++i) {

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/hf_json.h"
+#include "tokenizer/hf_export.h"
 #include "tokenizer/unicode.h"
 
 namespace kvs::tok {

@@ -8,11 +8,7 @@
 // (added_tokens_decoder, bos/eos/unk/pad tokens, add_bos_token,
 // add_eos_token, chat_template). Anything else is Unimplemented, naming the
 // component, rather than silently tokenizing differently.
-//
-// ExportHuggingFaceJson writes a tokenizer.json that Hugging Face
-// `tokenizers` loads as the same tokenizer; SentencePiece vocabularies become
-// BPE with merges derived from the piece scores (as HF's converters do). It
-// exists so independent implementations can be run on our vocabularies.
+// (ExportHuggingFaceJson, the other direction, is test-only: hf_export.h.)
 // Thread-safety: pure functions.
 #pragma once
 
@@ -25,9 +21,5 @@ namespace kvs::tok {
 
 StatusOr<TokenizerSpec> SpecFromHuggingFace(const std::string& tokenizer_json,
                                             const std::string& tokenizer_config_json);
-
-// tokenizer.json text for `tok`. Unimplemented for pipelines that have no
-// Hugging Face equivalent.
-StatusOr<std::string> ExportHuggingFaceJson(const Tokenizer& tok);
 
 }  // namespace kvs::tok

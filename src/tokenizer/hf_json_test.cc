@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/hf_export.h"
 #include "tokenizer/hf_json.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"

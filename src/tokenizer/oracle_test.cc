@@ -17,7 +17,7 @@
 
 #include "base/test_util.h"
 #include "gguf/gguf.h"
-#include "tokenizer/hf_json.h"
+#include "tokenizer/hf_export.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 

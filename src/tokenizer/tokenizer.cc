@@ -33,8 +33,8 @@ class SpecialTrie {
 
   bool MayStart(uint8_t b) const { return first_byte_[b]; }
 
-  // Longest token text at text[i..] accepted by `allowed`; returns its
-  // length (0 if none) and sets *id.
+  // Longest token text at text[i..] accepted by allowed(id, end) (end: the
+  // position after the match); returns its length (0 if none) and sets *id.
   template <typename Allowed>
   size_t Longest(std::string_view text, size_t i, const Allowed& allowed, int32_t* id) const {
     size_t best = 0;
@@ -42,7 +42,7 @@ class SpecialTrie {
     for (size_t k = i; k < text.size(); ++k) {
       n = Child(n, static_cast<uint8_t>(text[k]));
       if (n < 0) break;
-      if (nodes_[n].id >= 0 && allowed(nodes_[n].id)) {
+      if (nodes_[n].id >= 0 && allowed(nodes_[n].id, k + 1)) {
         best = k + 1 - i;
         *id = nodes_[n].id;
       }
@@ -212,11 +212,26 @@ void Tokenizer::EncodeFragment(std::string_view text, bool at_input_start, inter
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special, bool parse_special) const {
+  return EncodeImpl(text, add_special, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::EncodeWithPlainRanges(std::string_view text, bool add_special,
+                                                      std::span<const TextRange> plain) const {
+  return EncodeImpl(text, add_special, /*parse_special=*/true, plain);
+}
+
+std::vector<int32_t> Tokenizer::EncodeImpl(std::string_view text, bool add_special, bool parse_special,
+                                           std::span<const TextRange> plain) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && spec_.add_bos) out.push_back(spec_.bos_id);
-  auto allowed = [&](int32_t id) {
-    return parse_special || spec_.types[id] == TokenType::kUserDefined;
+  // The plain range at or after position i (ranges are sorted).
+  size_t next_plain = 0;
+  size_t limit = text.size();  // control tokens must end by here: the next plain range's start
+  bool in_plain = false;
+  auto allowed = [&](int32_t id, size_t end) {
+    if (spec_.types[id] == TokenType::kUserDefined) return true;
+    return parse_special && !in_plain && end <= limit;
   };
   internal::WordCache cache;
   size_t frag = 0;  // start of the pending raw-text fragment
@@ -224,6 +239,9 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special, 
   if (impl_->has_specials) {
     while (i < text.size()) {
       if (!impl_->specials.MayStart(static_cast<uint8_t>(text[i]))) { ++i; continue; }
+      while (next_plain < plain.size() && plain[next_plain].end <= i) ++next_plain;
+      in_plain = next_plain < plain.size() && plain[next_plain].begin <= i;
+      limit = next_plain < plain.size() ? std::max(plain[next_plain].begin, i) : text.size();
       int32_t id = -1;
       const size_t len = impl_->specials.Longest(text, i, allowed, &id);
       if (len == 0) { ++i; continue; }
@@ -321,24 +339,6 @@ std::string IncrementalDecoder::Add(int32_t id) {
 std::string IncrementalDecoder::Flush() {
   std::string out = SanitizeUtf8(pending_);
   pending_.clear();
-  return out;
-}
-
-std::string SanitizeUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const size_t valid = Utf8ValidPrefix(s.substr(i));
-    out.append(s.substr(i, valid));
-    i += valid;
-    if (i < s.size()) {
-      out.append("\xEF\xBF\xBD");
-      // Skip the lead byte and any continuation bytes after it.
-      ++i;
-      while (i < s.size() && (static_cast<uint8_t>(s[i]) & 0xC0) == 0x80) ++i;
-    }
-  }
   return out;
 }
 

@@ -57,6 +57,11 @@ enum class TokenType : int32_t {
 
 enum class ModelKind { kSentencePiece, kBpe };
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0, end = 0;
+};
+
 // Everything a Tokenizer is built from. FromGguf and FromHuggingFace fill
 // one; tests may build one in memory.
 struct TokenizerSpec {
@@ -108,6 +113,16 @@ class Tokenizer {
   // Any byte string is accepted; malformed UTF-8 is encoded byte by byte.
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
 
+  // Encode with special-token parsing, except inside `plain` (sorted,
+  // disjoint ranges of text): a control token is recognised only where its
+  // whole text lies outside them, so text inside a range can neither contain
+  // nor complete one. Used for chat prompts, where the ranges are the
+  // caller's message content. Gives the same ids as Encode(text, add_special,
+  // true) when no range holds or straddles a control token's text, and as
+  // Encode(text, add_special, false) when one range covers all of text.
+  std::vector<int32_t> EncodeWithPlainRanges(std::string_view text, bool add_special,
+                                             std::span<const TextRange> plain) const;
+
   // Concatenated pieces. skip_special drops control and unknown-type tokens
   // (a BOS is shown as its text when not skipped). When the vocabulary adds
   // a space prefix (SentencePiece), one leading ' ' is removed from the first
@@ -151,6 +166,8 @@ class Tokenizer {
   Status Build();
   void EncodeFragment(std::string_view text, bool at_input_start, internal::WordCache* cache,
                       std::vector<int32_t>* out) const;
+  std::vector<int32_t> EncodeImpl(std::string_view text, bool add_special, bool parse_special,
+                                  std::span<const TextRange> plain) const;
   // Appends the piece of `id` to *out; strips one leading ' ' when *strip.
   void AppendPiece(int32_t id, bool skip_special, bool* strip, std::string* out) const;
 
@@ -182,8 +199,5 @@ class IncrementalDecoder {
   bool strip_;      // strip one leading ' ' from the next non-empty piece
   std::string pending_;  // [bytes] an incomplete UTF-8 tail not yet returned
 };
-
-// Replaces malformed UTF-8 in s with U+FFFD (one per maximal bad subpart).
-std::string SanitizeUtf8(std::string_view s);
 
 }  // namespace kvs::tok

@@ -1,5 +1,6 @@
 // Unit tests on small in-memory vocabularies whose expected tokenizations
 // are worked out by hand, plus stories260K (the model the engine runs).
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -8,7 +9,6 @@
 #include "base/test_util.h"
 #include "gguf/gguf.h"
 #include "tokenizer/gguf_vocab.h"
-#include "tokenizer/model_chat.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -223,6 +223,35 @@ TEST(SpecialTokens, UserDefinedAlwaysControlOnlyWhenAsked) {
   EXPECT_EQ(t->Decode(Ids({'a', ctl}), false), "a<|im_end|>");
 }
 
+// EncodeWithPlainRanges: control tokens only where their whole text lies
+// outside the plain ranges; user-defined tokens everywhere, as always.
+TEST(SpecialTokens, PlainRangesNeverYieldControlTokens) {
+  Bpe f;
+  f.Merge("Ġ", "t");  // a BPE vocabulary needs at least one merge
+  const int32_t ctl = f.Special("<|im_end|>", 3);
+  const int32_t user = f.Special("<tool>", 4);
+  auto t = Build(f.v);
+  const std::string text = "<|im_end|>a<|im_end|><tool>b<|im_end|>";
+  //                        0         10 11        21    27 28
+  const TextRange middle[] = {{10, 28}};
+  const Ids ids = t->EncodeWithPlainRanges(text, false, middle);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), ctl), 2) << "the first and last, outside the range";
+  EXPECT_EQ(ids.front(), ctl);
+  EXPECT_EQ(ids.back(), ctl);
+  EXPECT_NE(std::find(ids.begin(), ids.end(), user), ids.end()) << "user-defined tokens are plain vocabulary";
+  EXPECT_EQ(t->Decode(ids, false), text);
+  // A range that covers only part of a marker's text disables that marker.
+  const TextRange tail[] = {{5, 6}};
+  const Ids cut = t->EncodeWithPlainRanges("<|im_end|>", false, tail);
+  EXPECT_EQ(std::count(cut.begin(), cut.end(), ctl), 0);
+  const TextRange before[] = {{0, 1}};
+  EXPECT_EQ(t->EncodeWithPlainRanges("x<|im_end|>", false, before), Ids({'x', ctl}));
+  // No ranges: parse_special; one range over everything: plain.
+  EXPECT_EQ(t->EncodeWithPlainRanges(text, false, {}), t->Encode(text, false, true));
+  const TextRange all[] = {{0, text.size()}};
+  EXPECT_EQ(t->EncodeWithPlainRanges(text, false, all), t->Encode(text, false, false));
+}
+
 TEST(SpecialTokens, LstripRstripSwallowWhitespace) {
   Bpe f;
   f.Merge("Ġ", "t");
@@ -365,39 +394,6 @@ TEST(Stories260K, EncodesAndDecodes) {
   for (int32_t id : ids) streamed += dec.Add(id);
   streamed += dec.Flush();
   EXPECT_EQ(streamed, story);
-}
-
-// The chat side of a model: its own template and BOS/EOS strings, or ChatML
-// for a model without a template (stories260K has none).
-TEST(ModelChat, OwnTemplateOrChatml) {
-  auto file = gguf::GgufFile::Open(kvs::testing::SourceDir() + "/models/kvserve-tiny.gguf");
-  ASSERT_TRUE(file.ok()) << file.status().ToString();
-  auto t = Tokenizer::FromGguf(**file);
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
-  auto chat = LoadModelChatTemplate(**t);
-  ASSERT_TRUE(chat.ok()) << chat.status().ToString();
-  EXPECT_FALSE(chat->is_fallback);
-  ChatRequest r;
-  r.messages.push_back({{"role", "user"}, {"content", "Hi"}});
-  r.add_generation_prompt = true;
-  SetSpecialTokens(**t, &r);
-  EXPECT_EQ(r.bos_token, "<|bos|>");
-  auto text = chat->tmpl.Render(r);
-  ASSERT_TRUE(text.ok()) << text.status().ToString();
-  EXPECT_EQ(*text, "<|bos|><|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-
-  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
-  auto sfile = gguf::GgufFile::Open(path);
-  ASSERT_TRUE(sfile.ok());
-  auto st = Tokenizer::FromGguf(**sfile);
-  ASSERT_TRUE(st.ok());
-  auto fallback = LoadModelChatTemplate(**st);
-  ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
-  EXPECT_TRUE(fallback->is_fallback);
-  ChatRequest sr;
-  SetSpecialTokens(**st, &sr);
-  EXPECT_EQ(sr.bos_token, "<s>");
-  EXPECT_EQ(sr.eos_token, "</s>");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// UTF-8 and byte-level helpers shared by the tokenizers.
+// Unicode classes and byte-level helpers shared by the tokenizers.
 //
 // Invalid UTF-8 is never an error here: decoders report how many bytes a
 // well-formed code point takes at a position, or 0 when the bytes there are
@@ -11,23 +11,12 @@
 #include <string>
 #include <string_view>
 
+#include "base/strings.h"
+#include "base/utf8.h"
+
 namespace kvs::tok {
 
-// Length in bytes of the well-formed UTF-8 code point starting at s[i]
-// (1..4), or 0 when the bytes there do not form one (bad lead byte,
-// truncation, overlong form, surrogate, > U+10FFFF). *cp receives the code
-// point when the result is non-zero.
-size_t Utf8Next(std::string_view s, size_t i, uint32_t* cp);
-
-// Length of the longest prefix of s that is well-formed UTF-8.
-size_t Utf8ValidPrefix(std::string_view s);
-
-// Length of the longest prefix of s that ends on a code point boundary: s
-// minus a trailing incomplete (but so far well-formed) multi-byte sequence.
-// Used by incremental decoding to hold back bytes that may yet be completed.
-size_t Utf8CompletePrefix(std::string_view s);
-
-void AppendUtf8(uint32_t cp, std::string* out);
+// UTF-8 decoding/encoding (Utf8Next, AppendUtf8, ...) is base/utf8.h.
 
 // Unicode White_Space (the set Oniguruma's \s matches).
 bool IsUnicodeWhitespace(uint32_t cp);
@@ -51,7 +40,6 @@ int ParseByteToken(std::string_view text);
 // U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's visible space.
 inline constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";
 
-// Replaces every occurrence of `from` in s by `to`.
-std::string ReplaceAll(std::string_view s, std::string_view from, std::string_view to);
+// ReplaceAll is base/strings.h.
 
 }  // namespace kvs::tok

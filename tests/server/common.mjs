@@ -14,6 +14,8 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export const sourceDir = process.env.KVSERVE_SOURCE_DIR || path.resolve(here, "../..");
 export const sharedDir = process.env.KVSERVE_SHARED_DIR || path.resolve(sourceDir, "../shared");
 export const binary = process.env.KVSERVE_BIN || path.join(sourceDir, "build/release/src/cli/kvserve");
+// `kvserve serve` over the fake backend: a test-only binary (kvserve never links the fake).
+export const fakeBinary = process.env.KVSERVE_FAKE_BIN || path.join(sourceDir, "build/release/src/server/kvserve_fake");
 
 export function skipFile(why) {
   console.log(`SKIP: ${why}`);
@@ -22,6 +24,7 @@ export function skipFile(why) {
 
 export function requireBinary() {
   if (!existsSync(binary)) skipFile(`kvserve binary not found at ${binary} (build the kvserve target)`);
+  if (!existsSync(fakeBinary)) skipFile(`kvserve_fake not found at ${fakeBinary} (build the kvserve_fake target)`);
 }
 
 // The official openai npm client from tests/oracles, or a skip.
@@ -36,16 +39,15 @@ export function realModelPath() {
   return existsSync(p) ? p : null;
 }
 
-// Starts `kvserve serve` with the given extra arguments (the fake backend by
-// default) on an ephemeral port. Resolves once the listening line appears;
+// Starts `kvserve serve` with the given extra arguments (over the fake
+// backend, kvserve_fake, by default) on an ephemeral port. Resolves once the listening line appears;
 // with waitReady, once /ready says 200.
 export async function startServer({ args = [], fake = true, waitReady = true, env = {} } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), "kvserve-test-"));
   const accessLog = path.join(dir, "access.log");
   const argv = ["serve", "--port", "0", "--host", "127.0.0.1", "--access-log", accessLog, "--log-level", "info"];
-  if (fake) argv.push("--fake-backend");
   argv.push(...args);
-  const child = spawn(binary, argv, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+  const child = spawn(fake ? fakeBinary : binary, argv, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   let stderr = "";
   let stdout = "";
   child.stdout.on("data", (d) => (stdout += d));

@@ -1,0 +1,488 @@
+#include "api/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace kvs::api {
+
+namespace {
+
+using json = Json;
+using Err = std::optional<ApiError>;
+
+const char* TypeName(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float: return "a number";
+    default: return "an unsupported value";
+  }
+}
+
+// A field's value, nullptr when absent or null.
+const json* Field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// A value as an error message shows it: scalars (strings cut short),
+// arrays and objects by their type only, so no untrusted value is ever
+// serialized whole into a message.
+std::string Shown(const json& j) {
+  if (j.is_structured()) return TypeName(j);
+  if (j.is_string()) return json(Clip(j.get_ref<const std::string&>(), 37)).dump(-1, ' ', false, json::error_handler_t::replace);
+  return j.dump();
+}
+
+Err WrongType(const std::string& name, const char* want, const json& got) {
+  return BadRequest(fmt::format("'{}' must be {}, got {}", name, want, TypeName(got)), name, "invalid_type");
+}
+
+bool AsInteger(const json& j, int64_t* out) {
+  if (j.is_number_integer()) {
+    if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return false;
+    *out = j.get<int64_t>();
+    return true;
+  }
+  if (j.is_number_float()) {
+    const double d = j.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) {
+      *out = static_cast<int64_t>(d);
+      return true;
+    }
+  }
+  return false;
+}
+
+Err GetInt(const json& body, const char* name, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
+  const json* f = Field(body, name);
+  if (!f) return std::nullopt;
+  int64_t v = 0;
+  if (!AsInteger(*f, &v)) {
+    if (f->is_number()) {
+      return BadRequest(fmt::format("'{}' must be an integer, got {}", name, Shown(*f)), name, "invalid_type");
+    }
+    return WrongType(name, "an integer", *f);
+  }
+  if (v < lo || v > hi) {
+    return BadRequest(fmt::format("'{}' must be an integer in [{}, {}], got {}", name, lo, hi, v), name);
+  }
+  *out = v;
+  return std::nullopt;
+}
+
+// A number in [lo, hi] ((lo, hi] when lo_open).
+Err GetFloat(const json& body, const char* name, double lo, bool lo_open, double hi, float* out) {
+  const json* f = Field(body, name);
+  if (!f) return std::nullopt;
+  if (!f->is_number()) return WrongType(name, "a number", *f);
+  const double v = f->get<double>();
+  if (!std::isfinite(v) || v > hi || v < lo || (lo_open && v == lo)) {
+    return BadRequest(fmt::format("'{}' must be a number in {}{}, {}], got {}", name, lo_open ? "(" : "[", lo, hi,
+                                  Shown(*f)),
+                      name);
+  }
+  *out = static_cast<float>(v);
+  return std::nullopt;
+}
+
+Err GetBool(const json& body, const char* name, bool* out) {
+  const json* f = Field(body, name);
+  if (!f) return std::nullopt;
+  if (!f->is_boolean()) return WrongType(name, "a boolean", *f);
+  *out = f->get<bool>();
+  return std::nullopt;
+}
+
+Err GetString(const json& body, const char* name, std::string* out) {
+  const json* f = Field(body, name);
+  if (!f) return std::nullopt;
+  if (!f->is_string()) return WrongType(name, "a string", *f);
+  *out = f->get<std::string>();
+  return std::nullopt;
+}
+
+Err Unsupported(const std::string& name, const std::string& why) {
+  return BadRequest(fmt::format("'{}' is not supported: {}", name, why), name, "unsupported_parameter");
+}
+
+Err ParseTokenIds(const json& arr, const std::string& param, std::vector<int32_t>* out) {
+  for (size_t i = 0; i < arr.size(); ++i) {
+    int64_t v = 0;
+    if (!AsInteger(arr[i], &v) || v < 0 || v > INT32_MAX) {
+      return BadRequest(fmt::format("'{}' item {} must be a non-negative token id, got {}", param, i, Shown(arr[i])),
+                        param);
+    }
+    out->push_back(static_cast<int32_t>(v));
+  }
+  return std::nullopt;
+}
+
+// Fields shared by both endpoints.
+Err ParseCommon(const json& body, ParsedRequest* r) {
+  const json* model = Field(body, "model");
+  if (!model) return BadRequest("you must provide a model parameter", "model", "missing_required_parameter");
+  if (!model->is_string()) return WrongType("model", "a string", *model);
+  r->model = model->get<std::string>();
+
+  std::optional<int64_t> n;
+  if (auto e = GetInt(body, "n", 1, kMaxN, &n)) return e;
+  if (n) r->n = static_cast<int32_t>(*n);
+  if (auto e = GetBool(body, "stream", &r->stream)) return e;
+  if (const json* so = Field(body, "stream_options")) {
+    if (!so->is_object()) return WrongType("stream_options", "an object", *so);
+    if (!r->stream) {
+      return BadRequest("'stream_options' is only allowed when 'stream' is true", "stream_options");
+    }
+    if (auto e = GetBool(*so, "include_usage", &r->include_usage)) {
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  if (auto e = GetFloat(body, "temperature", 0, false, 2, &r->sampling.temperature)) return e;
+  if (auto e = GetFloat(body, "top_p", 0, true, 1, &r->sampling.top_p)) return e;
+  std::optional<int64_t> top_k;
+  if (auto e = GetInt(body, "top_k", -1, INT32_MAX, &top_k)) return e;
+  if (top_k) r->sampling.top_k = *top_k < 0 ? 0 : static_cast<int32_t>(*top_k);
+  if (auto e = GetFloat(body, "min_p", 0, false, 1, &r->sampling.min_p)) return e;
+  if (auto e = GetFloat(body, "presence_penalty", -2, false, 2, &r->sampling.presence_penalty)) return e;
+  if (auto e = GetFloat(body, "frequency_penalty", -2, false, 2, &r->sampling.frequency_penalty)) return e;
+  if (auto e = GetFloat(body, "repetition_penalty", 0, true, 10, &r->sampling.repetition_penalty)) return e;
+  if (const json* seed = Field(body, "seed")) {
+    int64_t v = 0;
+    if (seed->is_number_unsigned()) {
+      r->sampling.seed = seed->get<uint64_t>();
+    } else if (AsInteger(*seed, &v)) {
+      r->sampling.seed = static_cast<uint64_t>(v);
+    } else {
+      return WrongType("seed", "an integer", *seed);
+    }
+  }
+  if (const json* stop = Field(body, "stop")) {
+    if (stop->is_string()) {
+      r->stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > kMaxStops) {
+        return BadRequest(fmt::format("'stop' may hold at most {} strings, got {}", kMaxStops, stop->size()), "stop");
+      }
+      for (size_t i = 0; i < stop->size(); ++i) {
+        if (!(*stop)[i].is_string()) {
+          return BadRequest(fmt::format("'stop' item {} must be a string, got {}", i, TypeName((*stop)[i])), "stop",
+                            "invalid_type");
+        }
+        r->stop.push_back((*stop)[i].get<std::string>());
+      }
+    } else {
+      return WrongType("stop", "a string or an array of strings", *stop);
+    }
+    for (const auto& s : r->stop) {
+      if (s.empty()) return BadRequest("'stop' strings must not be empty", "stop");
+      if (s.size() > kMaxStopBytes) {
+        return BadRequest(fmt::format("'stop' strings may be at most {} bytes, got {}", kMaxStopBytes, s.size()), "stop");
+      }
+    }
+  }
+  if (const json* ids = Field(body, "stop_token_ids")) {
+    if (!ids->is_array()) return WrongType("stop_token_ids", "an array of token ids", *ids);
+    if (ids->size() > kMaxStopTokenIds) {
+      return BadRequest(fmt::format("'stop_token_ids' may hold at most {} ids, got {}", kMaxStopTokenIds, ids->size()),
+                        "stop_token_ids");
+    }
+    if (auto e = ParseTokenIds(*ids, "stop_token_ids", &r->sampling.stop_token_ids)) return e;
+  }
+  if (auto e = GetBool(body, "ignore_eos", &r->sampling.ignore_eos)) return e;
+  if (auto e = GetString(body, "cache_salt", &r->cache_salt)) return e;
+  if (r->cache_salt.size() > kMaxCacheSaltBytes) {
+    return BadRequest(fmt::format("'cache_salt' may be at most {} bytes, got {}", kMaxCacheSaltBytes, r->cache_salt.size()),
+                      "cache_salt");
+  }
+  std::optional<int64_t> priority;
+  if (auto e = GetInt(body, "priority", -1000000, 1000000, &priority)) return e;
+  if (priority) r->priority = static_cast<int32_t>(*priority);
+  std::string user;
+  if (auto e = GetString(body, "user", &user)) return e;
+  if (const json* lb = Field(body, "logit_bias")) {
+    if (!lb->is_object()) return WrongType("logit_bias", "an object", *lb);
+    if (!lb->empty()) return Unsupported("logit_bias", "kvserve does not bias logits");
+  }
+  std::optional<int64_t> best_of;
+  if (auto e = GetInt(body, "best_of", 1, kMaxN, &best_of)) return e;
+  if (best_of && *best_of != r->n) {
+    return Unsupported("best_of", "only best_of equal to n (the default) is served");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+size_t JsonNestingDepth(std::string_view text, size_t stop_after) {
+  size_t depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        max_depth = depth;
+        if (max_depth > stop_after) return max_depth;
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+std::string Clip(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  // Cut on a UTF-8 character boundary.
+  size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return std::string(s.substr(0, n)) + "...";
+}
+
+std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
+  // Bounded before parsing: nlohmann's parser does not recurse, but copying,
+  // comparing or serializing a parsed value does, so a deep value must never
+  // exist. An upper bound of the depth the parser would build: brackets
+  // outside strings.
+  if (const size_t depth = JsonNestingDepth(body, kMaxJsonDepth); depth > kMaxJsonDepth) {
+    return BadRequest(fmt::format("the body nests arrays and objects more than {} levels deep (the limit)", kMaxJsonDepth),
+                      std::nullopt, "invalid_json");
+  }
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Parse again with exceptions only for the message (where it failed).
+    std::string why = "the body is not valid JSON";
+    try {
+      json ignored = json::parse(body);
+      (void)ignored;
+    } catch (const json::parse_error& e) {
+      why = fmt::format("the body is not valid JSON ({})", e.what());
+    }
+    return BadRequest(why, std::nullopt, "invalid_json");
+  }
+  if (!j.is_object()) return BadRequest("the body must be a JSON object", std::nullopt, "invalid_json");
+  *out = std::move(j);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* out) {
+  ParsedRequest r;
+  r.endpoint = Endpoint::kCompletions;
+  if (auto e = ParseCommon(body, &r)) return e;
+  const json* prompt = Field(body, "prompt");
+  if (!prompt) return BadRequest("you must provide a prompt parameter", "prompt", "missing_required_parameter");
+  if (prompt->is_string()) {
+    r.prompts.push_back({prompt->get<std::string>(), {}});
+  } else if (prompt->is_array()) {
+    if (prompt->empty()) return BadRequest("'prompt' must not be an empty array", "prompt");
+    const json& first = (*prompt)[0];
+    if (first.is_number()) {
+      PromptInput p;
+      if (auto e = ParseTokenIds(*prompt, "prompt", &p.tokens)) return e;
+      r.prompts.push_back(std::move(p));
+    } else {
+      if (prompt->size() > kMaxPrompts) {
+        return BadRequest(fmt::format("'prompt' may hold at most {} prompts, got {}", kMaxPrompts, prompt->size()),
+                          "prompt");
+      }
+      for (size_t i = 0; i < prompt->size(); ++i) {
+        const json& item = (*prompt)[i];
+        if (item.is_string()) {
+          r.prompts.push_back({item.get<std::string>(), {}});
+        } else if (item.is_array() && !item.empty()) {
+          PromptInput p;
+          if (auto e = ParseTokenIds(item, fmt::format("prompt[{}]", i), &p.tokens)) return e;
+          r.prompts.push_back(std::move(p));
+        } else {
+          return BadRequest(fmt::format("'prompt' item {} must be a string or a non-empty array of token ids, got {}",
+                                        i, TypeName(item)),
+                            "prompt", "invalid_type");
+        }
+      }
+    }
+  } else {
+    return WrongType("prompt", "a string, an array of strings, or token ids", *prompt);
+  }
+  if (r.prompts.size() * static_cast<size_t>(r.n) > kMaxPrompts) {
+    return BadRequest(fmt::format("prompts x n must be at most {}, got {} x {}", kMaxPrompts, r.prompts.size(), r.n),
+                      "n");
+  }
+  if (auto e = GetInt(body, "max_tokens", 1, INT32_MAX, &r.max_tokens)) return e;
+  std::optional<int64_t> logprobs;
+  if (const json* lp = Field(body, "logprobs"); lp && lp->is_boolean()) {
+    return BadRequest("'logprobs' of /v1/completions is the number of alternatives, an integer in [0, 20]",
+                      "logprobs", "invalid_type");
+  }
+  if (auto e = GetInt(body, "logprobs", 0, engine::kMaxLogprobs, &logprobs)) return e;
+  if (logprobs) r.sampling.logprobs = static_cast<int32_t>(*logprobs);
+  if (auto e = GetBool(body, "echo", &r.echo)) return e;
+  if (r.echo && r.sampling.logprobs) {
+    return Unsupported("echo", "echo together with logprobs would need prompt logprobs");
+  }
+  std::string suffix;
+  if (auto e = GetString(body, "suffix", &suffix)) return e;
+  if (!suffix.empty()) return Unsupported("suffix", "insertion (fill-in-the-middle) is not served");
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+std::optional<ApiError> FlattenContent(const Json& content, const std::string& param, std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) return WrongType(param, "a string or an array of content parts", content);
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string p = fmt::format("{}[{}]", param, i);
+    if (!part.is_object()) return WrongType(p, "a content part object", part);
+    const json* type = Field(part, "type");
+    if (!type || !type->is_string()) return BadRequest(fmt::format("'{}.type' must be a string", p), p + ".type");
+    if (type->get<std::string>() != "text") {
+      return BadRequest(fmt::format("content part type '{}' is not supported; kvserve serves text only",
+                                    Clip(type->get<std::string>(), 40)),
+                        p + ".type", "unsupported_parameter");
+    }
+    const json* t = Field(part, "text");
+    if (!t || !t->is_string()) return BadRequest(fmt::format("'{}.text' must be a string", p), p + ".text");
+    if (i > 0) text += "\n";
+    text += t->get<std::string>();
+  }
+  *out = std::move(text);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
+  ParsedRequest r;
+  r.endpoint = Endpoint::kChatCompletions;
+  if (auto e = ParseCommon(body, &r)) return e;
+  const json* messages = Field(body, "messages");
+  if (!messages) return BadRequest("you must provide a messages parameter", "messages", "missing_required_parameter");
+  if (!messages->is_array()) return WrongType("messages", "an array", *messages);
+  if (messages->empty()) return BadRequest("'messages' must hold at least one message", "messages");
+  static const std::vector<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
+  r.messages = json::array();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string p = fmt::format("messages[{}]", i);
+    if (!m.is_object()) return WrongType(p, "an object", m);
+    const json* role = Field(m, "role");
+    if (!role || !role->is_string()) return BadRequest(fmt::format("'{}.role' must be a string", p), p + ".role");
+    const std::string rs = role->get<std::string>();
+    if (std::find(kRoles.begin(), kRoles.end(), rs) == kRoles.end()) {
+      return BadRequest(fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; got '{}'", p,
+                                    Clip(rs, 40)),
+                        p + ".role");
+    }
+    json msg = m;
+    const json* content = Field(m, "content");
+    if (content) {
+      std::string text;
+      if (auto e = FlattenContent(*content, p + ".content", &text)) return e;
+      msg["content"] = text;
+    } else if (rs == "assistant" && Field(m, "tool_calls")) {
+      msg["content"] = nullptr;
+    } else {
+      return BadRequest(fmt::format("'{}.content' is required", p), p + ".content", "missing_required_parameter");
+    }
+    r.messages.push_back(std::move(msg));
+  }
+  std::optional<int64_t> mt, mct;
+  if (auto e = GetInt(body, "max_tokens", 1, INT32_MAX, &mt)) return e;
+  if (auto e = GetInt(body, "max_completion_tokens", 1, INT32_MAX, &mct)) return e;
+  if (mct) {
+    r.max_tokens = mct;
+    r.max_tokens_param = "max_completion_tokens";
+  } else {
+    r.max_tokens = mt;
+  }
+  bool logprobs = false;
+  if (auto e = GetBool(body, "logprobs", &logprobs)) return e;
+  std::optional<int64_t> top;
+  if (auto e = GetInt(body, "top_logprobs", 0, engine::kMaxLogprobs, &top)) return e;
+  if (top && !logprobs) return BadRequest("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
+  if (logprobs) r.sampling.logprobs = static_cast<int32_t>(top.value_or(0));
+  std::string tool_choice = "auto";
+  if (const json* tc = Field(body, "tool_choice")) {
+    if (!tc->is_string()) return Unsupported("tool_choice", "only \"auto\" and \"none\" are served");
+    tool_choice = tc->get<std::string>();
+    if (tool_choice != "auto" && tool_choice != "none") {
+      return Unsupported("tool_choice", "only \"auto\" and \"none\" are served");
+    }
+  }
+  if (const json* tools = Field(body, "tools")) {
+    if (!tools->is_array()) return WrongType("tools", "an array", *tools);
+    if (tool_choice != "none") {
+      r.tools = *tools;
+    }
+  }
+  if (const json* rf = Field(body, "response_format")) {
+    if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
+    const json* type = Field(*rf, "type");
+    if (!type || !type->is_string() || type->get<std::string>() != "text") {
+      return Unsupported("response_format", "only {\"type\": \"text\"} is served (no constrained decoding)");
+    }
+  }
+  if (Field(body, "echo")) return Unsupported("echo", "chat completions have no echo");
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseTokenizeRequest(const Json& body, TokenizeRequest* out) {
+  TokenizeRequest r;
+  if (const json* model = Field(body, "model")) r.model = model->is_string() ? model->get<std::string>() : "?";
+  const json* prompt = Field(body, "prompt");
+  const json* messages = Field(body, "messages");
+  if ((prompt != nullptr) == (messages != nullptr)) {
+    return BadRequest("give exactly one of 'prompt' (a string) or 'messages'", "prompt", "missing_required_parameter");
+  }
+  r.add_special_tokens = prompt != nullptr;
+  if (auto e = GetBool(body, "add_special_tokens", &r.add_special_tokens)) return e;
+  if (auto e = GetBool(body, "return_token_strs", &r.return_token_strs)) return e;
+  if (auto e = GetBool(body, "add_generation_prompt", &r.add_generation_prompt)) return e;
+  if (prompt) {
+    if (!prompt->is_string()) return BadRequest("'prompt' must be a string", "prompt", "invalid_type");
+    r.prompt = prompt->get<std::string>();
+  } else {
+    // The messages and tools as a chat request would carry them.
+    json chat = {{"model", "tokenize"}, {"messages", *messages}};
+    if (const json* tools = Field(body, "tools")) chat["tools"] = *tools;
+    if (auto e = ParseChatRequest(chat, &r.chat)) return e;
+  }
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseDetokenizeRequest(const Json& body, DetokenizeRequest* out) {
+  const json* tokens = Field(body, "tokens");
+  if (!tokens || !tokens->is_array()) {
+    return BadRequest("'tokens' must be an array of token ids", "tokens", "invalid_type");
+  }
+  DetokenizeRequest r;
+  if (auto e = ParseTokenIds(*tokens, "tokens", &r.tokens)) return e;
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+}  // namespace kvs::api

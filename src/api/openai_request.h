@@ -1,0 +1,114 @@
+// OpenAI request parsing and validation: JSON bodies of /v1/completions,
+// /v1/chat/completions, /tokenize and /detokenize become a ParsedRequest
+// (with the engine's SamplingParams, so nothing downstream copies fields
+// again), a TokenizeRequest or a DetokenizeRequest, or an ApiError that
+// names the offending field (OpenAI's error shape, api/error.h).
+//
+// The body is parsed once, as an ordered_json (the client's key order
+// survives into chat templates that render tool schemas with tojson).
+// Validation of the JSON happens once, here; the prompt against the model
+// (token ids, context length, KV pool) is checked by the server with
+// engine::ValidateRequest once it is tokenized. Fields OpenAI defines but
+// kvserve cannot honour (suffix, logit_bias, best_of != n, non-text content
+// parts, tool_choice "required", response_format other than text) are
+// refused with 400 rather than silently ignored; fields that do not change
+// the output (user, store, metadata, parallel_tool_calls, ...) and unknown
+// fields are accepted and ignored. A JSON null counts as an absent field.
+// Thread-safety: pure functions and value types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/error.h"
+#include "engine/sampling_params.h"
+
+namespace kvs::api {
+
+using Json = nlohmann::ordered_json;
+
+enum class Endpoint { kCompletions, kChatCompletions };
+
+struct PromptInput {
+  std::optional<std::string> text;  // a string prompt (tokenized by the service)
+  std::vector<int32_t> tokens;      // a token-id prompt (when text is absent)
+};
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;
+
+  std::vector<PromptInput> prompts;  // completions: one or more
+  // chat: the messages with content flattened to strings, and the tools
+  // for the template ([] with tool_choice "none"), in the client's key order.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+
+  std::optional<int64_t> max_tokens;  // absent: the endpoint's default (the server resolves it per prompt)
+  std::string max_tokens_param = "max_tokens";  // which field gave it (for errors)
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  bool echo = false;
+
+  // temperature, top_p, top_k, min_p, penalties, seed, stop_token_ids,
+  // ignore_eos, logprobs; max_tokens is set per prompt by the server.
+  engine::SamplingParams sampling;
+  std::vector<std::string> stop;
+  std::string cache_salt;  // prefix-cache namespace (vLLM's field): KV is shared only within one salt
+  int32_t priority = 0;    // lower first, with runtime.scheduling_policy "priority" (vLLM's field)
+};
+
+// POST /tokenize (vLLM's shape): a prompt, or chat messages rendered with
+// the model's template.
+struct TokenizeRequest {
+  std::optional<std::string> model;  // when given (a non-string model reads as "?")
+  std::optional<std::string> prompt;
+  ParsedRequest chat;                // messages and tools when prompt is absent
+  bool add_special_tokens = true;    // default: true for a prompt, false for messages
+  bool return_token_strs = false;
+  bool add_generation_prompt = true;
+};
+
+// POST /detokenize: {"tokens": [ids]}.
+struct DetokenizeRequest {
+  std::vector<int32_t> tokens;
+};
+
+// Limits of fields that would otherwise cost memory or engine time per
+// token without bound (docs/api.md lists every limit).
+inline constexpr int32_t kMaxN = 128;
+inline constexpr size_t kMaxStopBytes = 1024;       // each stop string
+inline constexpr size_t kMaxStopTokenIds = 64;      // scanned per generated token
+inline constexpr size_t kMaxCacheSaltBytes = 256;
+// Arrays and objects nested deeper than this are refused before parsing
+// (every endpoint's body goes through ParseJsonObject).
+inline constexpr size_t kMaxJsonDepth = 64;
+inline constexpr size_t kMaxStops = 16;
+inline constexpr size_t kMaxPrompts = 128;
+
+// Parses a request body into a JSON object (400 invalid_json otherwise,
+// also when it nests deeper than kMaxJsonDepth).
+std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out);
+// The deepest nesting of arrays and objects in JSON text (brackets outside
+// strings), counting stops once it exceeds stop_after.
+size_t JsonNestingDepth(std::string_view text, size_t stop_after);
+// At most max_bytes of s (cut on a UTF-8 boundary, "..." appended when cut):
+// how error messages quote untrusted strings.
+std::string Clip(std::string_view s, size_t max_bytes);
+
+std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* out);
+std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out);
+std::optional<ApiError> ParseTokenizeRequest(const Json& body, TokenizeRequest* out);
+std::optional<ApiError> ParseDetokenizeRequest(const Json& body, DetokenizeRequest* out);
+
+// The OpenAI "content" of a message as one string: a string as is, an array
+// of text parts joined with "\n". Error for other part types.
+std::optional<ApiError> FlattenContent(const Json& content, const std::string& param, std::string* out);
+
+}  // namespace kvs::api

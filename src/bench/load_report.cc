@@ -1,0 +1,478 @@
+#include "bench/load_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace kvs::bench {
+
+namespace {
+
+nlohmann::json SummaryJson(const Summary& s) {
+  return {{"count", s.count}, {"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90},
+          {"p99", s.p99},     {"max", s.max},   {"min", s.min}};
+}
+
+std::string Pct(double v) { return fmt::format("{:.1f} %", v * 100); }
+
+// Input length of a request for bucketing: the server's prompt count for
+// multi-turn (the history grows), else the target.
+int64_t LengthOf(const RequestRecord& r, bool multi) {
+  if (multi && r.prompt_tokens > 0) return r.prompt_tokens;
+  return r.input_tokens;
+}
+
+}  // namespace
+
+nlohmann::json Figures::ToJson() const {
+  nlohmann::json j = {{"planned", planned},
+                      {"sent", sent},
+                      {"ok", ok},
+                      {"failed", failed},
+                      {"good", good},
+                      {"errors", errors},
+                      {"duration_seconds", duration},
+                      {"request_throughput", request_throughput},
+                      {"input_token_throughput", input_throughput},
+                      {"output_token_throughput", output_throughput},
+                      {"goodput", goodput},
+                      {"prompt_tokens", prompt_tokens},
+                      {"output_tokens", output_tokens},
+                      {"cached_share", cached_share ? nlohmann::json(*cached_share) : nlohmann::json(nullptr)},
+                      {"max_send_lag_seconds", max_send_lag},
+                      {"ttft", SummaryJson(ttft)},
+                      {"tpot", SummaryJson(tpot)},
+                      {"itl", SummaryJson(itl)},
+                      {"e2e", SummaryJson(e2e)}};
+  return j;
+}
+
+Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double duration,
+                       const std::vector<Slo>& slos) {
+  Figures f;
+  f.duration = duration;
+  std::vector<double> ttft, tpot, itl, e2e;
+  int64_t cached = 0, cached_prompt = 0;
+  for (const RequestRecord* r : records) {
+    ++f.planned;
+    if (r->sent < 0) continue;
+    ++f.sent;
+    f.max_send_lag = std::max(f.max_send_lag, r->sent - r->scheduled);
+    if (!r->ok()) {
+      ++f.failed;
+      std::string kind = r->error_kind;
+      if (kind == "http_4xx" || kind == "http_5xx") kind = fmt::format("http_{}", r->status);
+      ++f.errors[kind.empty() ? "other" : kind];
+      continue;
+    }
+    ++f.ok;
+    const int64_t prompt = r->prompt_tokens >= 0 ? r->prompt_tokens : r->input_tokens;
+    f.prompt_tokens += prompt;
+    f.output_tokens += r->OutputTokens();
+    if (r->cached_tokens >= 0) {
+      cached += r->cached_tokens;
+      cached_prompt += prompt;
+    }
+    SloInput in;
+    in.ok = true;
+    in.prompt_tokens = prompt;
+    in.ttft = r->Ttft();
+    in.tpot = r->Tpot();
+    in.e2e = r->E2e();
+    const auto gaps = r->Itls();
+    if (!gaps.empty()) in.max_itl = *std::max_element(gaps.begin(), gaps.end());
+    if (MeetsSlos(in, slos)) ++f.good;
+    if (in.ttft) ttft.push_back(*in.ttft);
+    if (in.tpot) tpot.push_back(*in.tpot);
+    if (in.e2e) e2e.push_back(*in.e2e);
+    itl.insert(itl.end(), gaps.begin(), gaps.end());
+  }
+  if (duration > 0) {
+    f.request_throughput = static_cast<double>(f.ok) / duration;
+    f.input_throughput = static_cast<double>(f.prompt_tokens) / duration;
+    f.output_throughput = static_cast<double>(f.output_tokens) / duration;
+    f.goodput = static_cast<double>(f.good) / duration;
+  }
+  if (cached_prompt > 0) f.cached_share = static_cast<double>(cached) / static_cast<double>(cached_prompt);
+  f.ttft = Summarize(std::move(ttft));
+  f.tpot = Summarize(std::move(tpot));
+  f.itl = Summarize(std::move(itl));
+  f.e2e = Summarize(std::move(e2e));
+  return f;
+}
+
+MetricsPeaks ComputePeaks(const std::vector<MetricsPoint>& points) {
+  MetricsPeaks p;
+  p.samples = static_cast<int>(points.size());
+  if (points.empty()) return p;
+  auto peak = [](std::optional<double>& acc, const std::optional<double>& v) {
+    if (v) acc = acc ? std::max(*acc, *v) : *v;
+  };
+  std::optional<double> first_pre, last_pre;
+  for (const MetricsPoint& m : points) {
+    if (p.source.empty()) p.source = m.g.source;
+    peak(p.kv_peak, m.g.kv_usage);
+    peak(p.queue_peak, m.g.queue);
+    peak(p.running_peak, m.g.running);
+    if (m.g.preemptions) {
+      if (!first_pre) first_pre = m.g.preemptions;
+      last_pre = m.g.preemptions;
+    }
+  }
+  if (first_pre) p.preemptions = std::max(0.0, *last_pre - *first_pre);
+  p.span = points.back().t - points.front().t;
+  return p;
+}
+
+const char* CheckStatusName(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::kPass: return "PASS";
+    case CheckStatus::kFail: return "FAIL";
+    case CheckStatus::kSkip: return "SKIP";
+  }
+  return "?";
+}
+
+std::string Check::Line() const { return fmt::format("{} {}: {}", CheckStatusName(status), name, detail); }
+
+nlohmann::json Check::ToJson() const {
+  return {{"name", name},
+          {"status", CheckStatusName(status)},
+          {"detail", detail},
+          {"value", value ? nlohmann::json(*value) : nlohmann::json(nullptr)},
+          {"threshold", threshold ? nlohmann::json(*threshold) : nlohmann::json(nullptr)}};
+}
+
+bool BenchReport::passed() const {
+  return std::none_of(checks.begin(), checks.end(), [](const Check& c) { return c.status == CheckStatus::kFail; });
+}
+
+BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector<Slo>& slos,
+                        const CheckOptions& options) {
+  BenchReport rep;
+  rep.slos = slos;
+  for (const RunResult& run : results) {
+    RunReport rr;
+    std::vector<const RequestRecord*> all;
+    for (const RequestRecord& r : run.requests) all.push_back(&r);
+    rr.all = ComputeFigures(all, run.duration, slos);
+    rr.peaks = ComputePeaks(run.metrics);
+    // Buckets: each distinct length when there are few, else powers of two.
+    const bool multi = run.plan.multi_turn.conversations > 0;
+    std::set<int64_t> lens;
+    for (const RequestRecord& r : run.requests) {
+      if (r.sent >= 0) lens.insert(LengthOf(r, multi));
+    }
+    const bool exact = !multi && lens.size() <= 12;
+    std::map<int64_t, std::vector<const RequestRecord*>> groups;  // key: bucket upper bound
+    for (const RequestRecord& r : run.requests) {
+      const int64_t l = LengthOf(r, multi);
+      int64_t key = l;
+      if (!exact) {
+        key = 1;
+        while (key < l) key *= 2;
+      }
+      groups[key].push_back(&r);
+    }
+    for (auto& [key, recs] : groups) {
+      BucketFigures b;
+      b.hi = key;
+      b.lo = exact ? key : key / 2 + 1;
+      b.label = exact ? std::to_string(key) : fmt::format("{}-{}", b.lo, b.hi);
+      b.f = ComputeFigures(recs, run.duration, slos);
+      rr.buckets.push_back(std::move(b));
+    }
+    rep.runs.push_back(std::move(rr));
+  }
+
+  // Length series: runs with a fixed input length grouped by everything
+  // else; a mixed run's buckets form a series of their own.
+  std::map<std::string, std::map<int64_t, std::vector<const RequestRecord*>>> series;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const RunPlan& p = results[i].plan;
+    if (p.multi_turn.conversations > 0) continue;
+    std::string label = p.rate > 0 ? fmt::format("rate={:g}/s", p.rate) : fmt::format("c={}", p.concurrency);
+    label += fmt::format(" out={} {}", p.output_len, ApiKindName(p.api));
+    if (p.input_len == 0) label += fmt::format(" mix (run {})", i + 1);
+    for (const RequestRecord& r : results[i].requests) series[label][r.input_tokens].push_back(&r);
+  }
+  for (auto& [label, by_len] : series) {
+    LengthSeries s;
+    s.label = label;
+    for (auto& [len, recs] : by_len) {
+      Figures f = ComputeFigures(recs, 0, {});
+      if (f.ttft.count == 0) continue;
+      double work = 0;
+      int64_t n = 0;
+      for (const RequestRecord* r : recs) {
+        if (!r->ok()) continue;
+        const int64_t prompt = r->prompt_tokens >= 0 ? r->prompt_tokens : r->input_tokens;
+        work += static_cast<double>(std::max<int64_t>(prompt - std::max<int64_t>(r->cached_tokens, 0), 1));
+        ++n;
+      }
+      s.points.push_back({len, f.ttft.count, n > 0 ? work / static_cast<double>(n) : static_cast<double>(len),
+                          f.ttft.p50, f.ttft.p90, f.tpot.p50, f.e2e.p50});
+    }
+    if (!s.points.empty()) rep.length_series.push_back(std::move(s));
+  }
+
+  // --- checks ---
+  {
+    Check c;
+    c.name = "ttft_growth";
+    c.threshold = options.ttft_jump_max;
+    double worst = 0;
+    std::string where;
+    for (const LengthSeries& s : rep.length_series) {
+      for (size_t k = 1; k < s.points.size(); ++k) {
+        const LengthPoint& a = s.points[k - 1];
+        const LengthPoint& b = s.points[k];
+        if (a.ttft_p50 <= 0) continue;
+        const double grow = b.ttft_p50 / a.ttft_p50;
+        const double work = b.work / a.work;
+        const double rel = grow / work;
+        if (rel > worst || where.empty()) {
+          worst = rel;
+          where = fmt::format("{} -> {} tokens ({}): TTFT p50 {} -> {}, x{:.2f} for x{:.2f} the uncached prompt "
+                              "tokens",
+                              a.length, b.length, s.label, FormatSeconds(a.ttft_p50), FormatSeconds(b.ttft_p50), grow,
+                              work);
+        }
+      }
+    }
+    if (where.empty()) {
+      c.status = CheckStatus::kSkip;
+      c.detail = "needs runs at two or more input lengths (e.g. --input-lengths 512:4096)";
+    } else {
+      c.value = worst;
+      c.status = worst <= options.ttft_jump_max ? CheckStatus::kPass : CheckStatus::kFail;
+      c.detail = fmt::format("largest TTFT jump relative to the prefill work's growth {:.2f} ({} {:g}); {}", worst,
+                             c.status == CheckStatus::kPass ? "<=" : ">", options.ttft_jump_max, where);
+    }
+    rep.checks.push_back(c);
+  }
+  {
+    Check c;
+    c.name = "kv_watermark";
+    c.threshold = options.kv_watermark_max;
+    std::optional<double> peak;
+    std::string at;
+    for (size_t i = 0; i < results.size(); ++i) {
+      const auto& p = rep.runs[i].peaks.kv_peak;
+      if (p && (!peak || *p > *peak)) {
+        peak = p;
+        at = results[i].plan.name;
+      }
+    }
+    if (!peak) {
+      c.status = CheckStatus::kSkip;
+      c.detail = "the endpoint exports no KV cache usage in /metrics";
+    } else {
+      c.value = *peak;
+      c.status = *peak <= options.kv_watermark_max ? CheckStatus::kPass : CheckStatus::kFail;
+      c.detail = fmt::format("peak KV cache use {} {} {} (run {})", Pct(*peak),
+                             c.status == CheckStatus::kPass ? "<=" : ">", Pct(options.kv_watermark_max), at);
+    }
+    rep.checks.push_back(c);
+  }
+  {
+    Check c;
+    c.name = "server_errors";
+    c.threshold = 0;
+    int64_t bad = 0, sent = 0;
+    std::map<std::string, int64_t> kinds;
+    for (const RunResult& run : results) {
+      for (const RequestRecord& r : run.requests) {
+        if (r.sent < 0) continue;
+        ++sent;
+        const bool server_side = r.status >= 500 || r.error_kind == "stream" || r.error_kind == "disconnected" ||
+                                 r.error_kind == "connect" || r.error_kind == "protocol";
+        if (!r.ok() && server_side) {
+          ++bad;
+          ++kinds[r.status >= 500 ? fmt::format("HTTP {}", r.status) : r.error_kind];
+        }
+      }
+    }
+    c.value = static_cast<double>(bad);
+    c.status = bad == 0 ? CheckStatus::kPass : CheckStatus::kFail;
+    std::vector<std::string> parts;
+    for (auto& [k, n] : kinds) parts.push_back(fmt::format("{} x{}", k, n));
+    c.detail = bad == 0 ? fmt::format("no 5xx, in-stream error or dropped connection in {} requests", sent)
+                        : fmt::format("{} of {} requests: {}", bad, sent, fmt::join(parts, ", "));
+    rep.checks.push_back(c);
+  }
+  {
+    Check c;
+    c.name = "preemptions";
+    c.threshold = options.preemptions_per_minute_max;
+    double total = 0, span = 0;
+    bool any = false;
+    for (const RunReport& r : rep.runs) {
+      if (!r.peaks.preemptions) continue;
+      any = true;
+      total += *r.peaks.preemptions;
+      span += r.peaks.span;
+    }
+    if (!any) {
+      c.status = CheckStatus::kSkip;
+      c.detail = "the endpoint exports no preemption counter in /metrics";
+    } else if (span <= 0) {
+      c.status = CheckStatus::kSkip;
+      c.detail = "too few /metrics samples to measure a rate";
+    } else {
+      const double per_min = total / (span / 60.0);
+      c.value = per_min;
+      c.status = per_min <= options.preemptions_per_minute_max ? CheckStatus::kPass : CheckStatus::kFail;
+      c.detail = fmt::format("{:g} preemptions in {:.1f} s sampled = {:.2f}/min {} {:g}/min", total, span, per_min,
+                             c.status == CheckStatus::kPass ? "<=" : ">", options.preemptions_per_minute_max);
+    }
+    rep.checks.push_back(c);
+  }
+  return rep;
+}
+
+nlohmann::json BenchReportJson(const BenchReport& report, const std::vector<RunResult>& results,
+                               const nlohmann::json& meta) {
+  nlohmann::json j = meta.is_object() ? meta : nlohmann::json::object();
+  nlohmann::json slos = nlohmann::json::array();
+  for (const Slo& s : report.slos) slos.push_back(s.ToString());
+  j["slos"] = slos;
+  nlohmann::json runs = nlohmann::json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const RunResult& run = results[i];
+    const RunReport& rr = report.runs[i];
+    nlohmann::json r;
+    r["settings"] = run.plan.ToJson();
+    r["started"] = run.started_utc;
+    r["figures"] = rr.all.ToJson();
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const BucketFigures& b : rr.buckets) {
+      buckets.push_back({{"label", b.label}, {"min_tokens", b.lo}, {"max_tokens", b.hi}, {"figures", b.f.ToJson()}});
+    }
+    r["by_input_length"] = buckets;
+    nlohmann::json series = nlohmann::json::array();
+    auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    for (const MetricsPoint& m : run.metrics) {
+      series.push_back({{"t", m.t},
+                        {"kv_usage", opt(m.g.kv_usage)},
+                        {"queue", opt(m.g.queue)},
+                        {"running", opt(m.g.running)},
+                        {"preemptions", opt(m.g.preemptions)}});
+    }
+    r["server_metrics"] = {{"samples", rr.peaks.samples},
+                           {"source", rr.peaks.source},
+                           {"note", run.metrics_note},
+                           {"kv_usage_peak", opt(rr.peaks.kv_peak)},
+                           {"queue_peak", opt(rr.peaks.queue_peak)},
+                           {"running_peak", opt(rr.peaks.running_peak)},
+                           {"preemptions", opt(rr.peaks.preemptions)},
+                           {"series", series}};
+    nlohmann::json reqs = nlohmann::json::array();
+    for (const RequestRecord& q : run.requests) reqs.push_back(q.ToJson());
+    r["requests"] = reqs;
+    runs.push_back(r);
+  }
+  j["runs"] = runs;
+  nlohmann::json ls = nlohmann::json::array();
+  for (const LengthSeries& s : report.length_series) {
+    nlohmann::json pts = nlohmann::json::array();
+    for (const LengthPoint& p : s.points) {
+      pts.push_back({{"input_tokens", p.length},
+                     {"requests", p.n},
+                     {"uncached_prompt_tokens", p.work},
+                     {"ttft_p50", p.ttft_p50},
+                     {"ttft_p90", p.ttft_p90},
+                     {"tpot_p50", p.tpot_p50},
+                     {"e2e_p50", p.e2e_p50}});
+    }
+    ls.push_back({{"label", s.label}, {"points", pts}});
+  }
+  j["ttft_vs_input_length"] = ls;
+  nlohmann::json checks = nlohmann::json::array();
+  for (const Check& c : report.checks) checks.push_back(c.ToJson());
+  j["checks"] = checks;
+  j["passed"] = report.passed();
+  return j;
+}
+
+namespace {
+
+std::string Row(const char* name, const Summary& s) {
+  if (s.count == 0) return fmt::format("  {:<6} {:>11} {:>11} {:>11} {:>11}\n", name, "-", "-", "-", "-");
+  return fmt::format("  {:<6} {:>11} {:>11} {:>11} {:>11}\n", name, FormatSeconds(s.p50), FormatSeconds(s.p90),
+                     FormatSeconds(s.p99), FormatSeconds(s.max));
+}
+
+}  // namespace
+
+std::string FormatBenchTable(const BenchReport& report, const std::vector<RunResult>& results) {
+  std::string o;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const RunResult& run = results[i];
+    const RunReport& rr = report.runs[i];
+    const Figures& f = rr.all;
+    o += fmt::format("=== run {}/{}: {} ({} requests: {} ok, {} failed", i + 1, results.size(), run.plan.name, f.planned,
+                     f.ok, f.failed);
+    if (f.sent < f.planned) o += fmt::format(", {} not sent", f.planned - f.sent);
+    o += fmt::format("; {:.2f} s)\n", f.duration);
+    o += fmt::format("  {:<6} {:>11} {:>11} {:>11} {:>11}\n", "", "p50", "p90", "p99", "max");
+    o += Row("TTFT", f.ttft);
+    o += Row("TPOT", f.tpot);
+    o += Row("ITL", f.itl);
+    o += Row("E2E", f.e2e);
+    o += fmt::format("  throughput {:.2f} req/s, {:.1f} input tok/s, {:.1f} output tok/s", f.request_throughput,
+                     f.input_throughput, f.output_throughput);
+    if (!report.slos.empty()) o += fmt::format("; goodput {:.2f} req/s ({}/{} met the SLOs)", f.goodput, f.good, f.ok);
+    o += "\n";
+    if (!f.errors.empty()) {
+      std::vector<std::string> parts;
+      for (auto& [k, n] : f.errors) parts.push_back(fmt::format("{} x{}", k, n));
+      o += fmt::format("  errors: {}\n", fmt::join(parts, ", "));
+    }
+    if (f.cached_share) o += fmt::format("  cached prompt tokens: {:.1f} %\n", *f.cached_share * 100);
+    if (run.plan.rate > 0 && f.max_send_lag > 0.05) {
+      o += fmt::format("  note: the client sent up to {} late (it could not keep the arrival schedule)\n",
+                       FormatSeconds(f.max_send_lag));
+    }
+    const MetricsPeaks& p = rr.peaks;
+    if (p.samples > 0) {
+      auto v = [](const std::optional<double>& x, bool pct) {
+        return !x ? std::string("n/a") : pct ? fmt::format("{:.1f} %", *x * 100) : fmt::format("{:g}", *x);
+      };
+      o += fmt::format("  server ({}, {} samples): peak KV use {}, peak queue {}, peak running {}, preemptions {}\n",
+                       p.source.empty() ? "?" : p.source, p.samples, v(p.kv_peak, true), v(p.queue_peak, false),
+                       v(p.running_peak, false), v(p.preemptions, false));
+    } else if (!run.metrics_note.empty()) {
+      o += fmt::format("  server metrics: none ({})\n", run.metrics_note);
+    }
+    if (rr.buckets.size() > 1) {
+      o += fmt::format("  {:>11} {:>5} {:>10} {:>10} {:>10} {:>10} {:>7}\n", "input", "ok", "TTFT p50", "TTFT p90",
+                       "TPOT p50", "E2E p50", "errors");
+      for (const BucketFigures& b : rr.buckets) {
+        o += fmt::format("  {:>11} {:>5} {:>10} {:>10} {:>10} {:>10} {:>7}\n", b.label, b.f.ok,
+                         b.f.ttft.count ? FormatSeconds(b.f.ttft.p50) : "-",
+                         b.f.ttft.count ? FormatSeconds(b.f.ttft.p90) : "-",
+                         b.f.tpot.count ? FormatSeconds(b.f.tpot.p50) : "-",
+                         b.f.e2e.count ? FormatSeconds(b.f.e2e.p50) : "-", b.f.failed);
+      }
+    }
+  }
+  if (!report.length_series.empty()) {
+    for (const LengthSeries& s : report.length_series) {
+      if (s.points.size() < 2) continue;
+      o += fmt::format("=== TTFT vs input length ({})\n", s.label);
+      o += fmt::format("  {:>8} {:>5} {:>10} {:>10} {:>10}\n", "input", "n", "TTFT p50", "TTFT p90", "TPOT p50");
+      for (const LengthPoint& p : s.points) {
+        o += fmt::format("  {:>8} {:>5} {:>10} {:>10} {:>10}\n", p.length, p.n, FormatSeconds(p.ttft_p50),
+                         FormatSeconds(p.ttft_p90), p.tpot_p50 > 0 ? FormatSeconds(p.tpot_p50) : "-");
+      }
+    }
+  }
+  o += "=== checks\n";
+  for (const Check& c : report.checks) o += c.Line() + "\n";
+  return o;
+}
+
+}  // namespace kvs::bench

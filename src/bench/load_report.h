@@ -1,0 +1,126 @@
+// What the online benchmark's runs mean: figures per run and per input
+// length bucket, the server's /metrics peaks, the go-live checks (PASS /
+// FAIL / SKIP with their numbers), the JSON report and the stdout table.
+//
+// Figures of a set of requests over a duration:
+//   TTFT (send -> first text chunk), TPOT ((e2e - ttft) / (tokens - 1)),
+//   ITL (gaps between text chunks, pooled over requests), E2E latency:
+//   p50 / p90 / p99 / max; request and token throughput; goodput (requests
+//   per second that succeeded and met every SLO); errors by kind; the share
+//   of prompt tokens the server reported as cached.
+// Checks (over all runs):
+//   ttft_growth   between neighbouring input lengths of runs that differ only
+//                 in length, TTFT p50 grows at most `ttft_jump_max` (10) times
+//                 faster than the prefill work: the prompt tokens not served
+//                 from the prefix cache (the linear part of the work);
+//   kv_watermark  the peak KV use sampled from /metrics <= kv_watermark_max;
+//   server_errors no 5xx, no error inside a stream, no dropped connection;
+//   preemptions   preemptions per minute of sampled time <= the maximum.
+// A check without data (no /metrics, one length) is SKIP, never PASS.
+// Thread-safety: pure functions of their inputs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/load_runner.h"
+#include "bench/stats.h"
+
+namespace kvs::bench {
+
+struct Figures {
+  int64_t planned = 0, sent = 0, ok = 0, failed = 0, good = 0;
+  std::map<std::string, int64_t> errors;  // "http_429", "http_503", "stream", "connect", ...
+  double duration = 0;
+  double request_throughput = 0;  // ok requests / s
+  double input_throughput = 0;    // prompt tokens of ok requests / s
+  double output_throughput = 0;   // generated tokens / s
+  double goodput = 0;             // good requests / s
+  int64_t prompt_tokens = 0, output_tokens = 0;
+  std::optional<double> cached_share;  // cached / prompt tokens, where reported
+  double max_send_lag = 0;        // Poisson: how late the client sent (its own overload)
+  Summary ttft, tpot, itl, e2e;
+  nlohmann::json ToJson() const;
+};
+
+Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double duration,
+                       const std::vector<Slo>& slos);
+
+struct MetricsPeaks {
+  int samples = 0;
+  std::string source;
+  std::optional<double> kv_peak, queue_peak, running_peak;
+  std::optional<double> preemptions;  // increase over the run
+  double span = 0;                    // seconds between the first and last sample
+};
+MetricsPeaks ComputePeaks(const std::vector<MetricsPoint>& points);
+
+struct BucketFigures {
+  std::string label;  // "512" or "257-512"
+  int64_t lo = 0, hi = 0;
+  Figures f;
+};
+
+struct RunReport {
+  Figures all;
+  std::vector<BucketFigures> buckets;  // by input length; one when all are equal
+  MetricsPeaks peaks;
+};
+
+// TTFT and TPOT against input length for runs that differ only in length
+// (or the buckets of one mixed run).
+struct LengthPoint {
+  int64_t length = 0;
+  int64_t n = 0;
+  double work = 0;  // mean prompt tokens not served from the prefix cache
+  double ttft_p50 = 0, ttft_p90 = 0, tpot_p50 = 0, e2e_p50 = 0;
+};
+struct LengthSeries {
+  std::string label;  // "c=1 out=64"
+  std::vector<LengthPoint> points;  // by length
+};
+
+enum class CheckStatus { kPass, kFail, kSkip };
+const char* CheckStatusName(CheckStatus s);  // "PASS", "FAIL", "SKIP"
+
+struct Check {
+  std::string name;
+  CheckStatus status = CheckStatus::kSkip;
+  std::string detail;  // the numbers
+  std::optional<double> value, threshold;
+  std::string Line() const;  // "PASS kv_watermark: peak KV use 41.2 % <= 90 %"
+  nlohmann::json ToJson() const;
+};
+
+struct CheckOptions {
+  double kv_watermark_max = 0.90;
+  double preemptions_per_minute_max = 10;
+  double ttft_jump_max = 10;
+};
+
+struct BenchReport {
+  std::vector<RunReport> runs;  // [results.size()]
+  std::vector<LengthSeries> length_series;
+  std::vector<Check> checks;
+  std::vector<Slo> slos;
+  bool passed() const;  // no FAIL
+};
+
+BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector<Slo>& slos,
+                        const CheckOptions& options);
+
+// The whole report as JSON: `meta` (tool, url, endpoint, workloads...) is
+// merged in at the top; every request's timings are included.
+nlohmann::json BenchReportJson(const BenchReport& report, const std::vector<RunResult>& results,
+                               const nlohmann::json& meta);
+
+// The human summary for stdout: per run a block of figures (and per input
+// length when there are several), then the check lines.
+std::string FormatBenchTable(const BenchReport& report, const std::vector<RunResult>& results);
+
+}  // namespace kvs::bench

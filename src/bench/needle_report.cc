@@ -1,0 +1,188 @@
+#include "bench/needle_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "bench/html.h"
+#include "bench/svg.h"
+
+namespace kvs::bench {
+
+namespace {
+
+std::string DepthLabel(double d) { return fmt::format("{:g}%", std::round(d * 1000) / 10); }
+
+std::string Field(const nlohmann::json& meta, const char* key) {
+  if (!meta.contains(key)) return "";
+  return meta[key].is_string() ? meta[key].get<std::string>() : meta[key].dump();
+}
+
+}  // namespace
+
+std::string NeedleHeatmapSvg(const NeedleSummary& s, const std::string& title) {
+  svg::Heatmap m;
+  m.title = title;
+  m.row_title = "context length (tokens)";
+  m.col_title = "needle depth (0 % = start of the haystack, 100 % = its end, before the question)";
+  for (int64_t l : s.lengths) m.rows.push_back(std::to_string(l));
+  for (double d : s.depths) m.cols.push_back(DepthLabel(d));
+  m.cell_width = s.depths.size() > 8 ? 56 : 80;
+  for (size_t i = 0; i < s.lengths.size(); ++i) {
+    std::vector<std::optional<double>> row;
+    std::vector<std::string> text;
+    for (const NeedleCell& c : s.cells[i]) {
+      if (c.trials == 0) {
+        row.push_back(std::nullopt);
+        text.push_back("-");
+      } else {
+        row.push_back(c.recall());
+        text.push_back(fmt::format("{:.0f}%", c.recall() * 100));
+      }
+    }
+    m.values.push_back(row);
+    m.cell_text.push_back(text);
+  }
+  m.caption = fmt::format("exact-match recall, {} cases; effective context length {} (every depth >= {:.0f} %)",
+                          s.requests,
+                          s.effective_length ? fmt::format("{} tokens", *s.effective_length) : std::string("none"),
+                          s.threshold * 100);
+  return svg::RenderHeatmap(m);
+}
+
+std::string NeedleTable(const NeedleSummary& s) {
+  std::string o = fmt::format("=== needle recall (exact match), {} cases\n", s.requests);
+  o += fmt::format("{:>8}", "length");
+  for (double d : s.depths) o += fmt::format(" {:>5}", DepthLabel(d));
+  o += fmt::format(" {:>6}\n", "all");
+  for (size_t i = 0; i < s.lengths.size(); ++i) {
+    o += fmt::format("{:>8}", s.lengths[i]);
+    for (const NeedleCell& c : s.cells[i]) {
+      o += c.trials ? fmt::format(" {:>4.0f}%", c.recall() * 100) : fmt::format(" {:>5}", "-");
+    }
+    o += fmt::format(" {:>5.1f}%\n", s.recall_by_length[i] * 100);
+  }
+  o += fmt::format("overall recall: {:.1f} % ({}/{})", s.overall * 100, s.hits, s.requests);
+  if (s.errors > 0) o += fmt::format(", {} requests failed", s.errors);
+  o += "\n";
+  if (s.effective_length) {
+    o += fmt::format("effective context length: {} tokens (the largest tested length with every depth >= {:.0f} %)\n",
+                     *s.effective_length, s.threshold * 100);
+  } else {
+    o += fmt::format("effective context length: none (no tested length has every depth >= {:.0f} %)\n",
+                     s.threshold * 100);
+  }
+  if (!s.failing_below_effective.empty()) {
+    o += fmt::format("note: shorter lengths below the threshold: {}\n", fmt::join(s.failing_below_effective, ", "));
+  }
+  for (const std::string& w : s.late_position_warnings) o += "WARNING: " + w + "\n";
+  // One miss in a cell of few trials is already below a high threshold.
+  int min_trials = 0;
+  for (const auto& row : s.cells) {
+    for (const NeedleCell& c : row) {
+      if (c.trials > 0 && (min_trials == 0 || c.trials < min_trials)) min_trials = c.trials;
+    }
+  }
+  if (min_trials > 0 && static_cast<double>(min_trials - 1) / min_trials < s.threshold) {
+    o += fmt::format(
+        "note: with {} trials per cell a single miss ({:.0f} %) is below the {:.0f} % threshold; use --trials {} or "
+        "more for an effective length that one unlucky case does not decide\n",
+        min_trials, 100.0 * (min_trials - 1) / min_trials, s.threshold * 100,
+        static_cast<int>(std::ceil(1.0 / std::max(1e-9, 1.0 - s.threshold) - 1e-6)));
+  }
+  return o;
+}
+
+nlohmann::json NeedleJson(const NeedleSummary& s, const std::vector<NeedleResult>& results,
+                          const nlohmann::json& meta) {
+  nlohmann::json j = meta.is_object() ? meta : nlohmann::json::object();
+  j["summary"] = s.ToJson();
+  nlohmann::json cases = nlohmann::json::array();
+  for (const NeedleResult& r : results) {
+    cases.push_back({{"length", r.length},
+                     {"depth", r.depth},
+                     {"trial", r.trial},
+                     {"prompt_tokens", r.prompt_tokens},
+                     {"expected", r.expected},
+                     {"answer", r.answer},
+                     {"hit", r.hit},
+                     {"score", r.score},
+                     {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
+                     {"latency_seconds", r.latency_seconds}});
+  }
+  j["cases"] = cases;
+  return j;
+}
+
+std::string NeedleHtml(const NeedleSummary& s, const std::vector<NeedleResult>& results, const nlohmann::json& meta) {
+  HtmlPage page("kvserve needle report");
+  page.Raw(fmt::format("<p class=\"meta\">endpoint {} &middot; model {} &middot; {} cases in {:.1f} s</p>\n",
+                       HtmlEscape(Field(meta, "url")), HtmlEscape(Field(meta, "model")), s.requests,
+                       meta.contains("seconds") && meta["seconds"].is_number() ? meta["seconds"].get<double>() : 0.0));
+  page.H2("Effective context length");
+  page.P(s.effective_length
+             ? fmt::format("{} tokens: the largest tested length at which every depth is recalled >= {:.0f} %.",
+                           *s.effective_length, s.threshold * 100)
+             : fmt::format("None: no tested length is recalled >= {:.0f} % at every depth.", s.threshold * 100));
+  if (!s.failing_below_effective.empty()) {
+    page.P(fmt::format("Shorter lengths below the threshold: {}.", fmt::join(s.failing_below_effective, ", ")));
+  }
+  for (const std::string& w : s.late_position_warnings) page.Raw("<p><b>Warning:</b> " + HtmlEscape(w) + "</p>\n");
+  page.H2("Recall by length and depth");
+  page.Raw("<div class=\"charts\">\n");
+  page.Raw(NeedleHeatmapSvg(s, "Needle recall: " + Field(meta, "model")));
+  // Recall per length as a line (log length axis).
+  svg::LineChart c;
+  c.title = "Recall by context length (all depths)";
+  c.x = {"context length (tokens)", true, {}, {}, {}, {}};
+  c.y = {"recall", false, 0.0, 1.0, {0, 0.25, 0.5, 0.75, 0.9, 1.0},
+         [](double v) { return fmt::format("{:.0f}%", v * 100); }};
+  svg::Series line;
+  line.name = "recall";
+  for (size_t i = 0; i < s.lengths.size(); ++i) {
+    line.points.emplace_back(static_cast<double>(s.lengths[i]), s.recall_by_length[i]);
+    c.x.ticks.push_back(static_cast<double>(s.lengths[i]));
+  }
+  c.series.push_back(line);
+  c.y_rules.push_back({s.threshold, fmt::format("threshold {:.0f}%", s.threshold * 100)});
+  page.Raw(svg::RenderLineChart(c));
+  page.Raw("</div>\n");
+
+  page.H2("Grid");
+  std::vector<std::string> header = {"length"};
+  for (double d : s.depths) header.push_back(DepthLabel(d));
+  header.push_back("all depths");
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < s.lengths.size(); ++i) {
+    std::vector<std::string> row = {std::to_string(s.lengths[i])};
+    for (const NeedleCell& cell : s.cells[i]) row.push_back(fmt::format("{}/{}", cell.hits, cell.trials));
+    row.push_back(fmt::format("{:.1f}%", s.recall_by_length[i] * 100));
+    rows.push_back(row);
+  }
+  page.Table(header, rows);
+
+  page.H2("Misses");
+  rows.clear();
+  for (const NeedleResult& r : results) {
+    if (r.hit || rows.size() >= 40) continue;
+    std::string answer = r.error.empty() ? r.answer : "error: " + r.error;
+    if (answer.size() > 120) answer = answer.substr(0, 120) + "...";
+    rows.push_back({std::to_string(r.length), DepthLabel(r.depth), fmt::format("{}", fmt::join(r.expected, ", ")),
+                    answer});
+  }
+  if (rows.empty()) {
+    page.P("None.");
+  } else {
+    page.Table({"length", "depth", "expected", "answer"}, rows);
+  }
+  page.H2("Settings");
+  if (meta.contains("spec")) page.Pre(meta["spec"].dump(2));
+  page.P(
+      "Each case hides fresh needles in the haystack at the given depth, has exactly the given number of prompt "
+      "tokens (the endpoint's own tokenizer), and asks at temperature 0. A case counts when every expected value "
+      "appears in the answer as a whole token. The JSON report has every case with its answer.");
+  return page.Finish();
+}
+
+}  // namespace kvs::bench

@@ -1,0 +1,60 @@
+// Reading a server's /metrics: a parser of the Prometheus text exposition
+// format (0.0.4, also what OpenMetrics text mostly is) and the mapping from
+// each serving engine's metric names to the few figures the benchmark
+// samples: KV cache use, queue length, running requests, preemptions.
+//
+// The parser is lenient where servers differ (optional timestamps, blank
+// lines, "# EOF", NaN/+Inf values) and skips a malformed line rather than
+// failing the whole page; it counts what it skipped.
+// Thread-safety: value types and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvs::bench {
+
+struct PromSample {
+  std::string name;                           // e.g. "vllm:num_requests_waiting"
+  std::map<std::string, std::string> labels;  // unescaped values
+  double value = 0;
+};
+
+struct PromPage {
+  std::vector<PromSample> samples;
+  std::map<std::string, std::string> types;  // family name -> "counter", "gauge", ...
+  int64_t skipped_lines = 0;                 // malformed lines ignored
+};
+
+PromPage ParsePrometheusText(std::string_view text);
+
+// The figures sampled during a run; absent when the server exports none.
+struct ServerGauges {
+  std::optional<double> kv_usage;     // fraction of the KV cache in use, [0, 1]
+  std::optional<double> queue;        // requests waiting
+  std::optional<double> running;      // requests running (holding KV)
+  std::optional<double> preemptions;  // cumulative count (a counter)
+  std::string source;                 // which naming matched: "kvserve", "vllm", ...
+};
+
+// Names to look for, in order of preference for each figure. A family that
+// is a percentage (0-100) rather than a fraction is flagged.
+struct MetricNames {
+  std::vector<std::string> kv_usage, queue, running, preemptions;
+  std::vector<std::string> kv_usage_percent;  // of those, the ones in percent
+};
+
+// kvserve (kvserve: and kvserve_gateway:), vLLM (current and older names),
+// SGLang, llama.cpp's server, TGI, TensorRT-LLM, LMDeploy.
+const MetricNames& KnownMetricNames();
+
+// Extracts the figures: the first name present wins for each; values of
+// several series of one name (labels: model, replica) are summed for counts
+// and the maximum is taken for the KV fraction.
+ServerGauges ExtractGauges(const PromPage& page, const MetricNames& names = KnownMetricNames());
+
+}  // namespace kvs::bench

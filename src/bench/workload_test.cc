@@ -1,0 +1,196 @@
+#include "bench/workload.h"
+
+#include <cmath>
+#include <map>
+
+#include <gtest/gtest.h>
+
+namespace kvs::bench {
+namespace {
+
+TEST(Workload, ParsersAcceptTheDocumentedForms) {
+  auto mix = ParseMix("256:0.8, 4k:0.2");
+  ASSERT_TRUE(mix.ok()) << mix.status().ToString();
+  EXPECT_EQ(mix->size(), 2u);
+  EXPECT_EQ((*mix)[1].first, 4096);
+  EXPECT_DOUBLE_EQ((*mix)[0].second, 0.8);
+  EXPECT_FALSE(ParseMix("256").ok());
+  EXPECT_FALSE(ParseMix("256:0").ok());
+  EXPECT_FALSE(ParseMix("x:1").ok());
+
+  auto l = ParseLengths("512:4096");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(*l, (std::vector<int64_t>{512, 1024, 2048, 4096}));
+  EXPECT_EQ(*ParseLengths("500:1500"), (std::vector<int64_t>{500, 1000, 1500}));
+  EXPECT_EQ(*ParseLengths("100,2k"), (std::vector<int64_t>{100, 2048}));
+  EXPECT_FALSE(ParseLengths("4096:512").ok());
+  EXPECT_EQ(*ParseLengths("1024:max", 4000), (std::vector<int64_t>{1024, 2048, 4000}));
+  EXPECT_FALSE(ParseLengths("1024:max").ok());  // the context is unknown
+  EXPECT_FALSE(ParseLengths("0,1").ok());
+
+  auto m = ParseMultiTurn("4:3:512");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->conversations, 4);
+  EXPECT_EQ(m->turns, 3);
+  EXPECT_EQ(m->system_tokens, 512);
+  EXPECT_FALSE(ParseMultiTurn("4").ok());
+  EXPECT_FALSE(ParseMultiTurn("0:3").ok());
+}
+
+TEST(Workload, SweepsExpandToOneRunPerCombination) {
+  WorkloadSpec s;
+  s.concurrency = {1, 4};
+  s.input_lengths = {128, 256, 512};
+  s.num_requests = 5;
+  auto runs = ExpandRuns(s);
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  ASSERT_EQ(runs->size(), 6u);
+  EXPECT_EQ((*runs)[0].name, "c=1 in=128 out=128");
+  EXPECT_EQ((*runs)[5].name, "c=4 in=512 out=128");
+  for (const RunPlan& r : *runs) {
+    EXPECT_EQ(r.requests.size(), 5u);
+    for (const PlannedRequest& q : r.requests) {
+      EXPECT_EQ(q.input_tokens, r.input_len);
+      EXPECT_EQ(q.arrival, 0);
+    }
+  }
+}
+
+TEST(Workload, PoissonArrivalsHaveTheRequestedRate) {
+  WorkloadSpec s;
+  s.rates = {20};
+  s.num_requests = 4000;
+  auto runs = ExpandRuns(s);
+  ASSERT_TRUE(runs.ok());
+  const auto& q = (*runs)[0].requests;
+  ASSERT_EQ(q.size(), 4000u);
+  EXPECT_EQ(q[0].arrival, 0);
+  double sum = 0, sumsq = 0;
+  for (size_t i = 1; i < q.size(); ++i) {
+    const double gap = q[i].arrival - q[i - 1].arrival;
+    ASSERT_GE(gap, 0);
+    sum += gap;
+    sumsq += gap * gap;
+  }
+  const double n = static_cast<double>(q.size() - 1);
+  const double mean = sum / n, sd = std::sqrt(sumsq / n - mean * mean);
+  // Exponential gaps: mean = sd = 1/rate (50 ms); 4,000 samples put the
+  // estimates within a few percent.
+  EXPECT_NEAR(mean, 0.05, 0.005);
+  EXPECT_NEAR(sd, 0.05, 0.006);
+  // Duration without a count: the arrivals inside it, about rate x duration.
+  s.num_requests = 0;
+  s.duration_seconds = 30;
+  const auto& d = (*ExpandRuns(s))[0].requests;
+  EXPECT_NEAR(static_cast<double>(d.size()), 600, 100);  // Poisson: sd ~25
+  EXPECT_LT(d.back().arrival, 30);
+}
+
+TEST(Workload, MixDrawsLengthsByWeight) {
+  WorkloadSpec s;
+  s.mix = {{100, 3}, {1000, 1}};
+  s.num_requests = 4000;
+  auto runs = ExpandRuns(s);
+  ASSERT_TRUE(runs.ok());
+  std::map<int64_t, int> n;
+  for (const auto& q : (*runs)[0].requests) ++n[q.input_tokens];
+  EXPECT_EQ(n.size(), 2u);
+  EXPECT_NEAR(n[100] / 4000.0, 0.75, 0.03);
+  EXPECT_EQ((*runs)[0].name, "c=1 mix out=128");
+}
+
+TEST(Workload, MultiTurnListsEachConversationsTurnsInOrder) {
+  WorkloadSpec s;
+  s.api = ApiKind::kChat;
+  s.multi_turn = {3, 4, 256};
+  s.concurrency = {2};
+  auto runs = ExpandRuns(s);
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  const auto& q = (*runs)[0].requests;
+  ASSERT_EQ(q.size(), 12u);
+  for (size_t i = 0; i < q.size(); ++i) {
+    EXPECT_EQ(q[i].conversation, static_cast<int>(i / 4));
+    EXPECT_EQ(q[i].turn, static_cast<int>(i % 4));
+  }
+  s.api = ApiKind::kCompletions;
+  EXPECT_FALSE(ExpandRuns(s).ok());
+}
+
+TEST(Workload, InvalidCombinationsNameTheProblem) {
+  WorkloadSpec s;
+  s.concurrency = {2};
+  s.rates = {1};
+  auto r = ExpandRuns(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not both"), std::string::npos);
+  WorkloadSpec t;
+  t.mix = {{1, 1}};
+  t.input_lengths = {5};
+  EXPECT_FALSE(ExpandRuns(t).ok());
+  WorkloadSpec u;
+  u.output_len = 0;
+  EXPECT_FALSE(ExpandRuns(u).ok());
+}
+
+TEST(WorkloadFile, RunsOverrideTopLevelDefaults) {
+  const char* yaml = R"(
+api: chat
+output_len: 32
+seed: 9
+slo: ["ttft:2s@4096", "tpot:100ms"]
+runs:
+  - name: ttft-vs-length
+    input-lengths: 128:512
+    num_requests: 2
+  - name: load
+    rate: [1, 2.5]
+    duration: 10
+    mix: {128: 0.8, 1024: 0.2}
+  - multi_turn: {conversations: 2, turns: 3, system_tokens: 64}
+    concurrency: 2
+)";
+  auto f = ParseWorkloadYaml(yaml, WorkloadSpec{});
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(f->specs.size(), 3u);
+  EXPECT_EQ(f->slos, (std::vector<std::string>{"ttft:2s@4096", "tpot:100ms"}));
+  EXPECT_EQ(f->specs[0].api, ApiKind::kChat);
+  EXPECT_EQ(f->specs[0].output_len, 32);
+  EXPECT_EQ(f->specs[0].seed, 9u);
+  EXPECT_EQ(f->specs[0].input_lengths, (std::vector<int64_t>{128, 256, 512}));
+  EXPECT_EQ(f->specs[1].rates, (std::vector<double>{1, 2.5}));
+  EXPECT_EQ(f->specs[1].mix.size(), 2u);
+  EXPECT_EQ(f->specs[2].multi_turn.turns, 3);
+  EXPECT_EQ(f->specs[2].multi_turn.system_tokens, 64);
+  EXPECT_EQ(f->specs[2].concurrency, (std::vector<int>{2}));
+}
+
+TEST(WorkloadFile, MaxLengthResolvesAgainstTheContext) {
+  auto f = ParseWorkloadYaml("output_len: 96\ninput-lengths: 1024:max\n", WorkloadSpec{});
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  WorkloadSpec s = f->specs[0];
+  EXPECT_TRUE(s.input_lengths.empty());
+  EXPECT_FALSE(ExpandRuns(s).ok());  // not resolved yet
+  ASSERT_TRUE(ResolveLengths(&s, 4096).ok());
+  EXPECT_EQ(s.input_lengths, (std::vector<int64_t>{1024, 2048, 4000}));
+  auto runs = ExpandRuns(s);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(runs->size(), 3u);
+}
+
+TEST(WorkloadFile, UnknownKeysAndBadValuesAreRefusedByName) {
+  auto a = ParseWorkloadYaml("concurency: 4\n", WorkloadSpec{});
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("concurency"), std::string::npos);
+  auto b = ParseWorkloadYaml("runs:\n  - rate: fast\n", WorkloadSpec{});
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("runs[0]"), std::string::npos);
+  EXPECT_NE(b.status().message().find("fast"), std::string::npos);
+  auto c = ParseWorkloadYaml("api: grpc\n", WorkloadSpec{});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("grpc"), std::string::npos);
+  EXPECT_FALSE(ParseWorkloadYaml("[1, 2]\n", WorkloadSpec{}).ok());
+  EXPECT_FALSE(ParseWorkloadYaml("a: [\n", WorkloadSpec{}).ok());
+}
+
+}  // namespace
+}  // namespace kvs::bench

@@ -1,0 +1,55 @@
+#include "plan/serving.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "plan/device.h"
+#include "plan/plan.h"
+
+namespace kvs::plan {
+
+StatusOr<ServingPlan> PlanServing(const ModelShape& shape, uint64_t weights_bytes, const ServingPlanOptions& o) {
+  if (o.block_size < 1 || o.sequences < 1 || o.threads < 1 || !(o.memory_fraction > 0 && o.memory_fraction <= 1)) {
+    return InvalidArgument("serving plan: block_size, sequences and threads must be >= 1 and memory_fraction in (0, 1]");
+  }
+  ServingPlan p;
+  p.context = o.context > 0 ? o.context : shape.max_context;
+  p.memory_fraction = o.memory_fraction;
+  p.memory_limit_bytes = o.memory_limit_bytes;
+  if (p.memory_limit_bytes == 0) {
+    KVS_ASSIGN_OR_RETURN(p.memory_limit_bytes, SystemMemoryBytes());
+  }
+  p.weights_bytes = weights_bytes;
+  p.activation_bytes = ActivationPeakBytes(shape, o.max_num_batched_tokens, o.max_batch_size, p.context, o.threads);
+  p.overhead_bytes = RuntimeOverheadBytes(o.threads);
+  const uint64_t pool = KvPoolBytes(p.memory_limit_bytes, o.memory_fraction, p.weights_bytes, p.activation_bytes,
+                                    p.overhead_bytes);
+  p.kv_bytes_per_block = KvBytesPerBlock(shape, o.kv_dtype, o.block_size);
+  p.kv_blocks_per_sequence = KvBlocksForTokens(p.context, o.block_size);
+  p.kv_blocks_fit = NumKvBlocks(pool, shape, o.kv_dtype, o.block_size);
+  p.num_kv_blocks = std::min(p.kv_blocks_fit, p.kv_blocks_per_sequence * o.sequences);
+  if (p.num_kv_blocks < p.kv_blocks_per_sequence) {
+    return FailedPrecondition(
+        "the KV pool would hold {} blocks ({} of {} of memory at kv_cache.memory_fraction {} after weights {} "
+        "and activations {}), fewer than the {} blocks one {}-token request needs; raise kv_cache.memory_fraction or "
+        "kv_cache.memory_limit_bytes, use kv_cache.dtype q8_0, or lower model.max_context_length "
+        "(`kvserve plan --model FILE --context N` shows what fits)",
+        p.kv_blocks_fit, FormatBinary(pool), FormatBinary(p.memory_limit_bytes), o.memory_fraction,
+        FormatBinary(p.weights_bytes), FormatBinary(p.activation_bytes), p.kv_blocks_per_sequence, p.context);
+  }
+  p.kv_pool_bytes = static_cast<uint64_t>(p.num_kv_blocks) * p.kv_bytes_per_block;
+  return p;
+}
+
+std::string ServingPlan::Describe(DType kv_dtype) const {
+  return fmt::format(
+      "memory plan: limit {} x memory_fraction {} = {}; weights {}, KV pool {} ({} blocks of {}, {}), activations {}, "
+      "overhead {}; {} request(s) of {} tokens fit at once",
+      FormatBinary(memory_limit_bytes), memory_fraction,
+      FormatBinary(static_cast<uint64_t>(static_cast<double>(memory_limit_bytes) * memory_fraction)),
+      FormatBinary(weights_bytes), FormatBinary(kv_pool_bytes), num_kv_blocks, FormatBinary(kv_bytes_per_block),
+      DTypeName(kv_dtype), FormatBinary(activation_bytes), FormatBinary(overhead_bytes), SequencesAtContext(), context);
+}
+
+}  // namespace kvs::plan

@@ -1,0 +1,61 @@
+// ServingPlan: the memory plan of one running server (or `kvserve run`,
+// `kvserve bench`): the three accounts of plan.h for its actual settings,
+// and the KV pool they leave, in whole blocks.
+//
+//   pool        = memory_limit * memory_fraction - weights - activations
+//                 - overhead                         (KvPoolBytes)
+//   fit         = floor(pool / bytes per block)       (NumKvBlocks)
+//   useful      = sequences * ceil(context / block_size)
+//   num_blocks  = min(fit, useful)
+// A pool smaller than one sequence at full context is refused with the
+// numbers to change.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "plan/model_shape.h"
+
+namespace kvs::plan {
+
+struct ServingPlanOptions {
+  uint64_t memory_limit_bytes = 0;  // 0: this machine's memory (SystemMemoryBytes)
+  double memory_fraction = 1.0;     // (0, 1]
+  DType kv_dtype = DType::kF16;
+  int64_t block_size = 16;
+  int64_t context = 0;              // tokens per sequence (prompt + output); 0: the model's
+  int64_t sequences = 1;            // sequences that should fit at full context at once
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_batch_size = 1;
+  int64_t threads = 1;              // compute threads (resolved, > 0)
+};
+
+struct ServingPlan {
+  int64_t context = 0;               // resolved
+  uint64_t memory_limit_bytes = 0;   // resolved
+  double memory_fraction = 1.0;
+  uint64_t weights_bytes = 0;
+  uint64_t activation_bytes = 0;
+  uint64_t overhead_bytes = 0;
+  uint64_t kv_pool_bytes = 0;        // num_kv_blocks * kv_bytes_per_block
+  uint64_t kv_bytes_per_block = 0;
+  int64_t kv_blocks_per_sequence = 0;
+  int64_t kv_blocks_fit = 0;         // what the memory would hold
+  int64_t num_kv_blocks = 0;         // what the server gets
+
+  // Sequences at full context that fit the memory at once.
+  int64_t SequencesAtContext() const {
+    return kv_blocks_per_sequence > 0 ? kv_blocks_fit / kv_blocks_per_sequence : 0;
+  }
+  // One line for the start-up log.
+  std::string Describe(DType kv_dtype) const;
+};
+
+// weights_bytes: the loaded model's. FailedPrecondition (naming the numbers
+// and the keys to change) when not one sequence at full context fits.
+StatusOr<ServingPlan> PlanServing(const ModelShape& shape, uint64_t weights_bytes, const ServingPlanOptions& options);
+
+}  // namespace kvs::plan

@@ -1,0 +1,85 @@
+#include "server/warm.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+namespace kvs::server {
+
+namespace {
+
+// Runs one prompt to its first token and waits for the final chunk.
+Status RunOne(InferenceBackend& backend, std::vector<int32_t> tokens, int line) {
+  engine::Request r;
+  r.request_id = "warm-" + std::to_string(line);
+  r.prompt_token_ids = std::move(tokens);
+  r.sampling.max_tokens = 1;
+  r.sampling.temperature = 0;
+  r.sampling.ignore_eos = true;
+  if (Status st = engine::ValidateRequest(r, backend.Info().limits); !st.ok()) {
+    return InvalidArgument("line {}: {}", line, st.message());
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status result;
+  KVS_RETURN_IF_ERROR(backend.Submit(
+      std::move(r), [](std::function<void()> f) { f(); },
+      [&](GenerationChunk c) {
+        if (!c.finished()) return;
+        std::lock_guard<std::mutex> lock(mu);
+        if (c.finish == engine::FinishReason::kError) result = c.error;
+        done = true;
+        cv.notify_all();
+      }));
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  return result;
+}
+
+}  // namespace
+
+StatusOr<WarmResult> WarmPrefixCache(InferenceBackend& backend, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("kv_cache.warm_prompts_file: cannot read \"{}\"", path);
+  const auto t0 = std::chrono::steady_clock::now();
+  WarmResult out;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t b = line.find_first_not_of(" \t");
+    if (b == std::string::npos || line[b] == '#') continue;
+    std::string text;
+    bool chat = false;
+    if (line[b] == '{') {
+      const auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object()) return InvalidArgument("{}:{}: not a JSON object", path, line_no);
+      if (j.contains("prompt") && j["prompt"].is_string()) {
+        text = j["prompt"].get<std::string>();
+      } else if (j.contains("messages") && j["messages"].is_array()) {
+        auto rendered = backend.ApplyChatTemplate(j["messages"], nlohmann::ordered_json::array(), false);
+        if (!rendered.ok()) return InvalidArgument("{}:{}: {}", path, line_no, rendered.status().message());
+        text = std::move(*rendered);
+        chat = true;
+      } else {
+        return InvalidArgument("{}:{}: expected {{\"prompt\": string}} or {{\"messages\": [...]}}", path, line_no);
+      }
+    } else {
+      text = line;
+    }
+    auto tokens = backend.Tokenize(text, /*add_special=*/!chat);
+    if (!tokens.ok()) return InvalidArgument("{}:{}: {}", path, line_no, tokens.status().message());
+    out.tokens += static_cast<int64_t>(tokens->size());
+    Status st = RunOne(backend, std::move(*tokens), line_no);
+    if (!st.ok()) return st.WithContext(path);
+    ++out.prompts;
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace kvs::server

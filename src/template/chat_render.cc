@@ -1,0 +1,35 @@
+#include "template/chat_render.h"
+
+#include "template/model_chat.h"
+
+namespace kvs::tmpl {
+
+StatusOr<RenderedChat> RenderChat(const ChatTemplate& chat, const tok::Tokenizer& tok, const ChatRequest& request,
+                                  const RenderChatOptions& options) {
+  KVS_ASSIGN_OR_RETURN(RenderedText r, chat.RenderTracked(request, options.limits));
+  RenderedChat out;
+  if (options.parse_special_in_content) {
+    out.tokens = tok.Encode(r.text, options.add_special, /*parse_special=*/true);
+  } else {
+    std::vector<tok::TextRange> plain;
+    plain.reserve(r.content.size());
+    for (const Span& s : r.content) plain.push_back(tok::TextRange{s.b, s.e});
+    out.tokens = tok.EncodeWithPlainRanges(r.text, options.add_special, plain);
+  }
+  out.text = std::move(r.text);
+  out.content = std::move(r.content);
+  return out;
+}
+
+StatusOr<RenderedChat> RenderChat(const ChatTemplate& chat, const tok::Tokenizer& tok,
+                                  const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                  bool add_generation_prompt, const RenderChatOptions& options) {
+  ChatRequest request;
+  request.messages = messages;
+  if (tools.is_array() && !tools.empty()) request.tools = tools;
+  request.add_generation_prompt = add_generation_prompt;
+  SetSpecialTokens(tok, &request);
+  return RenderChat(chat, tok, request, options);
+}
+
+}  // namespace kvs::tmpl

@@ -1,0 +1,45 @@
+# Sourced by the end-to-end tests: start `kvserve serve` on a free loopback
+# port and wait until /ready answers (or until it fails), stop it on exit.
+#   start_server NAME ARGS...   sets ${NAME}_URL and ${NAME}_PID; its log is $dir/NAME.log
+#   wait_ready URL [SECONDS]    returns 0 once GET URL/ready is 200
+# Needs $KVSERVE_BIN and $dir (a temporary directory the test owns).
+
+started_pids=()
+stop_servers() {
+  for p in "${started_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${started_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+
+start_server() {
+  local name=$1
+  shift
+  "$KVSERVE_BIN" serve --host 127.0.0.1 --port 0 --access-log off --threads 2 "$@" >"$dir/$name.out" 2>"$dir/$name.log" &
+  local pid=$!
+  started_pids+=("$pid")
+  local port=""
+  for _ in $(seq 1 300); do
+    port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$dir/$name.log" | head -1)
+    [ -n "$port" ] && break
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "FAIL: server $name exited before listening:"
+      cat "$dir/$name.log"
+      exit 1
+    fi
+    sleep 0.1
+  done
+  [ -n "$port" ] || { echo "FAIL: server $name did not listen"; cat "$dir/$name.log"; exit 1; }
+  printf -v "${name}_URL" 'http://127.0.0.1:%s' "$port"
+  printf -v "${name}_PID" '%s' "$pid"
+}
+
+http_status() { curl -s -o /dev/null -w '%{http_code}' "$1$2" || true; }
+http_body() { curl -s "$1$2"; }
+
+wait_ready() {
+  local url=$1 secs=${2:-60}
+  for _ in $(seq 1 $((secs * 10))); do
+    [ "$(http_status "$url" /ready)" = 200 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# scripts/rollout.sh end to end on one machine: a real `kvserve serve`
+# started by a stand-in for systemd (restart = SIGTERM, wait for the drain
+# to end, start again from current/serve.yaml) and checked through
+# /metrics (kvserve:model_info carries the served model's SHA-256):
+#   deploy v1 (the bundled model), deploy v2 (its Q8_0 quantization: another
+#   file and hash), rollback (v1 again, in one command), a release whose
+#   configuration does not load is refused before anything changes, and a
+#   release whose model cannot be loaded is rolled back by itself.
+# Skips (77) under sanitizers and without the binary or the bundled model.
+set -euo pipefail
+src=${KVSERVE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+bin=${KVSERVE_BIN:-$src/build/release/src/cli/kvserve}
+if [ -n "${KVSERVE_SANITIZED:-}" ]; then echo "SKIP: the rollout script checks nothing more under sanitizers (ops label)"; exit 77; fi
+[ -x "$bin" ] || { echo "SKIP: $bin not built"; exit 77; }
+[ -f "$src/models/kvserve-tiny.gguf" ] || { echo "SKIP: models/kvserve-tiny.gguf missing"; exit 77; }
+command -v curl >/dev/null || { echo "SKIP: curl missing"; exit 77; }
+
+tmp=$(mktemp -d)
+root=$tmp/root
+cleanup() {
+  if [ -f "$tmp/pid" ] && kill -0 "$(cat "$tmp/pid")" 2>/dev/null; then kill -TERM "$(cat "$tmp/pid")"; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$tmp/serve.yaml" <<YAML
+server:
+  host: 127.0.0.1
+  port: $port
+  drain_timeout_seconds: 5
+runtime:
+  threads: 1
+  max_concurrent_requests: 4
+model:
+  max_context_length: 1024
+logging:
+  access_log: "off"
+YAML
+# The process manager stand-in: stop (SIGTERM: kvserve drains) and start.
+cat >"$tmp/restart.sh" <<SH
+#!/usr/bin/env bash
+if [ -f "$tmp/pid" ]; then
+  pid=\$(cat "$tmp/pid")
+  kill -TERM "\$pid" 2>/dev/null || true
+  while kill -0 "\$pid" 2>/dev/null; do sleep 0.1; done
+fi
+nohup "$bin" serve --config "$root/current/serve.yaml" >>"$tmp/server.log" 2>&1 &
+echo \$! >"$tmp/pid"
+SH
+chmod +x "$tmp/restart.sh"
+export KVSERVE_BIN=$bin KVSERVE_RESTART_CMD="$tmp/restart.sh" KVSERVE_ROLLOUT_TIMEOUT=30
+rollout() { bash "$src/scripts/rollout.sh" --root "$root" "$@"; }
+serving_sha() { curl -fsS "http://127.0.0.1:$port/metrics" | sed -n 's/^kvserve:model_info{.*sha256="\([0-9a-f]*\)"} 1$/\1/p'; }
+expect_serving() {  # SHA WHAT
+  local got; got=$(serving_sha)
+  [ "$got" = "$1" ] || { echo "FAIL: $2: serving ${got:-nothing}, expected $1"; tail -20 "$tmp/server.log"; exit 1; }
+  echo "ok: $2 (sha256 ${1:0:12}...)"
+}
+
+v1_model=$src/models/kvserve-tiny.gguf
+v2_model=$tmp/kvserve-tiny-q8.gguf
+"$bin" quantize "$v1_model" "$v2_model" Q8_0 >/dev/null 2>&1
+sha1=$(sha256sum "$v1_model" | cut -d' ' -f1)
+sha2=$(sha256sum "$v2_model" | cut -d' ' -f1)
+[ "$sha1" != "$sha2" ]
+
+rollout deploy v1 "$v1_model" "$tmp/serve.yaml"
+expect_serving "$sha1" "deploy v1"
+grep -q "\"sha256\": \"$sha1\"" "$root/releases/v1/serve.yaml"
+rollout deploy v2 "$v2_model" "$tmp/serve.yaml"
+expect_serving "$sha2" "deploy v2"
+[ "$(readlink "$root/current")" = releases/v2 ] && [ "$(readlink "$root/previous")" = releases/v1 ]
+curl -fsS "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
+  -d '{"model":"model","prompt":"Once upon a time","max_tokens":4}' | grep -q '"text"'
+echo "ok: v2 answers"
+
+rollout rollback
+expect_serving "$sha1" "rollback to v1 (one command)"
+[ "$(readlink "$root/current")" = releases/v1 ] && [ "$(readlink "$root/previous")" = releases/v2 ]
+rollout status >"$tmp/status.txt"
+grep -q "current:  v1" "$tmp/status.txt"
+
+# A configuration that does not load: refused, nothing switched or restarted.
+printf 'runtime:\n  max_batch_sise: 4\n' >"$tmp/bad.yaml"
+pid_before=$(cat "$tmp/pid")
+if rollout deploy v3 "$v1_model" "$tmp/bad.yaml" 2>"$tmp/bad.log"; then echo "FAIL: a bad config was deployed"; exit 1; fi
+grep -q "max_batch_sise" "$tmp/bad.log"
+[ "$(readlink "$root/current")" = releases/v1 ] && [ "$(cat "$tmp/pid")" = "$pid_before" ] && [ ! -e "$root/releases/v3" ]
+echo "ok: a release whose config does not load is refused before anything changes"
+
+# A model file that cannot be loaded: the server exits, the script rolls back.
+head -c 100000 "$v1_model" >"$tmp/truncated.gguf"
+if KVSERVE_ROLLOUT_TIMEOUT=10 rollout deploy v4 "$tmp/truncated.gguf" "$tmp/serve.yaml" 2>"$tmp/v4.log"; then
+  echo "FAIL: a broken model was reported as deployed"; exit 1
+fi
+grep -q "rolling back to v1" "$tmp/v4.log"
+expect_serving "$sha1" "automatic rollback after a failed deploy"
+[ "$(readlink "$root/current")" = releases/v1 ]
+echo "rollout: 5 steps passed"

@@ -1,0 +1,93 @@
+// The built-in status page (GET / of `kvserve serve`, the bundled model)
+// in headless Chromium (Debian's chromium, driven by playwright-core from
+// tests/oracles): after a few requests the page loads and renders without
+// console errors, page errors or any request leaving the server (it is
+// self-contained); every number it shows for a Prometheus series
+// (data-metric / data-value) equals that series on /metrics; the model
+// hash matches /v1/models; the recent-requests table lists the requests;
+// the history charts have points. Its screenshot goes to
+// $KVSERVE_SCREENSHOT_DIR (docs/img/status-page.png was made so).
+// Skips (77) under sanitizers and without chromium, playwright-core or the binary.
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, test } from "node:test";
+
+import { metrics, request, requireBinary, skipFile, sourceDir, startServer } from "../server/common.mjs";
+
+const chromiumPath = process.env.KVSERVE_CHROMIUM || "/usr/bin/chromium";
+const pwPath = path.join(sourceDir, "tests/oracles/node_modules/playwright-core/index.mjs");
+if (process.env.KVSERVE_SANITIZED) skipFile("a browser against a sanitized server checks nothing more (ops label)");
+requireBinary();
+if (!existsSync(chromiumPath)) skipFile(`${chromiumPath} is missing (scripts/setup.sh installs Debian's chromium)`);
+if (!existsSync(pwPath)) skipFile(`${pwPath} is missing (run scripts/setup.sh to install the npm test oracles)`);
+const { chromium } = await import(pwPath);
+
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+
+let server;
+const profile = mkdtempSync(path.join(tmpdir(), "kvserve-chromium-"));
+before(async () => {
+  server = await startServer({ fake: false, args: ["--threads", "1", "--max-context-length", "1024"] });
+});
+after(async () => {
+  if (server) assert.equal((await server.stop()).code, 0);
+  rmSync(profile, { recursive: true, force: true });
+});
+
+test("status page renders in headless Chromium and its numbers match /metrics", async () => {
+  const N = 5;
+  for (let i = 0; i < N; i++) {
+    const r = await request(server, "POST", "/v1/completions",
+      { model: "kvserve-tiny", prompt: `Once upon a time ${i}`, max_tokens: 24, temperature: 0 });
+    assert.equal(r.status, 200, r.text);
+  }
+  await request(server, "POST", "/v1/completions", { model: "kvserve-tiny", prompt: "x", max_tokens: 5000 });  // 400
+  // Two history samples (one every 2 s) after the requests.
+  await new Promise((r) => setTimeout(r, 4500));
+
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: chromiumPath, headless: true, args: FLAGS, viewport: { width: 1280, height: 1000 },
+  });
+  try {
+    const page = await context.newPage();
+    const problems = [];
+    page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`); });
+    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    page.on("request", (r) => { if (!r.url().startsWith(server.baseURL + "/")) problems.push(`request to ${r.url()}`); });
+    page.on("requestfailed", (r) => problems.push(`failed request ${r.url()}`));
+    await page.goto(server.baseURL + "/", { waitUntil: "load" });
+    await page.waitForSelector("body[data-rendered]", { timeout: 15000 });
+    const shown = await page.evaluate(() => ({
+      values: [...document.querySelectorAll("[data-metric]")].map((e) => [e.dataset.metric, Number(e.dataset.value), e.textContent]),
+      facts: [...document.querySelectorAll("#facts tr")].map((tr) => [...tr.children].map((td) => td.textContent)),
+      rows: document.querySelectorAll("#table tr").length - 1,
+      state: document.getElementById("state").textContent,
+      charts: [...document.querySelectorAll("#charts svg")].map((s) => s.querySelectorAll("polyline").length),
+    }));
+    const m = await metrics(server);
+    assert.deepEqual(problems, [], problems.join("; "));
+    assert.equal(shown.state, "ready");
+    assert.ok(shown.values.length >= 12, `${shown.values.length} numbers tied to series`);
+    for (const [metric, value, text] of shown.values) {
+      assert.ok(m.has(metric), `the page shows ${metric}, which /metrics does not have`);
+      assert.equal(value, m.get(metric), `${metric}: page ${value} (${text}), /metrics ${m.get(metric)}`);
+    }
+    const models = (await request(server, "GET", "/v1/models")).json;
+    const facts = Object.fromEntries(shown.facts);
+    assert.equal(facts["SHA-256"], models.data[0].sha256);
+    assert.equal(facts.Model, "kvserve-tiny");
+    assert.equal(shown.rows, N + 1, "the recent-requests table lists every generation request");
+    assert.ok(shown.charts.length >= 6 && shown.charts.filter((n) => n > 0).length >= 4, `charts with lines: ${shown.charts}`);
+    const dir = process.env.KVSERVE_SCREENSHOT_DIR || profile;
+    const shot = path.join(dir, "status-page.png");
+    await page.screenshot({ path: shot, fullPage: true });
+    assert.ok(statSync(shot).size > 20000, "the screenshot has content");
+    console.log(`status page: ${shown.values.length} numbers equal /metrics, ${shown.rows} recent requests, ` +
+      `${shown.charts.length} charts; screenshot ${shot}`);
+  } finally {
+    await context.close();
+  }
+});

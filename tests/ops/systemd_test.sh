@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# deploy/systemd/kvserve.service checked by `systemd-analyze verify` (as
+# installed: a copy whose ExecStart names the built binary, since verify
+# requires the executable to exist, and whose EnvironmentFile is the shipped
+# kvserve.env), then run the same check on a unit with a deliberate error
+# (verify must fail), and check that the environment file names a config the
+# unit's ExecStart uses and that TimeoutStopSec exceeds the drain timeout
+# the shipped replica configs use. Exits 77 without systemd-analyze.
+set -euo pipefail
+src=${KVSERVE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+bin=${KVSERVE_BIN:-$src/build/release/src/cli/kvserve}
+if ! command -v systemd-analyze >/dev/null; then
+  echo "SKIP: systemd-analyze not found (Debian's systemd package)"
+  exit 77
+fi
+[ -x "$bin" ] || { echo "SKIP: $bin not built"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unit=$src/deploy/systemd/kvserve.service
+sed -e "s|/usr/local/bin/kvserve|$bin|" -e "s|/etc/default/kvserve|$src/deploy/systemd/kvserve.env|" "$unit" >"$tmp/kvserve.service"
+out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/kvserve.service" 2>&1) || { echo "$out"; echo "FAIL: verify"; exit 1; }
+# Warnings count as failures too (verify exits 0 on some of them).
+if grep -v -E "^$" <<<"$out" | grep -q .; then echo "$out"; echo "FAIL: systemd-analyze verify printed warnings"; exit 1; fi
+echo "systemd-analyze verify: kvserve.service clean"
+
+# A unit with a typo'd directive and a relative ExecStart must be refused.
+sed -e 's/^Restart=on-failure/Restart=sometimes/' -e "s|^ExecStart=$bin|ExecStart=kvserve-relative|" "$tmp/kvserve.service" >"$tmp/broken.service"
+if SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/broken.service" >"$tmp/broken.log" 2>&1 &&
+   ! grep -q -i -E "failed|invalid|not executable|no such" "$tmp/broken.log"; then
+  cat "$tmp/broken.log"; echo "FAIL: a broken unit passed verify"; exit 1
+fi
+echo "systemd-analyze verify: a broken unit is refused ($(head -1 "$tmp/broken.log"))"
+
+# Coherence with the rest of the deployment.
+grep -q '^KVSERVE_CONFIG=/var/lib/kvserve/current/serve.yaml$' "$src/deploy/systemd/kvserve.env"
+grep -q 'ExecStart=.* --config \${KVSERVE_CONFIG}' "$unit"
+stop=$(sed -n 's/^TimeoutStopSec=//p' "$unit")
+drain=$(sed -n 's/^ *drain_timeout_seconds: *//p' "$src/configs/default.yaml" | head -1)
+awk -v s="$stop" -v d="$drain" 'BEGIN { exit !(s > d + 5) }' || { echo "FAIL: TimeoutStopSec $stop <= drain $drain + 5"; exit 1; }
+echo "unit: TimeoutStopSec $stop s > drain_timeout_seconds $drain s"
