@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 namespace kvs::gateway {
 namespace {
@@ -121,6 +122,27 @@ TEST(GatewayConfigTest, ShippedExampleDocumentsEveryKey) {
     std::string leaf = k.key.substr(k.key.rfind('.') + 1);
     EXPECT_NE(text.find(leaf + ":"), std::string::npos) << k.key << " is not in configs/gateway.yaml";
   }
+}
+
+// The gateway configuration shipped in the Kubernetes manifests loads and
+// validates (the ConfigMap's gateway.yaml).
+TEST(GatewayConfigTest, KubernetesConfigMapLoads) {
+  const char* src = std::getenv("KVSERVE_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  const std::vector<YAML::Node> docs = YAML::LoadAllFromFile(std::string(src) + "/deploy/kubernetes/gateway.yaml");
+  int found = 0;
+  for (const YAML::Node& d : docs) {
+    if (!d["kind"] || d["kind"].as<std::string>() != "ConfigMap" || !d["data"]["gateway.yaml"]) continue;
+    ++found;
+    GatewayConfig c;
+    Status s = LoadGatewayConfigYaml(d["data"]["gateway.yaml"].as<std::string>(), &c);
+    ASSERT_TRUE(s.ok()) << s.message();
+    s = ValidateGatewayConfig(c);
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(c.pools.size(), 2u);
+    EXPECT_FALSE(c.gateway.key_file.empty()) << "the deployed gateway authenticates";
+  }
+  EXPECT_EQ(found, 1);
 }
 
 }  // namespace

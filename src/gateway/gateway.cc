@@ -8,9 +8,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "api/error.h"
 #include "gateway/proxy.h"
 #include "gateway/redis_limiter.h"
-#include "api/error.h"
+#include "metrics/status_page.h"
 
 namespace kvs::gateway {
 
@@ -62,7 +63,8 @@ StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
   return p;
 }
 
-Gateway::Gateway(GatewayConfig cfg, Parts parts) : cfg_(std::move(cfg)), parts_(std::move(parts)) {
+Gateway::Gateway(GatewayConfig cfg, Parts parts)
+    : cfg_(std::move(cfg)), parts_(std::move(parts)), status_board_(&metrics_) {
   router_ = std::make_unique<Router>(cfg_.pools, std::make_unique<LeastOutstandingTokens>());
   if (auto* redis = dynamic_cast<RedisRateLimiter*>(parts_.limiter.get())) {
     redis->set_error_counter(&metrics_.shared_state_errors);
@@ -98,7 +100,17 @@ Status Gateway::Start() {
   server_ = std::make_unique<http::HttpServer>(so);
   KVS_RETURN_IF_ERROR(server_->Start([this](std::shared_ptr<http::Exchange> ex) { Handle(std::move(ex)); }));
   if (!parts_.auth->anonymous()) WatchKeyFile();
+  SampleStatus();
   return Status::Ok();
+}
+
+void Gateway::SampleStatus() {
+  server_->RunAfter(Seconds(StatusBoard::kSampleSeconds), [this] {
+    if (stopped_.load()) return;
+    RefreshMetrics();
+    status_board_.Sample();
+    SampleStatus();
+  });
 }
 
 void Gateway::WatchKeyFile() {
@@ -192,6 +204,7 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
     bool prefix;
   };
   static const Route kRoutes[] = {
+      {"/", "GET", false},          {"/status", "GET", false},
       {"/health", "GET", false},    {"/ready", "GET", false},           {"/metrics", "GET", false},
       {"/v1/models", "GET", false}, {"/v1/models/", "GET", true},       {"/v1/completions", "POST", false},
       {"/v1/chat/completions", "POST", false},
@@ -220,6 +233,8 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   if (path == "/health") return ReplyJson(ex, 200, {{"status", draining_ ? "draining" : "ok"}});
   if (path == "/ready") return HandleReady(ex);
   if (path == "/metrics") return HandleMetrics(ex);
+  if (path == "/") return HandleStatusPage(ex);
+  if (path == "/status") return HandleStatus(ex);
 
   // Everything else needs a key.
   Principal principal;
@@ -254,24 +269,67 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
              std::move(principal), id);
 }
 
-void Gateway::HandleReady(std::shared_ptr<http::Exchange> ex) {
-  json pools = json::object();
+bool Gateway::Ready(json* pools) const {
   bool ready = !draining_;
   for (const auto& p : router_->pools()) {
     int available = 0;
     for (const auto& r : p->replicas) available += r->available() ? 1 : 0;
-    pools[p->name()] = {{"available_replicas", available}, {"replicas", p->replicas.size()}};
+    if (pools) (*pools)[p->name()] = {{"available_replicas", available}, {"replicas", p->replicas.size()}};
     if (available == 0) ready = false;
   }
+  return ready;
+}
+
+std::string Gateway::StateName() const {
+  return draining_ ? "draining" : Ready(nullptr) ? "ready" : "not_ready";
+}
+
+void Gateway::HandleReady(std::shared_ptr<http::Exchange> ex) {
+  json pools = json::object();
+  const bool ready = Ready(&pools);
   ReplyJson(ex, ready ? 200 : 503,
             {{"status", draining_ ? "draining" : ready ? "ready" : "not_ready"}, {"pools", pools}});
 }
 
-void Gateway::HandleMetrics(std::shared_ptr<http::Exchange> ex) {
+void Gateway::RefreshMetrics() {
   for (Replica* r : router_->AllReplicas()) {
     metrics_.replica_healthy.With({r->pool(), r->name()}).Set(r->available() ? 1 : 0);
     metrics_.replica_outstanding_tokens.With({r->pool(), r->name()}).Set(static_cast<double>(r->outstanding_tokens()));
   }
+  metrics_.ready.Set(Ready(nullptr) ? 1 : 0);
+  metrics_.process.Refresh();
+}
+
+void Gateway::HandleStatusPage(std::shared_ptr<http::Exchange> ex) {
+  http::HttpResponse res;
+  res.status = 200;
+  res.SetHeader("Content-Type", "text/html; charset=utf-8");
+  res.SetHeader("Cache-Control", "no-cache");
+  res.body = std::string(metrics::StatusPageHtml());
+  ex->Respond(std::move(res));
+}
+
+void Gateway::HandleStatus(std::shared_ptr<http::Exchange> ex) {
+  RefreshMetrics();
+  std::vector<std::pair<std::string, std::string>> facts;
+  std::string pools;
+  for (const auto& p : router_->pools()) {
+    if (!pools.empty()) pools += ", ";
+    pools += fmt::format("{} (up to {} tokens, {} replica{})", p->name(), p->config.max_context, p->replicas.size(),
+                         p->replicas.size() == 1 ? "" : "s");
+  }
+  facts.emplace_back("Pools", pools);
+  facts.emplace_back("Routing", router_->policy().name());
+  facts.emplace_back("Prompt tokens counted with", parts_.counter->path());
+  facts.emplace_back("API keys", parts_.auth->anonymous()
+                                     ? std::string("none (anonymous access)")
+                                     : fmt::format("{} keys from {}", parts_.auth->Current()->size(), cfg_.gateway.key_file));
+  facts.emplace_back("Rate-limit counters", parts_.limiter->name());
+  ReplyJson(ex, 200, status_board_.ToJson(StateName(), facts, router_->AllReplicas()), {{"Cache-Control", "no-cache"}});
+}
+
+void Gateway::HandleMetrics(std::shared_ptr<http::Exchange> ex) {
+  RefreshMetrics();
   http::HttpResponse res;
   res.status = 200;
   res.SetHeader("Content-Type", "text/plain; version=0.0.4; charset=utf-8");

@@ -8,7 +8,9 @@
 // can; 404 for a model no replica serves), admit against the rate limits
 // (429 + Retry-After), then proxy (proxy.h) to a replica chosen by the
 // routing policy. /health, /ready (200 when every pool has an available
-// replica), /metrics and the merged /v1/models are answered by the gateway.
+// replica), /metrics, the merged /v1/models, the status page (GET /) and its
+// JSON document (GET /status, status_board.h) are answered by the gateway
+// itself, without a key, as `kvserve serve` answers them.
 //
 // States: serving -> draining (SIGTERM: /ready and new requests get 503,
 // in-flight ones get gateway.drain_timeout_seconds). SIGHUP reloads the key
@@ -29,6 +31,7 @@
 #include "gateway/limits.h"
 #include "gateway/pool.h"
 #include "gateway/prompt_counter.h"
+#include "gateway/status_board.h"
 #include "gateway/work_queue.h"
 #include "http/http_client.h"
 #include "http/http_server.h"
@@ -81,14 +84,25 @@ class Gateway {
   void RequestEnded() { in_flight_.fetch_sub(1); }
 
  private:
+  // True when not draining and every pool has an available replica; fills
+  // *pools (when given) with each pool's counts.
+  bool Ready(nlohmann::json* pools) const;
+  std::string StateName() const;  // ready, not_ready, draining
+  // Sets the gauges read at scrape time (replica health and outstanding
+  // tokens, ready, process figures): before /metrics, /status and a sample.
+  void RefreshMetrics();
+  void SampleStatus();  // every StatusBoard::kSampleSeconds until Stop
   void HandleReady(std::shared_ptr<http::Exchange> ex);
   void HandleMetrics(std::shared_ptr<http::Exchange> ex);
+  void HandleStatusPage(std::shared_ptr<http::Exchange> ex);
+  void HandleStatus(std::shared_ptr<http::Exchange> ex);
   void HandleModels(std::shared_ptr<http::Exchange> ex, const std::string& id);
   void WatchKeyFile();
 
   GatewayConfig cfg_;
   Parts parts_;
   GatewayMetrics metrics_;
+  StatusBoard status_board_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<http::HttpClient> client_;
   std::unique_ptr<HealthChecker> health_;

@@ -90,7 +90,11 @@ GatewayMetrics::GatewayMetrics()
       shared_state_errors(registry.Counter0("kvserve_gateway:shared_state_errors_total",
                                             "Rate-limit calls to Redis that failed (then shared_state_failure "
                                             "decides).")),
-      in_flight(registry.Gauge0("kvserve_gateway:requests_in_flight", "Requests being handled by the gateway.")) {}
+      in_flight(registry.Gauge0("kvserve_gateway:requests_in_flight", "Requests being handled by the gateway.")),
+      ready(registry.Gauge0("kvserve_gateway:ready",
+                            "1 while the gateway accepts requests and every pool has an available replica (its "
+                            "/ready answers 200); 0 otherwise and while draining.")),
+      process(registry, "kvserve_gateway:") {}
 
 nlohmann::json AuditRecord::ToJson() const {
   nlohmann::json j = {{"ts", NowIso()},

@@ -1,5 +1,6 @@
-// GatewayMetrics: the gateway's Prometheus metrics (prefix kvserve_gateway:),
-// on the server's Registry (metrics/metrics.h). docs/gateway.md lists them.
+// GatewayMetrics: the gateway's Prometheus metrics (prefix kvserve_gateway:,
+// plus the standard process collector), on the registry of metrics/metrics.h,
+// following docs/metrics.md's conventions. docs/gateway.md lists them.
 //
 // AuditLog: one JSON line per request (time, request id, key id, tenant,
 // pool, replica, status, prompt/completion tokens, TTFT, duration, retries,
@@ -17,6 +18,7 @@
 
 #include "base/status.h"
 #include "metrics/metrics.h"
+#include "metrics/process_metrics.h"
 
 namespace kvs::gateway {
 
@@ -45,6 +47,8 @@ struct GatewayMetrics {
   metrics::Counter& key_reloads;
   metrics::Counter& shared_state_errors;               // Redis calls that failed
   metrics::Gauge& in_flight;
+  metrics::Gauge& ready;                               // 1 while /ready answers 200
+  metrics::ProcessMetrics process;  // process_* (standard names) and kvserve_gateway:build_info
 };
 
 struct AuditRecord {

@@ -2,12 +2,16 @@
 // test), so the proxy's threads (I/O strands, prep pool, upstream client,
 // health checker) run under the sanitizers: passthrough of whole and
 // streamed answers, retry before the first byte, in-band error after it,
-// client disconnect cancelling the upstream, auth and limits.
+// client disconnect cancelling the upstream, auth and limits, the status
+// page and its document against /metrics.
 #include "gateway/gateway.h"
 
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -114,6 +118,15 @@ struct Fixture {
   ~Fixture() {
     client.Stop();
     gw->Stop();
+  }
+  http::ClientResponse Get(const std::string& target) {
+    http::ClientRequest r;
+    r.method = "GET";
+    r.target = target;
+    r.timeouts.total = 20s;
+    auto res = client.Fetch(url, r);
+    EXPECT_TRUE(res.ok()) << res.status().message();
+    return res.ok() ? *res : http::ClientResponse{};
   }
   http::ClientResponse Post(const std::string& body, std::string key = "") {
     http::ClientRequest r;
@@ -275,6 +288,118 @@ TEST(GatewayTest, ReloadShiftsReplicaWeights) {
   EXPECT_EQ(f.gw->ReloadConfig(fresh).size(), 1u);  // a new replica needs a restart
   fresh.pools[0].replicas.resize(1);
   EXPECT_EQ(f.gw->ReloadConfig(fresh).size(), 1u);  // so does a removed one
+}
+
+// "name{labels} value" lines of a Prometheus exposition -> value by series.
+std::map<std::string, double> ParseExposition(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
+// What a stat's `metric` names, evaluated on an exposition: one series,
+// sum(family) or count(family) - sum(family).
+std::optional<double> Evaluate(const std::string& metric, const std::map<std::string, double>& m) {
+  auto family = [&](const std::string& name, double* sum, double* count) {
+    *sum = *count = 0;
+    for (const auto& [series, v] : m) {
+      if (series.substr(0, series.find('{')) == name) {
+        *sum += v;
+        *count += 1;
+      }
+    }
+  };
+  double sum = 0, count = 0;
+  if (metric.rfind("count(", 0) == 0) {
+    const std::string name = metric.substr(6, metric.find(')') - 6);
+    family(name, &sum, &count);
+    EXPECT_EQ(metric, "count(" + name + ") - sum(" + name + ")");
+    return count - sum;
+  }
+  if (metric.rfind("sum(", 0) == 0) {
+    family(metric.substr(4, metric.size() - 5), &sum, &count);
+    return sum;
+  }
+  auto it = m.find(metric);
+  if (it == m.end()) return std::nullopt;
+  return it->second;
+}
+
+TEST(GatewayTest, StatusPageAndItsDocumentAgreeWithMetrics) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream bad(Upstream::Mode::kFail500), good(Upstream::Mode::kOk);
+  Fixture f({bad.url(), good.url()});
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(f.Post(kBody).status, 200);
+  EXPECT_EQ(f.Post(R"({"model":"m","prompt":"x","max_tokens":100000})").status, 400);
+
+  auto page = f.Get("/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_NE(page.Header("Content-Type").find("text/html"), std::string_view::npos);
+  EXPECT_NE(page.body.find("fetch(\"status\""), std::string::npos) << "the page polls its document";
+
+  // The first history sample comes 2 s after the start.
+  nlohmann::json st;
+  for (int i = 0; i < 100; ++i) {
+    st = nlohmann::json::parse(f.Get("/status").body);
+    if (!st["series"][0]["points"].empty()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  const auto before = ParseExposition(f.Get("/metrics").body);
+  const auto res = f.Get("/status");
+  EXPECT_EQ(res.status, 200);
+  st = nlohmann::json::parse(res.body);
+  const auto after = ParseExposition(f.Get("/metrics").body);
+
+  EXPECT_EQ(st["title"], "kvserve gateway");
+  EXPECT_EQ(st["state"], "ready");
+  EXPECT_GE(st["uptime_seconds"].get<double>(), 0);
+  std::map<std::string, std::string> facts;
+  for (const auto& row : st["facts"]) facts[row[0]] = row[1];
+  EXPECT_EQ(facts["Pools"], "main (up to 4096 tokens, 2 replicas)");
+  EXPECT_EQ(facts["Routing"], "least_outstanding_tokens");
+  EXPECT_EQ(facts["API keys"], "none (anonymous access)");
+  EXPECT_EQ(facts["Rate-limit counters"], "local");
+  // Every number tied to a series equals it on /metrics (read just before
+  // or just after: the health checker runs meanwhile).
+  int checked = 0;
+  auto check = [&](const nlohmann::json& item) {
+    const std::string metric = item["metric"];
+    const double value = item["value"];
+    auto b = Evaluate(metric, before), a = Evaluate(metric, after);
+    ASSERT_TRUE(b && a) << metric << " is not on /metrics";
+    EXPECT_TRUE(value == *b || value == *a) << metric << ": page " << value << ", /metrics " << *b << " / " << *a;
+    ++checked;
+  };
+  for (const auto& s : st["stats"]) check(s);
+  for (const auto& p : st["breakdown"]["parts"]) check(p);
+  EXPECT_GE(checked, 13);
+  std::map<std::string, double> stat;
+  for (const auto& s : st["stats"]) stat[s["label"]] = s["value"];
+  EXPECT_EQ(stat["Requests"], 5);  // 4 answered, 1 refused as too long
+  EXPECT_GE(stat["Upstream errors"], 1);
+  EXPECT_GE(stat["Retries"], 1);
+  // The replicas table: one row per replica.
+  ASSERT_EQ(st["table"]["rows"].size(), 2u);
+  std::set<std::string> names;
+  for (const auto& r : st["table"]["rows"]) names.insert(r[1].get<std::string>());
+  EXPECT_EQ(names, (std::set<std::string>{bad.url(), good.url()}));
+  // History: the first sample saw the requests.
+  ASSERT_EQ(st["series"].size(), 6u);
+  EXPECT_EQ(st["series"][0]["label"], "Requests/s");
+  EXPECT_GT(st["series"][0]["points"][0][1].get<double>(), 0);
+  // The conventions of docs/metrics.md: the standard process collector,
+  // build info and readiness.
+  EXPECT_GT(after.at("process_cpu_seconds_total"), 0);
+  EXPECT_GT(after.at("process_start_time_seconds"), 0);
+  EXPECT_EQ(after.at("kvserve_gateway:ready"), 1);
+  bool build_info = false;
+  for (const auto& [series, v] : after) build_info |= series.rfind("kvserve_gateway:build_info{version=", 0) == 0 && v == 1;
+  EXPECT_TRUE(build_info);
 }
 
 }  // namespace
