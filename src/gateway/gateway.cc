@@ -69,10 +69,16 @@ Gateway::Gateway(GatewayConfig cfg, Parts parts)
   if (auto* redis = dynamic_cast<RedisRateLimiter*>(parts_.limiter.get())) {
     redis->set_error_counter(&metrics_.shared_state_errors);
   }
+  // Every bounded label set is exported from the start (at 0): Prometheus'
+  // increase() cannot see a counter's first increment when the series only
+  // appears with it, so the first ejection would not fire the alert.
   for (Replica* r : router_->AllReplicas()) {
     metrics_.replica_healthy.With({r->pool(), r->name()}).Set(0);
     metrics_.replica_outstanding_tokens.With({r->pool(), r->name()}).Set(0);
+    for (const char* cause : {"probe", "failures"}) metrics_.ejections.With({r->pool(), r->name(), cause});
+    metrics_.readmissions.With({r->pool(), r->name()});
   }
+  for (const auto& p : router_->pools()) metrics_.retries.With({p->name()});
 }
 
 Gateway::~Gateway() { Stop(); }

@@ -397,6 +397,9 @@ TEST(GatewayTest, StatusPageAndItsDocumentAgreeWithMetrics) {
   EXPECT_GT(after.at("process_cpu_seconds_total"), 0);
   EXPECT_GT(after.at("process_start_time_seconds"), 0);
   EXPECT_EQ(after.at("kvserve_gateway:ready"), 1);
+  // Ejection series exist before the first ejection (at 0), so Prometheus'
+  // increase() sees the first one.
+  EXPECT_EQ(after.at("kvserve_gateway:replica_ejections_total{pool=\"main\",replica=\"" + good.url() + "\",cause=\"probe\"}"), 0);
   bool build_info = false;
   for (const auto& [series, v] : after) build_info |= series.rfind("kvserve_gateway:build_info{version=", 0) == 0 && v == 1;
   EXPECT_TRUE(build_info);
