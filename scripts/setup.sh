@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libpcre2-dev libxxhash-dev libssl-dev
   clang libclang-rt-14-dev
   python3 python3-numpy
+  redis-server
   nodejs npm curl
   chromium
   prometheus systemd

@@ -252,6 +252,7 @@ TEST(HttpClientTest, FirstByteAndTotalTimeouts) {
   EXPECT_TRUE(r2.head_received);
   EXPECT_EQ(got, "x");
   server.Stop();
+  held.clear();  // exchanges go before their server
 }
 
 TEST(HttpClientTest, CancelClosesTheUpstreamConnection) {
@@ -408,6 +409,7 @@ TEST(HttpClientTest, StopWithCallsInFlightReturnsPromptly) {
   }
   EXPECT_EQ(done_calls.load(), 0);
   server.Stop();
+  held.clear();  // exchanges go before their server
 }
 
 }  // namespace

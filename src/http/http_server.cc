@@ -285,6 +285,14 @@ int64_t HttpServer::open_connections() const {
   return static_cast<int64_t>(impl_->conns.size());
 }
 
+void HttpServer::RunAfter(std::chrono::milliseconds delay, std::function<void()> fn) {
+  KVS_CHECK(impl_);
+  auto t = std::make_shared<asio::steady_timer>(*impl_->ioc, delay);
+  t->async_wait([t, fn = std::move(fn)](beast::error_code ec) {
+    if (!ec) fn();
+  });
+}
+
 void HttpServer::OnSignal(std::vector<int> signals, std::function<void(int)> fn) {
   KVS_CHECK(impl_);
   auto w = std::make_unique<Impl::SignalWatcher>(*impl_->ioc, std::move(fn));

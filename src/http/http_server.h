@@ -201,6 +201,9 @@ class HttpServer {
   // Connections refused over max_connections / max_connections_per_client.
   int64_t refused_connections() const;
 
+  // Runs fn on an io thread after `delay` (timers outside exchanges, e.g.
+  // the gateway's key-file poll); dropped, never run, once the server stops.
+  void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn);
   // Runs fn once on an io thread for each of the given signals (SIGTERM...).
   void OnSignal(std::vector<int> signals, std::function<void(int)> fn);
 

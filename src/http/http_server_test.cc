@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -263,6 +264,23 @@ TEST(HttpServerTest, DeadlineFiresOnTheStrand) {
   auto r = c.Request(bhttp::verb::get, "/slow");
   EXPECT_EQ(r.result_int(), 504);
   server.Stop();
+}
+
+TEST(HttpServerTest, RunAfterFiresOnAnIoThreadAndIsDroppedAtStop) {
+  HttpServer server(ServerOptions{});
+  ASSERT_TRUE(server.Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, "ok")); }).ok());
+  std::promise<std::thread::id> fired;
+  const auto start = Clock::now();
+  server.RunAfter(std::chrono::milliseconds(30), [&fired] { fired.set_value(std::this_thread::get_id()); });
+  auto f = fired.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_NE(f.get(), std::this_thread::get_id());
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(30));
+  // A timer still pending when the server stops never runs (nor delays Stop).
+  auto ran = std::make_shared<std::atomic<bool>>(false);
+  server.RunAfter(std::chrono::hours(1), [ran] { ran->store(true); });
+  server.Stop();
+  EXPECT_FALSE(ran->load());
 }
 
 TEST(HttpServerTest, DroppedExchangeGets500) {

@@ -16,7 +16,7 @@
 #include "http/http_server.h"
 #include "server/access_log.h"
 #include "server/service.h"
-#include "server/sha256.h"
+#include "base/sha256.h"
 #include "server/warm.h"
 
 namespace kvs::server {

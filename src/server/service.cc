@@ -10,7 +10,7 @@
 
 #include "base/strings.h"
 #include "metrics/status_page.h"
-#include "server/sha256.h"
+#include "base/sha256.h"
 
 namespace kvs::server {
 

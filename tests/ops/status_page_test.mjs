@@ -7,6 +7,10 @@
 // hash matches /v1/models; the recent-requests table lists the requests;
 // the history charts have points. Its screenshot goes to
 // $KVSERVE_SCREENSHOT_DIR (docs/img/status-page.png was made so).
+// The same page on `kvserve gateway` in front of that server: its numbers
+// (single series, or sum(...) / count(...) - sum(...) over a family) equal
+// the gateway's /metrics, the replicas table lists the replica, and the
+// screenshot is gateway-status-page.png.
 // Skips (77) under sanitizers and without chromium, playwright-core or the binary.
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
@@ -14,6 +18,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 
+import { startGateway } from "../gateway/common.mjs";
 import { metrics, request, requireBinary, skipFile, sourceDir, startServer } from "../server/common.mjs";
 
 const chromiumPath = process.env.KVSERVE_CHROMIUM || "/usr/bin/chromium";
@@ -28,11 +33,17 @@ const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", 
   "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 let server;
+let gateway;
 const profile = mkdtempSync(path.join(tmpdir(), "kvserve-chromium-"));
 before(async () => {
   server = await startServer({ fake: false, args: ["--threads", "1", "--max-context-length", "1024"] });
+  gateway = await startGateway({
+    pools: [{ name: "main", max_context: 1024, replicas: [server.baseURL] }],
+    gateway: { allow_anonymous: true }, model: path.join(sourceDir, "models/kvserve-tiny.gguf"), dir: profile,
+  });
 });
 after(async () => {
+  if (gateway) assert.equal((await gateway.stop()).code, 0);
   if (server) assert.equal((await server.stop()).code, 0);
   rmSync(profile, { recursive: true, force: true });
 });
@@ -87,6 +98,75 @@ test("status page renders in headless Chromium and its numbers match /metrics", 
     assert.ok(statSync(shot).size > 20000, "the screenshot has content");
     console.log(`status page: ${shown.values.length} numbers equal /metrics, ${shown.rows} recent requests, ` +
       `${shown.charts.length} charts; screenshot ${shot}`);
+  } finally {
+    await context.close();
+  }
+});
+
+// A stat's `metric` evaluated on an exposition: one series, sum(family) or
+// count(family) - sum(family).
+function evaluate(metric, m) {
+  const family = (name) => [...m.entries()].filter(([k]) => k.split("{")[0] === name).map(([, v]) => v);
+  let g = /^count\((\S+)\) - sum\((\S+)\)$/.exec(metric);
+  if (g) {
+    assert.equal(g[1], g[2]);
+    const v = family(g[1]);
+    return v.length - v.reduce((a, b) => a + b, 0);
+  }
+  g = /^sum\((\S+)\)$/.exec(metric);
+  if (g) return family(g[1]).reduce((a, b) => a + b, 0);
+  assert.ok(m.has(metric), `the page shows ${metric}, which /metrics does not have`);
+  return m.get(metric);
+}
+
+test("the gateway's status page renders and its numbers match the gateway's /metrics", async () => {
+  for (let i = 0; i < 3; i++) {
+    const r = await request(gateway, "POST", "/v1/completions",
+      { model: "kvserve-tiny", prompt: `Once upon a time ${i}`, max_tokens: 16, temperature: 0 });
+    assert.equal(r.status, 200, r.text);
+  }
+  assert.equal((await request(gateway, "POST", "/v1/completions", { model: "kvserve-tiny", prompt: "x", max_tokens: 5000 })).status, 400);
+  await new Promise((r) => setTimeout(r, 4500));  // history samples after the requests
+
+  const context = await chromium.launchPersistentContext(path.join(profile, "gw"), {
+    executablePath: chromiumPath, headless: true, args: FLAGS, viewport: { width: 1280, height: 1000 },
+  });
+  try {
+    const page = await context.newPage();
+    const problems = [];
+    page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`); });
+    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    page.on("request", (r) => { if (!r.url().startsWith(gateway.baseURL + "/")) problems.push(`request to ${r.url()}`); });
+    page.on("requestfailed", (r) => problems.push(`failed request ${r.url()}`));
+    await page.goto(gateway.baseURL + "/", { waitUntil: "load" });
+    await page.waitForSelector("body[data-rendered]", { timeout: 15000 });
+    const shown = await page.evaluate(() => ({
+      title: document.getElementById("title").textContent,
+      values: [...document.querySelectorAll("[data-metric]")].map((e) => [e.dataset.metric, Number(e.dataset.value), e.textContent]),
+      facts: [...document.querySelectorAll("#facts tr")].map((tr) => [...tr.children].map((td) => td.textContent)),
+      rows: [...document.querySelectorAll("#table tr")].slice(1).map((tr) => [...tr.children].map((td) => td.textContent)),
+      state: document.getElementById("state").textContent,
+      charts: [...document.querySelectorAll("#charts svg")].map((s) => s.querySelectorAll("polyline").length),
+    }));
+    const m = await metrics(gateway);
+    assert.deepEqual(problems, [], problems.join("; "));
+    assert.equal(shown.title, "kvserve gateway");
+    assert.equal(shown.state, "ready");
+    assert.ok(shown.values.length >= 12, `${shown.values.length} numbers tied to series`);
+    for (const [metric, value, text] of shown.values) {
+      assert.equal(value, evaluate(metric, m), `${metric}: page ${value} (${text})`);
+    }
+    const stat = Object.fromEntries(shown.values.map(([metric, value]) => [metric, value]));
+    assert.equal(stat["sum(kvserve_gateway:requests_total)"], 4, "3 answered, 1 refused as too long");
+    assert.equal(Object.fromEntries(shown.facts).Pools, "main (up to 1024 tokens, 1 replica)");
+    assert.equal(shown.rows.length, 1);
+    assert.deepEqual(shown.rows[0].slice(0, 3), ["main", server.baseURL, "healthy"]);
+    assert.ok(shown.charts.length === 6 && shown.charts.filter((n) => n > 0).length >= 4, `charts with lines: ${shown.charts}`);
+    const dir = process.env.KVSERVE_SCREENSHOT_DIR || profile;
+    const shot = path.join(dir, "gateway-status-page.png");
+    await page.screenshot({ path: shot, fullPage: true });
+    assert.ok(statSync(shot).size > 20000, "the screenshot has content");
+    console.log(`gateway status page: ${shown.values.length} numbers equal /metrics; screenshot ${shot}`);
   } finally {
     await context.close();
   }

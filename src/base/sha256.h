@@ -8,9 +8,9 @@
 
 #include "base/status.h"
 
-namespace kvs::server {
+namespace kvs {
 
 std::string Sha256Hex(std::string_view data);  // 64 lowercase hex digits
 StatusOr<std::string> Sha256File(const std::string& path);
 
-}  // namespace kvs::server
+}  // namespace kvs

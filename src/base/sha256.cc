@@ -1,4 +1,4 @@
-#include "server/sha256.h"
+#include "base/sha256.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 #include <openssl/evp.h>
 
-namespace kvs::server {
+namespace kvs {
 
 namespace {
 
@@ -55,4 +55,4 @@ StatusOr<std::string> Sha256File(const std::string& path) {
   return Hex(md, len);
 }
 
-}  // namespace kvs::server
+}  // namespace kvs

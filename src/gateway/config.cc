@@ -1,0 +1,473 @@
+#include "gateway/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "http/http_client.h"
+
+namespace kvs::gateway {
+
+namespace {
+
+// A scalar as written: quoted strings are not numbers or booleans.
+struct Raw {
+  bool quoted = false;
+  std::string text;
+};
+
+// One key of a section (T = GatewayConfig) or of a pool (T = PoolConfig).
+template <typename T>
+struct Key {
+  std::string name;   // "gateway.port" / "max_context"
+  std::string alias;  // "port" / ""
+  std::string type, allowed, help;
+  std::function<Status(T&, const Raw&)> set;
+  std::function<nlohmann::json(const T&)> get;
+};
+
+template <typename T, typename V>
+using Ref = V& (*)(T&);
+
+template <typename T>
+Key<T> Int(std::string name, std::string alias, Ref<T, int64_t> ref, int64_t lo, int64_t hi, std::string help) {
+  Key<T> k{name, alias, "integer", fmt::format("[{}, {}]", lo, hi), std::move(help), nullptr, nullptr};
+  k.set = [name, ref, lo, hi](T& c, const Raw& v) -> Status {
+    int64_t x = 0;
+    auto [p, ec] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), x);
+    if (v.quoted || v.text.empty() || ec != std::errc() || p != v.text.data() + v.text.size() || x < lo || x > hi) {
+      return InvalidArgument("{}: expected an integer in [{}, {}], got \"{}\"", name, lo, hi, v.text);
+    }
+    ref(c) = x;
+    return Status::Ok();
+  };
+  k.get = [ref](const T& c) { return nlohmann::json(ref(const_cast<T&>(c))); };
+  return k;
+}
+
+// A number in (lo, hi] when lo_open, else [lo, hi].
+template <typename T>
+Key<T> Num(std::string name, std::string alias, Ref<T, double> ref, double lo, bool lo_open, double hi,
+           std::string help) {
+  Key<T> k{name, alias, "number", fmt::format("{}{}, {}]", lo_open ? "(" : "[", lo, hi), std::move(help), nullptr,
+           nullptr};
+  const std::string allowed = k.allowed;
+  k.set = [name, ref, lo, lo_open, hi, allowed](T& c, const Raw& v) -> Status {
+    double x = 0;
+    auto [p, ec] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), x);
+    if (v.quoted || v.text.empty() || ec != std::errc() || p != v.text.data() + v.text.size() || !std::isfinite(x) ||
+        x < lo || x > hi || (lo_open && x == lo)) {
+      return InvalidArgument("{}: expected a number in {}, got \"{}\"", name, allowed, v.text);
+    }
+    ref(c) = x;
+    return Status::Ok();
+  };
+  k.get = [ref](const T& c) { return nlohmann::json(ref(const_cast<T&>(c))); };
+  return k;
+}
+
+template <typename T>
+Key<T> Bool(std::string name, std::string alias, Ref<T, bool> ref, std::string help) {
+  Key<T> k{name, alias, "boolean", "true, false", std::move(help), nullptr, nullptr};
+  k.set = [name, ref](T& c, const Raw& v) -> Status {
+    std::string t = v.text;
+    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    if (!v.quoted && (t == "true" || t == "yes" || t == "on")) {
+      ref(c) = true;
+    } else if (!v.quoted && (t == "false" || t == "no" || t == "off")) {
+      ref(c) = false;
+    } else {
+      return InvalidArgument("{}: expected true or false, got \"{}\"", name, v.text);
+    }
+    return Status::Ok();
+  };
+  k.get = [ref](const T& c) { return nlohmann::json(ref(const_cast<T&>(c))); };
+  return k;
+}
+
+// check returns "" when the value is acceptable, else what is expected.
+template <typename T>
+Key<T> Str(std::string name, std::string alias, Ref<T, std::string> ref, std::string allowed, std::string help,
+           std::function<std::string(const std::string&)> check = nullptr) {
+  Key<T> k{name, alias, "string", std::move(allowed), std::move(help), nullptr, nullptr};
+  k.set = [name, ref, check](T& c, const Raw& v) -> Status {
+    if (check) {
+      if (std::string why = check(v.text); !why.empty()) {
+        return InvalidArgument("{}: expected {}, got \"{}\"", name, why, v.text);
+      }
+    }
+    ref(c) = v.text;
+    return Status::Ok();
+  };
+  k.get = [ref](const T& c) { return nlohmann::json(ref(const_cast<T&>(c))); };
+  return k;
+}
+
+template <typename T>
+Key<T> Enum(std::string name, std::string alias, Ref<T, std::string> ref, std::vector<std::string> choices,
+            std::string help) {
+  std::string allowed;
+  for (const auto& ch : choices) allowed += (allowed.empty() ? "" : ", ") + ch;
+  return Str<T>(name, alias, ref, allowed, std::move(help), [choices, allowed](const std::string& s) -> std::string {
+    return std::find(choices.begin(), choices.end(), s) != choices.end() ? "" : "one of: " + allowed;
+  });
+}
+
+std::string NonEmpty(const std::string& s) { return s.empty() ? "a non-empty string" : ""; }
+
+std::string SharedStateCheck(const std::string& s) {
+  if (s.empty()) return "";
+  if (s.rfind("redis://", 0) != 0) return "\"\" or redis://HOST:PORT";
+  return http::Url::Parse("http://" + s.substr(8)).ok() ? "" : "\"\" or redis://HOST:PORT";
+}
+
+using G = GatewayConfig;
+using P = PoolConfig;
+
+const std::vector<Key<G>>& Scalars() {
+  static const std::vector<Key<G>> t = [] {
+    std::vector<Key<G>> t;
+    t.push_back(Str<G>("gateway.host", "host", [](G& c) -> std::string& { return c.gateway.host; },
+                       "an address or host name", "Address to listen on (0.0.0.0 for all interfaces)", NonEmpty));
+    t.push_back(Int<G>("gateway.port", "port", [](G& c) -> int64_t& { return c.gateway.port; }, 0, 65535,
+                       "TCP port; 0 picks a free one (the log line \"listening on\" says which)"));
+    t.push_back(Int<G>("gateway.io_threads", "io-threads", [](G& c) -> int64_t& { return c.gateway.io_threads; }, 1, 64,
+                       "HTTP threads for client connections"));
+    t.push_back(Int<G>("gateway.upstream_threads", "upstream-threads",
+                       [](G& c) -> int64_t& { return c.gateway.upstream_threads; }, 1, 64,
+                       "HTTP client threads for replica connections"));
+    t.push_back(Int<G>("gateway.prep_threads", "prep-threads", [](G& c) -> int64_t& { return c.gateway.prep_threads; },
+                       1, 64, "Threads that parse, count tokens and admit requests"));
+    t.push_back(Int<G>("gateway.prep_queue", "prep-queue", [](G& c) -> int64_t& { return c.gateway.prep_queue; }, 1,
+                       1 << 20, "Requests waiting for a prep thread; beyond it requests get 503"));
+    t.push_back(Int<G>("gateway.max_body_bytes", "max-body-bytes",
+                       [](G& c) -> int64_t& { return c.gateway.max_body_bytes; }, 1024, int64_t{1} << 30,
+                       "Largest request body; larger ones get 413"));
+    t.push_back(Num<G>("gateway.keep_alive_timeout_seconds", "keep-alive-timeout",
+                       [](G& c) -> double& { return c.gateway.keep_alive_timeout_seconds; }, 0, true, 3600,
+                       "How long an idle client connection stays open"));
+    t.push_back(Num<G>("gateway.drain_timeout_seconds", "drain-timeout",
+                       [](G& c) -> double& { return c.gateway.drain_timeout_seconds; }, 0, false, 3600,
+                       "On SIGTERM: how long in-flight requests may take before they are cut"));
+    t.push_back(Str<G>("gateway.key_file", "key-file", [](G& c) -> std::string& { return c.gateway.key_file; },
+                       "a file path or \"\"",
+                       "Tenants, limits and API-key digests (written by `kvserve gateway keys`); reloaded on change "
+                       "and on SIGHUP"));
+    t.push_back(Bool<G>("gateway.allow_anonymous", "allow-anonymous",
+                        [](G& c) -> bool& { return c.gateway.allow_anonymous; },
+                        "Without key_file: serve without authentication (otherwise start-up fails)"));
+    t.push_back(Num<G>("gateway.key_file_poll_seconds", "key-file-poll",
+                       [](G& c) -> double& { return c.gateway.key_file_poll_seconds; }, 0, true, 3600,
+                       "How often the key file's modification time is checked"));
+    t.push_back(Num<G>("gateway.rate_limit_per_second", "rate-limit-per-second",
+                       [](G& c) -> double& { return c.gateway.rate_limit_per_second; }, 0, false, 1e9,
+                       "Requests per second admitted for all tenants together (token bucket); 0: no limit"));
+    t.push_back(Str<G>("gateway.shared_state", "shared-state", [](G& c) -> std::string& { return c.gateway.shared_state; },
+                       "\"\" or redis://HOST:PORT",
+                       "Where rate-limit counters live: \"\" in this process; redis://HOST:PORT shared by every "
+                       "gateway using that Redis",
+                       SharedStateCheck));
+    t.push_back(Enum<G>("gateway.shared_state_failure", "shared-state-failure",
+                        [](G& c) -> std::string& { return c.gateway.shared_state_failure; },
+                        {"open", "closed", "local"},
+                        "When Redis does not answer: open admits without limits, closed refuses with 503, local "
+                        "enforces the limits in this process"));
+    t.push_back(Num<G>("gateway.shared_state_timeout_seconds", "shared-state-timeout",
+                       [](G& c) -> double& { return c.gateway.shared_state_timeout_seconds; }, 0, true, 60,
+                       "How long one Redis call may take before it counts as a failure"));
+    t.push_back(Num<G>("gateway.health_interval_seconds", "health-interval",
+                       [](G& c) -> double& { return c.gateway.health_interval_seconds; }, 0, true, 3600,
+                       "Period of the /ready probe and /metrics scrape of each replica"));
+    t.push_back(Int<G>("gateway.eject_after_failures", "eject-after-failures",
+                       [](G& c) -> int64_t& { return c.gateway.eject_after_failures; }, 1, 1000,
+                       "Consecutive failed requests (connect error, timeout, 5xx) that eject a replica"));
+    t.push_back(Int<G>("gateway.readmit_after_probes", "readmit-after-probes",
+                       [](G& c) -> int64_t& { return c.gateway.readmit_after_probes; }, 1, 1000,
+                       "Consecutive good /ready probes that bring an ejected replica back"));
+    t.push_back(Str<G>("model.path", "model", [](G& c) -> std::string& { return c.model.path; },
+                       "a GGUF file path or \"\"",
+                       "Model whose tokenizer and chat template count prompt tokens (no weights are loaded); \"\": "
+                       "the bundled model"));
+    t.push_back(Enum<G>("logging.level", "log-level", [](G& c) -> std::string& { return c.logging.level; },
+                        {"trace", "debug", "info", "warn", "error", "off"}, "Log level (stderr)"));
+    t.push_back(Str<G>("logging.audit_log", "audit-log", [](G& c) -> std::string& { return c.logging.audit_log; },
+                       "stdout, stderr, off, or a file path", "Where the JSON audit log goes (one line per request)",
+                       NonEmpty));
+    t.push_back(Bool<G>("logging.audit_prompts", "audit-prompts", [](G& c) -> bool& { return c.logging.audit_prompts; },
+                        "Include the prompt text in the audit log (off: never)"));
+    return t;
+  }();
+  return t;
+}
+
+const std::vector<Key<P>>& PoolKeys() {
+  static const std::vector<Key<P>> t = [] {
+    std::vector<Key<P>> t;
+    t.push_back(Str<P>("name", "", [](P& p) -> std::string& { return p.name; }, "a unique name",
+                       "Pool name (metrics and audit log label)", NonEmpty));
+    t.push_back(Int<P>("max_context", "", [](P& p) -> int64_t& { return p.max_context; }, 1, int64_t{1} << 24,
+                       "Most tokens (prompt + max_tokens) a request routed here may need; required"));
+    t.push_back(Int<P>("default_max_tokens", "", [](P& p) -> int64_t& { return p.default_max_tokens; }, 1,
+                       int64_t{1} << 24, "max_tokens given to (and charged for) chat requests that set none"));
+    t.push_back(Num<P>("connect_timeout_seconds", "", [](P& p) -> double& { return p.connect_timeout_seconds; }, 0,
+                       true, 600, "TCP connect to a replica"));
+    t.push_back(Num<P>("first_token_timeout_seconds", "",
+                       [](P& p) -> double& { return p.first_token_timeout_seconds; }, 0, true, 86400,
+                       "Streams: until the first generated token (long pools need more: prefill is slow)"));
+    t.push_back(Num<P>("total_timeout_seconds", "", [](P& p) -> double& { return p.total_timeout_seconds; }, 0, true,
+                       86400, "The whole request, retries included"));
+    t.push_back(Int<P>("max_retries", "", [](P& p) -> int64_t& { return p.max_retries; }, 0, 16,
+                       "Other replicas tried when an attempt fails before any byte reached the client"));
+    t.push_back(Str<P>("api_key", "", [](P& p) -> std::string& { return p.api_key; }, "a string",
+                       "Bearer key the replicas of this pool require (\"\": none)"));
+    return t;
+  }();
+  return t;
+}
+
+Status ScalarOf(const YAML::Node& n, const std::string& name, Raw* out) {
+  if (!n.IsScalar()) return InvalidArgument("{}: expected a single value, got a {}", name, n.IsMap() ? "mapping" : "list");
+  out->quoted = n.Tag() == "!";
+  out->text = n.Scalar();
+  return Status::Ok();
+}
+
+template <typename T>
+std::string KeyList(const std::vector<Key<T>>& keys, std::string_view prefix) {
+  std::string out;
+  for (const auto& k : keys) {
+    if (k.name.rfind(prefix, 0) == 0) out += (out.empty() ? "" : ", ") + k.name.substr(prefix.size());
+  }
+  return out;
+}
+
+Status LoadReplica(const YAML::Node& n, const std::string& where, ReplicaConfig* r) {
+  if (n.IsScalar()) {
+    r->url = n.Scalar();
+    return Status::Ok();
+  }
+  if (!n.IsMap()) return InvalidArgument("{}: expected a mapping (url, weight) or a URL", where);
+  for (const auto& kv : n) {
+    const std::string k = kv.first.Scalar();
+    Raw v;
+    KVS_RETURN_IF_ERROR(ScalarOf(kv.second, where + "." + k, &v));
+    if (k == "url") {
+      r->url = v.text;
+    } else if (k == "weight") {
+      double w = 0;
+      auto [p, ec] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), w);
+      if (v.quoted || ec != std::errc() || p != v.text.data() + v.text.size() || !(w > 0) || w > 1e6) {
+        return InvalidArgument("{}.weight: expected a number in (0, 1000000], got \"{}\"", where, v.text);
+      }
+      r->weight = w;
+    } else {
+      return InvalidArgument("{}: unknown key \"{}\"; keys of a replica are: url, weight", where, k);
+    }
+  }
+  return Status::Ok();
+}
+
+Status LoadPool(const YAML::Node& n, size_t index, PoolConfig* p) {
+  std::string where = fmt::format("pools[{}]", index);
+  if (!n.IsMap()) return InvalidArgument("{}: expected a mapping with name, max_context, replicas, ...", where);
+  if (n["name"] && n["name"].IsScalar()) where += fmt::format(" ({})", n["name"].Scalar());
+  std::set<std::string> seen;
+  for (const auto& kv : n) {
+    const std::string k = kv.first.Scalar();
+    if (!seen.insert(k).second) return InvalidArgument("{}: key \"{}\" appears twice", where, k);
+    if (k == "replicas") {
+      if (!kv.second.IsSequence()) return InvalidArgument("{}.replicas: expected a list", where);
+      for (size_t i = 0; i < kv.second.size(); ++i) {
+        ReplicaConfig r;
+        KVS_RETURN_IF_ERROR(LoadReplica(kv.second[i], fmt::format("{}.replicas[{}]", where, i), &r));
+        p->replicas.push_back(std::move(r));
+      }
+      continue;
+    }
+    const Key<P>* key = nullptr;
+    for (const auto& cand : PoolKeys()) {
+      if (cand.name == k) key = &cand;
+    }
+    if (!key) {
+      return InvalidArgument("{}: unknown key \"{}\"; keys of a pool are: {}, replicas", where, k,
+                             KeyList(PoolKeys(), ""));
+    }
+    if (kv.second.IsNull()) continue;
+    Raw v;
+    KVS_RETURN_IF_ERROR(ScalarOf(kv.second, where + "." + k, &v));
+    KVS_RETURN_IF_ERROR(key->set(*p, v).WithContext(where));
+  }
+  return Status::Ok();
+}
+
+const Key<G>* FindScalar(std::string_view name) {
+  for (const auto& k : Scalars()) {
+    if (k.name == name || (!k.alias.empty() && k.alias == name)) return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<GatewayKeyInfo>& GatewayConfigKeys() {
+  static const std::vector<GatewayKeyInfo> keys = [] {
+    std::vector<GatewayKeyInfo> out;
+    const GatewayConfig d;
+    for (const auto& k : Scalars()) {
+      out.push_back({k.name, k.alias.empty() ? "" : "--" + k.alias, k.type, k.allowed, k.get(d).dump(), k.help});
+    }
+    const PoolConfig pd;
+    for (const auto& k : PoolKeys()) {
+      out.push_back({"pools[]." + k.name, "", k.type, k.allowed, k.get(pd).dump(), k.help});
+    }
+    out.push_back({"pools[].replicas", "", "list", "{url, weight} mappings or URLs", "[]",
+                   "The pool's replicas: url http://HOST:PORT, weight (0, 1000000] (default 1)"});
+    return out;
+  }();
+  return keys;
+}
+
+Status LoadGatewayConfigYaml(std::string_view yaml, GatewayConfig* cfg) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("YAML syntax error at line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+  if (root.IsNull()) return Status::Ok();
+  if (!root.IsMap()) return InvalidArgument("the configuration must be a mapping (gateway, model, logging, pools)");
+  std::set<std::string> seen;
+  for (const auto& sec : root) {
+    const std::string section = sec.first.Scalar();
+    if (!seen.insert(section).second) return InvalidArgument("section \"{}\" appears twice", section);
+    if (section == "pools") {
+      if (sec.second.IsNull()) continue;
+      if (!sec.second.IsSequence()) return InvalidArgument("pools: expected a list of pools");
+      cfg->pools.clear();
+      for (size_t i = 0; i < sec.second.size(); ++i) {
+        PoolConfig p;
+        KVS_RETURN_IF_ERROR(LoadPool(sec.second[i], i, &p));
+        cfg->pools.push_back(std::move(p));
+      }
+      continue;
+    }
+    if (section != "gateway" && section != "model" && section != "logging") {
+      return InvalidArgument("unknown section \"{}\"; sections are gateway, model, logging, pools", section);
+    }
+    if (sec.second.IsNull()) continue;
+    if (!sec.second.IsMap()) return InvalidArgument("{}: expected a mapping of keys", section);
+    std::set<std::string> seen_keys;
+    for (const auto& kv : sec.second) {
+      const std::string name = section + "." + kv.first.Scalar();
+      const Key<G>* key = nullptr;
+      for (const auto& cand : Scalars()) {
+        if (cand.name == name) key = &cand;
+      }
+      if (!key) {
+        return InvalidArgument("unknown key \"{}\"; keys of {} are: {}", name, section,
+                               KeyList(Scalars(), section + "."));
+      }
+      if (!seen_keys.insert(name).second) return InvalidArgument("key \"{}\" appears twice", name);
+      if (kv.second.IsNull()) continue;
+      Raw v;
+      KVS_RETURN_IF_ERROR(ScalarOf(kv.second, name, &v));
+      KVS_RETURN_IF_ERROR(key->set(*cfg, v));
+    }
+  }
+  return Status::Ok();
+}
+
+Status LoadGatewayConfigFile(const std::string& path, GatewayConfig* cfg) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read configuration file \"{}\"", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return LoadGatewayConfigYaml(ss.str(), cfg).WithContext(path);
+}
+
+Status ApplyGatewayOverrides(const std::vector<std::string>& args, GatewayConfig* cfg) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    if (a.size() <= 2 || a.substr(0, 2) != "--") {
+      return InvalidArgument("unexpected argument \"{}\"; overrides look like --gateway.port 8081", a);
+    }
+    std::string name(a.substr(2));
+    std::string value;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    } else {
+      if (i + 1 >= args.size()) return InvalidArgument("option --{} needs a value", name);
+      value = args[++i];
+    }
+    const Key<G>* key = FindScalar(name);
+    if (!key) {
+      return InvalidArgument("unknown option --{}; `kvserve gateway --help` lists them (pools are set in the file)",
+                             name);
+    }
+    KVS_RETURN_IF_ERROR(key->set(*cfg, Raw{false, value}));
+  }
+  return Status::Ok();
+}
+
+Status ValidateGatewayConfig(const GatewayConfig& cfg) {
+  if (cfg.pools.empty()) return InvalidArgument("pools: at least one pool is required");
+  std::set<std::string> names, urls;
+  for (size_t i = 0; i < cfg.pools.size(); ++i) {
+    const PoolConfig& p = cfg.pools[i];
+    const std::string where = fmt::format("pools[{}]{}", i, p.name.empty() ? "" : " (" + p.name + ")");
+    if (p.name.empty()) return InvalidArgument("{}: name is required", where);
+    if (!names.insert(p.name).second) return InvalidArgument("{}: the pool name \"{}\" is used twice", where, p.name);
+    if (p.max_context <= 0) return InvalidArgument("{}: max_context is required", where);
+    if (p.replicas.empty()) return InvalidArgument("{}: replicas: at least one replica is required", where);
+    for (size_t r = 0; r < p.replicas.size(); ++r) {
+      auto u = http::Url::Parse(p.replicas[r].url);
+      if (!u.ok()) return InvalidArgument("{}.replicas[{}].url: {}", where, r, u.status().message());
+      if (!urls.insert(u->ToString()).second) {
+        return InvalidArgument("{}.replicas[{}].url: {} is listed twice", where, r, u->ToString());
+      }
+    }
+  }
+  if (cfg.gateway.key_file.empty() && !cfg.gateway.allow_anonymous) {
+    return InvalidArgument(
+        "gateway.key_file is required (create one with `kvserve gateway keys add --file FILE --tenant NAME`); "
+        "set gateway.allow_anonymous: true to serve without authentication");
+  }
+  return Status::Ok();
+}
+
+nlohmann::json GatewayConfigToJson(const GatewayConfig& cfg) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& k : Scalars()) {
+    const size_t dot = k.name.find('.');
+    j[k.name.substr(0, dot)][k.name.substr(dot + 1)] = k.get(cfg);
+  }
+  j["pools"] = nlohmann::json::array();
+  for (const auto& p : cfg.pools) {
+    nlohmann::json pj;
+    for (const auto& k : PoolKeys()) pj[k.name] = k.get(p);
+    if (!p.api_key.empty()) pj["api_key"] = "<redacted>";
+    pj["replicas"] = nlohmann::json::array();
+    for (const auto& r : p.replicas) pj["replicas"].push_back({{"url", r.url}, {"weight", r.weight}});
+    j["pools"].push_back(std::move(pj));
+  }
+  return j;
+}
+
+std::string GatewayConfigHelp() {
+  std::string out = "Configuration keys (override the scalar ones with --section.key VALUE or the alias):\n";
+  for (const auto& k : GatewayConfigKeys()) {
+    out += fmt::format("  {:<40} {}\n", (k.alias.empty() ? k.key : "--" + k.key + ", " + k.alias), k.help);
+    out += fmt::format("  {:<40} {}: {}; default {}\n", "", k.type, k.allowed, k.default_value);
+  }
+  return out;
+}
+
+}  // namespace kvs::gateway

@@ -1,0 +1,102 @@
+// GatewayConfig: everything `kvserve gateway` can be told, from one YAML file
+// (sections gateway, model, logging, and the list pools) and from
+// command-line overrides of the scalar keys ("--gateway.port 8081",
+// "--port 8081").
+//
+// The same conventions as `kvserve serve` (server/config.h): built-in
+// defaults < YAML file < command line; every key is declared once in a table
+// (config.cc) with its type, range, default and help, which loading,
+// overriding, --help and configs/gateway.yaml all follow; an unknown key, a
+// value of the wrong type or out of range is an InvalidArgument naming the
+// key (with the pool's index and name for pool keys).
+// Thread-safety: plain values; the functions are pure apart from reading files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace kvs::gateway {
+
+struct ReplicaConfig {
+  std::string url;    // http://HOST:PORT of a `kvserve serve` replica
+  double weight = 1;  // share of load relative to the pool's other replicas
+};
+
+struct PoolConfig {
+  std::string name;
+  int64_t max_context = 0;          // tokens (prompt + max_tokens) a request may need here; required
+  int64_t default_max_tokens = 512; // chat requests without max_tokens get (and are charged) this
+  double connect_timeout_seconds = 2;
+  double first_token_timeout_seconds = 30;  // streams: until the first token event
+  double total_timeout_seconds = 600;
+  int64_t max_retries = 2;          // further replicas tried when an attempt fails before any byte reached the client
+  std::string api_key;              // sent to the replicas as the Bearer key ("" : none)
+  std::vector<ReplicaConfig> replicas;
+};
+
+struct GatewaySection {
+  std::string host = "127.0.0.1";
+  int64_t port = 8080;
+  int64_t io_threads = 2;         // client-facing HTTP threads
+  int64_t upstream_threads = 2;   // HTTP client threads (replica connections)
+  int64_t prep_threads = 2;       // parsing, tokenization and admission
+  int64_t prep_queue = 256;       // requests waiting for a prep thread; more get 503
+  int64_t max_body_bytes = int64_t{32} << 20;
+  double keep_alive_timeout_seconds = 60;
+  double drain_timeout_seconds = 30;
+  std::string key_file;           // tenants and their key digests (`kvserve gateway keys`)
+  bool allow_anonymous = false;   // no key_file: serve without authentication (tests, trusted networks)
+  double key_file_poll_seconds = 1;
+  double rate_limit_per_second = 0;  // all tenants together; 0: no limit
+  std::string shared_state;       // "" (counters in this process) or redis://HOST:PORT
+  std::string shared_state_failure = "local";  // Redis unreachable: open, closed, local
+  double shared_state_timeout_seconds = 0.25;
+  double health_interval_seconds = 1;
+  int64_t eject_after_failures = 3;  // consecutive failed requests that take a replica out
+  int64_t readmit_after_probes = 2;  // consecutive good /ready probes that bring it back
+};
+
+struct ModelSection {
+  std::string path;  // GGUF whose tokenizer and chat template count prompt tokens ("": the bundled model)
+};
+
+struct LoggingSection {
+  std::string level = "info";
+  std::string audit_log = "stdout";  // stdout, stderr, off, or a file path (appended)
+  bool audit_prompts = false;        // include the prompt text in the audit log
+};
+
+struct GatewayConfig {
+  GatewaySection gateway;
+  ModelSection model;
+  LoggingSection logging;
+  std::vector<PoolConfig> pools;
+};
+
+struct GatewayKeyInfo {
+  std::string key;      // "gateway.port", or "pools[].max_context"
+  std::string alias;    // "--port" or ""
+  std::string type;
+  std::string allowed;
+  std::string default_value;
+  std::string help;
+};
+const std::vector<GatewayKeyInfo>& GatewayConfigKeys();
+
+Status LoadGatewayConfigFile(const std::string& path, GatewayConfig* cfg);
+Status LoadGatewayConfigYaml(std::string_view yaml, GatewayConfig* cfg);
+// "--key value", "--key=value", aliases; pool keys are not overridable.
+Status ApplyGatewayOverrides(const std::vector<std::string>& args, GatewayConfig* cfg);
+// Checks between keys: at least one pool, names unique, URLs parse, ...
+Status ValidateGatewayConfig(const GatewayConfig& cfg);
+
+nlohmann::json GatewayConfigToJson(const GatewayConfig& cfg);  // pool api keys redacted
+std::string GatewayConfigHelp();
+
+}  // namespace kvs::gateway

@@ -1,0 +1,436 @@
+#include "gateway/gateway.h"
+
+#include <csignal>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "api/error.h"
+#include "gateway/proxy.h"
+#include "gateway/redis_limiter.h"
+#include "metrics/status_page.h"
+
+namespace kvs::gateway {
+
+namespace {
+
+using nlohmann::json;
+
+std::string RandomHex(size_t n) {
+  thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  static const char* kDigits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += kDigits[rng() & 15];
+  return s;
+}
+
+void ReplyJson(const std::shared_ptr<http::Exchange>& ex, int status, const json& body,
+               std::vector<std::pair<std::string, std::string>> headers = {}) {
+  http::HttpResponse res;
+  res.status = status;
+  res.SetHeader("Content-Type", "application/json");
+  for (auto& [k, v] : headers) res.SetHeader(k, v);
+  res.body = api::Dump(body);
+  ex->Respond(std::move(res));
+}
+
+std::chrono::milliseconds Seconds(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
+
+}  // namespace
+
+StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
+  Parts p;
+  KVS_ASSIGN_OR_RETURN(p.counter, PromptCounter::Load(cfg.model.path));
+  auto auth = Authenticator::Open(cfg.gateway.key_file);
+  if (!auth.ok()) return auth.status().WithContext("gateway.key_file");
+  p.auth = std::move(*auth);
+  auto audit = AuditLog::Open(cfg.logging.audit_log);
+  if (!audit.ok()) return audit.status();
+  p.audit = std::move(*audit);
+  if (cfg.gateway.shared_state.empty()) {
+    p.limiter = std::make_unique<LocalRateLimiter>();
+  } else {
+    RedisLimiterOptions o;
+    KVS_ASSIGN_OR_RETURN(o.address, http::Url::Parse("http://" + cfg.gateway.shared_state.substr(8)));
+    o.timeout = Seconds(cfg.gateway.shared_state_timeout_seconds);
+    o.failure = cfg.gateway.shared_state_failure;
+    p.limiter = std::make_unique<RedisRateLimiter>(o);
+  }
+  return p;
+}
+
+Gateway::Gateway(GatewayConfig cfg, Parts parts)
+    : cfg_(std::move(cfg)), parts_(std::move(parts)), status_board_(&metrics_) {
+  router_ = std::make_unique<Router>(cfg_.pools, std::make_unique<LeastOutstandingTokens>());
+  if (auto* redis = dynamic_cast<RedisRateLimiter*>(parts_.limiter.get())) {
+    redis->set_error_counter(&metrics_.shared_state_errors);
+  }
+  // Every bounded label set is exported from the start (at 0): Prometheus'
+  // increase() cannot see a counter's first increment when the series only
+  // appears with it, so the first ejection would not fire the alert.
+  for (Replica* r : router_->AllReplicas()) {
+    metrics_.replica_healthy.With({r->pool(), r->name()}).Set(0);
+    metrics_.replica_outstanding_tokens.With({r->pool(), r->name()}).Set(0);
+    for (const char* cause : {"probe", "failures"}) metrics_.ejections.With({r->pool(), r->name(), cause});
+    metrics_.readmissions.With({r->pool(), r->name()});
+  }
+  for (const auto& p : router_->pools()) metrics_.retries.With({p->name()});
+}
+
+Gateway::~Gateway() { Stop(); }
+
+Status Gateway::Start() {
+  http::ClientOptions co;
+  co.io_threads = static_cast<int>(cfg_.gateway.upstream_threads);
+  client_ = std::make_unique<http::HttpClient>(co);
+  prep_ = std::make_unique<WorkQueue>(static_cast<int>(cfg_.gateway.prep_threads),
+                                      static_cast<size_t>(cfg_.gateway.prep_queue));
+  HealthOptions ho;
+  ho.interval = Seconds(cfg_.gateway.health_interval_seconds);
+  ho.readmit_after_probes = cfg_.gateway.readmit_after_probes;
+  health_ = std::make_unique<HealthChecker>(router_.get(), client_.get(), &metrics_, ho);
+  // Know which replicas are up before the first request.
+  health_->ProbeAllAndWait(std::max(ho.interval, std::chrono::milliseconds(1000)));
+  health_->Start();
+
+  http::ServerOptions so;
+  so.host = cfg_.gateway.host;
+  so.port = static_cast<uint16_t>(cfg_.gateway.port);
+  so.io_threads = static_cast<int>(cfg_.gateway.io_threads);
+  so.max_body_bytes = static_cast<uint64_t>(cfg_.gateway.max_body_bytes);
+  so.keep_alive_timeout = Seconds(cfg_.gateway.keep_alive_timeout_seconds);
+  server_ = std::make_unique<http::HttpServer>(so);
+  KVS_RETURN_IF_ERROR(server_->Start([this](std::shared_ptr<http::Exchange> ex) { Handle(std::move(ex)); }));
+  if (!parts_.auth->anonymous()) WatchKeyFile();
+  SampleStatus();
+  return Status::Ok();
+}
+
+void Gateway::SampleStatus() {
+  server_->RunAfter(Seconds(StatusBoard::kSampleSeconds), [this] {
+    if (stopped_.load()) return;
+    RefreshMetrics();
+    status_board_.Sample();
+    SampleStatus();
+  });
+}
+
+void Gateway::WatchKeyFile() {
+  server_->RunAfter(Seconds(cfg_.gateway.key_file_poll_seconds), [this] {
+    if (stopped_.load()) return;
+    const uint64_t before = parts_.auth->reloads();
+    Status s = parts_.auth->ReloadIfChanged();
+    if (!s.ok()) {
+      spdlog::error("gateway: key file not reloaded (the loaded keys stay in force): {}", s.message());
+    } else if (parts_.auth->reloads() != before) {
+      metrics_.key_reloads.Inc();
+      spdlog::info("gateway: key file reloaded: {} keys", parts_.auth->Current()->size());
+    }
+    WatchKeyFile();
+  });
+}
+
+Status Gateway::ReloadKeys() {
+  Status s = parts_.auth->Reload();
+  if (s.ok()) {
+    metrics_.key_reloads.Inc();
+    spdlog::info("gateway: key file reloaded: {} keys", parts_.auth->Current()->size());
+  } else {
+    spdlog::error("gateway: key file not reloaded (the loaded keys stay in force): {}", s.message());
+  }
+  return s;
+}
+
+std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
+  std::vector<std::string> not_applied;
+  size_t replicas = 0;
+  for (const PoolConfig& pc : fresh.pools) {
+    Pool* pool = router_->FindPool(pc.name);
+    if (!pool) {
+      not_applied.push_back("new pool " + pc.name);
+      continue;
+    }
+    for (const ReplicaConfig& rc : pc.replicas) {
+      auto url = http::Url::Parse(rc.url);
+      Replica* found = nullptr;
+      for (auto& r : pool->replicas) {
+        if (url.ok() && r->name() == url->ToString()) found = r.get();
+      }
+      if (!found) {
+        not_applied.push_back("new replica " + rc.url + " in pool " + pc.name);
+        continue;
+      }
+      ++replicas;
+      if (found->weight() != rc.weight) {
+        spdlog::info("gateway: replica {} (pool {}) weight {} -> {}", found->name(), pc.name, found->weight(), rc.weight);
+        found->set_weight(rc.weight);
+      }
+    }
+  }
+  if (fresh.pools.size() != router_->pools().size() || replicas != router_->AllReplicas().size()) {
+    not_applied.push_back("removed pools or replicas");
+  }
+  for (const auto& what : not_applied) spdlog::warn("gateway: reload: {} needs a restart", what);
+  return not_applied;
+}
+
+void Gateway::BeginDrain() {
+  draining_.store(true);
+  if (server_) {
+    server_->StopAccepting();
+    server_->SetDraining();
+  }
+}
+
+void Gateway::Stop() {
+  if (stopped_.exchange(true)) return;
+  if (health_) health_->Stop();
+  if (server_) server_->Stop();
+  if (client_) client_->Stop();
+  if (prep_) prep_->Stop();
+}
+
+void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
+  const std::string id = "gw-" + RandomHex(24);
+  const http::HttpRequest& req = ex->request();
+  if (int status = ex->transport_error()) {
+    return ReplyGatewayError(this, ex,
+                             api::MakeError(status, ex->transport_error_message(), "invalid_request_error",
+                                       status == 413 ? "request_too_large"
+                                                     : status == 431 ? "header_too_large" : "invalid_request"),
+                             id, nullptr);
+  }
+  struct Route {
+    const char* path;
+    const char* method;
+    bool prefix;
+  };
+  static const Route kRoutes[] = {
+      {"/", "GET", false},          {"/status", "GET", false},
+      {"/health", "GET", false},    {"/ready", "GET", false},           {"/metrics", "GET", false},
+      {"/v1/models", "GET", false}, {"/v1/models/", "GET", true},       {"/v1/completions", "POST", false},
+      {"/v1/chat/completions", "POST", false},
+  };
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    const std::string_view rp(r.path);
+    if (r.prefix ? (req.path.size() > rp.size() && req.path.compare(0, rp.size(), rp) == 0) : req.path == rp) {
+      route = &r;
+      break;
+    }
+  }
+  if (!route) {
+    return ReplyGatewayError(
+        this, ex, api::MakeError(404, fmt::format("no route for {} {}", req.method, req.path), "not_found_error", "not_found"),
+        id, nullptr);
+  }
+  const bool head_ok = std::string_view(route->method) == "GET" && req.method == "HEAD";
+  if (req.method != route->method && !head_ok) {
+    return ReplyGatewayError(this, ex,
+                             api::MakeError(405, fmt::format("{} does not allow {}; use {}", req.path, req.method, route->method),
+                                       "invalid_request_error", "method_not_allowed"),
+                             id, nullptr);
+  }
+  const std::string_view path = route->path;
+  if (path == "/health") return ReplyJson(ex, 200, {{"status", draining_ ? "draining" : "ok"}});
+  if (path == "/ready") return HandleReady(ex);
+  if (path == "/metrics") return HandleMetrics(ex);
+  if (path == "/") return HandleStatusPage(ex);
+  if (path == "/status") return HandleStatus(ex);
+
+  // Everything else needs a key.
+  Principal principal;
+  if (parts_.auth->anonymous()) {
+    principal.tenant = "anonymous";
+  } else {
+    std::string_view auth = req.Header("Authorization");
+    std::string_view key;
+    if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) key = auth.substr(7);
+    while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
+    auto p = parts_.auth->Current()->Authenticate(key);
+    if (!p) {
+      return ReplyGatewayError(this, ex,
+                               api::MakeError(401,
+                                         key.empty() ? "missing API key: send it as \"Authorization: Bearer YOUR_KEY\""
+                                                     : "incorrect API key provided",
+                                         "authentication_error", "invalid_api_key"),
+                               id, nullptr);
+    }
+    principal = std::move(*p);
+  }
+  if (draining_) {
+    api::ApiError e = api::MakeError(503, "the gateway is shutting down and accepts no new requests",
+                                   "service_unavailable", "server_draining");
+    e.retry_after_seconds = 1;
+    return ReplyGatewayError(this, ex, e, id, &principal);
+  }
+  if (path == "/v1/models") return HandleModels(ex, "");
+  if (path == "/v1/models/") return HandleModels(ex, req.path.substr(path.size()));
+  StartProxy(this, std::move(ex),
+             path == "/v1/completions" ? api::Endpoint::kCompletions : api::Endpoint::kChatCompletions,
+             std::move(principal), id);
+}
+
+bool Gateway::Ready(json* pools) const {
+  bool ready = !draining_;
+  for (const auto& p : router_->pools()) {
+    int available = 0;
+    for (const auto& r : p->replicas) available += r->available() ? 1 : 0;
+    if (pools) (*pools)[p->name()] = {{"available_replicas", available}, {"replicas", p->replicas.size()}};
+    if (available == 0) ready = false;
+  }
+  return ready;
+}
+
+std::string Gateway::StateName() const {
+  return draining_ ? "draining" : Ready(nullptr) ? "ready" : "not_ready";
+}
+
+void Gateway::HandleReady(std::shared_ptr<http::Exchange> ex) {
+  json pools = json::object();
+  const bool ready = Ready(&pools);
+  ReplyJson(ex, ready ? 200 : 503,
+            {{"status", draining_ ? "draining" : ready ? "ready" : "not_ready"}, {"pools", pools}});
+}
+
+void Gateway::RefreshMetrics() {
+  for (Replica* r : router_->AllReplicas()) {
+    metrics_.replica_healthy.With({r->pool(), r->name()}).Set(r->available() ? 1 : 0);
+    metrics_.replica_outstanding_tokens.With({r->pool(), r->name()}).Set(static_cast<double>(r->outstanding_tokens()));
+  }
+  metrics_.ready.Set(Ready(nullptr) ? 1 : 0);
+  metrics_.process.Refresh();
+}
+
+void Gateway::HandleStatusPage(std::shared_ptr<http::Exchange> ex) {
+  http::HttpResponse res;
+  res.status = 200;
+  res.SetHeader("Content-Type", "text/html; charset=utf-8");
+  res.SetHeader("Cache-Control", "no-cache");
+  res.body = std::string(metrics::StatusPageHtml());
+  ex->Respond(std::move(res));
+}
+
+void Gateway::HandleStatus(std::shared_ptr<http::Exchange> ex) {
+  RefreshMetrics();
+  std::vector<std::pair<std::string, std::string>> facts;
+  std::string pools;
+  for (const auto& p : router_->pools()) {
+    if (!pools.empty()) pools += ", ";
+    pools += fmt::format("{} (up to {} tokens, {} replica{})", p->name(), p->config.max_context, p->replicas.size(),
+                         p->replicas.size() == 1 ? "" : "s");
+  }
+  facts.emplace_back("Pools", pools);
+  facts.emplace_back("Routing", router_->policy().name());
+  facts.emplace_back("Prompt tokens counted with", parts_.counter->path());
+  facts.emplace_back("API keys", parts_.auth->anonymous()
+                                     ? std::string("none (anonymous access)")
+                                     : fmt::format("{} keys from {}", parts_.auth->Current()->size(), cfg_.gateway.key_file));
+  facts.emplace_back("Rate-limit counters", parts_.limiter->name());
+  ReplyJson(ex, 200, status_board_.ToJson(StateName(), facts, router_->AllReplicas()), {{"Cache-Control", "no-cache"}});
+}
+
+void Gateway::HandleMetrics(std::shared_ptr<http::Exchange> ex) {
+  RefreshMetrics();
+  http::HttpResponse res;
+  res.status = 200;
+  res.SetHeader("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+  res.body = metrics_.registry.Render();
+  ex->Respond(std::move(res));
+}
+
+void Gateway::HandleModels(std::shared_ptr<http::Exchange> ex, const std::string& id) {
+  // model id -> the pools that serve it, from the replicas' /v1/models.
+  std::map<std::string, std::vector<std::string>> served;
+  for (const auto& p : router_->pools()) {
+    for (const auto& r : p->replicas) {
+      for (const auto& m : r->models()) {
+        auto& pools = served[m];
+        if (std::find(pools.begin(), pools.end(), p->name()) == pools.end()) pools.push_back(p->name());
+      }
+    }
+  }
+  auto card = [&](const std::string& m, const std::vector<std::string>& pools) {
+    int64_t context = 0;
+    for (const auto& name : pools) context = std::max(context, router_->FindPool(name)->config.max_context);
+    return json{{"id", m},           {"object", "model"},         {"created", 0},
+                {"owned_by", "kvserve"}, {"max_model_len", context}, {"pools", pools}};
+  };
+  if (!id.empty()) {
+    auto it = served.find(id);
+    if (it == served.end()) {
+      api::ApiError e = api::MakeError(404, fmt::format("the model '{}' does not exist", id), "invalid_request_error",
+                                     "model_not_found");
+      e.param = "model";
+      return ReplyJson(ex, 404, e.ToJson());
+    }
+    return ReplyJson(ex, 200, card(it->first, it->second));
+  }
+  json data = json::array();
+  for (const auto& [m, pools] : served) data.push_back(card(m, pools));
+  ReplyJson(ex, 200, {{"object", "list"}, {"data", data}});
+}
+
+int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()> reload) {
+  // Logs go to stderr; stdout is the audit log's by default.
+  if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
+  spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
+  auto parts = Gateway::BuildParts(cfg);
+  if (!parts.ok()) {
+    spdlog::error("kvserve gateway: {}", parts.status().message());
+    return 2;
+  }
+  spdlog::info("gateway: counting prompt tokens with {}; {} pools; rate-limit counters: {}",
+               cfg.model.path, cfg.pools.size(), (*parts).limiter->name());
+  if ((*parts).auth->anonymous()) spdlog::warn("gateway: no key file: requests are not authenticated");
+  Gateway gw(cfg, std::move(*parts));
+  if (Status s = gw.Start(); !s.ok()) {
+    spdlog::error("kvserve gateway: {}", s.message());
+    return 1;
+  }
+  for (const auto& p : gw.router().pools()) {
+    int up = 0;
+    for (const auto& r : p->replicas) up += r->available() ? 1 : 0;
+    spdlog::info("gateway: pool {} (max_context {}): {} of {} replicas ready", p->name(), p->config.max_context, up,
+                 p->replicas.size());
+  }
+  spdlog::info("listening on http://{}:{}", cfg.gateway.host, gw.port());
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int signals = 0;
+  gw.server()->OnSignal({SIGTERM, SIGINT}, [&](int) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++signals;
+    cv.notify_all();
+  });
+  gw.server()->OnSignal({SIGHUP}, [&](int) {
+    (void)gw.ReloadKeys();
+    if (!reload) return;
+    auto fresh = reload();
+    if (!fresh.ok()) {
+      spdlog::error("gateway: configuration not reloaded: {}", fresh.status().message());
+      return;
+    }
+    gw.ReloadConfig(*fresh);
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return signals > 0; });
+  spdlog::info("gateway: draining ({} requests in flight)", gw.in_flight());
+  gw.BeginDrain();
+  const auto end = std::chrono::steady_clock::now() + Seconds(cfg.gateway.drain_timeout_seconds);
+  while (gw.in_flight() > 0 && std::chrono::steady_clock::now() < end && signals < 2) {
+    cv.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  lock.unlock();
+  if (gw.in_flight() > 0) spdlog::warn("gateway: {} requests cut at the drain deadline", gw.in_flight());
+  gw.Stop();
+  spdlog::info("gateway: stopped");
+  return 0;
+}
+
+}  // namespace kvs::gateway

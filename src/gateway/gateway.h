@@ -1,0 +1,122 @@
+// Gateway: the HTTP handler and lifecycle of `kvserve gateway`.
+//
+// For /v1/completions and /v1/chat/completions, in order: route (404/405),
+// API key (401; nothing reaches a replica without one), then on the prep
+// pool (503 when its queue is full): parse and validate as the server does
+// (400), count prompt tokens with the model's tokenizer and template, pick
+// the pools that can hold prompt + max_tokens (400 with the counts when none
+// can; 404 for a model no replica serves), admit against the rate limits
+// (429 + Retry-After), then proxy (proxy.h) to a replica chosen by the
+// routing policy. /health, /ready (200 when every pool has an available
+// replica), /metrics, the merged /v1/models, the status page (GET /) and its
+// JSON document (GET /status, status_board.h) are answered by the gateway
+// itself, without a key, as `kvserve serve` answers them.
+//
+// States: serving -> draining (SIGTERM: /ready and new requests get 503,
+// in-flight ones get gateway.drain_timeout_seconds). SIGHUP reloads the key
+// file (it is also polled for changes) and replica weights from the
+// configuration file; open streams are not affected.
+// Thread-safety: Handle runs on connection strands; the rest is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gateway/config.h"
+#include "gateway/gateway_metrics.h"
+#include "gateway/health.h"
+#include "gateway/keys.h"
+#include "gateway/limits.h"
+#include "gateway/pool.h"
+#include "gateway/prompt_counter.h"
+#include "gateway/status_board.h"
+#include "gateway/work_queue.h"
+#include "http/http_client.h"
+#include "http/http_server.h"
+
+namespace kvs::gateway {
+
+class Gateway {
+ public:
+  // Everything built from the configuration; the Gateway owns it.
+  struct Parts {
+    std::unique_ptr<PromptCounter> counter;
+    std::unique_ptr<Authenticator> auth;
+    std::unique_ptr<RateLimiter> limiter;
+    std::unique_ptr<AuditLog> audit;
+  };
+  static StatusOr<Parts> BuildParts(const GatewayConfig& cfg);
+
+  Gateway(GatewayConfig cfg, Parts parts);
+  ~Gateway();  // Stop()s
+
+  // Starts the upstream client, the health checker (one probe round first)
+  // and the HTTP server.
+  Status Start();
+  uint16_t port() const { return server_ ? server_->port() : 0; }
+  void BeginDrain();
+  bool draining() const { return draining_.load(); }
+  int64_t in_flight() const { return in_flight_.load(); }
+  void Stop();
+
+  // Reloads the key file now (SIGHUP).
+  Status ReloadKeys();
+  // Applies a re-read configuration (SIGHUP): replica weights take effect at
+  // once (the path by which traffic is shifted without a restart); other
+  // changes are reported as needing a restart. Returns what was not applied.
+  std::vector<std::string> ReloadConfig(const GatewayConfig& fresh);
+
+  void Handle(std::shared_ptr<http::Exchange> ex);
+
+  // Shared with ProxyRequest (proxy.cc).
+  const GatewayConfig& config() const { return cfg_; }
+  GatewayMetrics& metrics() { return metrics_; }
+  Router& router() { return *router_; }
+  http::HttpClient& client() { return *client_; }
+  RateLimiter& limiter() { return *parts_.limiter; }
+  AuditLog& audit() { return *parts_.audit; }
+  const PromptCounter& counter() const { return *parts_.counter; }
+  WorkQueue& prep() { return *prep_; }
+  http::HttpServer* server() { return server_.get(); }
+  void RequestStarted() { in_flight_.fetch_add(1); }
+  void RequestEnded() { in_flight_.fetch_sub(1); }
+
+ private:
+  // True when not draining and every pool has an available replica; fills
+  // *pools (when given) with each pool's counts.
+  bool Ready(nlohmann::json* pools) const;
+  std::string StateName() const;  // ready, not_ready, draining
+  // Sets the gauges read at scrape time (replica health and outstanding
+  // tokens, ready, process figures): before /metrics, /status and a sample.
+  void RefreshMetrics();
+  void SampleStatus();  // every StatusBoard::kSampleSeconds until Stop
+  void HandleReady(std::shared_ptr<http::Exchange> ex);
+  void HandleMetrics(std::shared_ptr<http::Exchange> ex);
+  void HandleStatusPage(std::shared_ptr<http::Exchange> ex);
+  void HandleStatus(std::shared_ptr<http::Exchange> ex);
+  void HandleModels(std::shared_ptr<http::Exchange> ex, const std::string& id);
+  void WatchKeyFile();
+
+  GatewayConfig cfg_;
+  Parts parts_;
+  GatewayMetrics metrics_;
+  StatusBoard status_board_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<http::HttpClient> client_;
+  std::unique_ptr<HealthChecker> health_;
+  std::unique_ptr<WorkQueue> prep_;
+  std::unique_ptr<http::HttpServer> server_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<bool> stopped_{false};
+};
+
+// `kvserve gateway`: builds, starts, serves until SIGTERM/SIGINT, drains.
+// Returns the process exit code (0 after a drain, 1 when the port or the
+// model cannot be used, 2 for bad configuration).
+// reload: re-reads the configuration on SIGHUP (nullptr: keys only).
+int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()> reload = nullptr);
+
+}  // namespace kvs::gateway

@@ -1,0 +1,92 @@
+// GatewayMetrics: the gateway's Prometheus metrics (prefix kvserve_gateway:,
+// plus the standard process collector), on the registry of metrics/metrics.h,
+// following docs/metrics.md's conventions. docs/gateway.md lists them.
+//
+// AuditLog: one JSON line per request (time, request id, key id, tenant,
+// pool, replica, status, prompt/completion tokens, TTFT, duration, retries,
+// and the prompt text only when logging.audit_prompts is on). Never the key.
+// Thread-safety: both are thread-safe.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "metrics/metrics.h"
+#include "metrics/process_metrics.h"
+
+namespace kvs::gateway {
+
+struct GatewayMetrics {
+  GatewayMetrics();
+
+  metrics::Registry registry;
+  metrics::Family<metrics::Counter>& requests;          // tenant, pool, replica, status
+  metrics::Family<metrics::Counter>& rate_limited;      // tenant, reason
+  metrics::Family<metrics::Counter>& rate_limited_tokens;  // tenant
+  metrics::Family<metrics::Counter>& tokens_reserved;   // tenant
+  metrics::Family<metrics::Counter>& tokens_used;       // tenant, kind (prompt, completion)
+  metrics::Family<metrics::Gauge>& tenant_in_flight;    // tenant
+  metrics::Family<metrics::Gauge>& replica_healthy;     // pool, replica
+  metrics::Family<metrics::Gauge>& replica_outstanding_tokens;  // pool, replica
+  metrics::Family<metrics::Gauge>& replica_queue_length;        // pool, replica (scraped)
+  metrics::Family<metrics::Gauge>& replica_kv_usage;            // pool, replica (scraped)
+  metrics::Family<metrics::Histogram>& upstream_first_byte;     // pool: request sent -> head / first token
+  metrics::Family<metrics::Histogram>& upstream_duration;       // pool
+  metrics::Family<metrics::Counter>& upstream_errors;   // pool, replica, kind
+  metrics::Family<metrics::Counter>& retries;           // pool
+  metrics::Family<metrics::Counter>& ejections;         // pool, replica, cause (probe, failures)
+  metrics::Family<metrics::Counter>& readmissions;      // pool, replica
+  metrics::Counter& stream_errors;                     // in-band error events sent
+  metrics::Counter& client_disconnects;                // clients that left mid-request
+  metrics::Counter& key_reloads;
+  metrics::Counter& shared_state_errors;               // Redis calls that failed
+  metrics::Gauge& in_flight;
+  metrics::Gauge& ready;                               // 1 while /ready answers 200
+  metrics::ProcessMetrics process;  // process_* (standard names) and kvserve_gateway:build_info
+};
+
+struct AuditRecord {
+  std::string id;
+  std::string key_id;
+  std::string tenant;
+  std::string method;
+  std::string path;
+  std::string pool;
+  std::string replica;
+  int status = 0;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t reserved_tokens = 0;
+  std::optional<double> ttft_ms;
+  double duration_ms = 0;
+  int retries = 0;
+  bool stream = false;
+  std::string error;   // "" or what went wrong (rate_limited:tokens, upstream timeout, ...)
+  std::string remote;
+  std::optional<std::string> prompt;  // only with logging.audit_prompts
+
+  nlohmann::json ToJson() const;
+};
+
+class AuditLog {
+ public:
+  // "stdout", "stderr", "off" or a file path (appended).
+  static StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& where);
+  ~AuditLog();
+  void Write(const AuditRecord& r);
+  bool enabled() const { return file_ != nullptr; }
+
+ private:
+  AuditLog(FILE* f, bool owned) : file_(f), owned_(owned) {}
+  std::mutex mu_;
+  FILE* file_;
+  bool owned_;
+};
+
+}  // namespace kvs::gateway

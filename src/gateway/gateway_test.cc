@@ -1,0 +1,409 @@
+// The Gateway in process, in front of scripted upstreams (HttpServers in this
+// test), so the proxy's threads (I/O strands, prep pool, upstream client,
+// health checker) run under the sanitizers: passthrough of whole and
+// streamed answers, retry before the first byte, in-band error after it,
+// client disconnect cancelling the upstream, auth and limits, the status
+// page and its document against /metrics.
+#include "gateway/gateway.h"
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "http/sse.h"
+#include "http/sse_parser.h"
+
+namespace kvs::gateway {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string ModelPath() {
+  const char* src = std::getenv("KVSERVE_SOURCE_DIR");
+  const std::string p = std::string(src ? src : ".") + "/models/kvserve-tiny.gguf";
+  return std::filesystem::exists(p) ? p : "";
+}
+
+// An upstream replica whose completions behave as `mode` says.
+class Upstream {
+ public:
+  enum class Mode { kOk, kFail500, kDieMidStream, kSlowStream };
+  explicit Upstream(Mode mode) : mode_(mode), server_(http::ServerOptions{}) {
+    EXPECT_TRUE(server_.Start([this](std::shared_ptr<http::Exchange> ex) { Handle(std::move(ex)); }).ok());
+  }
+  ~Upstream() { server_.Stop(); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
+  int completions() const { return completions_.load(); }
+  std::future<void> closed() { return closed_.get_future(); }
+  http::HttpServer& server() { return server_; }
+
+ private:
+  void Handle(std::shared_ptr<http::Exchange> ex) {
+    const std::string& path = ex->request().path;
+    http::HttpResponse res;
+    res.SetHeader("Content-Type", "application/json");
+    if (path == "/ready" || path == "/metrics") {
+      res.body = path == "/ready" ? R"({"status":"ready"})" : "kvserve:num_requests_waiting 0\n";
+      return ex->Respond(std::move(res));
+    }
+    if (path == "/v1/models") {
+      res.body = R"({"data":[{"id":"m"}]})";
+      return ex->Respond(std::move(res));
+    }
+    ++completions_;
+    const bool stream = ex->request().body.find("\"stream\":true") != std::string::npos;
+    if (mode_ == Mode::kFail500) {
+      res.status = 500;
+      res.body = R"({"error":{"message":"boom","type":"internal_error","param":null,"code":"internal_error"}})";
+      return ex->Respond(std::move(res));
+    }
+    if (!stream) {
+      res.body = R"({"id":"x","choices":[{"index":0,"text":" hi","finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}})";
+      return ex->Respond(std::move(res));
+    }
+    http::HttpResponse h;
+    h.SetHeader("Content-Type", "text/event-stream");
+    ex->StartStream(std::move(h));
+    ex->Write(http::SseData(R"({"choices":[{"index":0,"text":" a","finish_reason":null}],"usage":null})"));
+    if (mode_ == Mode::kDieMidStream) {
+      held_ = ex;  // not ended: the connection just breaks
+      server_.RunAfter(20ms, [this] { server_.CloseAll(); });
+      return;
+    }
+    if (mode_ == Mode::kSlowStream) {
+      ex->SetCloseHandler([this] { closed_.set_value(); });
+      held_ = ex;  // never ends by itself
+      return;
+    }
+    ex->Write(http::SseData(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}})"));
+    ex->Write(std::string(http::kSseDone));
+    ex->EndStream();
+  }
+
+  Mode mode_;
+  http::HttpServer server_;
+  std::atomic<int> completions_{0};
+  std::promise<void> closed_;
+  std::shared_ptr<http::Exchange> held_;
+};
+
+struct Fixture {
+  Fixture(std::vector<std::string> replicas, std::string key_file = "",
+          std::function<void(GatewayConfig&)> tweak = nullptr) {
+    cfg.gateway.port = 0;
+    cfg.gateway.allow_anonymous = key_file.empty();
+    cfg.gateway.key_file = key_file;
+    cfg.gateway.health_interval_seconds = 0.2;
+    cfg.logging.audit_log = "off";
+    cfg.model.path = ModelPath();
+    PoolConfig p;
+    p.name = "main";
+    p.max_context = 4096;
+    p.max_retries = 2;
+    for (auto& r : replicas) p.replicas.push_back({r, 1});
+    cfg.pools.push_back(p);
+    if (tweak) tweak(cfg);
+    auto parts = Gateway::BuildParts(cfg);
+    EXPECT_TRUE(parts.ok()) << parts.status().message();
+    gw = std::make_unique<Gateway>(cfg, std::move(*parts));
+    EXPECT_TRUE(gw->Start().ok());
+    url = *http::Url::Parse("http://127.0.0.1:" + std::to_string(gw->port()));
+  }
+  ~Fixture() {
+    client.Stop();
+    gw->Stop();
+  }
+  http::ClientResponse Get(const std::string& target) {
+    http::ClientRequest r;
+    r.method = "GET";
+    r.target = target;
+    r.timeouts.total = 20s;
+    auto res = client.Fetch(url, r);
+    EXPECT_TRUE(res.ok()) << res.status().message();
+    return res.ok() ? *res : http::ClientResponse{};
+  }
+  http::ClientResponse Post(const std::string& body, std::string key = "") {
+    http::ClientRequest r;
+    r.method = "POST";
+    r.target = "/v1/completions";
+    r.body = body;
+    r.headers = {{"Content-Type", "application/json"}};
+    if (!key.empty()) r.headers.emplace_back("Authorization", "Bearer " + key);
+    r.timeouts.total = 20s;
+    auto res = client.Fetch(url, r);
+    EXPECT_TRUE(res.ok()) << res.status().message();
+    return res.ok() ? *res : http::ClientResponse{};
+  }
+  GatewayConfig cfg;
+  std::unique_ptr<Gateway> gw;
+  http::HttpClient client;
+  http::Url url;
+};
+
+constexpr const char* kBody = R"({"model":"m","prompt":"Once upon a time","max_tokens":4})";
+constexpr const char* kStream = R"({"model":"m","prompt":"Once upon a time","max_tokens":4,"stream":true})";
+
+TEST(GatewayTest, PassesAnswersThroughAndRetriesBeforeTheFirstByte) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream bad(Upstream::Mode::kFail500), good(Upstream::Mode::kOk);
+  Fixture f({bad.url(), good.url()});
+  for (int i = 0; i < 6; ++i) {
+    auto r = f.Post(kBody);
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.body.find("\"text\":\" hi\""), std::string::npos);
+    auto s = f.Post(kStream);
+    EXPECT_EQ(s.status, 200);
+    EXPECT_NE(s.body.find("data: [DONE]"), std::string::npos);
+    EXPECT_EQ(s.body.find("usage"), std::string::npos) << "usage was not asked for";
+  }
+  EXPECT_GE(bad.completions(), 1);
+  EXPECT_EQ(good.completions(), 12);
+  EXPECT_GE(f.gw->metrics().retries.With({"main"}).Value(), 1);
+}
+
+TEST(GatewayTest, StreamFailingAfterTheFirstByteEndsWithAnInBandError) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream dying(Upstream::Mode::kDieMidStream);
+  Fixture f({dying.url()});
+  auto s = f.Post(kStream);
+  EXPECT_EQ(s.status, 200);
+  http::SseParser p;
+  auto events = p.Feed(s.body);
+  ASSERT_GE(events.size(), 3u) << s.body;
+  EXPECT_NE(events[0].data.find("\" a\""), std::string::npos);
+  EXPECT_EQ(events[events.size() - 2].event, "error");
+  EXPECT_EQ(events.back().data, "[DONE]");
+  EXPECT_EQ(f.gw->metrics().stream_errors.Value(), 1);
+}
+
+TEST(GatewayTest, ClientDisconnectCancelsTheUpstream) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream slow(Upstream::Mode::kSlowStream);
+  auto closed = slow.closed();
+  Fixture f({slow.url()});
+  http::ClientRequest r;
+  r.method = "POST";
+  r.target = "/v1/completions";
+  r.body = kStream;
+  std::promise<void> got;
+  std::atomic<bool> once{false};
+  auto call = f.client.Start(f.url, r,
+                             {nullptr,
+                              [&](std::string_view) {
+                                if (!once.exchange(true)) got.set_value();
+                              },
+                              nullptr});
+  ASSERT_EQ(got.get_future().wait_for(10s), std::future_status::ready);
+  call.Cancel();
+  EXPECT_EQ(closed.wait_for(10s), std::future_status::ready) << "the upstream saw its connection close";
+  for (int i = 0; i < 100 && f.gw->in_flight() > 0; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.gw->in_flight(), 0);
+  EXPECT_EQ(f.gw->metrics().client_disconnects.Value(), 1);
+}
+
+TEST(GatewayTest, KeysAndTokenLimits) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  const std::string path = (std::filesystem::temp_directory_path() / ("kvs-gw-keys-" + std::to_string(::getpid()))).string();
+  KeyFile kf;
+  kf.tenants["t"].tokens_per_minute = 30;
+  KeyEntry e{KeyIdOfDigest(KeyDigest("sk-t")), "t", KeyDigest("sk-t"), "now"};
+  kf.keys.push_back(e);
+  ASSERT_TRUE(kf.Save(path).ok());
+  Upstream good(Upstream::Mode::kOk);
+  Fixture f({good.url()}, path);
+  EXPECT_EQ(f.Post(kBody).status, 401);
+  EXPECT_EQ(f.Post(kBody, "sk-x").status, 401);
+  EXPECT_EQ(good.completions(), 0);
+  // Each request reserves prompt + 4; the budget of 30 admits a few, then 429.
+  int ok = 0, limited = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto r = f.Post(kBody, "sk-t");
+    if (r.status == 200) ++ok;
+    if (r.status == 429) {
+      ++limited;
+      EXPECT_FALSE(r.Header("Retry-After").empty());
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_EQ(ok + limited, 10);
+  EXPECT_GE(limited, 1);
+  std::filesystem::remove(path);
+}
+
+TEST(GatewayTest, AuditLinesNeverHoldTheKeyAndHoldThePromptOnlyWhenAsked) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kvs-gw-audit-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  KeyFile kf;
+  kf.keys.push_back({KeyIdOfDigest(KeyDigest("sk-secret")), "t", KeyDigest("sk-secret"), "now"});
+  ASSERT_TRUE(kf.Save(dir + "/keys.yaml").ok());
+  Upstream good(Upstream::Mode::kOk);
+  for (bool prompts : {false, true}) {
+    const std::string log = dir + (prompts ? "/with.log" : "/without.log");
+    {
+      Fixture f({good.url()}, dir + "/keys.yaml", [&](GatewayConfig& c) {
+        c.logging.audit_log = log;
+        c.logging.audit_prompts = prompts;
+      });
+      EXPECT_EQ(f.Post(kBody, "sk-secret").status, 200);
+      EXPECT_EQ(f.Post(kBody, "sk-wrong").status, 401);
+      for (int i = 0; i < 100 && f.gw->in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+    }
+    std::ifstream in(log);
+    std::vector<nlohmann::json> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(nlohmann::json::parse(l));
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[0]["key_id"], KeyIdOfDigest(KeyDigest("sk-secret")));
+    EXPECT_EQ(lines[0]["tenant"], "t");
+    EXPECT_EQ(lines[0]["pool"], "main");
+    EXPECT_EQ(lines[0]["status"], 200);
+    EXPECT_EQ(lines[1]["status"], 401);
+    EXPECT_EQ(lines[0].contains("prompt"), prompts);
+    if (prompts) {
+      EXPECT_EQ(lines[0]["prompt"], "Once upon a time");
+    }
+    for (const auto& l : lines) {
+      EXPECT_EQ(l.dump().find("sk-secret"), std::string::npos);
+      EXPECT_EQ(l.dump().find("sk-wrong"), std::string::npos);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GatewayTest, ReloadShiftsReplicaWeights) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream a(Upstream::Mode::kOk), b(Upstream::Mode::kOk);
+  Fixture f({a.url(), b.url()});
+  GatewayConfig fresh = f.cfg;
+  fresh.pools[0].replicas[1].weight = 5;
+  EXPECT_TRUE(f.gw->ReloadConfig(fresh).empty());
+  EXPECT_EQ(f.gw->router().pools()[0]->replicas[1]->weight(), 5);
+  fresh.pools[0].replicas.push_back({"http://127.0.0.1:1", 1});
+  EXPECT_EQ(f.gw->ReloadConfig(fresh).size(), 1u);  // a new replica needs a restart
+  fresh.pools[0].replicas.resize(1);
+  EXPECT_EQ(f.gw->ReloadConfig(fresh).size(), 1u);  // so does a removed one
+}
+
+// "name{labels} value" lines of a Prometheus exposition -> value by series.
+std::map<std::string, double> ParseExposition(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
+// What a stat's `metric` names, evaluated on an exposition: one series,
+// sum(family) or count(family) - sum(family).
+std::optional<double> Evaluate(const std::string& metric, const std::map<std::string, double>& m) {
+  auto family = [&](const std::string& name, double* sum, double* count) {
+    *sum = *count = 0;
+    for (const auto& [series, v] : m) {
+      if (series.substr(0, series.find('{')) == name) {
+        *sum += v;
+        *count += 1;
+      }
+    }
+  };
+  double sum = 0, count = 0;
+  if (metric.rfind("count(", 0) == 0) {
+    const std::string name = metric.substr(6, metric.find(')') - 6);
+    family(name, &sum, &count);
+    EXPECT_EQ(metric, "count(" + name + ") - sum(" + name + ")");
+    return count - sum;
+  }
+  if (metric.rfind("sum(", 0) == 0) {
+    family(metric.substr(4, metric.size() - 5), &sum, &count);
+    return sum;
+  }
+  auto it = m.find(metric);
+  if (it == m.end()) return std::nullopt;
+  return it->second;
+}
+
+TEST(GatewayTest, StatusPageAndItsDocumentAgreeWithMetrics) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream bad(Upstream::Mode::kFail500), good(Upstream::Mode::kOk);
+  Fixture f({bad.url(), good.url()});
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(f.Post(kBody).status, 200);
+  EXPECT_EQ(f.Post(R"({"model":"m","prompt":"x","max_tokens":100000})").status, 400);
+
+  auto page = f.Get("/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_NE(page.Header("Content-Type").find("text/html"), std::string_view::npos);
+  EXPECT_NE(page.body.find("fetch(\"status\""), std::string::npos) << "the page polls its document";
+
+  // The first history sample comes 2 s after the start.
+  nlohmann::json st;
+  for (int i = 0; i < 100; ++i) {
+    st = nlohmann::json::parse(f.Get("/status").body);
+    if (!st["series"][0]["points"].empty()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  const auto before = ParseExposition(f.Get("/metrics").body);
+  const auto res = f.Get("/status");
+  EXPECT_EQ(res.status, 200);
+  st = nlohmann::json::parse(res.body);
+  const auto after = ParseExposition(f.Get("/metrics").body);
+
+  EXPECT_EQ(st["title"], "kvserve gateway");
+  EXPECT_EQ(st["state"], "ready");
+  EXPECT_GE(st["uptime_seconds"].get<double>(), 0);
+  std::map<std::string, std::string> facts;
+  for (const auto& row : st["facts"]) facts[row[0]] = row[1];
+  EXPECT_EQ(facts["Pools"], "main (up to 4096 tokens, 2 replicas)");
+  EXPECT_EQ(facts["Routing"], "least_outstanding_tokens");
+  EXPECT_EQ(facts["API keys"], "none (anonymous access)");
+  EXPECT_EQ(facts["Rate-limit counters"], "local");
+  // Every number tied to a series equals it on /metrics (read just before
+  // or just after: the health checker runs meanwhile).
+  int checked = 0;
+  auto check = [&](const nlohmann::json& item) {
+    const std::string metric = item["metric"];
+    const double value = item["value"];
+    auto b = Evaluate(metric, before), a = Evaluate(metric, after);
+    ASSERT_TRUE(b && a) << metric << " is not on /metrics";
+    EXPECT_TRUE(value == *b || value == *a) << metric << ": page " << value << ", /metrics " << *b << " / " << *a;
+    ++checked;
+  };
+  for (const auto& s : st["stats"]) check(s);
+  for (const auto& p : st["breakdown"]["parts"]) check(p);
+  EXPECT_GE(checked, 13);
+  std::map<std::string, double> stat;
+  for (const auto& s : st["stats"]) stat[s["label"]] = s["value"];
+  EXPECT_EQ(stat["Requests"], 5);  // 4 answered, 1 refused as too long
+  EXPECT_GE(stat["Upstream errors"], 1);
+  EXPECT_GE(stat["Retries"], 1);
+  // The replicas table: one row per replica.
+  ASSERT_EQ(st["table"]["rows"].size(), 2u);
+  std::set<std::string> names;
+  for (const auto& r : st["table"]["rows"]) names.insert(r[1].get<std::string>());
+  EXPECT_EQ(names, (std::set<std::string>{bad.url(), good.url()}));
+  // History: the first sample saw the requests.
+  ASSERT_EQ(st["series"].size(), 6u);
+  EXPECT_EQ(st["series"][0]["label"], "Requests/s");
+  EXPECT_GT(st["series"][0]["points"][0][1].get<double>(), 0);
+  // The conventions of docs/metrics.md: the standard process collector,
+  // build info and readiness.
+  EXPECT_GT(after.at("process_cpu_seconds_total"), 0);
+  EXPECT_GT(after.at("process_start_time_seconds"), 0);
+  EXPECT_EQ(after.at("kvserve_gateway:ready"), 1);
+  // Ejection series exist before the first ejection (at 0), so Prometheus'
+  // increase() sees the first one.
+  EXPECT_EQ(after.at("kvserve_gateway:replica_ejections_total{pool=\"main\",replica=\"" + good.url() + "\",cause=\"probe\"}"), 0);
+  bool build_info = false;
+  for (const auto& [series, v] : after) build_info |= series.rfind("kvserve_gateway:build_info{version=", 0) == 0 && v == 1;
+  EXPECT_TRUE(build_info);
+}
+
+}  // namespace
+}  // namespace kvs::gateway

@@ -1,0 +1,205 @@
+#include "gateway/health.h"
+
+#include <charconv>
+#include <future>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kvs::gateway {
+
+ScrapedStats ParseReplicaMetrics(std::string_view text) {
+  ScrapedStats s;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    if (sp == std::string_view::npos) continue;
+    const std::string_view name = line.substr(0, sp);
+    const std::string_view value = line.substr(sp + 1);
+    double v = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc()) continue;
+    if (name == "kvserve:num_requests_waiting") s.waiting = v;
+    if (name == "kvserve:num_requests_running") s.running = v;
+    if (name == "kvserve:kv_cache_usage_ratio") s.kv_usage = v;
+  }
+  return s;
+}
+
+HealthChecker::HealthChecker(Router* router, http::HttpClient* client, GatewayMetrics* metrics,
+                             HealthOptions options)
+    : router_(router), client_(client), metrics_(metrics), options_(options) {}
+
+HealthChecker::~HealthChecker() { Stop(); }
+
+// A probe may take the interval, but never less than 2 s: on a loaded
+// machine a short interval must not turn slow answers into ejections (one
+// probe per replica is in flight at a time, so they cannot pile up).
+std::chrono::milliseconds HealthChecker::ProbeTimeout() const {
+  return std::max(options_.interval, std::chrono::milliseconds(2000));
+}
+
+void HealthChecker::Start() { thread_ = std::thread([this] { Loop(); }); }
+
+void HealthChecker::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HealthChecker::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    ProbeRound();
+    lock.lock();
+    cv_.wait_for(lock, options_.interval, [&] { return stop_; });
+  }
+}
+
+void HealthChecker::ProbeRound() {
+  const uint64_t round = rounds_.fetch_add(1);
+  for (Replica* r : router_->AllReplicas()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_ || in_flight_[r]) continue;
+      in_flight_[r] = true;
+    }
+    // Models now and then (they change only with a replica's restart).
+    const bool models = r->models().empty() || round % 10 == 0;
+    Probe(r, [this, r, models] {
+      Scrape(r, models, [this, r] {
+        std::lock_guard<std::mutex> lock(mu_);
+        in_flight_[r] = false;
+      });
+    });
+  }
+}
+
+void HealthChecker::ProbeAllAndWait(std::chrono::milliseconds timeout) {
+  auto replicas = router_->AllReplicas();
+  auto remaining = std::make_shared<std::atomic<size_t>>(replicas.size());
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  if (replicas.empty()) return;
+  for (Replica* r : replicas) {
+    Probe(r, [this, r, remaining, done] {
+      Scrape(r, true, [remaining, done] {
+        if (remaining->fetch_sub(1) == 1) done->set_value();
+      });
+    });
+  }
+  fut.wait_for(timeout);
+}
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> AuthHeaders(const Router& router, const Replica& r) {
+  const Pool* p = router.FindPool(r.pool());
+  if (p && !p->config.api_key.empty()) return {{"Authorization", "Bearer " + p->config.api_key}};
+  return {};
+}
+
+}  // namespace
+
+void HealthChecker::Probe(Replica* r, std::function<void()> done) {
+  http::ClientRequest req;
+  req.target = "/ready";
+  req.timeouts.connect = ProbeTimeout();
+  req.timeouts.total = ProbeTimeout();
+  auto status = std::make_shared<int>(0);
+  auto body = std::make_shared<std::string>();
+  http::ClientCallbacks cb;
+  cb.on_head = [status](const http::ClientResponseHead& h) { *status = h.status; };
+  cb.on_data = [body](std::string_view d) {
+    if (body->size() < 4096) body->append(d);
+  };
+  cb.on_done = [this, r, status, body, done = std::move(done)](const http::ClientResult& res) {
+    const bool ready = res.ok() && *status == 200;
+    bool draining = false;
+    if (res.ok() && *status == 503) {
+      auto j = nlohmann::json::parse(*body, nullptr, false);
+      draining = j.is_object() && j.value("status", "") == "draining";
+    }
+    const bool was_available = r->available();
+    const int change = r->OnProbe(ready, draining, options_.readmit_after_probes);
+    if (change < 0) {
+      metrics_->ejections.With({r->pool(), r->name(), "probe"}).Inc();
+      spdlog::warn("gateway: replica {} (pool {}) ejected: /ready {}", r->name(), r->pool(),
+                   res.ok() ? "answered " + std::to_string(*status) : res.message);
+    } else if (change > 0) {
+      metrics_->readmissions.With({r->pool(), r->name()}).Inc();
+      spdlog::info("gateway: replica {} (pool {}) re-admitted", r->name(), r->pool());
+    } else if (!was_available && r->available()) {
+      spdlog::info("gateway: replica {} (pool {}) is ready", r->name(), r->pool());
+    } else if (was_available && draining) {
+      spdlog::info("gateway: replica {} (pool {}) is draining: no new work", r->name(), r->pool());
+    }
+    metrics_->replica_healthy.With({r->pool(), r->name()}).Set(r->available() ? 1 : 0);
+    done();
+  };
+  client_->Start(r->url(), std::move(req), std::move(cb));
+}
+
+void HealthChecker::Scrape(Replica* r, bool models, std::function<void()> done) {
+  if (r->health() != Replica::Health::kHealthy) {
+    done();
+    return;
+  }
+  http::ClientRequest req;
+  req.target = "/metrics";
+  req.timeouts.connect = ProbeTimeout();
+  req.timeouts.total = ProbeTimeout();
+  auto body = std::make_shared<std::string>();
+  auto status = std::make_shared<int>(0);
+  http::ClientCallbacks cb;
+  cb.on_head = [status](const http::ClientResponseHead& h) { *status = h.status; };
+  cb.on_data = [body](std::string_view d) { body->append(d); };
+  cb.on_done = [this, r, body, status, models, done = std::move(done)](const http::ClientResult& res) mutable {
+    if (res.ok() && *status == 200) {
+      const ScrapedStats s = ParseReplicaMetrics(*body);
+      r->SetScraped(s.waiting, s.running, s.kv_usage);
+      metrics_->replica_queue_length.With({r->pool(), r->name()}).Set(s.waiting);
+      metrics_->replica_kv_usage.With({r->pool(), r->name()}).Set(s.kv_usage);
+    }
+    if (!models) {
+      done();
+      return;
+    }
+    http::ClientRequest mreq;
+    mreq.target = "/v1/models";
+    mreq.headers = AuthHeaders(*router_, *r);
+    mreq.timeouts.connect = ProbeTimeout();
+    mreq.timeouts.total = ProbeTimeout();
+    auto mbody = std::make_shared<std::string>();
+    auto mstatus = std::make_shared<int>(0);
+    http::ClientCallbacks mcb;
+    mcb.on_head = [mstatus](const http::ClientResponseHead& h) { *mstatus = h.status; };
+    mcb.on_data = [mbody](std::string_view d) { mbody->append(d); };
+    mcb.on_done = [r, mbody, mstatus, done = std::move(done)](const http::ClientResult& mres) {
+      if (mres.ok() && *mstatus == 200) {
+        auto j = nlohmann::json::parse(*mbody, nullptr, false);
+        std::vector<std::string> ids;
+        if (j.is_object() && j.contains("data") && j["data"].is_array()) {
+          for (const auto& m : j["data"]) {
+            if (m.is_object() && m.contains("id") && m["id"].is_string()) ids.push_back(m["id"].get<std::string>());
+          }
+        }
+        if (!ids.empty()) r->set_models(std::move(ids));
+      }
+      done();
+    };
+    client_->Start(r->url(), std::move(mreq), std::move(mcb));
+  };
+  client_->Start(r->url(), std::move(req), std::move(cb));
+}
+
+}  // namespace kvs::gateway

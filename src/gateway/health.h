@@ -1,0 +1,70 @@
+// HealthChecker: every gateway.health_interval_seconds, for each replica,
+// an active /ready probe (200: ready; 503 {"status":"draining"}: draining;
+// anything else or no answer within max(interval, 2 s): not ready), then a scrape
+// of its /metrics (queue length, running sequences, KV use) and, now and
+// then, of /v1/models. Results go to Replica::OnProbe / SetScraped and the
+// gateway's metrics. One probe per replica is in flight at a time, so a hung
+// replica costs one timed-out probe per interval, never a pile of them.
+// Thread-safety: Start/Stop from one thread; the probes run on the HTTP
+// client's threads.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gateway/gateway_metrics.h"
+#include "gateway/pool.h"
+#include "http/http_client.h"
+
+namespace kvs::gateway {
+
+struct HealthOptions {
+  std::chrono::milliseconds interval{1000};
+  int64_t readmit_after_probes = 2;
+};
+
+// Parses the few kvserve: gauges routing needs out of Prometheus text.
+struct ScrapedStats {
+  double waiting = 0;
+  double running = 0;
+  double kv_usage = 0;
+};
+ScrapedStats ParseReplicaMetrics(std::string_view text);
+
+class HealthChecker {
+ public:
+  HealthChecker(Router* router, http::HttpClient* client, GatewayMetrics* metrics, HealthOptions options);
+  ~HealthChecker();  // Stop()s
+
+  void Start();
+  void Stop();
+  // Probes every replica once now and waits for the answers (start-up, tests).
+  void ProbeAllAndWait(std::chrono::milliseconds timeout);
+  uint64_t rounds() const { return rounds_.load(); }
+
+ private:
+  void Loop();
+  void ProbeRound();
+  void Probe(Replica* r, std::function<void()> done);
+  void Scrape(Replica* r, bool models, std::function<void()> done);
+  std::chrono::milliseconds ProbeTimeout() const;
+
+  Router* router_;
+  http::HttpClient* client_;
+  GatewayMetrics* metrics_;
+  HealthOptions options_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                          // guarded by mu_
+  std::map<const Replica*, bool> in_flight_;   // guarded by mu_
+  std::atomic<uint64_t> rounds_{0};
+};
+
+}  // namespace kvs::gateway

@@ -1,0 +1,100 @@
+// Key file: round trip, constant-time lookup by digest, reload on change.
+#include "gateway/keys.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace kvs::gateway {
+namespace {
+
+std::string TempPath(const char* name) {
+  return (std::filesystem::temp_directory_path() / (std::string(name) + std::to_string(::getpid()) + ".yaml")).string();
+}
+
+KeyFile WithKey(const std::string& key, const std::string& tenant) {
+  KeyFile f;
+  f.tenants[tenant].tokens_per_minute = 2000;
+  f.tenants[tenant].max_concurrent = 3;
+  KeyEntry e;
+  e.sha256 = KeyDigest(key);
+  e.id = KeyIdOfDigest(e.sha256);
+  e.tenant = tenant;
+  e.created = "2025-01-01T00:00:00Z";
+  f.keys.push_back(e);
+  return f;
+}
+
+TEST(KeysTest, GeneratedKeysAreDistinctAndStoredOnlyAsDigests) {
+  auto a = GenerateApiKey(), b = GenerateApiKey();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);
+  EXPECT_EQ(a->rfind("sk-kvs-", 0), 0u);
+  KeyFile f = WithKey(*a, "acme");
+  const std::string text = f.Serialize();
+  EXPECT_EQ(text.find(*a), std::string::npos);
+  EXPECT_NE(text.find(KeyDigest(*a)), std::string::npos);
+  auto back = KeyFile::Parse(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->keys.size(), 1u);
+  EXPECT_EQ(back->keys[0].id, "k-" + KeyDigest(*a).substr(0, 8));
+  EXPECT_EQ(back->tenants["acme"].tokens_per_minute, 2000);
+  EXPECT_EQ(back->tenants["acme"].max_concurrent, 3);
+}
+
+TEST(KeysTest, AuthenticateFindsTheTenant) {
+  KeyStore s(WithKey("sk-one", "acme"));
+  auto p = s.Authenticate("sk-one");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->tenant, "acme");
+  EXPECT_EQ(p->limits.tokens_per_minute, 2000);
+  EXPECT_EQ(p->key_id, KeyIdOfDigest(KeyDigest("sk-one")));
+  EXPECT_FALSE(s.Authenticate("sk-two").has_value());
+  EXPECT_FALSE(s.Authenticate("").has_value());
+  EXPECT_FALSE(s.Authenticate("sk-one ").has_value());
+}
+
+TEST(KeysTest, ParseErrors) {
+  EXPECT_FALSE(KeyFile::Parse("keys: [{tenant: a, sha256: abc}]").ok());
+  EXPECT_FALSE(KeyFile::Parse("keys: [{sha256: " + std::string(64, 'a') + "}]").ok());
+  EXPECT_FALSE(KeyFile::Parse("tenants: {a: {tokens_per_minit: 5}}").ok());
+  EXPECT_FALSE(KeyFile::Parse("tenants: {a: {tokens_per_minute: -5}}").ok());
+  EXPECT_FALSE(KeyFile::Parse("colours: []").ok());
+  EXPECT_TRUE(KeyFile::Parse("").ok());
+}
+
+TEST(KeysTest, AuthenticatorReloadsOnChangeAndKeepsOldKeysOnError) {
+  const std::string path = TempPath("kvs-keys-");
+  ASSERT_TRUE(WithKey("sk-old", "acme").Save(path).ok());
+  auto a = Authenticator::Open(path);
+  ASSERT_TRUE(a.ok());
+  auto old_snapshot = (*a)->Current();
+  EXPECT_TRUE(old_snapshot->Authenticate("sk-old").has_value());
+  // Rotation: add the new key...
+  KeyFile both = WithKey("sk-old", "acme");
+  both.keys.push_back(WithKey("sk-new", "acme").keys[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(both.Save(path).ok());
+  ASSERT_TRUE((*a)->ReloadIfChanged().ok());
+  EXPECT_TRUE((*a)->Current()->Authenticate("sk-new").has_value());
+  EXPECT_TRUE((*a)->Current()->Authenticate("sk-old").has_value());
+  // ...later revoke the old one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(WithKey("sk-new", "acme").Save(path).ok());
+  ASSERT_TRUE((*a)->ReloadIfChanged().ok());
+  EXPECT_FALSE((*a)->Current()->Authenticate("sk-old").has_value());
+  // A request admitted earlier still holds its snapshot.
+  EXPECT_TRUE(old_snapshot->Authenticate("sk-old").has_value());
+  // A broken file: the loaded keys stay.
+  { std::ofstream(path) << "keys: [oops"; }
+  EXPECT_FALSE((*a)->ReloadIfChanged().ok());
+  EXPECT_TRUE((*a)->Current()->Authenticate("sk-new").has_value());
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace kvs::gateway

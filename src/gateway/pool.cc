@@ -1,0 +1,132 @@
+#include "gateway/pool.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace kvs::gateway {
+
+Replica::Replica(std::string pool, http::Url url, double weight)
+    : pool_(std::move(pool)), url_(std::move(url)), name_(url_.ToString()), weight_(weight) {}
+
+void Replica::SetScraped(double waiting, double running, double kv_usage) {
+  queue_length_.store(waiting);
+  running_.store(running);
+  kv_usage_.store(kv_usage);
+}
+
+bool Replica::OnFailure(int64_t eject_after) {
+  const int64_t n = consecutive_failures_.fetch_add(1) + 1;
+  if (n < eject_after) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  good_probes_ = 0;
+  if (health_.load() != Health::kHealthy) return false;
+  health_.store(Health::kEjected);
+  return true;
+}
+
+int Replica::OnProbe(bool ready, bool draining, int64_t readmit_after) {
+  std::lock_guard<std::mutex> lock(mu_);
+  draining_.store(draining);
+  const Health h = health_.load();
+  if (!ready) {
+    good_probes_ = 0;
+    if (draining) return 0;  // draining is not a failure: it just gets no new work
+    if (h == Health::kEjected) return 0;
+    health_.store(Health::kEjected);
+    return h == Health::kHealthy ? -1 : 0;
+  }
+  ++good_probes_;
+  if (h == Health::kHealthy) return 0;
+  // The first probe of a replica never seen admits it at once; an ejected
+  // one has to prove itself readmit_after times in a row.
+  if (h == Health::kUnknown || good_probes_ >= readmit_after) {
+    consecutive_failures_.store(0);
+    health_.store(Health::kHealthy);
+    return h == Health::kEjected ? 1 : 0;
+  }
+  return 0;
+}
+
+std::vector<std::string> Replica::models() const {
+  std::lock_guard<std::mutex> lock(models_mu_);
+  return models_;
+}
+
+void Replica::set_models(std::vector<std::string> m) {
+  std::lock_guard<std::mutex> lock(models_mu_);
+  models_ = std::move(m);
+}
+
+bool Pool::has_available() const {
+  return std::any_of(replicas.begin(), replicas.end(), [](const auto& r) { return r->available(); });
+}
+
+Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput&, const std::vector<const Replica*>& tried) {
+  std::vector<Replica*> cands;
+  for (const auto& r : pool.replicas) {
+    if (r->available() && std::find(tried.begin(), tried.end(), r.get()) == tried.end()) cands.push_back(r.get());
+  }
+  if (cands.empty()) return nullptr;
+  // Start the scan at a rotating offset so that exact ties spread evenly.
+  const size_t start = static_cast<size_t>(rr_.fetch_add(1) % cands.size());
+  Replica* best = nullptr;
+  double best_load = 0, best_queue = 0, best_kv = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    Replica* r = cands[(start + i) % cands.size()];
+    const double load = static_cast<double>(r->outstanding_tokens()) / std::max(r->weight(), 1e-9);
+    const double queue = r->queue_length();
+    const double kv = r->kv_usage();
+    const bool better = !best || load < best_load ||
+                        (load == best_load && (queue < best_queue || (queue == best_queue && kv < best_kv)));
+    if (better) {
+      best = r;
+      best_load = load;
+      best_queue = queue;
+      best_kv = kv;
+    }
+  }
+  return best;
+}
+
+Router::Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPolicy> policy)
+    : policy_(std::move(policy)) {
+  for (const auto& pc : pools) {
+    auto p = std::make_unique<Pool>();
+    p->config = pc;
+    for (const auto& rc : pc.replicas) {
+      auto url = http::Url::Parse(rc.url);
+      KVS_CHECK_MSG(url.ok(), "{}", url.status().message());  // ValidateGatewayConfig checked it
+      p->replicas.push_back(std::make_unique<Replica>(pc.name, *url, rc.weight));
+    }
+    pools_.push_back(std::move(p));
+  }
+  std::stable_sort(pools_.begin(), pools_.end(),
+                   [](const auto& a, const auto& b) { return a->config.max_context < b->config.max_context; });
+}
+
+Pool* Router::FindPool(const std::string& name) const {
+  for (const auto& p : pools_) {
+    if (p->name() == name) return p.get();
+  }
+  return nullptr;
+}
+
+std::vector<Pool*> Router::PoolsFor(int64_t needed) const {
+  std::vector<Pool*> out;
+  for (const auto& p : pools_) {
+    if (p->config.max_context >= needed) out.push_back(p.get());
+  }
+  return out;
+}
+
+int64_t Router::largest_context() const { return pools_.empty() ? 0 : pools_.back()->config.max_context; }
+
+std::vector<Replica*> Router::AllReplicas() const {
+  std::vector<Replica*> out;
+  for (const auto& p : pools_) {
+    for (const auto& r : p->replicas) out.push_back(r.get());
+  }
+  return out;
+}
+
+}  // namespace kvs::gateway

@@ -1,0 +1,80 @@
+#include "gateway/prompt_counter.h"
+
+#include <fmt/format.h>
+
+#include "gguf/gguf.h"
+#include "api/error.h"
+#include "template/chat_template.h"
+#include "template/model_chat.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvs::gateway {
+
+PromptCounter::~PromptCounter() = default;
+
+StatusOr<std::unique_ptr<PromptCounter>> PromptCounter::Load(const std::string& gguf_path) {
+  std::unique_ptr<PromptCounter> c(new PromptCounter());
+  c->path_ = gguf_path;
+  KVS_ASSIGN_OR_RETURN(c->file_, gguf::GgufFile::Open(gguf_path));
+  auto tok = tok::Tokenizer::FromGguf(*c->file_);
+  if (!tok.ok()) return tok.status().WithContext("tokenizer of " + gguf_path);
+  c->tok_ = std::move(*tok);
+  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*c->tok_));
+  c->template_ = std::make_unique<tmpl::ChatTemplate>(std::move(chat.tmpl));
+  return c;
+}
+
+int32_t PromptCounter::vocab_size() const { return tok_->vocab_size(); }
+
+std::optional<api::ApiError> PromptCounter::Count(api::Endpoint endpoint, const api::Json& body,
+                                                  CountedRequest* out) const {
+  using api::BadRequest;
+  const bool chat = endpoint == api::Endpoint::kChatCompletions;
+  if (auto e = chat ? api::ParseChatRequest(body, &out->req) : api::ParseCompletionRequest(body, &out->req)) {
+    return e;
+  }
+  const api::ParsedRequest& req = out->req;
+  if (chat) {
+    tmpl::ChatRequest r;
+    r.messages = req.messages;
+    if (req.tools.is_array() && !req.tools.empty()) r.tools = req.tools;
+    r.add_generation_prompt = true;
+    tmpl::SetSpecialTokens(*tok_, &r);
+    auto text = template_->Render(r);
+    if (!text.ok()) {
+      // The server's answer to the same request (400 on messages).
+      return BadRequest("cannot apply the chat template: " + text.status().message(), "messages");
+    }
+    out->prompts.push_back(tok_->Encode(*text, /*add_special=*/false, /*parse_special=*/true));
+    out->prompt_text = std::move(*text);
+  } else {
+    const int32_t vocab = tok_->vocab_size();
+    for (size_t i = 0; i < req.prompts.size(); ++i) {
+      const api::PromptInput& in = req.prompts[i];
+      const std::string param = req.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
+      std::vector<int32_t> ids;
+      if (in.text) {
+        ids = tok_->Encode(*in.text, /*add_special=*/true, /*parse_special=*/true);
+        if (!out->prompt_text.empty()) out->prompt_text += "\n";
+        out->prompt_text += *in.text;
+      } else {
+        for (int32_t id : in.tokens) {
+          if (id >= vocab) {
+            return BadRequest(fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab), param);
+          }
+        }
+        ids = in.tokens;
+      }
+      if (ids.empty()) return BadRequest("the prompt is empty (it has no tokens)", param);
+      out->prompts.push_back(std::move(ids));
+    }
+  }
+  for (const auto& p : out->prompts) {
+    const int64_t n = static_cast<int64_t>(p.size());
+    out->max_prompt_tokens = std::max(out->max_prompt_tokens, n);
+    out->total_prompt_tokens += n;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvs::gateway

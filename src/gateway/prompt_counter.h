@@ -1,0 +1,62 @@
+// PromptCounter: the gateway's exact count of a request's prompt tokens.
+//
+// It loads the model's tokenizer and chat template from the GGUF file (the
+// mapping is opened, no weights are read or converted) and runs the same
+// code as the server: the OpenAI request parser and validator
+// (api/openai_request.h), the model's chat template (tmpl::ChatTemplate via
+// tmpl::LoadModelChatTemplate) and the tokenizer. A request the server would
+// refuse as malformed gets the same 400 here, before it costs a replica
+// anything.
+// Thread-safety: immutable after Load; Count may run on many threads at once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "api/openai_request.h"
+
+namespace kvs::gguf {
+class GgufFile;
+}
+namespace kvs::tok {
+class Tokenizer;
+}  // namespace kvs::tok
+namespace kvs::tmpl {
+class ChatTemplate;
+}  // namespace kvs::tmpl
+
+namespace kvs::gateway {
+
+struct CountedRequest {
+  api::ParsedRequest req;
+  std::vector<std::vector<int32_t>> prompts;  // the token ids of each prompt (chat: one)
+  int64_t max_prompt_tokens = 0;
+  int64_t total_prompt_tokens = 0;
+  std::string prompt_text;  // chat: the rendered template; completions: the text prompts joined
+};
+
+class PromptCounter {
+ public:
+  static StatusOr<std::unique_ptr<PromptCounter>> Load(const std::string& gguf_path);
+  ~PromptCounter();
+
+  // body: the parsed JSON object (in the client's key order).
+  std::optional<api::ApiError> Count(api::Endpoint endpoint, const api::Json& body, CountedRequest* out) const;
+  int32_t vocab_size() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  PromptCounter() = default;
+  std::string path_;
+  std::unique_ptr<gguf::GgufFile> file_;
+  std::unique_ptr<tok::Tokenizer> tok_;
+  std::unique_ptr<tmpl::ChatTemplate> template_;
+};
+
+}  // namespace kvs::gateway

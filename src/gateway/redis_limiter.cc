@@ -1,0 +1,395 @@
+#include "gateway/redis_limiter.h"
+
+#include <charconv>
+#include <cmath>
+
+#include <boost/asio.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace kvs::gateway {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+// ---------------------------------------------------------------------------
+// RESP
+
+namespace {
+
+// The line at the front of buf (without CRLF), or npos-length when incomplete.
+bool Line(std::string_view buf, std::string_view* line, size_t* used) {
+  const size_t eol = buf.find("\r\n");
+  if (eol == std::string_view::npos) return false;
+  *line = buf.substr(0, eol);
+  *used = eol + 2;
+  return true;
+}
+
+bool ToInt(std::string_view s, int64_t* out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+constexpr int kMaxDepth = 8;
+
+int Parse(std::string_view buf, size_t* consumed, RespValue* out, int depth) {
+  if (buf.empty()) return 0;
+  if (depth > kMaxDepth) return -1;
+  std::string_view line;
+  size_t used = 0;
+  if (!Line(buf, &line, &used)) return 0;
+  const char kind = line[0];
+  const std::string_view rest = line.substr(1);
+  int64_t n = 0;
+  switch (kind) {
+    case '+':
+    case '-':
+      out->type = kind == '+' ? RespValue::Type::kString : RespValue::Type::kError;
+      out->str = std::string(rest);
+      *consumed = used;
+      return 1;
+    case ':':
+      if (!ToInt(rest, &out->integer)) return -1;
+      out->type = RespValue::Type::kInteger;
+      *consumed = used;
+      return 1;
+    case '$':
+      if (!ToInt(rest, &n) || n < -1 || n > (int64_t{512} << 20)) return -1;
+      if (n == -1) {
+        out->type = RespValue::Type::kNil;
+        *consumed = used;
+        return 1;
+      }
+      if (buf.size() < used + static_cast<size_t>(n) + 2) return 0;
+      if (buf.substr(used + n, 2) != "\r\n") return -1;
+      out->type = RespValue::Type::kString;
+      out->str = std::string(buf.substr(used, n));
+      *consumed = used + n + 2;
+      return 1;
+    case '*': {
+      if (!ToInt(rest, &n) || n < -1 || n > 1000000) return -1;
+      if (n == -1) {
+        out->type = RespValue::Type::kNil;
+        *consumed = used;
+        return 1;
+      }
+      out->type = RespValue::Type::kArray;
+      out->elems.clear();
+      size_t pos = used;
+      for (int64_t i = 0; i < n; ++i) {
+        RespValue e;
+        size_t c = 0;
+        const int r = Parse(buf.substr(pos), &c, &e, depth + 1);
+        if (r <= 0) return r;
+        pos += c;
+        out->elems.push_back(std::move(e));
+      }
+      *consumed = pos;
+      return 1;
+    }
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+int ParseResp(std::string_view buf, size_t* consumed, RespValue* out) { return Parse(buf, consumed, out, 0); }
+
+std::string EncodeRespCommand(const std::vector<std::string>& args) {
+  std::string out = fmt::format("*{}\r\n", args.size());
+  for (const auto& a : args) {
+    out += fmt::format("${}\r\n", a.size());
+    out += a;
+    out += "\r\n";
+  }
+  return out;
+}
+
+// One connection with its own io_context: each command runs the async ops
+// under run_for(timeout), which gives blocking calls a deadline.
+class RespClient::Conn {
+ public:
+  Conn() : socket_(ioc_) {}
+
+  Status Connect(const http::Url& address, std::chrono::milliseconds timeout) {
+    boost::system::error_code ec;
+    tcp::resolver resolver(ioc_);
+    auto results = resolver.resolve(address.host, std::to_string(address.port), ec);
+    if (ec) return Status(StatusCode::kUnavailable, "cannot resolve Redis host: " + ec.message());
+    bool done = false;
+    asio::async_connect(socket_, results, [&](boost::system::error_code e, const tcp::endpoint&) {
+      ec = e;
+      done = true;
+    });
+    Run(timeout, &done);
+    if (!done) return Status(StatusCode::kDeadlineExceeded, "connecting to Redis timed out");
+    if (ec) return Status(StatusCode::kUnavailable, "cannot connect to Redis: " + ec.message());
+    socket_.set_option(tcp::no_delay(true), ec);
+    return Status::Ok();
+  }
+
+  StatusOr<RespValue> Command(const std::string& wire, std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    boost::system::error_code ec;
+    bool done = false;
+    asio::async_write(socket_, asio::buffer(wire), [&](boost::system::error_code e, size_t) {
+      ec = e;
+      done = true;
+    });
+    Run(std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()), &done);
+    if (!done) return Status(StatusCode::kDeadlineExceeded, "Redis did not take the command in time");
+    if (ec) return Status(StatusCode::kUnavailable, "writing to Redis: " + ec.message());
+    for (;;) {
+      RespValue v;
+      size_t used = 0;
+      const int r = ParseResp(buf_, &used, &v);
+      if (r < 0) return DataLoss("Redis sent something that is not RESP");
+      if (r > 0) {
+        buf_.erase(0, used);
+        return v;
+      }
+      char tmp[4096];
+      size_t n = 0;
+      done = false;
+      socket_.async_read_some(asio::buffer(tmp), [&](boost::system::error_code e, size_t got) {
+        ec = e;
+        n = got;
+        done = true;
+      });
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      Run(left, &done);
+      if (!done) return Status(StatusCode::kDeadlineExceeded, "Redis did not answer in time");
+      if (ec) return Status(StatusCode::kUnavailable, "reading from Redis: " + ec.message());
+      buf_.append(tmp, n);
+    }
+  }
+
+ private:
+  // Runs the io_context until *done or the timeout; on timeout the pending
+  // operation is cancelled (and the connection must not be reused).
+  void Run(std::chrono::milliseconds timeout, bool* done) {
+    ioc_.restart();
+    if (timeout.count() > 0) {
+      const auto end = std::chrono::steady_clock::now() + timeout;
+      while (!*done && std::chrono::steady_clock::now() < end) {
+        ioc_.run_one_until(end);
+      }
+    }
+    if (!*done) {
+      boost::system::error_code ec;
+      socket_.close(ec);
+      ioc_.restart();
+      ioc_.poll();  // let the cancelled handler run while its captures live
+    }
+  }
+
+  asio::io_context ioc_;
+  tcp::socket socket_;
+  std::string buf_;
+};
+
+RespClient::RespClient(http::Url address, std::chrono::milliseconds timeout)
+    : address_(std::move(address)), timeout_(timeout) {}
+
+RespClient::~RespClient() = default;
+
+StatusOr<RespValue> RespClient::Command(const std::vector<std::string>& args) {
+  std::unique_ptr<Conn> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      conn = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  if (!conn) {
+    conn = std::make_unique<Conn>();
+    KVS_RETURN_IF_ERROR(conn->Connect(address_, timeout_));
+  }
+  auto r = conn->Command(EncodeRespCommand(args), timeout_);
+  if (r.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(conn));
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// The limiter's scripts. KEYS[1] = "kvsgw:{tenant}:", KEYS[2] = the global
+// bucket. Numbers travel as strings; Redis's clock decides the time.
+
+namespace {
+
+constexpr std::string_view kAdmitScript = R"lua(
+local t = redis.call('TIME')
+local sec = tonumber(t[1])
+local now = sec + tonumber(t[2]) / 1000000
+local p = KEYS[1]
+local tokens = tonumber(ARGV[1])
+local rps, burst = tonumber(ARGV[2]), tonumber(ARGV[3])
+local tpm, maxc = tonumber(ARGV[4]), tonumber(ARGV[5])
+local grps, lease, lease_s = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
+local window = tonumber(ARGV[9])
+local function refill(key, rate, size)
+  local v = redis.call('HMGET', key, 'tokens', 'ts')
+  local tok, ts = tonumber(v[1]), tonumber(v[2])
+  if tok == nil then return size end
+  return math.min(size, tok + math.max(0, now - ts) * rate)
+end
+local keys = {}
+for s = sec - window + 1, sec do keys[#keys + 1] = p .. 'tpm:' .. s end
+local vals = redis.call('MGET', unpack(keys))
+local used = 0
+for i = 1, #vals do used = used + (tonumber(vals[i]) or 0) end
+local g = 0
+if grps > 0 then
+  g = refill(KEYS[2], grps, math.max(1, grps))
+  if g < 1 then return {0, 1, tostring((1 - g) / grps), used, sec} end
+end
+redis.call('ZREMRANGEBYSCORE', p .. 'leases', '-inf', now)
+if maxc > 0 and redis.call('ZCARD', p .. 'leases') >= maxc then return {0, 2, '1', used, sec} end
+local b = 0
+if rps > 0 then
+  b = refill(p .. 'rps', rps, burst)
+  if b < 1 then return {0, 3, tostring((1 - b) / rps), used, sec} end
+end
+if tpm > 0 and used + tokens > tpm then
+  local need, freed = used + tokens - tpm, 0
+  for i = 1, #vals do
+    freed = freed + (tonumber(vals[i]) or 0)
+    if freed >= need then return {0, 4, tostring(sec - window + i + window - now), used, sec} end
+  end
+  return {0, 4, tostring(window), used, sec}
+end
+if grps > 0 then
+  redis.call('HSET', KEYS[2], 'tokens', tostring(g - 1), 'ts', tostring(now))
+  redis.call('EXPIRE', KEYS[2], 3600)
+end
+if rps > 0 then
+  redis.call('HSET', p .. 'rps', 'tokens', tostring(b - 1), 'ts', tostring(now))
+  redis.call('EXPIRE', p .. 'rps', 3600)
+end
+redis.call('ZADD', p .. 'leases', now + lease_s, lease)
+redis.call('EXPIRE', p .. 'leases', math.ceil(lease_s) + 60)
+redis.call('INCRBY', p .. 'tpm:' .. sec, tokens)
+redis.call('EXPIRE', p .. 'tpm:' .. sec, window + 1)
+return {1, 0, '0', used, sec}
+)lua";
+
+constexpr std::string_view kReleaseScript = R"lua(
+local p = KEYS[1]
+redis.call('ZREM', p .. 'leases', ARGV[1])
+local key = p .. 'tpm:' .. ARGV[2]
+if redis.call('EXISTS', key) == 1 then
+  local v = redis.call('INCRBY', key, tonumber(ARGV[3]))
+  if v < 0 then redis.call('SET', key, 0, 'KEEPTTL') end
+end
+return 1
+)lua";
+
+std::string TenantPrefix(const std::string& tenant) { return "kvsgw:{" + tenant + "}:"; }
+
+}  // namespace
+
+RedisRateLimiter::RedisRateLimiter(RedisLimiterOptions options)
+    : options_(std::move(options)), client_(options_.address, options_.timeout) {}
+
+StatusOr<RespValue> RedisRateLimiter::Eval(const std::string& script, std::string* sha, std::vector<std::string> keys,
+                                           std::vector<std::string> args) {
+  std::string cur;
+  {
+    std::lock_guard<std::mutex> lock(sha_mu_);
+    cur = *sha;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (cur.empty()) {
+      KVS_ASSIGN_OR_RETURN(RespValue loaded, client_.Command({"SCRIPT", "LOAD", script}));
+      if (loaded.type != RespValue::Type::kString) return Internal("SCRIPT LOAD failed: {}", loaded.str);
+      cur = loaded.str;
+      std::lock_guard<std::mutex> lock(sha_mu_);
+      *sha = cur;
+    }
+    std::vector<std::string> cmd = {"EVALSHA", cur, std::to_string(keys.size())};
+    cmd.insert(cmd.end(), keys.begin(), keys.end());
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    KVS_ASSIGN_OR_RETURN(RespValue v, client_.Command(cmd));
+    if (v.type == RespValue::Type::kError && v.str.rfind("NOSCRIPT", 0) == 0) {
+      cur.clear();  // Redis restarted (scripts are not persistent): load again
+      continue;
+    }
+    if (v.type == RespValue::Type::kError) return Internal("Redis script error: {}", v.str);
+    return v;
+  }
+  return Internal("Redis keeps forgetting the script");
+}
+
+AdmitResult RedisRateLimiter::OnFailure(const AdmitRequest& req, const Status& s) {
+  if (errors_) errors_->Inc();
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  if (down_until_ns_.exchange(now + 1000000000) < now) {
+    spdlog::warn("gateway: Redis at {} failed ({}); shared_state_failure: {}", options_.address.HostPort(),
+                 s.message(), options_.failure);
+  }
+  AdmitResult r;
+  if (options_.failure == "open") {
+    r.admitted = true;
+    r.lease = Lease{req.tenant, req.lease_id, req.tokens, 0, /*counted=*/false, false};
+  } else if (options_.failure == "closed") {
+    r.reason = LimitReason::kUnavailable;
+    r.retry_after_seconds = 1;
+  } else {
+    r = local_.Admit(req);
+    r.lease.local = true;
+  }
+  return r;
+}
+
+AdmitResult RedisRateLimiter::Admit(const AdmitRequest& req) {
+  const TenantLimits& l = req.limits;
+  AdmitResult r;
+  if (l.tokens_per_minute > 0 && req.tokens > l.tokens_per_minute) {
+    r.reason = LimitReason::kTooLarge;
+    return r;
+  }
+  if (std::chrono::steady_clock::now().time_since_epoch().count() < down_until_ns_.load()) {
+    return OnFailure(req, Status(StatusCode::kUnavailable, "Redis failed less than a second ago"));
+  }
+  const double burst = l.burst > 0 ? l.burst : std::max(1.0, l.requests_per_second);
+  auto v = Eval(std::string(kAdmitScript), &admit_sha_, {TenantPrefix(req.tenant), "kvsgw:global:rps"},
+                {std::to_string(req.tokens), fmt::format("{}", l.requests_per_second), fmt::format("{}", burst),
+                 std::to_string(l.tokens_per_minute), std::to_string(l.max_concurrent),
+                 fmt::format("{}", req.global_rps), req.lease_id, fmt::format("{}", req.lease_seconds),
+                 std::to_string(kTokenWindowBuckets)});
+  if (!v.ok()) return OnFailure(req, v.status());
+  const RespValue& a = *v;
+  if (a.type != RespValue::Type::kArray || a.elems.size() != 5) {
+    return OnFailure(req, Internal("unexpected reply from the admission script"));
+  }
+  static const LimitReason kReasons[] = {LimitReason::kNone, LimitReason::kGlobalRequests, LimitReason::kConcurrency,
+                                         LimitReason::kRequests, LimitReason::kTokens};
+  const int64_t code = a.elems[1].integer;
+  r.admitted = a.elems[0].integer == 1;
+  r.reason = code >= 0 && code < 5 ? kReasons[code] : LimitReason::kUnavailable;
+  double retry = 0;
+  const std::string& rs = a.elems[2].str;
+  std::from_chars(rs.data(), rs.data() + rs.size(), retry);
+  r.retry_after_seconds = std::max(0.0, retry);
+  r.tokens_used = a.elems[3].integer;
+  if (r.admitted) r.lease = Lease{req.tenant, req.lease_id, req.tokens, a.elems[4].integer, true, false};
+  return r;
+}
+
+void RedisRateLimiter::Release(const Lease& lease, int64_t actual_tokens) {
+  if (!lease.counted) return;
+  if (lease.local) return local_.Release(lease, actual_tokens);
+  auto v = Eval(std::string(kReleaseScript), &release_sha_, {TenantPrefix(lease.tenant)},
+                {lease.id, std::to_string(lease.bucket), std::to_string(actual_tokens - lease.tokens)});
+  if (!v.ok()) {
+    // The lease expires on its own; the charge stays at the reservation.
+    if (errors_) errors_->Inc();
+    spdlog::debug("gateway: Redis release of {} failed: {}", lease.id, v.status().message());
+  }
+}
+
+}  // namespace kvs::gateway

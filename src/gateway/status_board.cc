@@ -1,0 +1,172 @@
+#include "gateway/status_board.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace kvs::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+json NumberOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+const char* StateName(const Replica& r) {
+  switch (r.health()) {
+    case Replica::Health::kUnknown:
+      return "not probed";
+    case Replica::Health::kEjected:
+      return "ejected";
+    case Replica::Health::kHealthy:
+      break;
+  }
+  return r.draining() ? "draining" : "healthy";
+}
+
+// The series name of one child of a {pool, replica} family, as /metrics
+// writes it (replica names are URLs: no character needs escaping).
+std::string Series(const char* family, const Replica& r) {
+  return fmt::format("{}{{pool=\"{}\",replica=\"{}\"}}", family, metrics::EscapeLabelValue(r.pool()),
+                     metrics::EscapeLabelValue(r.name()));
+}
+
+}  // namespace
+
+double SumCounter(const metrics::Family<metrics::Counter>& f) {
+  double s = 0;
+  for (const auto& [labels, c] : f.Children()) s += c->Value();
+  return s;
+}
+
+double SumGauge(const metrics::Family<metrics::Gauge>& f) {
+  double s = 0;
+  for (const auto& [labels, g] : f.Children()) s += g->Value();
+  return s;
+}
+
+metrics::Histogram::Snapshot MergedSnapshot(const metrics::Family<metrics::Histogram>& f) {
+  metrics::Histogram::Snapshot out;
+  for (const auto& [labels, h] : f.Children()) {
+    metrics::Histogram::Snapshot s = h->Read();
+    if (out.cumulative.empty()) {
+      out = std::move(s);
+      continue;
+    }
+    for (size_t i = 0; i < out.cumulative.size() && i < s.cumulative.size(); ++i) out.cumulative[i] += s.cumulative[i];
+    out.sum += s.sum;
+    out.count += s.count;
+  }
+  return out;
+}
+
+StatusBoard::StatusBoard(GatewayMetrics* metrics) : metrics_(metrics), last_t_(UnixNow()) {}
+
+void StatusBoard::Sample() {
+  const double now = UnixNow();
+  const GatewayMetrics& m = *metrics_;
+  const metrics::Histogram::Snapshot ttft = MergedSnapshot(m.upstream_first_byte);
+  const double requests = SumCounter(m.requests);
+  const double limited = SumCounter(m.rate_limited);
+  std::lock_guard<std::mutex> lock(mu_);
+  Point p;
+  p.t = now;
+  const double dt = now - last_t_;
+  p.requests_per_second = dt > 0 ? (requests - last_requests_) / dt : 0;
+  p.rate_limited_per_second = dt > 0 ? (limited - last_limited_) / dt : 0;
+  p.ttft_p50 = metrics::HistogramQuantile(0.5, ttft, last_ttft_ ? &*last_ttft_ : nullptr);
+  p.ttft_p95 = metrics::HistogramQuantile(0.95, ttft, last_ttft_ ? &*last_ttft_ : nullptr);
+  p.in_flight = m.in_flight.Value();
+  p.healthy = SumGauge(m.replica_healthy);
+  last_ttft_ = ttft;
+  last_requests_ = requests;
+  last_limited_ = limited;
+  last_t_ = now;
+  points_.push_back(p);
+  while (points_.size() > kSamples) points_.pop_front();
+}
+
+json StatusBoard::ToJson(const std::string& state, const std::vector<std::pair<std::string, std::string>>& facts,
+                         const std::vector<Replica*>& replicas) {
+  GatewayMetrics& m = *metrics_;
+  json j;
+  j["title"] = "kvserve gateway";
+  j["state"] = state;
+  j["uptime_seconds"] = m.process.uptime_seconds();
+  j["version"] = metrics::BuildVersion();
+  j["revision"] = metrics::BuildRevision();
+  json f = json::array();
+  for (const auto& [label, text] : facts) f.push_back(json::array({label, text}));
+  f.push_back(json::array({"Version", fmt::format("{} ({})", metrics::BuildVersion(), metrics::BuildRevision())}));
+  j["facts"] = f;
+
+  const auto stat = [](const char* label, double value, const char* format, const std::string& metric) {
+    return json{{"label", label}, {"value", value}, {"format", format}, {"metric", metric}};
+  };
+  const auto sum = [](const char* family) { return fmt::format("sum({})", family); };
+  // Healthy replicas below all of them is a warning; none is critical (the
+  // page flags values above warn/crit, so the stat is the unhealthy count).
+  json unhealthy = stat("Replicas out of rotation", static_cast<double>(replicas.size()) - SumGauge(m.replica_healthy),
+                        "int", fmt::format("count({}) - sum({})", "kvserve_gateway:replica_healthy",
+                                           "kvserve_gateway:replica_healthy"));
+  unhealthy["warn"] = 0;
+  unhealthy["crit"] = static_cast<double>(replicas.size()) - 1;
+  j["stats"] = json::array({
+      stat("Requests in flight", m.in_flight.Value(), "int", "kvserve_gateway:requests_in_flight"),
+      stat("Healthy replicas", SumGauge(m.replica_healthy), "int", sum("kvserve_gateway:replica_healthy")),
+      unhealthy,
+      stat("Requests", SumCounter(m.requests), "int", sum("kvserve_gateway:requests_total")),
+      stat("Rate-limited", SumCounter(m.rate_limited), "int", sum("kvserve_gateway:rate_limited_requests_total")),
+      stat("Upstream errors", SumCounter(m.upstream_errors), "int", sum("kvserve_gateway:upstream_errors_total")),
+      stat("Retries", SumCounter(m.retries), "int", sum("kvserve_gateway:retries_total")),
+      stat("Ejections", SumCounter(m.ejections), "int", sum("kvserve_gateway:replica_ejections_total")),
+      stat("Streams ended by an error", m.stream_errors.Value(), "int", "kvserve_gateway:stream_errors_total"),
+      stat("Client disconnects", m.client_disconnects.Value(), "int", "kvserve_gateway:client_disconnects_total"),
+      stat("Tokens reserved", SumCounter(m.tokens_reserved), "int", sum("kvserve_gateway:tokens_reserved_total")),
+  });
+
+  json parts = json::array();
+  json rows = json::array();
+  for (const Replica* r : replicas) {
+    const std::string label = r->pool() + " " + r->name();
+    parts.push_back({{"label", label},
+                     {"value", static_cast<double>(r->outstanding_tokens())},
+                     {"metric", Series("kvserve_gateway:replica_outstanding_tokens", *r)}});
+    double ejections = 0;
+    for (const auto& [labels, c] : m.ejections.Children()) {
+      if (labels.size() == 3 && labels[0] == r->pool() && labels[1] == r->name()) ejections += c->Value();
+    }
+    rows.push_back(json::array({r->pool(), r->name(), StateName(*r), r->weight(), r->outstanding_tokens(),
+                                r->outstanding_requests(), r->queue_length(), r->running(),
+                                fmt::format("{:.1f} %", 100 * r->kv_usage()), ejections}));
+  }
+  j["breakdown"] = {{"title", "Outstanding tokens by replica"}, {"format", "int"}, {"parts", parts}};
+  j["table"] = {{"title", "Replicas"},
+                {"columns", json::array({"pool", "replica", "state", "weight", "outstanding tokens",
+                                         "outstanding requests", "queue (scraped)", "running (scraped)",
+                                         "KV watermark (scraped)", "ejections"})},
+                {"rows", rows}};
+
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto series = [&](const char* label, const char* format, double Point::*field) {
+    json pts = json::array();
+    for (const Point& p : points_) pts.push_back(json::array({p.t, NumberOrNull(p.*field)}));
+    return json{{"label", label}, {"format", format}, {"points", pts}};
+  };
+  j["series"] = json::array({
+      series("Requests/s", "rate", &Point::requests_per_second),
+      series("Rate-limited/s", "rate", &Point::rate_limited_per_second),
+      series("Upstream TTFT p50", "seconds", &Point::ttft_p50),
+      series("Upstream TTFT p95", "seconds", &Point::ttft_p95),
+      series("Requests in flight", "int", &Point::in_flight),
+      series("Healthy replicas", "int", &Point::healthy),
+  });
+  return j;
+}
+
+}  // namespace kvs::gateway

@@ -1,0 +1,174 @@
+// Helpers for the gateway integration tests: replicas (`kvserve serve`, real
+// models or the fake backend) and `kvserve gateway` processes on free
+// loopback ports, key files through `kvserve gateway keys`, redis-server,
+// the audit log. Everything runs on 127.0.0.1 and stops with the test.
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+import { binary, metrics, request, sourceDir, startServer, waitFor } from "../server/common.mjs";
+
+export * from "../server/common.mjs";
+
+export const stories = () => {
+  const p = path.join(process.env.KVSERVE_SHARED_DIR || path.resolve(sourceDir, "../shared"), "models/stories260K.gguf");
+  return existsSync(p) ? p : null;
+};
+export const bundled = () => {
+  const p = path.join(sourceDir, "models/kvserve-tiny.gguf");
+  return existsSync(p) ? p : null;
+};
+
+export function tempDir() {
+  return mkdtempSync(path.join(tmpdir(), "kvserve-gw-"));
+}
+
+export async function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// A replica: real model (model: path) or the fake backend (fake: true).
+export async function startReplica({ model = null, port = 0, args = [] } = {}) {
+  const argv = ["--port", String(port), "--threads", "1", ...args];
+  if (model) argv.push("--model", model);
+  return startServer({ args: argv, fake: !model });
+}
+
+// `kvserve gateway keys add`: returns the plain key.
+export function addKey(file, tenant, limits = {}) {
+  const argv = ["gateway", "keys", "add", "--file", file, "--tenant", tenant];
+  for (const [k, v] of Object.entries(limits)) argv.push(`--${k}`, String(v));
+  return execFileSync(binary, argv, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+}
+
+export function revokeKey(file, id) {
+  execFileSync(binary, ["gateway", "keys", "revoke", "--file", file, id], { stdio: ["ignore", "pipe", "pipe"] });
+}
+
+export function keyIds(file) {
+  const out = execFileSync(binary, ["gateway", "keys", "list", "--file", file], { encoding: "utf8" });
+  return out.split("\n").slice(1).filter((l) => l.trim()).map((l) => l.split(/\s+/)[0]);
+}
+
+function yamlValue(v) {
+  return typeof v === "string" ? JSON.stringify(v) : String(v);
+}
+
+// Writes a gateway config and starts `kvserve gateway` on a free port.
+// pools: [{name, max_context, replicas: [url...], ...pool keys}].
+export async function startGateway({ pools, gateway = {}, model, dir = tempDir(), args = [], waitReady = true }) {
+  const auditLog = path.join(dir, `audit-${Math.random().toString(16).slice(2)}.log`);
+  const lines = ["gateway:"];
+  for (const [k, v] of Object.entries({ port: 0, health_interval_seconds: 0.2, ...gateway })) {
+    lines.push(`  ${k}: ${yamlValue(v)}`);
+  }
+  lines.push("model:", `  path: ${yamlValue(model)}`);
+  lines.push("logging:", `  audit_log: ${yamlValue(auditLog)}`);
+  lines.push("pools:");
+  for (const p of pools) {
+    lines.push(`  - name: ${p.name}`);
+    for (const [k, v] of Object.entries(p)) {
+      if (k === "name" || k === "replicas") continue;
+      lines.push(`    ${k}: ${yamlValue(v)}`);
+    }
+    lines.push("    replicas:");
+    for (const r of p.replicas) lines.push(`      - url: ${r}`);
+  }
+  const config = path.join(dir, `gateway-${Math.random().toString(16).slice(2)}.yaml`);
+  writeFileSync(config, lines.join("\n") + "\n");
+  const child = spawn(binary, ["gateway", "--config", config, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stdout.on("data", () => {});
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${stderr}`)), 30000);
+    child.stderr.on("data", (d) => {
+      stderr += d;
+      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(stderr);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    exited.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited with ${code} before listening:\n${stderr}`));
+    });
+  });
+  const gw = {
+    child,
+    port,
+    config,
+    auditLog,
+    exited,
+    baseURL: `http://127.0.0.1:${port}`,
+    stderr: () => stderr,
+    audit: () =>
+      existsSync(auditLog)
+        ? readFileSync(auditLog, "utf8").split("\n").filter((l) => l).map((l) => JSON.parse(l))
+        : [],
+    async stop(signal = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+  if (waitReady) await waitFor(async () => (await request(gw, "GET", "/ready")).status === 200, 30000);
+  return gw;
+}
+
+// Sum of a metric over every label set matching all the given labels.
+export async function metricSum(server, name, labels = {}) {
+  const m = await metrics(server);
+  let sum = 0;
+  for (const [k, v] of m) {
+    const brace = k.indexOf("{");
+    const n = brace < 0 ? k : k.slice(0, brace);
+    if (n !== name) continue;
+    const ls = brace < 0 ? "" : k.slice(brace);
+    if (Object.entries(labels).every(([lk, lv]) => ls.includes(`${lk}="${lv}"`))) sum += v;
+  }
+  return sum;
+}
+
+export function startRedis(port) {
+  if (!existsSync("/usr/bin/redis-server")) return null;
+  const dir = tempDir();
+  const child = spawn("/usr/bin/redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "",
+    "--appendonly", "no", "--dir", dir], { stdio: "ignore" });
+  const exited = new Promise((resolve) => child.on("exit", resolve));
+  return {
+    child,
+    port,
+    async ready() {
+      await waitFor(() => new Promise((resolve) => {
+        const s = net.connect(port, "127.0.0.1", () => { s.end(); resolve(true); });
+        s.on("error", () => resolve(false));
+      }), 10000, 50);
+    },
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
+
+// The audit line written after a response (the client may see the response
+// first): waits for the n-th line matching pred, counting from the end.
+export async function auditLine(gw, pred, timeoutMs = 5000) {
+  let line;
+  await waitFor(() => {
+    line = gw.audit().filter(pred).pop();
+    return line !== undefined;
+  }, timeoutMs);
+  return line;
+}
+
+export const auth = (key) => ({ authorization: `Bearer ${key}` });
