@@ -39,6 +39,7 @@ int Parse(std::string_view buf, size_t* consumed, RespValue* out, int depth) {
   std::string_view line;
   size_t used = 0;
   if (!Line(buf, &line, &used)) return 0;
+  if (line.empty()) return -1;  // every RESP line starts with its type byte
   const char kind = line[0];
   const std::string_view rest = line.substr(1);
   int64_t n = 0;

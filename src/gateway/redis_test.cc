@@ -42,7 +42,9 @@ TEST(RespTest, ParsesEveryKindAndAsksForMoreWhenIncomplete) {
   for (const char* part : {"", "+OK", "$5\r\nab", "*2\r\n:1\r\n", ":1\r"}) {
     EXPECT_EQ(ParseResp(part, &used, &v), 0) << part;
   }
-  for (const char* bad : {"?x\r\n", ":x\r\n", "$3\r\nabcd\r\n", "$-5\r\n", "*-7\r\n"}) {
+  // An empty line (no type byte), also inside an array: found by resp_fuzzer.
+  for (const char* bad : {"?x\r\n", ":x\r\n", "$3\r\nabcd\r\n", "$-5\r\n", "*-7\r\n", "\r\n",
+                          "*2\r\n\r\n*%2\r\n"}) {
     EXPECT_EQ(ParseResp(bad, &used, &v), -1) << bad;
   }
   EXPECT_EQ(EncodeRespCommand({"GET", "k"}), "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
