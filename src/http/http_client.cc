@@ -238,7 +238,7 @@ class Call : public std::enable_shared_from_this<Call> {
   // Ends the call now with an error (timeout, cancel): no further callbacks.
   void Abort(ClientErrorKind kind, std::string message) {
     if (done_) return;
-    CloseSocket();
+    CloseSocket(/*abort=*/true);
     Complete(kind, std::move(message));
   }
 
@@ -400,18 +400,26 @@ class Call : public std::enable_shared_from_this<Call> {
     });
   }
 
-  void CloseSocket() {
+  // abort: the exchange is abandoned mid-way (a timeout, a cancel, an
+  // error). The connection is then reset (SO_LINGER 0: RST, no FIN), because
+  // a server reads a plain close before its answer as a half-close and keeps
+  // generating; a reset tells it at once that nobody waits for the answer.
+  void CloseSocket(bool abort = false) {
     beast::error_code ec;
     resolver_.cancel();
     if (socket_) {
-      socket_->shutdown(tcp::socket::shutdown_both, ec);
+      if (abort) {
+        socket_->set_option(asio::socket_base::linger(true, 0), ec);
+      } else {
+        socket_->shutdown(tcp::socket::shutdown_both, ec);
+      }
       socket_->close(ec);
       socket_.reset();
     }
   }
 
   void Fail(ClientErrorKind kind, std::string message) {
-    CloseSocket();
+    CloseSocket(/*abort=*/true);
     Complete(kind, std::move(message));
   }
 

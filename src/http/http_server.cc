@@ -155,9 +155,9 @@ void HttpServer::Impl::StartConnection(tcp::socket socket, Strand strand) {
   std::shared_ptr<internal::Connection> conn;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!getenv("KVS_OLD") && options.max_connections > 0 && static_cast<int64_t>(conns.size()) >= options.max_connections) {
+    if (options.max_connections > 0 && static_cast<int64_t>(conns.size()) >= options.max_connections) {
       refuse = 503;
-    } else if (!getenv("KVS_OLD") && options.max_connections_per_client > 0 && per_client[address] >= options.max_connections_per_client) {
+    } else if (options.max_connections_per_client > 0 && per_client[address] >= options.max_connections_per_client) {
       refuse = 429;
     } else {
       conn = std::make_shared<internal::Connection>(this, std::move(socket), std::move(strand), id, address);

@@ -295,7 +295,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void ReadHeader() {
-    stream_.expires_after(getenv("KVS_OLD") ? server_->options.keep_alive_timeout : server_->options.header_timeout);
+    stream_.expires_after(server_->options.header_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              beast::bind_front_handler(&Connection::OnHeader, shared_from_this()));
   }

@@ -195,7 +195,7 @@ for (const modelPath of models) {
         ["/v1/chat/completions", { model: MODEL, messages: [{ role: "user" }] }],
         ["/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }],
         ["/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "x" }], tool_choice: "required", tools: [] }],
-        ["/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "x" }], response_format: { type: "json_object" } }],
+        ["/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "x" }], response_format: { type: "yaml" } }],
       ];
       for (const [p, body] of cases) {
         const direct = await request(long, "POST", p, body);
