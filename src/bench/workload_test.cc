@@ -81,7 +81,9 @@ TEST(Workload, PoissonArrivalsHaveTheRequestedRate) {
   // Duration without a count: the arrivals inside it, about rate x duration.
   s.num_requests = 0;
   s.duration_seconds = 30;
-  const auto& d = (*ExpandRuns(s))[0].requests;
+  auto timed = ExpandRuns(s);
+  ASSERT_TRUE(timed.ok());
+  const auto& d = (*timed)[0].requests;  // (not of a temporary: it would dangle)
   EXPECT_NEAR(static_cast<double>(d.size()), 600, 100);  // Poisson: sd ~25
   EXPECT_LT(d.back().arrival, 30);
 }
