@@ -481,6 +481,7 @@ void ClientCall::Cancel() {
 }
 
 HttpClient::HttpClient(ClientOptions options) : impl_(std::make_shared<internal::ClientImpl>(std::move(options))) {
+  (void)spdlog::default_logger_raw();  // built before the io threads (see HttpServer::Start)
   const int n = std::max(1, impl_->options.io_threads);
   for (int i = 0; i < n; ++i) {
     impl_->threads.emplace_back([impl = impl_.get()] {

@@ -206,6 +206,10 @@ Status HttpServer::Start(Handler handler) {
   bound_port_ = s.acceptor->local_endpoint().port();
   s.work.emplace(asio::make_work_guard(*s.ioc));
   asio::post(*s.accept_strand, [&s] { s.DoAccept(); });
+  // spdlog builds its registry on first use, inside libspdlog (not
+  // instrumented): built here, before the io threads exist, their first log
+  // lines are ordered after it (TSan saw two io threads race on it).
+  (void)spdlog::default_logger_raw();
   const int n = std::max(1, options_.io_threads);
   for (int i = 0; i < n; ++i) {
     s.threads.emplace_back([&s] {
