@@ -10,7 +10,7 @@
 // constraint pays over its whole output.
 // Precompute: CompiledGrammar::PrecomputeAll for the whole grammar.
 // Constraints: json_schema (the document's schema), json_object
-// (response_format json_object) and llama.cpp's json.gbnf.
+// (response_format json_object) and a JSON-object GBNF grammar (testdata_json_gbnf.h).
 #include <benchmark/benchmark.h>
 
 #include <ctime>
@@ -83,11 +83,11 @@ const char* kSchema = R"({"type": "object", "properties": {
   "required": ["name", "age", "email", "active", "address", "tags", "scores", "summary", "children"],
   "additionalProperties": false})";
 
-enum class Kind { kLlamaCppGbnf, kJsonObject, kJsonSchema };
+enum class Kind { kJsonGbnf, kJsonObject, kJsonSchema };
 
 StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(const Fixture& f, Kind kind) {
   switch (kind) {
-    case Kind::kLlamaCppGbnf: return CompiledGrammar::FromGbnf(testing::kLlamaCppJsonGbnf, f.vocab);
+    case Kind::kJsonGbnf: return CompiledGrammar::FromGbnf(testing::kJsonObjectGbnf, f.vocab);
     case Kind::kJsonObject: return CompiledGrammar::Compile(JsonObjectGrammar(), f.vocab);
     case Kind::kJsonSchema: {
       KVS_ASSIGN_OR_RETURN(Grammar g, JsonSchemaToGrammar(std::string_view(kSchema)));
@@ -164,7 +164,7 @@ void BM_Precompute(benchmark::State& state, Kind kind) {
 
 BENCHMARK_CAPTURE(BM_Warm, json_schema, Kind::kJsonSchema)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Warm, json_object, Kind::kJsonObject)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Warm, llama_cpp_json_gbnf, Kind::kLlamaCppGbnf)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Warm, json_object_gbnf, Kind::kJsonGbnf)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_WarmMaxToken, json_schema, Kind::kJsonSchema)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(BM_WarmMaxToken, json_object, Kind::kJsonObject)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(BM_Cold, json_schema, Kind::kJsonSchema)->Unit(benchmark::kMillisecond)->Iterations(2);

@@ -15,34 +15,10 @@ namespace {
 using testing::CompileError;
 using testing::Matches;
 
-TEST(Gbnf, ParsesLlamaCppJsonGrammar) {
-  // llama.cpp's grammars/json.gbnf, as users send it.
-  const char* kJson = R"(root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-
-object ::=
-  "{" ws (
-            string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
-
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? "]" ws
-
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
-  )* "\"" ws
-
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
-
-# Optional space: by convention, applied in this grammar after literal chars when allowed
-ws ::= | " " | "\n" [ \t]{0,20}
-)";
+TEST(Gbnf, ParsesAJsonObjectGrammar) {
+  // A whole JSON grammar as users send it (comments, classes with escapes,
+  // bounded repetition, mutual recursion).
+  const char* kJson = testing::kJsonObjectGbnf;
   EXPECT_TRUE(Matches(kJson, R"({"a": [1, 2.5, -3e4, "x\n\u00e9"], "b": {"c": null}})"));
   EXPECT_TRUE(Matches(kJson, "{}"));
   EXPECT_TRUE(Matches(kJson, "{\n  \"k\": true\n}"));
@@ -150,7 +126,7 @@ tail ::= "end"{2}
   EXPECT_EQ(printed, g2->ToGbnf());
   ASSERT_EQ(g->rules().size(), g2->rules().size());
   // Rules mentioned before they are defined print in a stable order too.
-  auto j = ParseGbnf(testing::kLlamaCppJsonGbnf);
+  auto j = ParseGbnf(testing::kJsonObjectGbnf);
   ASSERT_TRUE(j.ok());
   auto j2 = ParseGbnf(j->ToGbnf());
   ASSERT_TRUE(j2.ok());

@@ -25,9 +25,9 @@ TEST_P(VocabTest, JsonWalksDecodeToValidTextAndValidTextPasses) {
   ASSERT_TRUE(vocab_or.ok()) << vocab_or.status().ToString();
   const auto vocab = *vocab_or;
   EXPECT_EQ(vocab->stop_ids(), tok.end_of_generation_ids());
-  auto grammar = ParseGbnf(testing::kLlamaCppJsonGbnf);
+  auto grammar = ParseGbnf(testing::kJsonObjectGbnf);
   ASSERT_TRUE(grammar.ok());
-  const auto cg = testing::CompileOrDie(testing::kLlamaCppJsonGbnf, vocab);
+  const auto cg = testing::CompileOrDie(testing::kJsonObjectGbnf, vocab);
   ASSERT_NE(cg, nullptr);
   testing::ReferenceRecognizer ref(*grammar);
   std::mt19937_64 rng(1234);
