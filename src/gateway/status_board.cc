@@ -1,21 +1,16 @@
 #include "gateway/status_board.h"
 
-#include <chrono>
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include "metrics/status_page.h"
 
 namespace kvs::gateway {
 
 using nlohmann::json;
 
+using kvs::metrics::NumberOrNull;
+
 namespace {
-
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-json NumberOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
 const char* StateName(const Replica& r) {
   switch (r.health()) {
@@ -65,10 +60,10 @@ metrics::Histogram::Snapshot MergedSnapshot(const metrics::Family<metrics::Histo
   return out;
 }
 
-StatusBoard::StatusBoard(GatewayMetrics* metrics) : metrics_(metrics), last_t_(UnixNow()) {}
+StatusBoard::StatusBoard(GatewayMetrics* metrics) : metrics_(metrics), last_t_(kvs::metrics::UnixNowSeconds()) {}
 
 void StatusBoard::Sample() {
-  const double now = UnixNow();
+  const double now = kvs::metrics::UnixNowSeconds();
   const GatewayMetrics& m = *metrics_;
   const metrics::Histogram::Snapshot ttft = MergedSnapshot(m.upstream_first_byte);
   const double requests = SumCounter(m.requests);
@@ -154,9 +149,7 @@ json StatusBoard::ToJson(const std::string& state, const std::vector<std::pair<s
 
   std::lock_guard<std::mutex> lock(mu_);
   const auto series = [&](const char* label, const char* format, double Point::*field) {
-    json pts = json::array();
-    for (const Point& p : points_) pts.push_back(json::array({p.t, NumberOrNull(p.*field)}));
-    return json{{"label", label}, {"format", format}, {"points", pts}};
+    return kvs::metrics::StatusSeries(label, format, points_, field);
   };
   j["series"] = json::array({
       series("Requests/s", "rate", &Point::requests_per_second),

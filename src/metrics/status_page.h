@@ -7,10 +7,35 @@
 // document of its own in the same schema.
 #pragma once
 
+#include <chrono>
+#include <cmath>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 namespace kvs::metrics {
 
 std::string_view StatusPageHtml();
+
+// Helpers for the documents the page renders (the server's and the
+// gateway's use the same schema).
+
+// Seconds since the Unix epoch: the documents' time axis.
+inline double UnixNowSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A JSON number, or null where the value is NaN or infinite (the page draws
+// a gap; JSON has no such numbers).
+inline nlohmann::json NumberOrNull(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+// One time series of a document: {"label", "format", "points": [[t, value
+// or null], ...]} from samples oldest first, each with a time `t`.
+template <class Samples, class Sample>
+nlohmann::json StatusSeries(const char* label, const char* format, const Samples& samples, double Sample::*field) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const Sample& p : samples) points.push_back(nlohmann::json::array({p.t, NumberOrNull(p.*field)}));
+  return {{"label", label}, {"format", format}, {"points", std::move(points)}};
+}
 
 }  // namespace kvs::metrics

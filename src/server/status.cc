@@ -1,27 +1,17 @@
 #include "server/status.h"
 
-#include <chrono>
-#include <cmath>
-
 #include <fmt/format.h>
 
 #include "metrics/process_metrics.h"
+#include "metrics/status_page.h"
 
 namespace kvs::server {
 
 using nlohmann::json;
 
-namespace {
+using kvs::metrics::NumberOrNull;
 
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-json NumberOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-
-}  // namespace
-
-StatusBoard::StatusBoard(ServerMetrics* metrics) : metrics_(metrics), last_t_(UnixNow()) {}
+StatusBoard::StatusBoard(ServerMetrics* metrics) : metrics_(metrics), last_t_(kvs::metrics::UnixNowSeconds()) {}
 
 void StatusBoard::Record(RecentRequest r) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -30,7 +20,7 @@ void StatusBoard::Record(RecentRequest r) {
 }
 
 void StatusBoard::Sample() {
-  const double now = UnixNow();
+  const double now = kvs::metrics::UnixNowSeconds();
   const metrics::Histogram::Snapshot ttft = metrics_->ttft.Read();
   const double tokens = metrics_->generation_tokens.Value();
   const double forward = metrics_->forward_seconds.Value();
@@ -99,9 +89,7 @@ json StatusBoard::ToJson(const StatusIdentity& id) {
   j["breakdown"] = {{"title", "Memory plan"}, {"format", "bytes"}, {"parts", parts}};
   std::lock_guard<std::mutex> lock(mu_);
   const auto series = [&](const char* label, const char* format, double Point::*field) {
-    json pts = json::array();
-    for (const Point& p : points_) pts.push_back(json::array({p.t, NumberOrNull(p.*field)}));
-    return json{{"label", label}, {"format", format}, {"points", pts}};
+    return kvs::metrics::StatusSeries(label, format, points_, field);
   };
   j["series"] = json::array({
       series("TTFT p50", "seconds", &Point::ttft_p50),
