@@ -8,7 +8,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
-import { binary, metrics, request, sourceDir, startServer, waitFor } from "../server/common.mjs";
+import { binary, metrics, request, sourceDir, spawnListening, startServer, waitFor } from "../server/common.mjs";
 
 export * from "../server/common.mjs";
 
@@ -84,41 +84,14 @@ export async function startGateway({ pools, gateway = {}, model, dir = tempDir()
   }
   const config = path.join(dir, `gateway-${Math.random().toString(16).slice(2)}.yaml`);
   writeFileSync(config, lines.join("\n") + "\n");
-  const child = spawn(binary, ["gateway", "--config", config, ...args], { stdio: ["ignore", "pipe", "pipe"] });
-  let stderr = "";
-  child.stdout.on("data", () => {});
-  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${stderr}`)), 30000);
-    child.stderr.on("data", (d) => {
-      stderr += d;
-      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(stderr);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    exited.then(({ code }) => {
-      clearTimeout(timer);
-      reject(new Error(`gateway exited with ${code} before listening:\n${stderr}`));
-    });
-  });
   const gw = {
-    child,
-    port,
+    ...(await spawnListening(binary, ["gateway", "--config", config, ...args], { what: "gateway" })),
     config,
     auditLog,
-    exited,
-    baseURL: `http://127.0.0.1:${port}`,
-    stderr: () => stderr,
     audit: () =>
       existsSync(auditLog)
         ? readFileSync(auditLog, "utf8").split("\n").filter((l) => l).map((l) => JSON.parse(l))
         : [],
-    async stop(signal = "SIGTERM") {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      return exited;
-    },
   };
   if (waitReady) await waitFor(async () => (await request(gw, "GET", "/ready")).status === 200, 30000);
   return gw;

@@ -39,21 +39,17 @@ export function realModelPath() {
   return existsSync(p) ? p : null;
 }
 
-// Starts `kvserve serve` with the given extra arguments (over the fake
-// backend, kvserve_fake, by default) on an ephemeral port. Resolves once the listening line appears;
-// with waitReady, once /ready says 200.
-export async function startServer({ args = [], fake = true, waitReady = true, env = {} } = {}) {
-  const dir = mkdtempSync(path.join(tmpdir(), "kvserve-test-"));
-  const accessLog = path.join(dir, "access.log");
-  const argv = ["serve", "--port", "0", "--host", "127.0.0.1", "--access-log", accessLog, "--log-level", "info"];
-  argv.push(...args);
-  const child = spawn(fake ? fakeBinary : binary, argv, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+// Spawns a kvserve process (`what` names it in errors) that prints
+// "listening on http://HOST:PORT" on stderr; resolves with the child, its
+// port, a promise of its exit and stop(signal), once that line appears.
+export async function spawnListening(file, argv, { env = {}, what = "server" } = {}) {
+  const child = spawn(file, argv, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   let stderr = "";
   let stdout = "";
   child.stdout.on("data", (d) => (stdout += d));
   const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
   const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${stderr}`)), 30000);
+    const timer = setTimeout(() => reject(new Error(`${what} did not start:\n${stderr}`)), 30000);
     child.stderr.on("data", (d) => {
       stderr += d;
       const m = /listening on http:\/\/[^:]+:(\d+)/.exec(stderr);
@@ -64,13 +60,12 @@ export async function startServer({ args = [], fake = true, waitReady = true, en
     });
     exited.then(({ code }) => {
       clearTimeout(timer);
-      reject(new Error(`server exited with ${code} before listening:\n${stderr}`));
+      reject(new Error(`${what} exited with ${code} before listening:\n${stderr}`));
     });
   });
-  const server = {
+  return {
     child,
     port,
-    accessLog,
     exited,
     baseURL: `http://127.0.0.1:${port}`,
     stderr: () => stderr,
@@ -80,6 +75,17 @@ export async function startServer({ args = [], fake = true, waitReady = true, en
       return exited;
     },
   };
+}
+
+// Starts `kvserve serve` with the given extra arguments (over the fake
+// backend, kvserve_fake, by default) on an ephemeral port. Resolves once the listening line appears;
+// with waitReady, once /ready says 200.
+export async function startServer({ args = [], fake = true, waitReady = true, env = {} } = {}) {
+  const dir = mkdtempSync(path.join(tmpdir(), "kvserve-test-"));
+  const accessLog = path.join(dir, "access.log");
+  const argv = ["serve", "--port", "0", "--host", "127.0.0.1", "--access-log", accessLog, "--log-level", "info"];
+  argv.push(...args);
+  const server = { ...(await spawnListening(fake ? fakeBinary : binary, argv, { env })), accessLog };
   if (waitReady) await waitFor(async () => (await request(server, "GET", "/ready")).status === 200, 30000);
   return server;
 }
