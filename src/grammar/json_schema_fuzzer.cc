@@ -12,21 +12,19 @@
 #include "grammar/compiled_grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/test_util.h"
 #include "grammar/vocabulary.h"
 
 namespace {
 
 using namespace kvs::grammar;
 
+// Bytes, a few multi-byte tokens and a stop token.
 std::shared_ptr<const Vocabulary> FuzzVocabulary() {
   static const auto v = [] {
-    std::vector<std::string> bytes;
-    for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
-    for (const char* t : {"{\"", "\": ", "\", \"", "12", "true", "null", "\"}"}) bytes.push_back(t);
-    std::vector<Vocabulary::Kind> kinds(bytes.size(), Vocabulary::Kind::kText);
-    bytes.push_back("</s>");
-    kinds.push_back(Vocabulary::Kind::kStop);
-    return *Vocabulary::FromTokens(std::move(bytes), std::move(kinds));
+    std::vector<std::string> tokens = kvs::grammar::testing::ByteTokens();
+    for (const char* t : {"{\"", "\": ", "\", \"", "12", "true", "null", "\"}"}) tokens.push_back(t);
+    return kvs::grammar::testing::VocabularyOf(tokens);
   }();
   return v;
 }

@@ -12,18 +12,14 @@
 namespace kvs::grammar::testing {
 
 std::shared_ptr<const Vocabulary> ByteVocabulary() {
-  static const std::shared_ptr<const Vocabulary> v = [] {
-    std::vector<std::string> bytes;
-    std::vector<Vocabulary::Kind> kinds;
-    for (int b = 0; b < 256; ++b) {
-      bytes.push_back(std::string(1, static_cast<char>(b)));
-      kinds.push_back(Vocabulary::Kind::kText);
-    }
-    bytes.push_back("</s>");
-    kinds.push_back(Vocabulary::Kind::kStop);
-    return *Vocabulary::FromTokens(std::move(bytes), std::move(kinds));
-  }();
+  static const std::shared_ptr<const Vocabulary> v = VocabularyOf(ByteTokens());
   return v;
+}
+
+std::vector<std::string> ByteTokens() {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  return bytes;
 }
 
 std::shared_ptr<const Vocabulary> VocabularyOf(const std::vector<std::string>& tokens) {

@@ -21,6 +21,8 @@ namespace kvs::grammar::testing {
 // 256 one-byte tokens (id = byte) and a stop token (id 256).
 std::shared_ptr<const Vocabulary> ByteVocabulary();
 inline constexpr int32_t kByteStop = 256;
+// The 256 one-byte token texts (id = byte), to extend with longer tokens.
+std::vector<std::string> ByteTokens();
 
 // Tokens from a list of byte strings plus a stop token appended at the end.
 std::shared_ptr<const Vocabulary> VocabularyOf(const std::vector<std::string>& tokens);
