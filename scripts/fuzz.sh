@@ -19,13 +19,23 @@ for row in "${rows[@]}"; do
   if [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx "$name"; then names+=("$name"); fi
 done
 cmake --build build/fuzz -j "$JOBS" --target "${names[@]}"
+# One fuzzer per core at a time (each is single-threaded): the same fuzzing
+# time per target in 1/JOBS of the wall time.
+run_one() {
+  local name=$1 bin=$2 seeds=$3 max_len=$4 t0 rc=0
+  mkdir -p "build/fuzz/corpus/$name"
+  t0=$(date +%s)
+  "$bin" -max_total_time="$SECONDS_EACH" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix=build/fuzz/crash-"$name"- "build/fuzz/corpus/$name" "$seeds" >"build/fuzz/$name.log" 2>&1 || rc=$?
+  echo "--- $name for ${SECONDS_EACH}s"
+  tail -n 3 "build/fuzz/$name.log"
+  if [ $rc -ne 0 ]; then echo "--- $name FAILED (exit $rc); log: build/fuzz/$name.log"; return 1; fi
+  echo "--- $name ran clean for $(( $(date +%s) - t0 ))s"
+}
+export -f run_one
+export SECONDS_EACH
 for row in "${rows[@]}"; do
   IFS=$'\t' read -r name bin seeds max_len <<<"$row"
   printf '%s\n' "${names[@]}" | grep -qx "$name" || continue
-  mkdir -p "build/fuzz/corpus/$name"
-  echo "--- $name for ${SECONDS_EACH}s"
-  t0=$(date +%s)
-  "$bin" -max_total_time="$SECONDS_EACH" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
-    -artifact_prefix=build/fuzz/crash-"$name"- "build/fuzz/corpus/$name" "$seeds" 2>&1 | tail -n 3
-  echo "--- $name ran clean for $(( $(date +%s) - t0 ))s"
-done
+  printf '%s\0%s\0%s\0%s\0' "$name" "$bin" "$seeds" "$max_len"
+done | xargs -0 -n 4 -P "$JOBS" bash -c 'run_one "$@"' _

@@ -6,11 +6,7 @@
 #   scripts/rollout.sh [--root DIR] status
 #
 # Layout under the root (default /var/lib/kvserve):
-#   releases/VERSION/model.gguf   the weights (hard link, or a copy)
-#   releases/VERSION/serve.yaml   the effective configuration, frozen: CONFIG
-#                                 with model.path = this release's model and
-#                                 model.sha256 = its hash (kvserve refuses to
-#                                 start on a different file)
+#   releases/VERSION/             model.gguf + frozen serve.yaml (release_lib.sh)
 #   current -> releases/VERSION   what the server runs (kvserve.service reads
 #   previous -> releases/OLD      current/serve.yaml); previous is kept for rollback
 #
@@ -24,6 +20,7 @@
 # exits 1. rollback: swaps current and previous and restarts the same way.
 # With several replicas behind the gateway, roll them one at a time: the
 # gateway takes a draining replica out and re-admits it when /ready passes.
+# Without a restart's outage on one machine: scripts/bluegreen.sh.
 set -euo pipefail
 
 root=/var/lib/kvserve
@@ -35,31 +32,8 @@ timeout_s=${KVSERVE_ROLLOUT_TIMEOUT:-300}
 die() { echo "rollout: $*" >&2; exit 1; }
 log() { echo "rollout: $*" >&2; }
 
-release_of() { [ -L "$root/$1" ] && basename "$(readlink "$root/$1")" || true; }
-
-# The server's address and the model hash a release expects, from its config.
-release_field() {  # DIR FIELD(host|port|sha256)
-  "$kvserve" serve --config "$1/serve.yaml" --print-config |
-    /usr/bin/python3 -c 'import json,sys; c=json.load(sys.stdin); f=sys.argv[1]
-print(c["model"]["sha256"] if f=="sha256" else c["server"][f])' "$2"
-}
-
-wait_for_release() {  # DIR -> 0 when the server runs it
-  local dir=$1 host port sha deadline
-  host=$(release_field "$dir" host)
-  port=$(release_field "$dir" port)
-  sha=$(release_field "$dir" sha256)
-  [ "$host" = 0.0.0.0 ] && host=127.0.0.1
-  deadline=$(( $(date +%s) + timeout_s ))
-  while [ "$(date +%s)" -lt "$deadline" ]; do
-    if curl -fsS -o /dev/null "http://$host:$port/ready" 2>/dev/null &&
-       curl -fsS "http://$host:$port/metrics" 2>/dev/null | grep -q "^kvserve:model_info{.*sha256=\"$sha\"} 1$"; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  return 1
-}
+# shellcheck source-path=SCRIPTDIR source=release_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/release_lib.sh"
 
 switch_to() {  # NEW_CURRENT NEW_PREVIOUS (release names; previous may be empty)
   ln -sfn "releases/$1" "$root/current.tmp" && mv -T "$root/current.tmp" "$root/current"
@@ -69,34 +43,17 @@ switch_to() {  # NEW_CURRENT NEW_PREVIOUS (release names; previous may be empty)
 restart_and_wait() {  # RELEASE
   log "restarting: $restart_cmd"
   bash -c "$restart_cmd"
-  wait_for_release "$root/releases/$1"
+  wait_for_release "$root/releases/$1" "$timeout_s"
 }
 
 cmd=${1:-}
 case "$cmd" in
   deploy)
     [ $# -eq 4 ] || die "usage: rollout.sh [--root DIR] deploy VERSION MODEL.gguf CONFIG.yaml"
-    version=$2 model=$3 config=$4
-    [[ "$version" =~ ^[A-Za-z0-9._-]+$ ]] || die "version '$version': use letters, digits, '.', '_', '-'"
-    [ -f "$model" ] || die "no such model file: $model"
-    [ -f "$config" ] || die "no such config file: $config"
-    dir=$root/releases/$version
-    [ -e "$dir" ] && die "release $version exists ($dir); pick a new version"
-    mkdir -p "$root/releases"
-    tmp=$(mktemp -d "$root/releases/.new-$version.XXXX")
-    trap 'rm -rf "$tmp"' EXIT
-    ln "$model" "$tmp/model.gguf" 2>/dev/null || cp --reflink=auto "$model" "$tmp/model.gguf"
-    sha=$(sha256sum "$tmp/model.gguf" | cut -d' ' -f1)
-    effective=$("$kvserve" serve --config "$config" --model.path "$dir/model.gguf" --model.sha256 "$sha" --print-config) ||
-      die "the configuration does not load (see above); nothing changed"
-    # --print-config redacts keys ("<N keys>"): inline keys cannot be frozen.
-    grep -q '"api_keys": "<[1-9]' <<<"$effective" && die "inline server.api_keys would not survive; use server.api_key_file"
-    effective=${effective/\"api_keys\": \"<0 keys>\"/\"api_keys\": []}
-    printf '# release %s, made %s from %s\n%s\n' "$version" "$(date -u +%FT%TZ)" "$config" "$effective" >"$tmp/serve.yaml"
-    mv -T "$tmp" "$dir"
-    trap - EXIT
+    version=$2
+    make_release "$2" "$3" "$4"
     old=$(release_of current)
-    log "release $version: model sha256 $sha; current ${old:-none} -> $version"
+    log "current ${old:-none} -> $version"
     switch_to "$version" "$old"
     if restart_and_wait "$version"; then
       log "release $version is serving"

@@ -5,50 +5,46 @@
 
 #include <fmt/format.h>
 
+#include "api/dialect.h"
+
 #include "api/structured_output.h"
 
 namespace kvs::api {
 
 namespace {
 
-using json = Json;
 using Err = std::optional<ApiError>;
 
-const char* TypeName(const json& j) {
+const char* TypeName(const Json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-    case json::value_t::number_float: return "a number";
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float: return "a number";
     default: return "an unsupported value";
   }
 }
 
-// A field's value, nullptr when absent or null.
-const json* Field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using dialect::Field;
 
 // A value as an error message shows it: scalars (strings cut short),
 // arrays and objects by their type only, so no untrusted value is ever
 // serialized whole into a message.
-std::string Shown(const json& j) {
+std::string Shown(const Json& j) {
   if (j.is_structured()) return TypeName(j);
-  if (j.is_string()) return json(Clip(j.get_ref<const std::string&>(), 37)).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (j.is_string()) return Json(Clip(j.get_ref<const std::string&>(), 37)).dump(-1, ' ', false, Json::error_handler_t::replace);
   return j.dump();
 }
 
-Err WrongType(const std::string& name, const char* want, const json& got) {
+Err WrongType(const std::string& name, const char* want, const Json& got) {
   return BadRequest(fmt::format("'{}' must be {}, got {}", name, want, TypeName(got)), name, "invalid_type");
 }
 
-bool AsInteger(const json& j, int64_t* out) {
+bool AsInteger(const Json& j, int64_t* out) {
   if (j.is_number_integer()) {
     if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return false;
     *out = j.get<int64_t>();
@@ -64,8 +60,8 @@ bool AsInteger(const json& j, int64_t* out) {
   return false;
 }
 
-Err GetInt(const json& body, const char* name, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
-  const json* f = Field(body, name);
+Err GetInt(const Json& body, const char* name, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
+  const Json* f = Field(body, name);
   if (!f) return std::nullopt;
   int64_t v = 0;
   if (!AsInteger(*f, &v)) {
@@ -82,8 +78,8 @@ Err GetInt(const json& body, const char* name, int64_t lo, int64_t hi, std::opti
 }
 
 // A number in [lo, hi] ((lo, hi] when lo_open).
-Err GetFloat(const json& body, const char* name, double lo, bool lo_open, double hi, float* out) {
-  const json* f = Field(body, name);
+Err GetFloat(const Json& body, const char* name, double lo, bool lo_open, double hi, float* out) {
+  const Json* f = Field(body, name);
   if (!f) return std::nullopt;
   if (!f->is_number()) return WrongType(name, "a number", *f);
   const double v = f->get<double>();
@@ -96,16 +92,16 @@ Err GetFloat(const json& body, const char* name, double lo, bool lo_open, double
   return std::nullopt;
 }
 
-Err GetBool(const json& body, const char* name, bool* out) {
-  const json* f = Field(body, name);
+Err GetBool(const Json& body, const char* name, bool* out) {
+  const Json* f = Field(body, name);
   if (!f) return std::nullopt;
   if (!f->is_boolean()) return WrongType(name, "a boolean", *f);
   *out = f->get<bool>();
   return std::nullopt;
 }
 
-Err GetString(const json& body, const char* name, std::string* out) {
-  const json* f = Field(body, name);
+Err GetString(const Json& body, const char* name, std::string* out) {
+  const Json* f = Field(body, name);
   if (!f) return std::nullopt;
   if (!f->is_string()) return WrongType(name, "a string", *f);
   *out = f->get<std::string>();
@@ -116,7 +112,7 @@ Err Unsupported(const std::string& name, const std::string& why) {
   return BadRequest(fmt::format("'{}' is not supported: {}", name, why), name, "unsupported_parameter");
 }
 
-Err ParseTokenIds(const json& arr, const std::string& param, std::vector<int32_t>* out) {
+Err ParseTokenIds(const Json& arr, const std::string& param, std::vector<int32_t>* out) {
   for (size_t i = 0; i < arr.size(); ++i) {
     int64_t v = 0;
     if (!AsInteger(arr[i], &v) || v < 0 || v > INT32_MAX) {
@@ -129,8 +125,8 @@ Err ParseTokenIds(const json& arr, const std::string& param, std::vector<int32_t
 }
 
 // Fields shared by both endpoints.
-Err ParseCommon(const json& body, ParsedRequest* r) {
-  const json* model = Field(body, "model");
+Err ParseCommon(const Json& body, ParsedRequest* r) {
+  const Json* model = Field(body, "model");
   if (!model) return BadRequest("you must provide a model parameter", "model", "missing_required_parameter");
   if (!model->is_string()) return WrongType("model", "a string", *model);
   r->model = model->get<std::string>();
@@ -139,7 +135,7 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
   if (auto e = GetInt(body, "n", 1, kMaxN, &n)) return e;
   if (n) r->n = static_cast<int32_t>(*n);
   if (auto e = GetBool(body, "stream", &r->stream)) return e;
-  if (const json* so = Field(body, "stream_options")) {
+  if (const Json* so = Field(body, "stream_options")) {
     if (!so->is_object()) return WrongType("stream_options", "an object", *so);
     if (!r->stream) {
       return BadRequest("'stream_options' is only allowed when 'stream' is true", "stream_options");
@@ -158,7 +154,7 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
   if (auto e = GetFloat(body, "presence_penalty", -2, false, 2, &r->sampling.presence_penalty)) return e;
   if (auto e = GetFloat(body, "frequency_penalty", -2, false, 2, &r->sampling.frequency_penalty)) return e;
   if (auto e = GetFloat(body, "repetition_penalty", 0, true, 10, &r->sampling.repetition_penalty)) return e;
-  if (const json* seed = Field(body, "seed")) {
+  if (const Json* seed = Field(body, "seed")) {
     int64_t v = 0;
     if (seed->is_number_unsigned()) {
       r->sampling.seed = seed->get<uint64_t>();
@@ -168,7 +164,7 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
       return WrongType("seed", "an integer", *seed);
     }
   }
-  if (const json* stop = Field(body, "stop")) {
+  if (const Json* stop = Field(body, "stop")) {
     if (stop->is_string()) {
       r->stop.push_back(stop->get<std::string>());
     } else if (stop->is_array()) {
@@ -192,7 +188,7 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
       }
     }
   }
-  if (const json* ids = Field(body, "stop_token_ids")) {
+  if (const Json* ids = Field(body, "stop_token_ids")) {
     if (!ids->is_array()) return WrongType("stop_token_ids", "an array of token ids", *ids);
     if (ids->size() > kMaxStopTokenIds) {
       return BadRequest(fmt::format("'stop_token_ids' may hold at most {} ids, got {}", kMaxStopTokenIds, ids->size()),
@@ -223,33 +219,7 @@ Err ParseCommon(const json& body, ParsedRequest* r) {
 
 }  // namespace
 
-size_t JsonNestingDepth(std::string_view text, size_t stop_after) {
-  size_t depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) {
-        max_depth = depth;
-        if (max_depth > stop_after) return max_depth;
-      }
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return max_depth;
-}
+const char* JsonTypeName(const Json& j) { return TypeName(j); }
 
 std::string Clip(std::string_view s, size_t max_bytes) {
   if (s.size() <= max_bytes) return std::string(s);
@@ -268,14 +238,14 @@ std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
     return BadRequest(fmt::format("the body nests arrays and objects more than {} levels deep (the limit)", kMaxJsonDepth),
                       std::nullopt, "invalid_json");
   }
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     // Parse again with exceptions only for the message (where it failed).
     std::string why = "the body is not valid JSON";
     try {
-      json ignored = json::parse(body);
+      Json ignored = Json::parse(body);
       (void)ignored;
-    } catch (const json::exception& e) {
+    } catch (const Json::exception& e) {
       // parse_error, or out_of_range for a number too large for a double
       // (thrown on the second parse; found by request_fuzzer). The message
       // quotes the offending token, which may be megabytes long.
@@ -292,13 +262,13 @@ std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* 
   ParsedRequest r;
   r.endpoint = Endpoint::kCompletions;
   if (auto e = ParseCommon(body, &r)) return e;
-  const json* prompt = Field(body, "prompt");
+  const Json* prompt = Field(body, "prompt");
   if (!prompt) return BadRequest("you must provide a prompt parameter", "prompt", "missing_required_parameter");
   if (prompt->is_string()) {
     r.prompts.push_back({prompt->get<std::string>(), {}});
   } else if (prompt->is_array()) {
     if (prompt->empty()) return BadRequest("'prompt' must not be an empty array", "prompt");
-    const json& first = (*prompt)[0];
+    const Json& first = (*prompt)[0];
     if (first.is_number()) {
       PromptInput p;
       if (auto e = ParseTokenIds(*prompt, "prompt", &p.tokens)) return e;
@@ -309,7 +279,7 @@ std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* 
                           "prompt");
       }
       for (size_t i = 0; i < prompt->size(); ++i) {
-        const json& item = (*prompt)[i];
+        const Json& item = (*prompt)[i];
         if (item.is_string()) {
           r.prompts.push_back({item.get<std::string>(), {}});
         } else if (item.is_array() && !item.empty()) {
@@ -332,7 +302,7 @@ std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* 
   }
   if (auto e = GetInt(body, "max_tokens", 1, INT32_MAX, &r.max_tokens)) return e;
   std::optional<int64_t> logprobs;
-  if (const json* lp = Field(body, "logprobs"); lp && lp->is_boolean()) {
+  if (const Json* lp = Field(body, "logprobs"); lp && lp->is_boolean()) {
     return BadRequest("'logprobs' of /v1/completions is the number of alternatives, an integer in [0, 20]",
                       "logprobs", "invalid_type");
   }
@@ -350,47 +320,39 @@ std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* 
 }
 
 std::optional<ApiError> FlattenContent(const Json& content, const std::string& param, std::string* out) {
-  if (content.is_string()) {
-    *out = content.get<std::string>();
-    return std::nullopt;
-  }
-  if (!content.is_array()) return WrongType(param, "a string or an array of content parts", content);
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
-    const std::string p = fmt::format("{}[{}]", param, i);
-    if (!part.is_object()) return WrongType(p, "a content part object", part);
-    const json* type = Field(part, "type");
-    if (!type || !type->is_string()) return BadRequest(fmt::format("'{}.type' must be a string", p), p + ".type");
-    if (type->get<std::string>() != "text") {
-      return BadRequest(fmt::format("content part type '{}' is not supported; kvserve serves text only",
-                                    Clip(type->get<std::string>(), 40)),
-                        p + ".type", "unsupported_parameter");
-    }
-    const json* t = Field(part, "text");
-    if (!t || !t->is_string()) return BadRequest(fmt::format("'{}.text' must be a string", p), p + ".text");
-    if (i > 0) text += "\n";
-    text += t->get<std::string>();
-  }
-  *out = std::move(text);
-  return std::nullopt;
+  return dialect::JoinedText(
+      content, param, "content parts", "a content part object",
+      [](const Json& part, const std::string& p, std::string* text) -> Err {
+        const Json* type = Field(part, "type");
+        if (!type || !type->is_string()) return BadRequest(fmt::format("'{}.type' must be a string", p), p + ".type");
+        if (type->get<std::string>() != "text") {
+          return BadRequest(fmt::format("content part type '{}' is not supported; kvserve serves text only",
+                                        Clip(type->get<std::string>(), 40)),
+                            p + ".type", "unsupported_parameter");
+        }
+        const Json* t = Field(part, "text");
+        if (!t || !t->is_string()) return BadRequest(fmt::format("'{}.text' must be a string", p), p + ".text");
+        *text = t->get<std::string>();
+        return std::nullopt;
+      },
+      out);
 }
 
 std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
   ParsedRequest r;
   r.endpoint = Endpoint::kChatCompletions;
   if (auto e = ParseCommon(body, &r)) return e;
-  const json* messages = Field(body, "messages");
+  const Json* messages = Field(body, "messages");
   if (!messages) return BadRequest("you must provide a messages parameter", "messages", "missing_required_parameter");
   if (!messages->is_array()) return WrongType("messages", "an array", *messages);
   if (messages->empty()) return BadRequest("'messages' must hold at least one message", "messages");
   static const std::vector<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
-  r.messages = json::array();
+  r.messages = Json::array();
   for (size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
+    const Json& m = (*messages)[i];
     const std::string p = fmt::format("messages[{}]", i);
     if (!m.is_object()) return WrongType(p, "an object", m);
-    const json* role = Field(m, "role");
+    const Json* role = Field(m, "role");
     if (!role || !role->is_string()) return BadRequest(fmt::format("'{}.role' must be a string", p), p + ".role");
     const std::string rs = role->get<std::string>();
     if (std::find(kRoles.begin(), kRoles.end(), rs) == kRoles.end()) {
@@ -398,8 +360,8 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
                                     Clip(rs, 40)),
                         p + ".role");
     }
-    json msg = m;
-    const json* content = Field(m, "content");
+    Json msg = m;
+    const Json* content = Field(m, "content");
     if (content) {
       std::string text;
       if (auto e = FlattenContent(*content, p + ".content", &text)) return e;
@@ -427,7 +389,7 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
   if (top && !logprobs) return BadRequest("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
   if (logprobs) r.sampling.logprobs = static_cast<int32_t>(top.value_or(0));
   using TC = ParsedRequest::ToolChoice;
-  if (const json* tc = Field(body, "tool_choice")) {
+  if (const Json* tc = Field(body, "tool_choice")) {
     const char* kWant = "\"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
     if (tc->is_string()) {
       const auto& s = tc->get_ref<const std::string&>();
@@ -441,8 +403,8 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
         return BadRequest(fmt::format("'tool_choice' must be {}, got {}", kWant, Shown(*tc)), "tool_choice");
       }
     } else if (tc->is_object()) {
-      const json* fn = Field(*tc, "function");
-      const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
+      const Json* fn = Field(*tc, "function");
+      const Json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
       if (!name || !name->is_string()) {
         return BadRequest(fmt::format("'tool_choice' must be {}", kWant), "tool_choice");
       }
@@ -453,7 +415,7 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
     }
   }
   if (auto e = GetBool(body, "parallel_tool_calls", &r.parallel_tool_calls)) return e;
-  if (const json* tools = Field(body, "tools")) {
+  if (const Json* tools = Field(body, "tools")) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
     if (r.tool_choice != TC::kNone) {
       r.tools = *tools;
@@ -463,9 +425,9 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
     if (r.tools.empty()) return BadRequest("'tool_choice' forces a tool call but 'tools' is empty", "tool_choice");
     if (r.tool_choice == TC::kNamed) {
       bool found = false;
-      for (const json& t : r.tools) {
-        const json* fn = t.is_object() ? Field(t, "function") : nullptr;
-        found = found || (fn && fn->is_object() && fn->value("name", json()) == r.tool_choice_name);
+      for (const Json& t : r.tools) {
+        const Json* fn = t.is_object() ? Field(t, "function") : nullptr;
+        found = found || (fn && fn->is_object() && fn->value("name", Json()) == r.tool_choice_name);
       }
       if (!found) {
         return BadRequest(fmt::format("'tool_choice' names function \"{}\", which is not in 'tools'",
@@ -485,9 +447,9 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
 
 std::optional<ApiError> ParseTokenizeRequest(const Json& body, TokenizeRequest* out) {
   TokenizeRequest r;
-  if (const json* model = Field(body, "model")) r.model = model->is_string() ? model->get<std::string>() : "?";
-  const json* prompt = Field(body, "prompt");
-  const json* messages = Field(body, "messages");
+  if (const Json* model = Field(body, "model")) r.model = model->is_string() ? model->get<std::string>() : "?";
+  const Json* prompt = Field(body, "prompt");
+  const Json* messages = Field(body, "messages");
   if ((prompt != nullptr) == (messages != nullptr)) {
     return BadRequest("give exactly one of 'prompt' (a string) or 'messages'", "prompt", "missing_required_parameter");
   }
@@ -500,8 +462,8 @@ std::optional<ApiError> ParseTokenizeRequest(const Json& body, TokenizeRequest* 
     r.prompt = prompt->get<std::string>();
   } else {
     // The messages and tools as a chat request would carry them.
-    json chat = {{"model", "tokenize"}, {"messages", *messages}};
-    if (const json* tools = Field(body, "tools")) chat["tools"] = *tools;
+    Json chat = {{"model", "tokenize"}, {"messages", *messages}};
+    if (const Json* tools = Field(body, "tools")) chat["tools"] = *tools;
     if (auto e = ParseChatRequest(chat, &r.chat)) return e;
   }
   *out = std::move(r);
@@ -509,7 +471,7 @@ std::optional<ApiError> ParseTokenizeRequest(const Json& body, TokenizeRequest* 
 }
 
 std::optional<ApiError> ParseDetokenizeRequest(const Json& body, DetokenizeRequest* out) {
-  const json* tokens = Field(body, "tokens");
+  const Json* tokens = Field(body, "tokens");
   if (!tokens || !tokens->is_array()) {
     return BadRequest("'tokens' must be an array of token ids", "tokens", "invalid_type");
   }

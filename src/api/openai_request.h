@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/error.h"
+#include "base/json_depth.h"
 #include "engine/sampling_params.h"
 #include "grammar/grammar.h"
 
@@ -35,6 +36,12 @@ using Json = nlohmann::ordered_json;
 
 enum class Endpoint { kCompletions, kChatCompletions };
 
+// The API shape a chat request came in (and is answered) in: Chat
+// Completions, OpenAI's Responses API (/v1/responses) or Anthropic's
+// Messages API (/v1/messages); the last two are parsed into a chat request
+// (dialect.h), always with one choice.
+enum class Dialect { kOpenAI, kResponses, kAnthropic };
+
 struct PromptInput {
   std::optional<std::string> text;  // a string prompt (tokenized by the service)
   std::vector<int32_t> tokens;      // a token-id prompt (when text is absent)
@@ -42,6 +49,10 @@ struct PromptInput {
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::kCompletions;
+  Dialect dialect = Dialect::kOpenAI;
+  // kResponses: the request's fields the response object repeats
+  // (instructions, tools, text, temperature, ...).
+  nlohmann::json dialect_echo = nlohmann::json::object();
   std::string model;
 
   std::vector<PromptInput> prompts;  // completions: one or more
@@ -109,9 +120,10 @@ inline constexpr size_t kMaxPrompts = 128;
 // Parses a request body into a JSON object (400 invalid_json otherwise,
 // also when it nests deeper than kMaxJsonDepth).
 std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out);
-// The deepest nesting of arrays and objects in JSON text (brackets outside
-// strings), counting stops once it exceeds stop_after.
-size_t JsonNestingDepth(std::string_view text, size_t stop_after);
+// JsonNestingDepth (base/json_depth.h) is part of this API's vocabulary.
+using ::kvs::JsonNestingDepth;
+// "a string", "an array", ...: how error messages name a JSON value's type.
+const char* JsonTypeName(const Json& j);
 // At most max_bytes of s (cut on a UTF-8 boundary, "..." appended when cut):
 // how error messages quote untrusted strings.
 std::string Clip(std::string_view s, size_t max_bytes);

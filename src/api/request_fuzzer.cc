@@ -1,4 +1,5 @@
-// libFuzzer target: every OpenAI request body parser on arbitrary bytes.
+// libFuzzer target: every request body parser (OpenAI, Responses, Anthropic
+// Messages) on arbitrary bytes.
 // The first byte picks the endpoint, the rest is the body. Each parser must
 // either accept the body with its documented limits holding, or refuse it
 // with a 4xx ApiError whose message is non-empty and whose JSON form is
@@ -7,7 +8,9 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "api/messages_api.h"
 #include "api/openai_request.h"
+#include "api/responses_api.h"
 
 namespace {
 
@@ -42,7 +45,7 @@ void CheckParsed(const ParsedRequest& r) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const uint8_t which = data[0] % 4;
+  const uint8_t which = data[0] % 6;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   Json json;
   if (auto e = ParseJsonObject(body, &json)) {
@@ -77,6 +80,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto e = ParseTokenizeRequest(json, &r);
       CheckError(e, body.size());
       if (!e) Check(r.prompt.has_value() || !r.chat.messages.empty());
+      break;
+    }
+    case 4:
+    case 5: {
+      // /v1/responses and /v1/messages: rewritten into chat requests.
+      ParsedRequest r;
+      auto e = which == 4 ? ParseResponsesRequest(json, &r) : ParseMessagesRequest(json, &r);
+      CheckError(e, body.size());
+      if (!e) {
+        Check(!r.messages.empty() && r.n == 1);
+        Check(r.dialect == (which == 4 ? Dialect::kResponses : Dialect::kAnthropic));
+        CheckParsed(r);
+      }
       break;
     }
     default: {

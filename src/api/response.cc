@@ -28,6 +28,7 @@ bool ChoiceText::AddToken(TokenOutput t, std::string* out) {
   if (r.stopped) {
     done_ = true;
     cut_by_stop_ = true;
+    matched_stop_ = std::move(r.matched);
   }
   return r.stopped;
 }
@@ -40,6 +41,7 @@ bool ChoiceText::End(std::string_view tail, std::string* out) {
   released_bytes_ += r.released.size();
   if (r.stopped) {
     cut_by_stop_ = true;
+    matched_stop_ = std::move(r.matched);
     return true;
   }
   const std::string rest = stop_.Flush();

@@ -33,6 +33,9 @@ struct TokenOutput {
   // later token or with the tail at the end).
   std::string text;
   std::string piece;                     // the token's own bytes, for logprobs
+  // A tool-call marker that `text` dropped as a special token
+  // (grammar::ToolCallMarkerTokens): its text, for the tool-call parser.
+  std::string marker_text;
   float logprob = 0.0f;                  // when logprobs were asked for
   std::vector<TopLogprob> top_logprobs;  // most likely first
 };
@@ -71,6 +74,7 @@ class ChoiceText {
 
   bool done() const { return done_; }
   bool cut_by_stop() const { return cut_by_stop_; }
+  const std::string& matched_stop() const { return matched_stop_; }  // the stop string that cut it
 
  private:
   StopMatcher stop_;
@@ -80,6 +84,7 @@ class ChoiceText {
   size_t released_bytes_ = 0;   // generated text released to the client
   bool done_ = false;
   bool cut_by_stop_ = false;
+  std::string matched_stop_;
 };
 
 struct Usage {

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "api/dialect.h"
+
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 
@@ -13,14 +15,9 @@ namespace kvs::api {
 
 namespace {
 
-using json = Json;
 using Err = std::optional<ApiError>;
 
-const json* Field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using dialect::Field;
 
 Err Bad(const std::string& param, const std::string& message) { return BadRequest(message, param); }
 
@@ -46,7 +43,7 @@ Err CheckSize(const std::string& param, size_t bytes) {
 }
 
 // A JSON schema given as an object, a boolean, or (vLLM) JSON text.
-Err FromSchema(const std::string& param, const json& schema, ParsedRequest* r) {
+Err FromSchema(const std::string& param, const Json& schema, ParsedRequest* r) {
   if (schema.is_string()) {
     const auto& text = schema.get_ref<const std::string&>();
     if (auto e = CheckSize(param, text.size())) return e;
@@ -59,21 +56,21 @@ Err FromSchema(const std::string& param, const json& schema, ParsedRequest* r) {
   return Set(r, param, grammar::JsonSchemaToGrammar(schema));
 }
 
-Err FromRegex(const std::string& param, const json& v, ParsedRequest* r) {
+Err FromRegex(const std::string& param, const Json& v, ParsedRequest* r) {
   if (!v.is_string()) return BadRequest(fmt::format("'{}' must be a string", param), param, "invalid_type");
   const auto& text = v.get_ref<const std::string&>();
   if (auto e = CheckSize(param, text.size())) return e;
   return Set(r, param, grammar::RegexToGrammar(text));
 }
 
-Err FromChoice(const std::string& param, const json& v, ParsedRequest* r) {
+Err FromChoice(const std::string& param, const Json& v, ParsedRequest* r) {
   if (!v.is_array() || v.empty()) {
     return BadRequest(fmt::format("'{}' must be a non-empty array of strings", param), param, "invalid_type");
   }
   if (v.size() > kMaxChoices) return Bad(param, fmt::format("'{}' may hold at most {} strings", param, kMaxChoices));
   std::vector<std::string> choices;
   size_t bytes = 0;
-  for (const json& c : v) {
+  for (const Json& c : v) {
     if (!c.is_string()) {
       return BadRequest(fmt::format("'{}' must be a non-empty array of strings", param), param, "invalid_type");
     }
@@ -84,17 +81,17 @@ Err FromChoice(const std::string& param, const json& v, ParsedRequest* r) {
   return Set(r, param, grammar::ChoiceToGrammar(choices));
 }
 
-Err FromGbnf(const std::string& param, const json& v, ParsedRequest* r) {
+Err FromGbnf(const std::string& param, const Json& v, ParsedRequest* r) {
   if (!v.is_string()) return BadRequest(fmt::format("'{}' must be a string (GBNF)", param), param, "invalid_type");
   const auto& text = v.get_ref<const std::string&>();
   if (auto e = CheckSize(param, text.size())) return e;
   return Set(r, param, grammar::ParseGbnf(text));
 }
 
-Err FromResponseFormat(const json& rf, ParsedRequest* r) {
+Err FromResponseFormat(const Json& rf, ParsedRequest* r) {
   const std::string param = "response_format";
   if (!rf.is_object()) return BadRequest("'response_format' must be an object", param, "invalid_type");
-  const json* type = Field(rf, "type");
+  const Json* type = Field(rf, "type");
   if (!type || !type->is_string()) {
     return Bad(param, "'response_format.type' must be one of \"text\", \"json_object\", \"json_schema\"");
   }
@@ -102,14 +99,14 @@ Err FromResponseFormat(const json& rf, ParsedRequest* r) {
   if (t == "text") return std::nullopt;
   if (t == "json_object") return Set(r, param, grammar::JsonObjectGrammar());
   if (t == "json_schema") {
-    const json* js = Field(rf, "json_schema");
+    const Json* js = Field(rf, "json_schema");
     if (!js || !js->is_object()) {
       return Bad(param, "'response_format.json_schema' must be an object with a 'schema' (and a 'name')");
     }
-    const json* schema = Field(*js, "schema");
+    const Json* schema = Field(*js, "schema");
     // OpenAI requires a schema in practice; an absent one means any JSON
     // value (the schema {}), as vLLM serves it.
-    if (!schema) return Set(r, param, grammar::JsonSchemaToGrammar(json::object()));
+    if (!schema) return Set(r, param, grammar::JsonSchemaToGrammar(Json::object()));
     return FromSchema("response_format.json_schema.schema", *schema, r);
   }
   return Bad(param, fmt::format("'response_format.type' must be one of \"text\", \"json_object\", \"json_schema\", got "
@@ -122,31 +119,31 @@ Err FromResponseFormat(const json& rf, ParsedRequest* r) {
 Err ParseConstraint(const Json& body, ParsedRequest* r) {
   struct Source {
     const char* param;
-    const json* value;
-    Err (*parse)(const std::string&, const json&, ParsedRequest*);
+    const Json* value;
+    Err (*parse)(const std::string&, const Json&, ParsedRequest*);
   };
   std::vector<Source> given;
-  const json* rf = Field(body, "response_format");
-  if (rf && !(rf->is_object() && rf->value("type", json()) == "text")) given.push_back({"response_format", rf, nullptr});
+  const Json* rf = Field(body, "response_format");
+  if (rf && !(rf->is_object() && rf->value("type", Json()) == "text")) given.push_back({"response_format", rf, nullptr});
   static constexpr struct {
     const char* name;
-    Err (*parse)(const std::string&, const json&, ParsedRequest*);
+    Err (*parse)(const std::string&, const Json&, ParsedRequest*);
   } kGuided[] = {{"guided_json", FromSchema},
                  {"guided_regex", FromRegex},
                  {"guided_choice", FromChoice},
                  {"guided_grammar", FromGbnf}};
   for (const auto& g : kGuided) {
-    if (const json* v = Field(body, g.name)) given.push_back({g.name, v, g.parse});
+    if (const Json* v = Field(body, g.name)) given.push_back({g.name, v, g.parse});
   }
   static constexpr struct {
     const char* name;
-    Err (*parse)(const std::string&, const json&, ParsedRequest*);
+    Err (*parse)(const std::string&, const Json&, ParsedRequest*);
   } kStructured[] = {{"json", FromSchema}, {"regex", FromRegex}, {"choice", FromChoice}, {"grammar", FromGbnf}};
   std::vector<std::string> structured_names;
-  if (const json* so = Field(body, "structured_outputs")) {
+  if (const Json* so = Field(body, "structured_outputs")) {
     if (!so->is_object()) return BadRequest("'structured_outputs' must be an object", "structured_outputs", "invalid_type");
     for (const auto& s : kStructured) {
-      if (const json* v = Field(*so, s.name)) {
+      if (const Json* v = Field(*so, s.name)) {
         structured_names.push_back(std::string("structured_outputs.") + s.name);
         given.push_back({nullptr, v, s.parse});
       }
@@ -165,7 +162,7 @@ Err ParseConstraint(const Json& body, ParsedRequest* r) {
 }
 
 Err ParseLogitBias(const Json& body, ParsedRequest* r) {
-  const json* lb = Field(body, "logit_bias");
+  const Json* lb = Field(body, "logit_bias");
   if (!lb) return std::nullopt;
   const std::string param = "logit_bias";
   if (!lb->is_object()) return BadRequest("'logit_bias' must be an object (token id -> bias)", param, "invalid_type");

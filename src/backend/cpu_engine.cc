@@ -24,6 +24,8 @@ StatusOr<CpuEngine> CreateCpuEngine(std::unique_ptr<model::LlamaModel> model, co
   po.max_batch_size = o.engine.max_batch_size;
   po.threads = out.threads;
   KVS_ASSIGN_OR_RETURN(out.plan, plan::PlanServing(shape, model->weight_bytes(), po));
+  // LongRoPE picks its factors by the context served (as llama.cpp does).
+  model->SetContextLength(out.plan.context);
 
   CpuRunnerOptions ro;
   ro.threads = out.threads;

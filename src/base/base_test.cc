@@ -1,12 +1,19 @@
 #include <atomic>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "base/dtype.h"
 #include "base/fp16.h"
+#include "base/json_depth.h"
+#include "base/line_file.h"
+#include "base/random_id.h"
 #include "base/status.h"
+#include "base/test_util.h"
 #include "base/thread_pool.h"
 
 namespace kvs {
@@ -58,6 +65,58 @@ TEST(Fp16Test, RoundsToNearestEven) {
   EXPECT_EQ(F32ToF16(2.98023224e-08f), 0x0000);     // tie at half of it -> even (0)
   EXPECT_EQ(F32ToBF16(1.0f), 0x3f80);
   EXPECT_EQ(BF16ToF32(0x3f80), 1.0f);
+}
+
+TEST(JsonDepthTest, CountsBracketsOutsideStrings) {
+  EXPECT_EQ(kvs::JsonNestingDepth("", 10), 0u);
+  EXPECT_EQ(kvs::JsonNestingDepth(R"({"a":[1,{"b":[]}]})", 10), 4u);
+  // Brackets inside strings (escaped quotes too) do not count.
+  EXPECT_EQ(kvs::JsonNestingDepth(R"(["[[\"[[", "\\", [1]])", 10), 2u);
+  // A closer with nothing open does not lower the count of later openers.
+  EXPECT_EQ(kvs::JsonNestingDepth("]]][[[", 10), 3u);
+  // Counting stops just past stop_after.
+  EXPECT_EQ(kvs::JsonNestingDepth(std::string(1000, '['), 5), 6u);
+}
+
+TEST(RandomIdTest, HexDigitsOfTheAskedLengthThatDiffer) {
+  const std::string a = kvs::RandomHex(24), b = kvs::RandomHex(24);
+  EXPECT_EQ(a.size(), 24u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+  EXPECT_NE(a, b);  // 96 random bits: equal only by a (negligible) accident
+  EXPECT_EQ(kvs::RandomHex(0), "");
+}
+
+TEST(LineFileTest, SkipsBlankAndCommentLinesAndStripsCarriageReturns) {
+  const std::filesystem::path dir = kvs::testing::TempDir("line_file");
+  const std::string path = (dir / "lines.txt").string();
+  std::ofstream(path) << "first\r\n\n  # a comment\n \t\n  {\"x\": 1}\r\nlast";
+  std::vector<std::string> lines;
+  std::vector<int> numbers;
+  std::vector<size_t> firsts;
+  kvs::Status st = kvs::ForEachContentLine(path, [&](const std::string& line, size_t first, int line_no) {
+    lines.push_back(line);
+    firsts.push_back(first);
+    numbers.push_back(line_no);
+    return kvs::Status::Ok();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(lines, (std::vector<std::string>{"first", "  {\"x\": 1}", "last"}));
+  EXPECT_EQ(firsts, (std::vector<size_t>{0, 2, 0}));
+  EXPECT_EQ(numbers, (std::vector<int>{1, 5, 6}));
+  // The callback's first error stops the walk and is returned as it is.
+  int calls = 0;
+  st = kvs::ForEachContentLine(path, [&](const std::string&, size_t, int line_no) {
+    ++calls;
+    return kvs::InvalidArgument("bad line {}", line_no);
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(st.message(), "bad line 1");
+  st = kvs::ForEachContentLine((dir / "absent.txt").string(), [](const std::string&, size_t, int) {
+    return kvs::Status::Ok();
+  });
+  EXPECT_EQ(st.code(), kvs::StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("cannot read"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ThreadPoolTest, RunsEveryThreadAndCoversRanges) {

@@ -1,6 +1,7 @@
 // Helpers for tests: where ../shared and the build tree are.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -25,6 +26,16 @@ inline std::string BinaryDir() {
   const char* dir = std::getenv("KVSERVE_BINARY_DIR");
   return dir ? dir : ".";
 }
+
+// Whether the tests run under ASan/UBSan or TSan (scripts/test.sh sets
+// KVSERVE_SANITIZED=1 there). Differential tests that compare many random
+// cases against an oracle run a sample of them under a sanitizer, which is
+// there to catch memory and threading errors, not wrong answers; the
+// Release stage runs every case.
+inline bool Sanitized() { return std::getenv("KVSERVE_SANITIZED") != nullptr; }
+
+// n, or n / divisor (at least 1) under a sanitizer.
+inline int SanitizerSample(int n, int divisor = 4) { return Sanitized() ? std::max(1, n / divisor) : n; }
 
 // A fresh temporary directory for one test.
 inline std::filesystem::path TempDir(const std::string& name) {

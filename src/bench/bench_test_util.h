@@ -6,11 +6,28 @@
 #pragma once
 
 #include <cctype>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "bench/endpoint.h"
+#include "bench/fake_openai_server.h"
+
 namespace kvs::bench::testing {
+
+// An endpoint on the fake server (url + suffix), discovered.
+inline std::unique_ptr<Endpoint> Connect(const FakeOpenAiServer& s, const std::string& suffix = "") {
+  EndpointOptions o;
+  o.url = s.url() + suffix;
+  auto ep = Endpoint::Create(o);
+  EXPECT_TRUE(ep.ok());
+  auto info = (*ep)->Discover();
+  EXPECT_TRUE(info.ok()) << info.status().ToString();
+  return std::move(*ep);
+}
 
 // "" when well-formed, else what is wrong and where.
 inline std::string XmlProblem(std::string_view s) {

@@ -5,24 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include "bench/bench_test_util.h"
 #include "bench/fake_openai_server.h"
 #include "bench/load_report.h"
 
 namespace kvs::bench {
 namespace {
 
+using testing::Connect;
 using testing::FakeOpenAiServer;
 using testing::FakeServerOptions;
 
-std::unique_ptr<Endpoint> Connect(const FakeOpenAiServer& s, const std::string& suffix = "") {
-  EndpointOptions o;
-  o.url = s.url() + suffix;
-  auto ep = Endpoint::Create(o);
-  EXPECT_TRUE(ep.ok());
-  auto info = (*ep)->Discover();
-  EXPECT_TRUE(info.ok()) << info.status().ToString();
-  return std::move(*ep);
-}
 
 PreparedRun Prepare(Endpoint& ep, const WorkloadSpec& spec, size_t run = 0) {
   auto plans = ExpandRuns(spec);

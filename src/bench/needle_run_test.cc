@@ -15,6 +15,7 @@
 namespace kvs::bench {
 namespace {
 
+using testing::Connect;
 using testing::FakeOpenAiServer;
 using testing::FakeServerOptions;
 
@@ -29,14 +30,6 @@ std::function<std::string(const std::string&)> Recall(size_t reach) {
   };
 }
 
-std::unique_ptr<Endpoint> Connect(const FakeOpenAiServer& s) {
-  EndpointOptions o;
-  o.url = s.url();
-  auto ep = Endpoint::Create(o);
-  EXPECT_TRUE(ep.ok());
-  EXPECT_TRUE((*ep)->Discover().ok());
-  return std::move(*ep);
-}
 
 TEST(NeedleRun, GridScoresEffectiveLengthAndLateWarning) {
   FakeServerOptions so;

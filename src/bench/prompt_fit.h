@@ -22,13 +22,7 @@
 
 #include "base/status.h"
 #include "bench/text_gen.h"
-
-namespace kvs::tok {
-class Tokenizer;
-}  // namespace kvs::tok
-namespace kvs::tmpl {
-class ChatTemplate;
-}  // namespace kvs::tmpl
+#include "template/fwd.h"
 
 namespace kvs::bench {
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include "base/strings.h"
 
 namespace kvs::bench {
 
@@ -76,15 +77,9 @@ std::string Slo::ToString() const {
 
 namespace {
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // "2s", "500ms", "500" (ms), "1.5 s", "250us".
 std::optional<double> ParseDuration(std::string_view s) {
-  std::string t = Lower(s);
+  std::string t = AsciiLower(s);
   t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
   double scale = 1e-3;  // a plain number is milliseconds
   auto ends = [&](std::string_view suf) {
@@ -112,7 +107,7 @@ std::optional<double> ParseDuration(std::string_view s) {
 }
 
 std::optional<int64_t> ParseTokens(std::string_view s) {
-  std::string t = Lower(s);
+  std::string t = AsciiLower(s);
   int64_t scale = 1;
   if (!t.empty() && t.back() == 'k') {
     scale = 1024;
@@ -153,7 +148,7 @@ StatusOr<Slo> ParseSlo(std::string_view spec) {
     sep_len = 1;
   }
   if (sep == std::string_view::npos) return bad("no ':' between metric and limit");
-  const std::string metric = Lower(rest.substr(0, sep));
+  const std::string metric = AsciiLower(rest.substr(0, sep));
   if (metric == "ttft") {
     slo.metric = SloMetric::kTtft;
   } else if (metric == "tpot") {

@@ -344,7 +344,7 @@ void AddOnlineOptions(CLI::App* app, BenchOptions* o) {
   app->add_flag("--no-progress", o->no_progress, "No progress bar")->group(g);
 }
 
-Registrar reg({"bench",
+const Registrar kRegister_bench({"bench",
               "Measure prompt processing and generation speed (llama-bench style), or load-test an endpoint (--url)",
               [](CLI::App* app) {
                  auto o = std::make_shared<BenchOptions>();

@@ -1,7 +1,7 @@
 // `kvserve gateway`: the access layer in front of `kvserve serve` replicas.
 //   kvserve gateway --config configs/gateway.yaml [--section.key VALUE | --alias VALUE]...
 //   kvserve gateway keys add --file keys.yaml --tenant NAME [--tokens-per-minute N] [--requests-per-second R]
-//                                [--max-concurrent N] [--burst B]
+//                                [--max-concurrent N] [--burst B] [--priority P] [--weight W]
 //   kvserve gateway keys list --file keys.yaml
 //   kvserve gateway keys revoke --file keys.yaml KEY_ID
 // Exit codes: 0 after a drain (SIGTERM/SIGINT), 1 when the port cannot be
@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/default_model.h"
@@ -26,6 +27,8 @@ struct KeyArgs {
   std::string id;
   double rps = -1, burst = -1;
   int64_t tpm = -1, concurrent = -1;
+  std::optional<int64_t> priority;
+  std::optional<double> weight;
 };
 
 std::string NowIso() {
@@ -60,6 +63,8 @@ int KeysAdd(const KeyArgs& a) {
   if (a.burst >= 0) l.burst = a.burst;
   if (a.tpm >= 0) l.tokens_per_minute = a.tpm;
   if (a.concurrent >= 0) l.max_concurrent = a.concurrent;
+  if (a.priority) l.priority = *a.priority;
+  if (a.weight) l.weight = *a.weight;
   gateway::KeyEntry e;
   e.sha256 = gateway::KeyDigest(*key);
   e.id = gateway::KeyIdOfDigest(e.sha256);
@@ -98,7 +103,7 @@ int KeysRevoke(const KeyArgs& a) {
   return 0;
 }
 
-Registrar reg({"gateway", "Serve as the gateway (auth, rate limits, routing) in front of serve replicas",
+const Registrar kRegister_gateway({"gateway", "Serve as the gateway (auth, rate limits, routing) in front of serve replicas",
                [](CLI::App* app) {
                  auto config = std::make_shared<std::string>();
                  auto print_config = std::make_shared<bool>(false);
@@ -119,6 +124,13 @@ Registrar reg({"gateway", "Serve as the gateway (auth, rate limits, routing) in 
                  add->add_option("--tokens-per-minute", a->tpm, "Tenant limit (0: none)")->check(CLI::NonNegativeNumber);
                  add->add_option("--max-concurrent", a->concurrent, "Tenant limit (0: none)")
                      ->check(CLI::NonNegativeNumber);
+                 add->add_option("--priority", a->priority,
+                                 "Tenant priority class: the replicas' `priority` (lower first) its requests run at "
+                                 "at best (default 0)")
+                     ->check(CLI::Range(-1000000, 1000000));
+                 add->add_option("--weight", a->weight,
+                                 "Tenant share when requests wait in the gateway (weighted fair queueing; default 1)")
+                     ->check(CLI::Range(1e-3, 1e6));
                  auto* list = keys->add_subcommand("list", "List key ids, tenants and limits (never the keys)");
                  list->add_option("--file", a->file, "Key file")->required();
                  auto* revoke = keys->add_subcommand("revoke", "Remove a key by its id");

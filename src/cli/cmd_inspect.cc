@@ -156,7 +156,7 @@ int RunInspect(const InspectArgs& a) {
   return 0;
 }
 
-const Registrar kRegister(Command{
+const Registrar kRegister_inspect(Command{
     "inspect", "Show a GGUF file's header, metadata and tensors",
     [](CLI::App* sub) -> std::function<int()> {
       auto a = std::make_shared<InspectArgs>();

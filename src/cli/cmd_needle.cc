@@ -52,7 +52,7 @@ int RunNeedle(NeedleArgs a) {
   return bench::RunNeedleCommand(o);
 }
 
-Registrar reg({"needle", "Needle-in-a-haystack recall of an endpoint over context lengths x depths",
+const Registrar kRegister_needle({"needle", "Needle-in-a-haystack recall of an endpoint over context lengths x depths",
                [](CLI::App* app) {
                  auto a = std::make_shared<NeedleArgs>();
                  bench::NeedleCommandOptions& o = a->o;

@@ -124,7 +124,7 @@ int RunPlan(const PlanArgs& a) {
   return 0;
 }
 
-const Registrar kRegister(Command{
+const Registrar kRegister_plan(Command{
     "plan", "Memory accounts and capacity planning: does a model fit, and how to make it fit",
     [](CLI::App* sub) -> std::function<int()> {
       auto a = std::make_shared<PlanArgs>();

@@ -102,7 +102,7 @@ int Quantize(const std::string& in, const std::string& out, const std::string& t
   return 0;
 }
 
-Registrar reg({"quantize", "Convert a model's weight matrices to another type", [](CLI::App* app) {
+const Registrar kRegister_quantize({"quantize", "Convert a model's weight matrices to another type", [](CLI::App* app) {
                  struct Opts { std::string in, out, type; };
                  auto o = std::make_shared<Opts>();
                  app->add_option("input", o->in, "Input GGUF")->required();

@@ -8,7 +8,7 @@
 namespace kvs::cli {
 namespace {
 
-Registrar reg({"random-model", "Write a random-weight GGUF model (benchmark shapes)", [](CLI::App* app) {
+const Registrar kRegister_random_model({"random-model", "Write a random-weight GGUF model (benchmark shapes)", [](CLI::App* app) {
                  struct Opts {
                    std::string preset = "test-125m", type = "F32", out, arch = "llama";
                    uint32_t seed = 1;

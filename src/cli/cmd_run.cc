@@ -144,7 +144,7 @@ int RunGenerate(RunOptions o) {
   return 0;
 }
 
-Registrar reg({"run", "Generate text for a prompt", [](CLI::App* app) {
+const Registrar kRegister_run({"run", "Generate text for a prompt", [](CLI::App* app) {
                  auto o = std::make_shared<RunOptions>();
                  app->add_option("-m,--model", o->model, "GGUF model file (default: the bundled model)");
                  app->add_option("-p,--prompt", o->prompt, "Prompt text");

@@ -40,7 +40,7 @@ StatusOr<server::ServeOptions> GateOptions(const std::string& spec) {
   return opts;
 }
 
-Registrar reg({"serve", "Serve a model over an OpenAI-compatible HTTP API", [](CLI::App* app) {
+const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatible HTTP API", [](CLI::App* app) {
                  auto a = std::make_shared<ServeArgs>();
                  app->add_option("-c,--config", a->config, "YAML configuration file (see configs/default.yaml)");
                  app->add_flag("--print-config", a->print_config,

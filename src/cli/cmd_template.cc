@@ -139,7 +139,7 @@ int RunTemplate(const TemplateArgs& a) {
   return 0;
 }
 
-const Registrar kRegister(Command{
+const Registrar kRegister_template(Command{
     "template", "Render a chat template for a conversation and print the prompt",
     [](CLI::App* sub) -> std::function<int()> {
       auto a = std::make_shared<TemplateArgs>();

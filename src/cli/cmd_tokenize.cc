@@ -110,7 +110,7 @@ int RunTokenize(const TokenizeArgs& a) {
   return 0;
 }
 
-const Registrar kRegister(Command{
+const Registrar kRegister_tokenize(Command{
     "tokenize", "Print the token ids (or pieces) of text read from stdin",
     [](CLI::App* sub) -> std::function<int()> {
       auto a = std::make_shared<TokenizeArgs>();

@@ -6,6 +6,8 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
+#include "base/sha256.h"
+
 namespace kvs::engine {
 namespace {
 
@@ -53,6 +55,14 @@ std::vector<BlockHash> ChainBlockHashes(std::string_view cache_salt, std::span<c
     out.push_back(h);
   }
   return out;
+}
+
+std::string PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt) {
+  if (key_digest.empty() && cache_salt.empty()) return "";
+  std::string material(key_digest);
+  material += '\n';  // a digest never contains one: key and salt cannot run into each other
+  material += cache_salt;
+  return Sha256Hex(material).substr(0, 32);
 }
 
 }  // namespace kvs::engine

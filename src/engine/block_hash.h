@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -47,5 +48,13 @@ BlockHash ChainBlockHash(const BlockHash& parent, std::span<const int32_t> token
 // The hashes of every full block of `tokens` (block_size > 0).
 std::vector<BlockHash> ChainBlockHashes(std::string_view cache_salt, std::span<const int32_t> tokens,
                                         int32_t block_size);
+
+// The cache salt a replica runs a request with: "" when neither an API key
+// nor a cache_salt applies (one shared cache); else 128 bits (32 hex digits)
+// of SHA-256(key digest "\n" cache_salt), so each API key is its own
+// namespace and cache_salt subdivides it. key_digest: Sha256Hex of the
+// request's API key ("" without keys). The server applies it to every
+// request; a router predicting the replica's hashes applies it too.
+std::string PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt);
 
 }  // namespace kvs::engine

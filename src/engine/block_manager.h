@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "engine/block_hash.h"
+#include "engine/cache_events.h"
 #include "engine/sequence.h"
 
 namespace kvs::engine {
@@ -115,6 +116,10 @@ class BlockManager {
   // Recounts every state; "" when consistent, else what is wrong.
   std::string CheckInvariants() const;
 
+  // Reports every published and evicted hash to `events` (nullptr: none);
+  // it must outlive the manager.
+  void set_events(PrefixCacheEvents* events) { events_ = events; }
+
   // Tests only: replaces the chain hash (to force collisions).
   using HashFn = BlockHash (*)(const BlockHash& parent, std::span<const int32_t> tokens);
   void TEST_SetHashFunction(HashFn fn) { hash_fn_ = fn; }
@@ -147,6 +152,7 @@ class BlockManager {
   int32_t block_size_;
   bool prefix_caching_;
   HashFn hash_fn_;
+  PrefixCacheEvents* events_ = nullptr;
   std::vector<Block> blocks_;
   std::vector<int32_t> free_ids_;  // stack; dirty entries are in freed_at order
   size_t clean_below_ = 0;         // free_ids_[0, clean_below_) are all clean

@@ -82,6 +82,7 @@ Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner)
       seed_rng_(config_.seed ? *config_.seed : std::random_device{}()),
       logits_(static_cast<size_t>(config_.max_batch_size) * static_cast<size_t>(vocab_size_)),
       inbox_(config_.max_queued_requests) {
+  if (config_.enable_prefix_caching) block_manager_.set_events(&cache_events_);
   PublishStats();
 }
 

@@ -132,6 +132,42 @@ TEST(ConstrainedEngine, MaxTokensCutsAnUnfinishedMatch) {
   EXPECT_EQ(out.tokens[0], 1);  // "{" is token 1
 }
 
+// Near max_tokens the sampler steers to a valid end: an unbounded string
+// value gets closed in time, so every reply is a complete match that ends
+// with the stop token within max_tokens, whatever the (random) model prefers.
+TEST(ConstrainedEngine, SteersToAValidEndNearMaxTokens) {
+  FakeModelRunnerOptions opts;
+  opts.vocab_size = kVocab;
+  opts.eos_token_id = 0;
+  auto t = MakeEngine(opts, EngineConfig{});
+  // Shortest reply: {"a": ""} is 9 bytes, then the stop token.
+  const auto g = Compile(R"(root ::= "{\"" [a-z]+ "\": \"" [a-z]* "\"}")");
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 16; ++i) {
+    Request r;
+    r.prompt_token_ids = MakePrompt(4 + i % 5, static_cast<uint64_t>(i), kVocab);
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = static_cast<uint64_t>(100 + i);
+    r.sampling.max_tokens = 12 + i % 4;
+    r.grammar = g;
+    auto s = t.engine->Submit(std::move(r));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    streams.push_back(*s);
+  }
+  RunToCompletion(*t.engine);
+  int lengthy = 0;
+  for (auto& s : streams) {
+    const Collected out = Drain(*s);
+    ASSERT_EQ(out.num_finals, 1);
+    EXPECT_EQ(out.last.finish_reason, FinishReason::kStop) << Text(g->vocabulary(), out.tokens);
+    grammar::GrammarMatcher m(g);
+    for (int32_t tok : out.tokens) ASSERT_TRUE(m.AcceptToken(tok).ok()) << Text(g->vocabulary(), out.tokens);
+    EXPECT_TRUE(m.CanEnd()) << Text(g->vocabulary(), out.tokens);
+    lengthy += Text(g->vocabulary(), out.tokens).size() > 12 ? 1 : 0;
+  }
+  EXPECT_GT(lengthy, 0) << "steering only near the end: replies use their budget";
+}
+
 TEST(ConstrainedEngine, GrammarForAnotherVocabularyIsRefused) {
   FakeModelRunnerOptions opts;
   opts.vocab_size = kVocab * 2;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace kvs::engine {
@@ -39,12 +40,48 @@ SampleResult Sampler::Sample(std::span<const float> logits, Sequence& seq) {
   const SamplingParams& p = seq.params;
   SampleResult r;
   std::span<const float> processed = logits;
-  if (p.has_penalties() || !p.logit_bias.empty() || seq.matcher) {
+  // work_ = logits + penalties + logit_bias (a draw overwrites work_ with
+  // weights; the rare fallback below prepares it again).
+  const auto prepare = [&] {
+    if (!p.has_penalties() && p.logit_bias.empty() && !seq.matcher) return;
     std::copy(logits.begin(), logits.end(), work_.begin());
     processed = work_;
+    if (p.has_penalties()) ApplyPenalties(seq);
+    for (const auto& [id, bias] : p.logit_bias) work_[static_cast<size_t>(id)] += bias;
+  };
+  const auto draw = [&] { return p.greedy() ? ArgMax(processed) : Draw(processed, p, seq.rng); };
+  prepare();
+  if (seq.matcher && UnmaskedDrawIsExact(seq)) {
+    // Draw first, mask only if the grammar refuses the token: most tokens
+    // of a well-behaved model are allowed, and one token's walk costs far
+    // less than a mask over the vocabulary. Exact: for greedy the argmax of
+    // all tokens, when allowed, is the argmax of the allowed ones (ties:
+    // lowest id either way); for plain temperature sampling P(t) = p(t) +
+    // (1 - Z) p(t) / Z = p(t) / Z for an allowed t (Z: the allowed mass),
+    // the masked distribution.
+    r.token_id = draw();
+    bool accepted = seq.matcher->AcceptToken(r.token_id).ok();
+    if (!accepted && !p.greedy()) {
+      // Refused: the draw left the weight exp((logit - max) / T) of every
+      // token in work_; the allowed ones, renormalised, are the masked
+      // distribution, so draw again from them without another exp pass.
+      mask_.assign(static_cast<size_t>((vocab_size_ + 31) / 32), 0u);
+      if (seq.matcher->FillNextTokenMask(mask_).ok()) {
+        const int32_t t = DrawAllowed(seq.rng);
+        accepted = t >= 0 && seq.matcher->AcceptToken(t).ok();
+        if (accepted) r.token_id = t;
+      }
+      // Otherwise (a mask error, or every allowed weight underflowed to 0)
+      // the masked path below decides, and reports errors.
+      if (!accepted) prepare();
+    }
+    if (accepted) {
+      r.grammar_done = seq.matcher->IsTerminated();
+      if (p.logprobs) FillLogprobs(logits, *p.logprobs, r);
+      return r;
+    }
+    // Greedy: work_ still holds the processed logits for the masked argmax.
   }
-  if (p.has_penalties()) ApplyPenalties(seq);
-  for (const auto& [id, bias] : p.logit_bias) work_[static_cast<size_t>(id)] += bias;
   if (seq.matcher) {
     mask_.assign(static_cast<size_t>((vocab_size_ + 31) / 32), 0u);
     r.error = seq.matcher->FillNextTokenMask(mask_);
@@ -54,12 +91,9 @@ SampleResult Sampler::Sample(std::span<const float> logits, Sequence& seq) {
       return r;
     }
     grammar::ApplyTokenMask(mask_, work_);
+    SteerToEnd(seq, p.max_tokens - seq.num_output_tokens());
   }
-  if (p.greedy()) {
-    r.token_id = ArgMax(processed);
-  } else {
-    r.token_id = Draw(processed, p, seq.rng);
-  }
+  r.token_id = draw();
   if (seq.matcher) {
     // A draw never lands on a -inf (zero weight) token unless nothing was
     // allowed; AcceptToken then fails and the sequence ends with the error.
@@ -72,6 +106,92 @@ SampleResult Sampler::Sample(std::span<const float> logits, Sequence& seq) {
   }
   if (p.logprobs) FillLogprobs(logits, *p.logprobs, r);
   return r;
+}
+
+int32_t Sampler::DrawAllowed(std::mt19937_64& rng) {
+  const auto allowed = [this](size_t id) { return (mask_[id / 32] >> (id % 32)) & 1u; };
+  double total = 0.0;
+  for (size_t id = 0; id < static_cast<size_t>(vocab_size_); ++id) {
+    if (allowed(id)) total += work_[id];
+  }
+  if (!(total > 0.0)) return -1;
+  const double u = UniformDouble(rng) * total;
+  double cum = 0.0;
+  int32_t last = -1;
+  for (size_t id = 0; id < static_cast<size_t>(vocab_size_); ++id) {
+    if (!allowed(id) || work_[id] <= 0.0f) continue;
+    cum += work_[id];
+    last = static_cast<int32_t>(id);
+    if (u < cum) return last;
+  }
+  return last;  // rounding left u at the very top
+}
+
+bool Sampler::UnmaskedDrawIsExact(const Sequence& seq) const {
+  const SamplingParams& p = seq.params;
+  // top-k, top-p and min-p cut the distribution before the draw: cut
+  // unmasked, they keep other tokens than cut after the mask.
+  const bool truncated = (p.top_k > 0 && p.top_k < vocab_size_) || p.top_p < 1.0f || p.min_p > 0.0f;
+  if (!p.greedy() && truncated) return false;
+  // Near max_tokens SteerToEnd narrows the mask further.
+  const int32_t tokens_left = p.max_tokens - seq.num_output_tokens();
+  return static_cast<int64_t>(seq.matcher->MinCompletionBytes()) + 1 + kSteerSlack < tokens_left;
+}
+
+void Sampler::SteerToEnd(Sequence& seq, int32_t tokens_left) {
+  grammar::GrammarMatcher& m = *seq.matcher;
+  const int32_t need = m.MinCompletionBytes();  // then one stop token
+  if (static_cast<int64_t>(need) + 1 + kSteerSlack < tokens_left) return;  // room enough
+  const grammar::Vocabulary& v = m.grammar().vocabulary();
+  const auto allowed = [this](int32_t id) { return (mask_[static_cast<size_t>(id) / 32] >> (id % 32)) & 1u; };
+  const int32_t n = std::min<int32_t>(vocab_size_, v.size());
+  // Candidates: the allowed stop and one-byte tokens, and the most likely allowed ones.
+  std::vector<int32_t> cands;
+  std::vector<int32_t> likely;
+  for (int32_t id = 0; id < n; ++id) {
+    if (!allowed(id)) continue;
+    if (v.kind(id) == grammar::Vocabulary::Kind::kStop || v.token_bytes(id).size() == 1) {
+      cands.push_back(id);
+    } else {
+      likely.push_back(id);
+    }
+  }
+  if (likely.size() > kSteerTopK) {
+    std::nth_element(likely.begin(), likely.begin() + kSteerTopK, likely.end(), [this](int32_t a, int32_t b) {
+      return work_[static_cast<size_t>(a)] > work_[static_cast<size_t>(b)];
+    });
+    likely.resize(kSteerTopK);
+  }
+  cands.insert(cands.end(), likely.begin(), likely.end());
+  // A token is kept when, after it, the completion and the stop token fit in
+  // the tokens left. Probing accepts and rolls back (the matcher's state is
+  // unchanged; its rollback history may lose its oldest entry).
+  std::vector<int32_t> keep;
+  int32_t nearest = -1;
+  int64_t nearest_need = INT64_MAX;
+  for (int32_t id : cands) {
+    if (v.kind(id) == grammar::Vocabulary::Kind::kStop) {
+      keep.push_back(id);
+      continue;
+    }
+    if (!m.AcceptToken(id).ok()) continue;
+    const int64_t after = m.MinCompletionBytes();
+    const bool terminated = m.IsTerminated();
+    KVS_CHECK(m.Rollback(1).ok());
+    if (terminated) continue;
+    if (after + 1 <= tokens_left - 1) keep.push_back(id);
+    if (after < nearest_need || (after == nearest_need && work_[static_cast<size_t>(id)] > work_[static_cast<size_t>(nearest)])) {
+      nearest_need = after;
+      nearest = id;
+    }
+  }
+  if (keep.empty() && nearest >= 0) keep.push_back(nearest);  // cannot end in time: come as near as possible
+  if (keep.empty()) return;                                   // nothing probed: the mask stands
+  const float kept_floor = -std::numeric_limits<float>::infinity();
+  std::vector<float> saved(keep.size());
+  for (size_t i = 0; i < keep.size(); ++i) saved[i] = work_[static_cast<size_t>(keep[i])];
+  std::fill(work_.begin(), work_.end(), kept_floor);
+  for (size_t i = 0; i < keep.size(); ++i) work_[static_cast<size_t>(keep[i])] = saved[i];
 }
 
 void Sampler::ApplyPenalties(const Sequence& seq) {

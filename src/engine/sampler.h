@@ -12,7 +12,16 @@
 // Constrained sequences (seq.matcher): the grammar's token mask sets every
 // disallowed logit to -inf after the penalties and logit_bias, and the drawn
 // token advances the matcher (FillNextTokenMask + AcceptToken: the grammar's
-// own cost, grammar/matcher.h). Logprobs stay the model's raw distribution.
+// own cost, grammar/matcher.h). Where that gives the same distribution
+// (greedy, or sampling without top-k/top-p/min-p) the token is drawn first and
+// the mask computed only when the grammar refuses it (UnmaskedDrawIsExact). Logprobs stay the model's raw distribution.
+// Near max_tokens a constrained sequence is steered to a valid end
+// (SteerToEnd): once the fewest bytes that complete the grammar, written as
+// one-byte tokens, plus the stop token, would use up the tokens left (with
+// kSteerSlack to spare), only tokens after which such a completion still fits
+// stay allowed, so a reply that can end within max_tokens does (valid JSON,
+// finish_reason "stop") instead of being cut. When even that cannot fit, the
+// token that brings the end nearest is taken and the reply ends "length".
 //
 // Cost: O(vocab) per token (one exp per candidate); top-k and top-p are
 // O(vocab) expected selections (quickselect), never a sort of the vocabulary.
@@ -57,6 +66,22 @@ class Sampler {
 
  private:
   void ApplyPenalties(const Sequence& seq);  // on work_
+  // Whether a constrained sequence may draw from the unmasked distribution
+  // and mask only when the grammar refuses the drawn token (same result
+  // distribution as masking first): greedy or untruncated sampling, and
+  // not near the end where SteerToEnd applies.
+  bool UnmaskedDrawIsExact(const Sequence& seq) const;
+  // After an untruncated Draw (work_ = every token's weight) and a mask in
+  // mask_: draws among the allowed tokens by weight; -1 when their weights
+  // sum to 0 (all underflowed).
+  int32_t DrawAllowed(std::mt19937_64& rng);
+  // On work_ (already masked): restricts a constrained sequence with
+  // `tokens_left` tokens of budget (this one included) to tokens after which
+  // its grammar can still end in time. Probes at most kSteerTopK likely
+  // tokens plus the allowed one-byte and stop tokens.
+  void SteerToEnd(Sequence& seq, int32_t tokens_left);
+  static constexpr int32_t kSteerSlack = 1;
+  static constexpr size_t kSteerTopK = 32;
   // logits: the processed logits (may be work_ itself).
   int32_t Draw(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng);
   // Puts the k most likely ids (by logits) in ids_[0, k), in heap order.

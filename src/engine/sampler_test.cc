@@ -8,6 +8,10 @@
 #include <numeric>
 #include <set>
 
+#include "grammar/compiled_grammar.h"
+#include "grammar/matcher.h"
+#include "grammar/vocabulary.h"
+
 namespace kvs::engine {
 namespace {
 
@@ -70,6 +74,61 @@ TEST(SamplerTest, TemperatureSamplingFollowsTheSoftmax) {
           << "token " << v << " t " << t;
     }
   }
+}
+
+// Vocabulary: 0 = stop, 1..7 = "a".."g"; grammar: one of a, b, c, then "d".
+std::shared_ptr<const grammar::CompiledGrammar> FirstOfAbc() {
+  std::vector<std::string> bytes = {"", "a", "b", "c", "d", "e", "f", "g"};
+  std::vector<grammar::Vocabulary::Kind> kinds(bytes.size(), grammar::Vocabulary::Kind::kText);
+  kinds[0] = grammar::Vocabulary::Kind::kStop;
+  auto v = grammar::Vocabulary::FromTokens(std::move(bytes), std::move(kinds), 8);
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  auto g = grammar::CompiledGrammar::FromGbnf("root ::= [abc] \"d\"", *v);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return *g;
+}
+
+// The draw-first shortcut (greedy, plain temperature) and the masked path
+// (top-p) both sample from the softmax restricted to the allowed tokens.
+TEST(SamplerTest, ConstrainedSamplingFollowsTheMaskedSoftmax) {
+  const auto g = FirstOfAbc();
+  Sampler s(8);
+  // Disallowed tokens carry most of the mass, so the shortcut is refused
+  // often and both of its branches are exercised.
+  const std::vector<float> logits = {0.5f, 0.2f, -0.4f, 0.9f, 2.0f, 1.5f, -1.0f, 1.0f};
+  std::vector<double> want = Softmax(logits);
+  double z = want[1] + want[2] + want[3];
+  for (size_t i = 0; i < want.size(); ++i) want[i] = (i >= 1 && i <= 3) ? want[i] / z : 0.0;
+  for (float top_p : {1.0f, 0.999f}) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_p = top_p;
+    p.max_tokens = 100;
+    Sequence seq = MakeSeq(p);
+    const int n = 100000;
+    std::map<int32_t, int> h;
+    for (int i = 0; i < n; ++i) {
+      seq.matcher = std::make_unique<grammar::GrammarMatcher>(g);
+      const SampleResult r = s.Sample(logits, seq);
+      ASSERT_TRUE(r.error.ok()) << r.error.ToString();
+      ++h[r.token_id];
+    }
+    for (int32_t v = 0; v < 8; ++v) {
+      const double got = h.count(v) ? h.at(v) / static_cast<double>(n) : 0.0;
+      EXPECT_NEAR(got, want[static_cast<size_t>(v)], 5 * std::sqrt(want[static_cast<size_t>(v)] / n) + 1e-4)
+          << "token " << v << " top_p " << top_p;
+    }
+  }
+  // Greedy: the global argmax (token 4, "d") is refused; the best allowed wins.
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 100;
+  Sequence seq = MakeSeq(p);
+  seq.matcher = std::make_unique<grammar::GrammarMatcher>(g);
+  EXPECT_EQ(s.Sample(logits, seq).token_id, 3);
+  // ... and the next step, where the argmax is allowed, takes it.
+  EXPECT_EQ(s.Sample(logits, seq).token_id, 4);
+  EXPECT_EQ(s.Sample(logits, seq).token_id, 0) << "only the stop token is left";
 }
 
 TEST(SamplerTest, TopKKeepsOnlyTheKMostLikely) {

@@ -1,6 +1,7 @@
 #include "gateway/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "gateway/warmup.h"
 #include "http/http_client.h"
 
 namespace kvs::gateway {
@@ -227,6 +229,61 @@ const std::vector<Key<P>>& PoolKeys() {
                        "Other replicas tried when an attempt fails before any byte reached the client"));
     t.push_back(Str<P>("api_key", "", [](P& p) -> std::string& { return p.api_key; }, "a string",
                        "Bearer key the replicas of this pool require (\"\": none)"));
+    t.push_back(Enum<P>("routing", "", [](P& p) -> std::string& { return p.routing; },
+                        {"round_robin", "least_load", "cache_aware"},
+                        "How a replica is picked: round_robin; least_load (fewest outstanding tokens per weight); "
+                        "cache_aware (fewest uncached prompt tokens + outstanding tokens, from the replicas' "
+                        "published prefix-cache blocks)"));
+    t.push_back(Num<P>("max_kv_usage", "", [](P& p) -> double& { return p.max_kv_usage; }, 0, true, 1,
+                       "Replicas whose KV use (scraped) is at or above this fraction get no new requests while "
+                       "another replica is below it (1: no limit)"));
+    t.push_back(Int<P>("max_queue", "", [](P& p) -> int64_t& { return p.max_queue; }, 0, 1 << 20,
+                       "Replicas with this many requests waiting (scraped) get no new requests while another has "
+                       "fewer (0: no limit)"));
+    t.push_back(Int<P>("max_requests_per_replica", "", [](P& p) -> int64_t& { return p.max_requests_per_replica; }, 0,
+                       1 << 20,
+                       "When every available replica has this many requests in flight, further requests wait in "
+                       "the gateway, served by weighted fair queueing across tenants (key file weight); 0: never wait"));
+    t.push_back(Int<P>("max_queued_requests", "", [](P& p) -> int64_t& { return p.max_queued_requests; }, 1, 1 << 20,
+                       "Requests that may wait for the pool; more get 503"));
+    t.push_back(Num<P>("queue_timeout_seconds", "", [](P& p) -> double& { return p.queue_timeout_seconds; }, 0, true,
+                       86400, "A request that waited this long for a replica gets 503 queue_timeout"));
+    t.push_back(Num<P>("slow_start_seconds", "", [](P& p) -> double& { return p.slow_start_seconds; }, 0, false, 3600,
+                       "A replica that becomes ready (start-up of the replica, re-admission) gets 10 % of its weight, "
+                       "ramping linearly to all of it over this time, so a cold replica is not flooded; 0: off"));
+    t.push_back(Str<P>("warm_prompts_file", "", [](P& p) -> std::string& { return p.warm_prompts_file; },
+                       "a file path or \"\"",
+                       "Prompts replayed (max_tokens 1) to a replica that joins the pool (start-up, re-admission) "
+                       "before it takes traffic, so its prefix cache is warm: one per line, plain text, "
+                       "{\"prompt\": ...} or {\"messages\": [...]} (kvserve serve's warm_prompts_file format); "
+                       "\"\": none"));
+    t.push_back(Num<P>("warm_timeout_seconds", "", [](P& p) -> double& { return p.warm_timeout_seconds; }, 0, true,
+                       3600,
+                       "The longest a joining replica is held out of routing for its warm-up; then it takes traffic "
+                       "with what was replayed"));
+    t.push_back(Int<P>("warm_concurrency", "", [](P& p) -> int64_t& { return p.warm_concurrency; }, 1, 64,
+                       "Warm prompts replayed to one replica at a time"));
+    t.push_back(Num<P>("routed_prefix_ttl_seconds", "", [](P& p) -> double& { return p.routed_prefix_ttl_seconds; },
+                       0, true, 86400,
+                       "cache_aware: how long a prefix the gateway itself sent to a replica is assumed cached there "
+                       "(the fallback when the replica's index is stale or missing)"));
+    t.push_back(Str<P>("canary_version", "", [](P& p) -> std::string& { return p.canary_version; },
+                       "a replica version or \"\"",
+                       "The version (replicas[].version) that gets canary_weight percent of the traffic; \"\": none"));
+    t.push_back(Num<P>("canary_weight", "", [](P& p) -> double& { return p.canary_weight; }, 0, false, 100,
+                       "Percent of sticky keys sent to canary_version (reloaded on SIGHUP; 0: roll back)"));
+    t.push_back(Str<P>("sticky_header", "", [](P& p) -> std::string& { return p.sticky_header; },
+                       "a header name or \"\"",
+                       "Requests with the same value of this header (e.g. X-Session-Id) get the same version; \"\" "
+                       "or absent: the same tenant gets the same version"));
+    t.push_back(Num<P>("canary_max_error_rate_margin", "",
+                       [](P& p) -> double& { return p.canary_max_error_rate_margin; }, 0, false, 1,
+                       "Automatic rollback (canary_weight 0) when the canary's attempt error rate exceeds the stable "
+                       "version's by more than this over canary_window_seconds; 0: never"));
+    t.push_back(Num<P>("canary_window_seconds", "", [](P& p) -> double& { return p.canary_window_seconds; }, 0, true,
+                       86400, "The window the canary's and the stable version's error rates are compared over"));
+    t.push_back(Int<P>("canary_min_requests", "", [](P& p) -> int64_t& { return p.canary_min_requests; }, 1, 1 << 20,
+                       "Canary attempts in the window before an automatic rollback can happen"));
     return t;
   }();
   return t;
@@ -267,8 +324,22 @@ Status LoadReplica(const YAML::Node& n, const std::string& where, ReplicaConfig*
         return InvalidArgument("{}.weight: expected a number in (0, 1000000], got \"{}\"", where, v.text);
       }
       r->weight = w;
+    } else if (k == "version") {
+      const bool ok = !v.text.empty() && v.text.size() <= 64 &&
+                      std::all_of(v.text.begin(), v.text.end(), [](char c) {
+                        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+                      });
+      if (!ok) return InvalidArgument("{}.version: expected 1-64 letters, digits, '.', '_' or '-', got \"{}\"", where, v.text);
+      r->version = v.text;
+    } else if (k == "fault_rate") {
+      double f = -1;
+      auto [p, ec] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), f);
+      if (v.quoted || ec != std::errc() || p != v.text.data() + v.text.size() || !(f >= 0) || f > 1) {
+        return InvalidArgument("{}.fault_rate: expected a number in [0, 1], got \"{}\"", where, v.text);
+      }
+      r->fault_rate = f;
     } else {
-      return InvalidArgument("{}: unknown key \"{}\"; keys of a replica are: url, weight", where, k);
+      return InvalidArgument("{}: unknown key \"{}\"; keys of a replica are: url, weight, version, fault_rate", where, k);
     }
   }
   return Status::Ok();
@@ -327,8 +398,10 @@ const std::vector<GatewayKeyInfo>& GatewayConfigKeys() {
     for (const auto& k : PoolKeys()) {
       out.push_back({"pools[]." + k.name, "", k.type, k.allowed, k.get(pd).dump(), k.help});
     }
-    out.push_back({"pools[].replicas", "", "list", "{url, weight} mappings or URLs", "[]",
-                   "The pool's replicas: url http://HOST:PORT, weight (0, 1000000] (default 1)"});
+    out.push_back({"pools[].replicas", "", "list", "{url, weight, version, fault_rate} mappings or URLs", "[]",
+                   "The pool's replicas: url http://HOST:PORT, weight (0, 1000000] (default 1), version (release "
+                   "label, default stable), fault_rate [0, 1] (drills: that fraction of attempts fails in the "
+                   "gateway; default 0)"});
     return out;
   }();
   return keys;
@@ -434,6 +507,19 @@ Status ValidateGatewayConfig(const GatewayConfig& cfg) {
         return InvalidArgument("{}.replicas[{}].url: {} is listed twice", where, r, u->ToString());
       }
     }
+    if (!p.warm_prompts_file.empty()) {
+      auto prompts = LoadWarmPrompts(p.warm_prompts_file);
+      if (!prompts.ok()) return InvalidArgument("{}.warm_prompts_file: {}", where, prompts.status().message());
+    }
+    if (!p.canary_version.empty()) {
+      size_t canary = 0;
+      for (const auto& r : p.replicas) canary += r.version == p.canary_version ? 1 : 0;
+      if (canary == 0 || canary == p.replicas.size()) {
+        return InvalidArgument("{}: canary_version \"{}\" needs at least one replica of that version and one of "
+                               "another",
+                               where, p.canary_version);
+      }
+    }
   }
   if (cfg.gateway.key_file.empty() && !cfg.gateway.allow_anonymous) {
     return InvalidArgument(
@@ -455,7 +541,9 @@ nlohmann::json GatewayConfigToJson(const GatewayConfig& cfg) {
     for (const auto& k : PoolKeys()) pj[k.name] = k.get(p);
     if (!p.api_key.empty()) pj["api_key"] = "<redacted>";
     pj["replicas"] = nlohmann::json::array();
-    for (const auto& r : p.replicas) pj["replicas"].push_back({{"url", r.url}, {"weight", r.weight}});
+    for (const auto& r : p.replicas) {
+      pj["replicas"].push_back({{"url", r.url}, {"weight", r.weight}, {"version", r.version}, {"fault_rate", r.fault_rate}});
+    }
     j["pools"].push_back(std::move(pj));
   }
   return j;

@@ -26,6 +26,8 @@ namespace kvs::gateway {
 struct ReplicaConfig {
   std::string url;    // http://HOST:PORT of a `kvserve serve` replica
   double weight = 1;  // share of load relative to the pool's other replicas
+  std::string version = "stable";  // release label (canary routing, metrics, audit)
+  double fault_rate = 0;  // drills and tests: this fraction of attempts fails in the gateway as a 503 would
 };
 
 struct PoolConfig {
@@ -38,6 +40,32 @@ struct PoolConfig {
   int64_t max_retries = 2;          // further replicas tried when an attempt fails before any byte reached the client
   std::string api_key;              // sent to the replicas as the Bearer key ("" : none)
   std::vector<ReplicaConfig> replicas;
+  // Routing within the pool (routing.h): round_robin, least_load, cache_aware.
+  std::string routing = "least_load";
+  double max_kv_usage = 0.9;        // replicas whose scraped KV use is at or above it are skipped (1: never)
+  int64_t max_queue = 0;            // replicas with this many requests waiting are skipped (0: no limit)
+  // Queueing in the gateway (fair_queue.h): when every available replica has
+  // this many requests in flight from this gateway, requests wait in a
+  // weighted fair queue across tenants. 0: never (send to the cheapest).
+  int64_t max_requests_per_replica = 0;
+  int64_t max_queued_requests = 1024;  // more waiting get 503
+  double queue_timeout_seconds = 30;   // waited this long: 503
+  double slow_start_seconds = 0;    // a replica (re)joining ramps from 10 % to its full weight over this; 0: off
+  // Warm-up of a joining replica (warmup.h): prompts replayed to it before it
+  // takes traffic, at most warm_concurrency at a time, for at most
+  // warm_timeout_seconds.
+  std::string warm_prompts_file{};  // "" : no warm-up
+  double warm_timeout_seconds = 30;
+  int64_t warm_concurrency = 2;
+  double routed_prefix_ttl_seconds = 300;  // cache_aware: how long the gateway's own routing record counts
+  // Canary release (canary.h): replicas whose version is canary_version get
+  // canary_weight percent of the sticky keys (tenant, or sticky_header's value).
+  std::string canary_version{};     // "" : no canary
+  double canary_weight = 0;         // percent of traffic, [0, 100]; reloadable
+  std::string sticky_header{};      // "" : sticky per tenant; else e.g. X-Session-Id
+  double canary_max_error_rate_margin = 0;  // roll back (weight 0) when canary errors exceed stable's by this; 0: off
+  double canary_window_seconds = 60;
+  int64_t canary_min_requests = 20;  // canary attempts in the window before it can be judged
 };
 
 struct GatewaySection {

@@ -1,7 +1,6 @@
 #include "gateway/gateway.h"
 
 #include <csignal>
-#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -9,6 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "api/error.h"
+#include "api/routes.h"
+#include "base/random_id.h"
 #include "gateway/proxy.h"
 #include "gateway/redis_limiter.h"
 #include "metrics/status_page.h"
@@ -18,15 +19,6 @@ namespace kvs::gateway {
 namespace {
 
 using nlohmann::json;
-
-std::string RandomHex(size_t n) {
-  thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  static const char* kDigits = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += kDigits[rng() & 15];
-  return s;
-}
 
 void ReplyJson(const std::shared_ptr<http::Exchange>& ex, int status, const json& body,
                std::vector<std::pair<std::string, std::string>> headers = {}) {
@@ -51,6 +43,12 @@ StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
   auto audit = AuditLog::Open(cfg.logging.audit_log);
   if (!audit.ok()) return audit.status();
   p.audit = std::move(*audit);
+  for (const PoolConfig& pc : cfg.pools) {
+    if (pc.warm_prompts_file.empty()) continue;
+    auto prompts = LoadWarmPrompts(pc.warm_prompts_file);
+    if (!prompts.ok()) return prompts.status().WithContext("pool " + pc.name + ": warm_prompts_file");
+    p.warm_prompts[pc.name] = std::move(*prompts);
+  }
   if (cfg.gateway.shared_state.empty()) {
     p.limiter = std::make_unique<LocalRateLimiter>();
   } else {
@@ -65,7 +63,7 @@ StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
 
 Gateway::Gateway(GatewayConfig cfg, Parts parts)
     : cfg_(std::move(cfg)), parts_(std::move(parts)), status_board_(&metrics_) {
-  router_ = std::make_unique<Router>(cfg_.pools, std::make_unique<LeastOutstandingTokens>());
+  router_ = std::make_unique<Router>(cfg_.pools, nullptr, cfg_.gateway.health_interval_seconds);
   if (auto* redis = dynamic_cast<RedisRateLimiter*>(parts_.limiter.get())) {
     redis->set_error_counter(&metrics_.shared_state_errors);
   }
@@ -77,6 +75,13 @@ Gateway::Gateway(GatewayConfig cfg, Parts parts)
     metrics_.replica_outstanding_tokens.With({r->pool(), r->name()}).Set(0);
     for (const char* cause : {"probe", "failures"}) metrics_.ejections.With({r->pool(), r->name(), cause});
     metrics_.readmissions.With({r->pool(), r->name()});
+    if (parts_.warm_prompts.count(r->pool())) {
+      r->set_warm_on_join(true);
+      metrics_.warmups_started.With({r->pool(), r->name()});
+      for (const char* outcome : {"completed", "failed"}) metrics_.warmups_finished.With({r->pool(), r->name(), outcome});
+      for (const char* outcome : {"ok", "error"}) metrics_.warm_prompts.With({r->pool(), r->name(), outcome});
+      metrics_.replica_warming.With({r->pool(), r->name()}).Set(0);
+    }
   }
   for (const auto& p : router_->pools()) metrics_.retries.With({p->name()});
 }
@@ -92,6 +97,8 @@ Status Gateway::Start() {
   HealthOptions ho;
   ho.interval = Seconds(cfg_.gateway.health_interval_seconds);
   ho.readmit_after_probes = cfg_.gateway.readmit_after_probes;
+  warmer_ = std::make_unique<Warmer>(router_.get(), client_.get(), &metrics_, std::move(parts_.warm_prompts));
+  ho.on_warming = [this](Replica* r) { warmer_->Begin(r); };
   health_ = std::make_unique<HealthChecker>(router_.get(), client_.get(), &metrics_, ho);
   // Know which replicas are up before the first request.
   health_->ProbeAllAndWait(std::max(ho.interval, std::chrono::milliseconds(1000)));
@@ -169,6 +176,26 @@ std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
         spdlog::info("gateway: replica {} (pool {}) weight {} -> {}", found->name(), pc.name, found->weight(), rc.weight);
         found->set_weight(rc.weight);
       }
+      if (found->fault_rate() != rc.fault_rate) {
+        spdlog::info("gateway: replica {} (pool {}) fault_rate {} -> {}", found->name(), pc.name, found->fault_rate(),
+                     rc.fault_rate);
+        found->set_fault_rate(rc.fault_rate);
+      }
+      if (found->version() != rc.version) not_applied.push_back("the version of replica " + rc.url);
+    }
+    const PoolConfig& now = pool->config;
+    if (pc.warm_prompts_file != now.warm_prompts_file || pc.warm_timeout_seconds != now.warm_timeout_seconds ||
+        pc.warm_concurrency != now.warm_concurrency) {
+      not_applied.push_back("the warm-up settings of pool " + pc.name);
+    }
+    // The canary split moves at once; requests in flight keep their replica.
+    if (pc.canary_version != pool->canary->version()) {
+      not_applied.push_back("canary_version of pool " + pc.name);
+    } else if (pool->canary->enabled() && pool->canary->weight() != pc.canary_weight) {
+      spdlog::info("gateway: pool {} canary {} weight {}% -> {}%", pc.name, pc.canary_version, pool->canary->weight(),
+                   pc.canary_weight);
+      pool->canary->set_weight(pc.canary_weight);
+      metrics_.canary_weight.With({pc.name}).Set(pc.canary_weight);
     }
   }
   if (fresh.pools.size() != router_->pools().size() || replicas != router_->AllReplicas().size()) {
@@ -198,43 +225,17 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   const std::string id = "gw-" + RandomHex(24);
   const http::HttpRequest& req = ex->request();
   if (int status = ex->transport_error()) {
-    return ReplyGatewayError(this, ex,
-                             api::MakeError(status, ex->transport_error_message(), "invalid_request_error",
-                                       status == 413 ? "request_too_large"
-                                                     : status == 431 ? "header_too_large" : "invalid_request"),
-                             id, nullptr);
+    return ReplyGatewayError(this, ex, api::TransportError(status, ex->transport_error_message()), id, nullptr);
   }
-  struct Route {
-    const char* path;
-    const char* method;
-    bool prefix;
-  };
-  static const Route kRoutes[] = {
+  static const api::Route kRoutes[] = {
       {"/", "GET", false},          {"/status", "GET", false},
       {"/health", "GET", false},    {"/ready", "GET", false},           {"/metrics", "GET", false},
       {"/v1/models", "GET", false}, {"/v1/models/", "GET", true},       {"/v1/completions", "POST", false},
       {"/v1/chat/completions", "POST", false},
   };
-  const Route* route = nullptr;
-  for (const Route& r : kRoutes) {
-    const std::string_view rp(r.path);
-    if (r.prefix ? (req.path.size() > rp.size() && req.path.compare(0, rp.size(), rp) == 0) : req.path == rp) {
-      route = &r;
-      break;
-    }
-  }
-  if (!route) {
-    return ReplyGatewayError(
-        this, ex, api::MakeError(404, fmt::format("no route for {} {}", req.method, req.path), "not_found_error", "not_found"),
-        id, nullptr);
-  }
-  const bool head_ok = std::string_view(route->method) == "GET" && req.method == "HEAD";
-  if (req.method != route->method && !head_ok) {
-    return ReplyGatewayError(this, ex,
-                             api::MakeError(405, fmt::format("{} does not allow {}; use {}", req.path, req.method, route->method),
-                                       "invalid_request_error", "method_not_allowed"),
-                             id, nullptr);
-  }
+  const api::RouteMatch match = api::MatchRoute(kRoutes, req.method, req.path);
+  if (match.error) return ReplyGatewayError(this, ex, *match.error, id, nullptr);
+  const api::Route* route = match.route;
   const std::string_view path = route->path;
   if (path == "/health") return ReplyJson(ex, 200, {{"status", draining_ ? "draining" : "ok"}});
   if (path == "/ready") return HandleReady(ex);
@@ -302,6 +303,9 @@ void Gateway::RefreshMetrics() {
     metrics_.replica_healthy.With({r->pool(), r->name()}).Set(r->available() ? 1 : 0);
     metrics_.replica_outstanding_tokens.With({r->pool(), r->name()}).Set(static_cast<double>(r->outstanding_tokens()));
   }
+  for (const auto& p : router_->pools()) {
+    if (p->canary->enabled()) metrics_.canary_weight.With({p->name()}).Set(p->canary->weight());
+  }
   metrics_.ready.Set(Ready(nullptr) ? 1 : 0);
   metrics_.process.Refresh();
 }
@@ -325,7 +329,11 @@ void Gateway::HandleStatus(std::shared_ptr<http::Exchange> ex) {
                          p->replicas.size() == 1 ? "" : "s");
   }
   facts.emplace_back("Pools", pools);
-  facts.emplace_back("Routing", router_->policy().name());
+  std::string routing;
+  for (const auto& p : router_->pools()) {
+    routing += fmt::format("{}{}: {}", routing.empty() ? "" : ", ", p->name(), router_->policy(*p).name());
+  }
+  facts.emplace_back("Routing", routing);
   facts.emplace_back("Prompt tokens counted with", parts_.counter->path());
   facts.emplace_back("API keys", parts_.auth->anonymous()
                                      ? std::string("none (anonymous access)")

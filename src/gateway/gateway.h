@@ -7,7 +7,8 @@
 // the pools that can hold prompt + max_tokens (400 with the counts when none
 // can; 404 for a model no replica serves), admit against the rate limits
 // (429 + Retry-After), then proxy (proxy.h) to a replica chosen by the
-// routing policy. /health, /ready (200 when every pool has an available
+// routing policy; a replica that joins a pool with warm prompts gets them
+// replayed before it takes traffic (warmup.h). /health, /ready (200 when every pool has an available
 // replica), /metrics, the merged /v1/models, the status page (GET /) and its
 // JSON document (GET /status, status_board.h) are answered by the gateway
 // itself, without a key, as `kvserve serve` answers them.
@@ -21,6 +22,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -32,6 +34,7 @@
 #include "gateway/pool.h"
 #include "gateway/prompt_counter.h"
 #include "gateway/status_board.h"
+#include "gateway/warmup.h"
 #include "gateway/work_queue.h"
 #include "http/http_client.h"
 #include "http/http_server.h"
@@ -46,6 +49,7 @@ class Gateway {
     std::unique_ptr<Authenticator> auth;
     std::unique_ptr<RateLimiter> limiter;
     std::unique_ptr<AuditLog> audit;
+    std::map<std::string, std::vector<WarmPrompt>> warm_prompts;  // pool -> its warm_prompts_file's prompts
   };
   static StatusOr<Parts> BuildParts(const GatewayConfig& cfg);
 
@@ -105,6 +109,7 @@ class Gateway {
   StatusBoard status_board_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<http::HttpClient> client_;
+  std::unique_ptr<Warmer> warmer_;
   std::unique_ptr<HealthChecker> health_;
   std::unique_ptr<WorkQueue> prep_;
   std::unique_ptr<http::HttpServer> server_;

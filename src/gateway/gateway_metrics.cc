@@ -81,6 +81,82 @@ GatewayMetrics::GatewayMetrics()
       readmissions(registry.AddCounter("kvserve_gateway:replica_readmissions_total",
                                        "Ejected replicas brought back after consecutive good probes.",
                                        {"pool", "replica"})),
+      warmups_started(registry.AddCounter("kvserve_gateway:replica_warmups_started_total",
+                                          "Warm-ups of a replica that joined a pool with warm_prompts_file "
+                                          "(start-up or re-admission).",
+                                          {"pool", "replica"})),
+      warmups_finished(registry.AddCounter("kvserve_gateway:replica_warmups_total",
+                                           "Finished warm-ups by outcome: completed (every prompt replayed) or "
+                                           "failed (a replay failed, or warm_timeout_seconds passed); either way "
+                                           "the replica then takes traffic.",
+                                           {"pool", "replica", "outcome"})),
+      warm_prompts(registry.AddCounter("kvserve_gateway:warm_prompts_replayed_total",
+                                       "Warm prompts replayed to joining replicas, by outcome (ok: HTTP 200; "
+                                       "error: any other answer, no answer or a timeout).",
+                                       {"pool", "replica", "outcome"})),
+      replica_warming(registry.AddGauge("kvserve_gateway:replica_warming",
+                                        "1 while the replica is held out of routing for its warm-up.",
+                                        {"pool", "replica"})),
+      prefix_index_blocks(registry.AddGauge("kvserve_gateway:prefix_index_blocks",
+                                            "Block hashes in the gateway's copy of the replica's prefix-cache index "
+                                            "(cache_aware pools).",
+                                            {"pool", "replica"})),
+      prefix_index_resyncs(registry.AddCounter("kvserve_gateway:prefix_index_resyncs_total",
+                                               "Full reloads of a replica's prefix-cache index (first poll, replica "
+                                               "restart, or the gateway fell behind its event log).",
+                                               {"pool", "replica"})),
+      prefix_prompt_tokens(registry.AddCounter("kvserve_gateway:prefix_prompt_tokens_total",
+                                               "Prompt tokens of answered requests in cache_aware pools (the "
+                                               "denominator of the hit rates below).",
+                                               {"pool"})),
+      prefix_predicted_tokens(registry.AddCounter("kvserve_gateway:prefix_predicted_cached_tokens_total",
+                                                  "Prompt tokens routing predicted cached on the replica it picked, "
+                                                  "by the source of the prediction: replica (its published index), "
+                                                  "routed (the gateway's record of what it sent there).",
+                                                  {"pool", "source"})),
+      prefix_cached_tokens(registry.AddCounter("kvserve_gateway:prefix_cached_tokens_total",
+                                               "Prompt tokens the replicas reported served from their prefix cache "
+                                               "(usage.prompt_tokens_details.cached_tokens), cache_aware pools.",
+                                               {"pool", "replica"})),
+      prefix_mispredictions(registry.AddCounter("kvserve_gateway:prefix_mispredictions_total",
+                                                "Requests whose reported cached_tokens differed from the prediction: "
+                                                "stale_index (fewer: the index held blocks the replica had evicted), "
+                                                "unpredicted (more: the index missed blocks the replica held).",
+                                                {"pool", "kind"})),
+      prefix_routed_away_tokens(registry.AddCounter("kvserve_gateway:prefix_routed_away_tokens_total",
+                                                    "Cached prompt tokens given up by routing to a less loaded "
+                                                    "replica than the one holding the longest prefix (load won over "
+                                                    "affinity; a routing miss by design).",
+                                                    {"pool"})),
+      version_attempts(registry.AddCounter("kvserve_gateway:version_attempts_total",
+                                           "Attempts on replicas by release version and outcome (ok; error: 5xx, "
+                                           "no answer, timeout, broken stream) -- the canary's error rate.",
+                                           {"pool", "version", "outcome"})),
+      version_first_token(registry.AddHistogram("kvserve_gateway:version_time_to_first_token_seconds",
+                                                "Sending to a replica -> first token (streams) or response, by "
+                                                "release version.",
+                                                kLatency, {"pool", "version"})),
+      version_completion_tokens(registry.AddCounter("kvserve_gateway:version_completion_tokens_total",
+                                                    "Completion tokens of answered requests by release version.",
+                                                    {"pool", "version"})),
+      version_seconds(registry.AddCounter("kvserve_gateway:version_request_seconds_total",
+                                          "Time of answered attempts by release version (tokens/s = "
+                                          "version_completion_tokens_total / this).",
+                                          {"pool", "version"})),
+      canary_weight(registry.AddGauge("kvserve_gateway:canary_weight_percent",
+                                      "Percent of sticky keys the pool sends to its canary version (0: none or "
+                                      "rolled back).",
+                                      {"pool"})),
+      canary_rollbacks(registry.AddCounter("kvserve_gateway:canary_rollbacks_total",
+                                           "Automatic rollbacks: the canary's error rate exceeded the stable "
+                                           "version's by more than canary_max_error_rate_margin.",
+                                           {"pool"})),
+      queued_requests(registry.AddGauge("kvserve_gateway:queued_requests",
+                                        "Requests waiting in the pool's weighted fair queue (every replica at "
+                                        "max_requests_per_replica).",
+                                        {"pool"})),
+      queue_timeouts(registry.AddCounter("kvserve_gateway:queue_timeouts_total",
+                                         "Requests that waited queue_timeout_seconds and got 503.", {"pool"})),
       stream_errors(registry.Counter0("kvserve_gateway:stream_errors_total",
                                       "Streams that failed after their first byte: ended with an in-band error event.")),
       client_disconnects(registry.Counter0("kvserve_gateway:client_disconnects_total",
@@ -105,6 +181,7 @@ nlohmann::json AuditRecord::ToJson() const {
                       {"path", path},
                       {"pool", pool.empty() ? nlohmann::json(nullptr) : nlohmann::json(pool)},
                       {"replica", replica.empty() ? nlohmann::json(nullptr) : nlohmann::json(replica)},
+                      {"version", version.empty() ? nlohmann::json(nullptr) : nlohmann::json(version)},
                       {"status", status},
                       {"stream", stream},
                       {"prompt_tokens", prompt_tokens},
@@ -114,6 +191,8 @@ nlohmann::json AuditRecord::ToJson() const {
                       {"duration_ms", duration_ms},
                       {"retries", retries},
                       {"remote", remote}};
+  if (cached_tokens) j["cached_tokens"] = *cached_tokens;
+  if (predicted_cached_tokens) j["predicted_cached_tokens"] = *predicted_cached_tokens;
   if (!error.empty()) j["error"] = error;
   if (prompt) j["prompt"] = *prompt;
   return j;

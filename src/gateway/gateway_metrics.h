@@ -42,6 +42,28 @@ struct GatewayMetrics {
   metrics::Family<metrics::Counter>& retries;           // pool
   metrics::Family<metrics::Counter>& ejections;         // pool, replica, cause (probe, failures)
   metrics::Family<metrics::Counter>& readmissions;      // pool, replica
+  // Warm-up of joining replicas (warmup.h).
+  metrics::Family<metrics::Counter>& warmups_started;   // pool, replica
+  metrics::Family<metrics::Counter>& warmups_finished;  // pool, replica, outcome (completed, failed)
+  metrics::Family<metrics::Counter>& warm_prompts;      // pool, replica, outcome (ok, error): replays answered
+  metrics::Family<metrics::Gauge>& replica_warming;     // pool, replica: 1 while held out for its warm-up
+  // Cache-aware routing (routing.h).
+  metrics::Family<metrics::Gauge>& prefix_index_blocks;      // pool, replica: hashes in the replica's index
+  metrics::Family<metrics::Counter>& prefix_index_resyncs;   // pool, replica: full resyncs of that index
+  metrics::Family<metrics::Counter>& prefix_prompt_tokens;   // pool: prompt tokens of answered requests
+  metrics::Family<metrics::Counter>& prefix_predicted_tokens;  // pool, source (replica, routed): predicted cached
+  metrics::Family<metrics::Counter>& prefix_cached_tokens;   // pool, replica: cached_tokens the replicas reported
+  metrics::Family<metrics::Counter>& prefix_mispredictions;  // pool, kind (stale_index, unpredicted)
+  metrics::Family<metrics::Counter>& prefix_routed_away_tokens;  // pool: cached elsewhere, sent here for load
+  // Versions and canary (canary.h).
+  metrics::Family<metrics::Counter>& version_attempts;           // pool, version, outcome (ok, error)
+  metrics::Family<metrics::Histogram>& version_first_token;      // pool, version
+  metrics::Family<metrics::Counter>& version_completion_tokens;  // pool, version
+  metrics::Family<metrics::Counter>& version_seconds;            // pool, version: time of answered attempts
+  metrics::Family<metrics::Gauge>& canary_weight;                // pool
+  metrics::Family<metrics::Counter>& canary_rollbacks;           // pool
+  metrics::Family<metrics::Gauge>& queued_requests;   // pool: waiting in the fair queue
+  metrics::Family<metrics::Counter>& queue_timeouts;  // pool
   metrics::Counter& stream_errors;                     // in-band error events sent
   metrics::Counter& client_disconnects;                // clients that left mid-request
   metrics::Counter& key_reloads;
@@ -59,6 +81,7 @@ struct AuditRecord {
   std::string path;
   std::string pool;
   std::string replica;
+  std::string version;  // the replica's release label
   int status = 0;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
@@ -66,6 +89,8 @@ struct AuditRecord {
   std::optional<double> ttft_ms;
   double duration_ms = 0;
   int retries = 0;
+  std::optional<int64_t> cached_tokens;            // the replica's usage.prompt_tokens_details.cached_tokens
+  std::optional<int64_t> predicted_cached_tokens;  // cache_aware: what routing expected
   bool stream = false;
   std::string error;   // "" or what went wrong (rate_limited:tokens, upstream timeout, ...)
   std::string remote;

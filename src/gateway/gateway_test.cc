@@ -3,13 +3,14 @@
 // health checker) run under the sanitizers: passthrough of whole and
 // streamed answers, retry before the first byte, in-band error after it,
 // client disconnect cancelling the upstream, auth and limits, the status
-// page and its document against /metrics.
+// page and its document against /metrics, the warm-up of a joining replica.
 #include "gateway/gateway.h"
 
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -40,6 +41,10 @@ class Upstream {
   ~Upstream() { server_.Stop(); }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
   int completions() const { return completions_.load(); }
+  std::string last_body() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_body_;
+  }
   std::future<void> closed() { return closed_.get_future(); }
   http::HttpServer& server() { return server_; }
 
@@ -57,6 +62,10 @@ class Upstream {
       return ex->Respond(std::move(res));
     }
     ++completions_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_body_ = ex->request().body;
+    }
     const bool stream = ex->request().body.find("\"stream\":true") != std::string::npos;
     if (mode_ == Mode::kFail500) {
       res.status = 500;
@@ -89,9 +98,20 @@ class Upstream {
   Mode mode_;
   http::HttpServer server_;
   std::atomic<int> completions_{0};
+  std::mutex mu_;
+  std::string last_body_;  // guarded by mu_
   std::promise<void> closed_;
   std::shared_ptr<http::Exchange> held_;
 };
+
+// A POST /v1/completions with this body.
+http::ClientRequest CompletionRequest(std::string body) {
+  http::ClientRequest r;
+  r.method = "POST";
+  r.target = "/v1/completions";
+  r.body = std::move(body);
+  return r;
+}
 
 struct Fixture {
   Fixture(std::vector<std::string> replicas, std::string key_file = "",
@@ -129,10 +149,7 @@ struct Fixture {
     return res.ok() ? *res : http::ClientResponse{};
   }
   http::ClientResponse Post(const std::string& body, std::string key = "") {
-    http::ClientRequest r;
-    r.method = "POST";
-    r.target = "/v1/completions";
-    r.body = body;
+    http::ClientRequest r = CompletionRequest(body);
     r.headers = {{"Content-Type", "application/json"}};
     if (!key.empty()) r.headers.emplace_back("Authorization", "Bearer " + key);
     r.timeouts.total = 20s;
@@ -167,6 +184,30 @@ TEST(GatewayTest, PassesAnswersThroughAndRetriesBeforeTheFirstByte) {
   EXPECT_GE(f.gw->metrics().retries.With({"main"}).Value(), 1);
 }
 
+// A pool with warm prompts: the replica gets them (with the model id its
+// /v1/models gave) before the gateway reports ready and routes to it.
+TEST(GatewayTest, JoiningReplicaIsWarmedBeforeItTakesTraffic) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  const auto dir = std::filesystem::temp_directory_path() / ("kvserve_gw_warm_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "warm.txt").string();
+  std::ofstream(file) << "first hot prefix\n{\"prompt\": \"second hot prefix\"}\n";
+  Upstream up(Upstream::Mode::kOk);
+  Fixture f({up.url()}, "", [&](GatewayConfig& c) { c.pools[0].warm_prompts_file = file; });
+  for (int i = 0; i < 1000 && f.Get("/ready").status != 200; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(f.Get("/ready").status, 200);
+  EXPECT_EQ(up.completions(), 2) << "both warm prompts, nothing else";
+  EXPECT_NE(up.last_body().find("\"model\":\"m\""), std::string::npos) << up.last_body();
+  EXPECT_NE(up.last_body().find("\"max_tokens\":1"), std::string::npos) << up.last_body();
+  auto r = f.Post(kBody);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(up.completions(), 3);
+  const std::string name = f.gw->router().AllReplicas().front()->name();
+  EXPECT_EQ(f.gw->metrics().warmups_finished.With({"main", name, "completed"}).Value(), 1);
+  EXPECT_EQ(f.gw->metrics().warm_prompts.With({"main", name, "ok"}).Value(), 2);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(GatewayTest, StreamFailingAfterTheFirstByteEndsWithAnInBandError) {
   if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
   Upstream dying(Upstream::Mode::kDieMidStream);
@@ -187,10 +228,7 @@ TEST(GatewayTest, ClientDisconnectCancelsTheUpstream) {
   Upstream slow(Upstream::Mode::kSlowStream);
   auto closed = slow.closed();
   Fixture f({slow.url()});
-  http::ClientRequest r;
-  r.method = "POST";
-  r.target = "/v1/completions";
-  r.body = kStream;
+  const http::ClientRequest r = CompletionRequest(kStream);
   std::promise<void> got;
   std::atomic<bool> once{false};
   auto call = f.client.Start(f.url, r,
@@ -233,6 +271,59 @@ TEST(GatewayTest, KeysAndTokenLimits) {
   EXPECT_GE(ok, 1);
   EXPECT_EQ(ok + limited, 10);
   EXPECT_GE(limited, 1);
+  std::filesystem::remove(path);
+}
+
+// With the only replica at max_requests_per_replica, a request waits in the
+// fair queue; when nothing frees the replica in queue_timeout_seconds it
+// gets 503 queue_timeout, and the queue is empty again.
+TEST(GatewayTest, AWaiterTimesOutWith503) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  Upstream slow(Upstream::Mode::kSlowStream);
+  Fixture f({slow.url()}, "", [](GatewayConfig& c) {
+    c.pools[0].max_requests_per_replica = 1;
+    c.pools[0].queue_timeout_seconds = 0.3;
+  });
+  const http::ClientRequest r = CompletionRequest(kStream);
+  std::promise<void> got;
+  std::atomic<bool> once{false};
+  auto call = f.client.Start(f.url, r, {nullptr, [&](std::string_view) {
+                                          if (!once.exchange(true)) got.set_value();
+                                        }, nullptr});
+  ASSERT_EQ(got.get_future().wait_for(5s), std::future_status::ready);  // the slot is taken
+  auto waited = f.Post(kBody);
+  EXPECT_EQ(waited.status, 503);
+  EXPECT_NE(waited.body.find("queue_timeout"), std::string::npos) << waited.body;
+  EXPECT_EQ(f.gw->metrics().queue_timeouts.With({"main"}).Value(), 1);
+  EXPECT_EQ(f.gw->metrics().queued_requests.With({"main"}).Value(), 0);
+  EXPECT_EQ(slow.completions(), 1);  // the waiter never reached the replica
+  call.Cancel();
+}
+
+// A tenant's priority class bounds the `priority` its requests run at on
+// the replicas (lower first): raised to the class, never lowered.
+TEST(GatewayTest, TenantPriorityClassBoundsTheReplicasPriority) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  const std::string path = (std::filesystem::temp_directory_path() / ("kvs-gw-prio-" + std::to_string(::getpid()))).string();
+  KeyFile kf;
+  kf.tenants["batch"].priority = 5;
+  kf.keys.push_back({KeyIdOfDigest(KeyDigest("sk-b")), "batch", KeyDigest("sk-b"), "now"});
+  kf.keys.push_back({KeyIdOfDigest(KeyDigest("sk-i")), "interactive", KeyDigest("sk-i"), "now"});
+  ASSERT_TRUE(kf.Save(path).ok());
+  Upstream good(Upstream::Mode::kOk);
+  Fixture f({good.url()}, path);
+  auto priority = [&] {
+    auto j = nlohmann::json::parse(good.last_body(), nullptr, false);
+    return j.is_object() && j.contains("priority") ? j["priority"].get<int>() : 0;
+  };
+  ASSERT_EQ(f.Post(R"({"model":"m","prompt":"hi","max_tokens":4})", "sk-b").status, 200);
+  EXPECT_EQ(priority(), 5);
+  ASSERT_EQ(f.Post(R"({"model":"m","prompt":"hi","max_tokens":4,"priority":1})", "sk-b").status, 200);
+  EXPECT_EQ(priority(), 5);
+  ASSERT_EQ(f.Post(R"({"model":"m","prompt":"hi","max_tokens":4,"priority":9})", "sk-b").status, 200);
+  EXPECT_EQ(priority(), 9);
+  ASSERT_EQ(f.Post(R"({"model":"m","prompt":"hi","max_tokens":4})", "sk-i").status, 200);
+  EXPECT_EQ(priority(), 0);
   std::filesystem::remove(path);
 }
 
@@ -361,7 +452,7 @@ TEST(GatewayTest, StatusPageAndItsDocumentAgreeWithMetrics) {
   std::map<std::string, std::string> facts;
   for (const auto& row : st["facts"]) facts[row[0]] = row[1];
   EXPECT_EQ(facts["Pools"], "main (up to 4096 tokens, 2 replicas)");
-  EXPECT_EQ(facts["Routing"], "least_outstanding_tokens");
+  EXPECT_EQ(facts["Routing"], "main: least_load");
   EXPECT_EQ(facts["API keys"], "none (anonymous access)");
   EXPECT_EQ(facts["Rate-limit counters"], "local");
   // Every number tied to a series equals it on /metrics (read just before

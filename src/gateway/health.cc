@@ -76,7 +76,7 @@ void HealthChecker::ProbeRound() {
     // Models now and then (they change only with a replica's restart).
     const bool models = r->models().empty() || round % 10 == 0;
     Probe(r, [this, r, models] {
-      Scrape(r, models, [this, r] {
+      AfterProbe(r, models, [this, r] {
         std::lock_guard<std::mutex> lock(mu_);
         in_flight_[r] = false;
       });
@@ -92,12 +92,19 @@ void HealthChecker::ProbeAllAndWait(std::chrono::milliseconds timeout) {
   if (replicas.empty()) return;
   for (Replica* r : replicas) {
     Probe(r, [this, r, remaining, done] {
-      Scrape(r, true, [remaining, done] {
+      AfterProbe(r, true, [remaining, done] {
         if (remaining->fetch_sub(1) == 1) done->set_value();
       });
     });
   }
   fut.wait_for(timeout);
+}
+
+void HealthChecker::AfterProbe(Replica* r, bool models, std::function<void()> done) {
+  Scrape(r, models || r->warming(), [this, r, done = std::move(done)]() mutable {
+    if (r->warming() && r->health() == Replica::Health::kHealthy && options_.on_warming) options_.on_warming(r);
+    PollCache(r, 8, std::move(done));
+  });
 }
 
 namespace {
@@ -111,22 +118,12 @@ std::vector<std::pair<std::string, std::string>> AuthHeaders(const Router& route
 }  // namespace
 
 void HealthChecker::Probe(Replica* r, std::function<void()> done) {
-  http::ClientRequest req;
-  req.target = "/ready";
-  req.timeouts.connect = ProbeTimeout();
-  req.timeouts.total = ProbeTimeout();
-  auto status = std::make_shared<int>(0);
-  auto body = std::make_shared<std::string>();
-  http::ClientCallbacks cb;
-  cb.on_head = [status](const http::ClientResponseHead& h) { *status = h.status; };
-  cb.on_data = [body](std::string_view d) {
-    if (body->size() < 4096) body->append(d);
-  };
-  cb.on_done = [this, r, status, body, done = std::move(done)](const http::ClientResult& res) {
-    const bool ready = res.ok() && *status == 200;
+  Get(r, "/ready", {}, 4096, [this, r, done = std::move(done)](const http::ClientResult& res, int status,
+                                                               const std::string& body) {
+    const bool ready = res.ok() && status == 200;
     bool draining = false;
-    if (res.ok() && *status == 503) {
-      auto j = nlohmann::json::parse(*body, nullptr, false);
+    if (res.ok() && status == 503) {
+      auto j = nlohmann::json::parse(body, nullptr, false);
       draining = j.is_object() && j.value("status", "") == "draining";
     }
     const bool was_available = r->available();
@@ -134,7 +131,7 @@ void HealthChecker::Probe(Replica* r, std::function<void()> done) {
     if (change < 0) {
       metrics_->ejections.With({r->pool(), r->name(), "probe"}).Inc();
       spdlog::warn("gateway: replica {} (pool {}) ejected: /ready {}", r->name(), r->pool(),
-                   res.ok() ? "answered " + std::to_string(*status) : res.message);
+                   res.ok() ? "answered " + std::to_string(status) : res.message);
     } else if (change > 0) {
       metrics_->readmissions.With({r->pool(), r->name()}).Inc();
       spdlog::info("gateway: replica {} (pool {}) re-admitted", r->name(), r->pool());
@@ -145,8 +142,7 @@ void HealthChecker::Probe(Replica* r, std::function<void()> done) {
     }
     metrics_->replica_healthy.With({r->pool(), r->name()}).Set(r->available() ? 1 : 0);
     done();
-  };
-  client_->Start(r->url(), std::move(req), std::move(cb));
+  });
 }
 
 void HealthChecker::Scrape(Replica* r, bool models, std::function<void()> done) {
@@ -154,18 +150,10 @@ void HealthChecker::Scrape(Replica* r, bool models, std::function<void()> done) 
     done();
     return;
   }
-  http::ClientRequest req;
-  req.target = "/metrics";
-  req.timeouts.connect = ProbeTimeout();
-  req.timeouts.total = ProbeTimeout();
-  auto body = std::make_shared<std::string>();
-  auto status = std::make_shared<int>(0);
-  http::ClientCallbacks cb;
-  cb.on_head = [status](const http::ClientResponseHead& h) { *status = h.status; };
-  cb.on_data = [body](std::string_view d) { body->append(d); };
-  cb.on_done = [this, r, body, status, models, done = std::move(done)](const http::ClientResult& res) mutable {
-    if (res.ok() && *status == 200) {
-      const ScrapedStats s = ParseReplicaMetrics(*body);
+  auto on_metrics = [this, r, models, done = std::move(done)](const http::ClientResult& res, int status,
+                                                              const std::string& body) mutable {
+    if (res.ok() && status == 200) {
+      const ScrapedStats s = ParseReplicaMetrics(body);
       r->SetScraped(s.waiting, s.running, s.kv_usage);
       metrics_->replica_queue_length.With({r->pool(), r->name()}).Set(s.waiting);
       metrics_->replica_kv_usage.With({r->pool(), r->name()}).Set(s.kv_usage);
@@ -174,19 +162,10 @@ void HealthChecker::Scrape(Replica* r, bool models, std::function<void()> done) 
       done();
       return;
     }
-    http::ClientRequest mreq;
-    mreq.target = "/v1/models";
-    mreq.headers = AuthHeaders(*router_, *r);
-    mreq.timeouts.connect = ProbeTimeout();
-    mreq.timeouts.total = ProbeTimeout();
-    auto mbody = std::make_shared<std::string>();
-    auto mstatus = std::make_shared<int>(0);
-    http::ClientCallbacks mcb;
-    mcb.on_head = [mstatus](const http::ClientResponseHead& h) { *mstatus = h.status; };
-    mcb.on_data = [mbody](std::string_view d) { mbody->append(d); };
-    mcb.on_done = [r, mbody, mstatus, done = std::move(done)](const http::ClientResult& mres) {
-      if (mres.ok() && *mstatus == 200) {
-        auto j = nlohmann::json::parse(*mbody, nullptr, false);
+    Get(r, "/v1/models", AuthHeaders(*router_, *r), kNoLimit,
+        [r, done = std::move(done)](const http::ClientResult& mres, int mstatus, const std::string& mbody) {
+      if (mres.ok() && mstatus == 200) {
+        auto j = nlohmann::json::parse(mbody, nullptr, false);
         std::vector<std::string> ids;
         if (j.is_object() && j.contains("data") && j["data"].is_array()) {
           for (const auto& m : j["data"]) {
@@ -196,8 +175,53 @@ void HealthChecker::Scrape(Replica* r, bool models, std::function<void()> done) 
         if (!ids.empty()) r->set_models(std::move(ids));
       }
       done();
-    };
-    client_->Start(r->url(), std::move(mreq), std::move(mcb));
+    });
+  };
+  Get(r, "/metrics", {}, kNoLimit, std::move(on_metrics));
+}
+
+void HealthChecker::PollCache(Replica* r, int pages, std::function<void()> done) {
+  const Pool* pool = router_->FindPool(r->pool());
+  if (!pool || pool->config.routing != "cache_aware" || r->health() != Replica::Health::kHealthy || pages <= 0) {
+    done();
+    return;
+  }
+  Get(r, "/v1/cache/blocks?" + r->prefix_index().NextQuery(), AuthHeaders(*router_, *r), size_t{64} << 20,
+      [this, r, pages, done = std::move(done)](const http::ClientResult& res, int status,
+                                               const std::string& body) mutable {
+    PrefixIndex& index = r->prefix_index();
+    bool more = false;
+    const uint64_t resyncs = index.resyncs();
+    if (res.ok() && status == 200) {
+      if (!index.Apply(nlohmann::json::parse(body, nullptr, false), std::chrono::steady_clock::now(), &more)) {
+        spdlog::warn("gateway: replica {} sent a malformed /v1/cache/blocks page", r->name());
+      }
+    } else {
+      index.MarkFailed();
+    }
+    metrics_->prefix_index_blocks.With({r->pool(), r->name()}).Set(static_cast<double>(index.num_replica_blocks()));
+    if (index.resyncs() > resyncs) metrics_->prefix_index_resyncs.With({r->pool(), r->name()}).Inc();
+    if (more) return PollCache(r, pages - 1, std::move(done));
+    done();
+  });
+}
+
+void HealthChecker::Get(Replica* r, std::string target, std::vector<std::pair<std::string, std::string>> headers,
+                        size_t max_body, GetDone done) {
+  http::ClientRequest req;
+  req.target = std::move(target);
+  req.headers = std::move(headers);
+  req.timeouts.connect = ProbeTimeout();
+  req.timeouts.total = ProbeTimeout();
+  auto status = std::make_shared<int>(0);
+  auto body = std::make_shared<std::string>();
+  http::ClientCallbacks cb;
+  cb.on_head = [status](const http::ClientResponseHead& h) { *status = h.status; };
+  cb.on_data = [body, max_body](std::string_view d) {
+    if (body->size() < max_body) body->append(d);
+  };
+  cb.on_done = [status, body, done = std::move(done)](const http::ClientResult& res) mutable {
+    done(res, *status, *body);
   };
   client_->Start(r->url(), std::move(req), std::move(cb));
 }

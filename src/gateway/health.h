@@ -2,7 +2,9 @@
 // an active /ready probe (200: ready; 503 {"status":"draining"}: draining;
 // anything else or no answer within max(interval, 2 s): not ready), then a scrape
 // of its /metrics (queue length, running sequences, KV use) and, now and
-// then, of /v1/models. Results go to Replica::OnProbe / SetScraped and the
+// then, of /v1/models; in cache_aware pools, a poll of the replica's
+// prefix-cache blocks (PrefixIndex). A replica that joined a pool with warm
+// prompts is handed to HealthOptions::on_warming. Results go to Replica::OnProbe / SetScraped and the
 // gateway's metrics. One probe per replica is in flight at a time, so a hung
 // replica costs one timed-out probe per interval, never a pile of them.
 // Thread-safety: Start/Stop from one thread; the probes run on the HTTP
@@ -27,6 +29,10 @@ namespace kvs::gateway {
 struct HealthOptions {
   std::chrono::milliseconds interval{1000};
   int64_t readmit_after_probes = 2;
+  // Called for a healthy replica that is `warming` (it just joined a pool
+  // with warm prompts) after the scrape that follows the probe, so that its
+  // /v1/models is fresh; must not block (Warmer::Begin).
+  std::function<void(Replica*)> on_warming;
 };
 
 // Parses the few kvserve: gauges routing needs out of Prometheus text.
@@ -53,7 +59,19 @@ class HealthChecker {
   void ProbeRound();
   void Probe(Replica* r, std::function<void()> done);
   void Scrape(Replica* r, bool models, std::function<void()> done);
+  // cache_aware pools: GET /v1/cache/blocks into the replica's PrefixIndex
+  // (up to `pages` pages while the replica has more).
+  void PollCache(Replica* r, int pages, std::function<void()> done);
+  // Scrape (with /v1/models when `models` or the replica is warming), the
+  // warm-up hand-off, then PollCache: what follows every probe.
+  void AfterProbe(Replica* r, bool models, std::function<void()> done);
   std::chrono::milliseconds ProbeTimeout() const;
+  // GET target on the replica with the probe timeouts; the body is kept up
+  // to max_body bytes. Every probe, scrape and index poll goes through it.
+  using GetDone = std::function<void(const http::ClientResult&, int status, const std::string& body)>;
+  static constexpr size_t kNoLimit = ~size_t{0};
+  void Get(Replica* r, std::string target, std::vector<std::pair<std::string, std::string>> headers, size_t max_body,
+           GetDone done);
 
   Router* router_;
   http::HttpClient* client_;

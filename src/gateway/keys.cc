@@ -86,9 +86,16 @@ StatusOr<KeyFile> KeyFile::Parse(std::string_view yaml) {
             } else if (k == "max_concurrent") {
               KVS_RETURN_IF_ERROR(ReadNumber(kv.second, where, 0, 1e9, &x));
               l.max_concurrent = static_cast<int64_t>(x);
+            } else if (k == "weight") {
+              KVS_RETURN_IF_ERROR(ReadNumber(kv.second, where, 1e-3, 1e6, &l.weight));
+            } else if (k == "priority") {
+              KVS_RETURN_IF_ERROR(ReadNumber(kv.second, where, -1000000, 1000000, &x));
+              if (x != std::floor(x)) return InvalidArgument("{}: expected an integer, got {}", where, x);
+              l.priority = static_cast<int64_t>(x);
             } else {
               return InvalidArgument(
-                  "unknown key \"{}\"; limits are requests_per_second, burst, tokens_per_minute, max_concurrent", where);
+                  "unknown key \"{}\"; limits are requests_per_second, burst, tokens_per_minute, max_concurrent, priority, weight",
+                  where);
             }
           }
         }
@@ -152,6 +159,8 @@ std::string KeyFile::Serialize() const {
     if (l.burst > 0) out << YAML::Key << "burst" << YAML::Value << l.burst;
     out << YAML::Key << "tokens_per_minute" << YAML::Value << l.tokens_per_minute;
     out << YAML::Key << "max_concurrent" << YAML::Value << l.max_concurrent;
+    if (l.priority != 0) out << YAML::Key << "priority" << YAML::Value << l.priority;
+    if (l.weight != 1) out << YAML::Key << "weight" << YAML::Value << l.weight;
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

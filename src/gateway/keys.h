@@ -39,6 +39,12 @@ struct TenantLimits {
   double burst = 0;                // bucket size; 0: max(1, requests_per_second)
   int64_t tokens_per_minute = 0;   // prompt + max_tokens at admission, corrected by real usage; 0: no limit
   int64_t max_concurrent = 0;      // requests in flight; 0: no limit
+  // Priority class: the replicas' `priority` (lower first, with their
+  // runtime.scheduling_policy priority). A request runs at no better
+  // priority than its tenant's: max(client's priority, this).
+  int64_t priority = 0;
+  // Share of the replicas when requests wait in the gateway (fair_queue.h).
+  double weight = 1;
 };
 
 struct KeyEntry {

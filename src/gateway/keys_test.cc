@@ -44,6 +44,12 @@ TEST(KeysTest, GeneratedKeysAreDistinctAndStoredOnlyAsDigests) {
   EXPECT_EQ(back->keys[0].id, "k-" + KeyDigest(*a).substr(0, 8));
   EXPECT_EQ(back->tenants["acme"].tokens_per_minute, 2000);
   EXPECT_EQ(back->tenants["acme"].max_concurrent, 3);
+  EXPECT_EQ(back->tenants["acme"].priority, 0);
+  f.tenants["acme"].priority = 7;
+  back = KeyFile::Parse(f.Serialize());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->tenants["acme"].priority, 7);
+  EXPECT_FALSE(KeyFile::Parse("tenants: {a: {priority: 1.5}}").ok());
 }
 
 TEST(KeysTest, AuthenticateFindsTheTenant) {

@@ -3,15 +3,27 @@
 #include <algorithm>
 #include <limits>
 
+#include "base/sha256.h"
+#include "gateway/routing.h"
+
 namespace kvs::gateway {
 
-Replica::Replica(std::string pool, http::Url url, double weight)
-    : pool_(std::move(pool)), url_(std::move(url)), name_(url_.ToString()), weight_(weight) {}
+Replica::Replica(std::string pool, http::Url url, double weight, std::string version)
+    : pool_(std::move(pool)), url_(std::move(url)), name_(url_.ToString()), version_(std::move(version)),
+      weight_(weight) {}
 
 void Replica::SetScraped(double waiting, double running, double kv_usage) {
   queue_length_.store(waiting);
   running_.store(running);
   kv_usage_.store(kv_usage);
+}
+
+double Replica::EffectiveWeight(std::chrono::steady_clock::time_point now,
+                                std::chrono::steady_clock::duration ramp) const {
+  const double w = weight();
+  if (ramp <= std::chrono::steady_clock::duration::zero()) return w;
+  const double f = std::chrono::duration<double>(now - ready_since_.load()) / std::chrono::duration<double>(ramp);
+  return w * std::clamp(f, 0.1, 1.0);
 }
 
 bool Replica::OnFailure(int64_t eject_after) {
@@ -41,10 +53,20 @@ int Replica::OnProbe(bool ready, bool draining, int64_t readmit_after) {
   // one has to prove itself readmit_after times in a row.
   if (h == Health::kUnknown || good_probes_ >= readmit_after) {
     consecutive_failures_.store(0);
+    ready_since_.store(std::chrono::steady_clock::now());
+    if (warm_on_join_.load()) {
+      warming_.store(true);
+      joins_.fetch_add(1);
+    }
     health_.store(Health::kHealthy);
     return h == Health::kEjected ? 1 : 0;
   }
   return 0;
+}
+
+void Replica::EndWarmup() {
+  ready_since_.store(std::chrono::steady_clock::now());
+  warming_.store(false);
 }
 
 std::vector<std::string> Replica::models() const {
@@ -57,23 +79,39 @@ void Replica::set_models(std::vector<std::string> m) {
   models_ = std::move(m);
 }
 
+bool Pool::saturated() const {
+  const int64_t limit = config.max_requests_per_replica;
+  if (limit <= 0) return false;
+  return std::all_of(replicas.begin(), replicas.end(),
+                     [limit](const auto& r) { return !r->available() || r->outstanding_requests() >= limit; });
+}
+
 bool Pool::has_available() const {
   return std::any_of(replicas.begin(), replicas.end(), [](const auto& r) { return r->available(); });
 }
 
-Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput&, const std::vector<const Replica*>& tried) {
-  std::vector<Replica*> cands;
+Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
+  std::vector<Replica*> cands, within;
   for (const auto& r : pool.replicas) {
-    if (r->available() && std::find(tried.begin(), tried.end(), r.get()) == tried.end()) cands.push_back(r.get());
+    if (r->available() && VersionAdmits(pool, *r, in) && std::find(tried.begin(), tried.end(), r.get()) == tried.end()) {
+      cands.push_back(r.get());
+    }
   }
   if (cands.empty()) return nullptr;
+  for (Replica* r : cands) {
+    if (WithinLimits(pool, *r)) within.push_back(r);
+  }
+  if (!within.empty()) cands.swap(within);  // all over their limits: the least loaded of them still
   // Start the scan at a rotating offset so that exact ties spread evenly.
   const size_t start = static_cast<size_t>(rr_.fetch_add(1) % cands.size());
+  const auto now = std::chrono::steady_clock::now();
+  const auto ramp = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(pool.config.slow_start_seconds));
   Replica* best = nullptr;
   double best_load = 0, best_queue = 0, best_kv = 0;
   for (size_t i = 0; i < cands.size(); ++i) {
     Replica* r = cands[(start + i) % cands.size()];
-    const double load = static_cast<double>(r->outstanding_tokens()) / std::max(r->weight(), 1e-9);
+    const double load = static_cast<double>(r->outstanding_tokens()) / std::max(r->EffectiveWeight(now, ramp), 1e-9);
     const double queue = r->queue_length();
     const double kv = r->kv_usage();
     const bool better = !best || load < best_load ||
@@ -88,15 +126,20 @@ Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput&, const
   return best;
 }
 
-Router::Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPolicy> policy)
+Router::Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPolicy> policy,
+               double health_interval_seconds)
     : policy_(std::move(policy)) {
   for (const auto& pc : pools) {
     auto p = std::make_unique<Pool>();
     p->config = pc;
+    p->policy = MakeRoutingPolicy(pc, health_interval_seconds);
+    p->key_digest = pc.api_key.empty() ? "" : Sha256Hex(pc.api_key);
+    p->canary = std::make_unique<Canary>(pc);
     for (const auto& rc : pc.replicas) {
       auto url = http::Url::Parse(rc.url);
       KVS_CHECK_MSG(url.ok(), "{}", url.status().message());  // ValidateGatewayConfig checked it
-      p->replicas.push_back(std::make_unique<Replica>(pc.name, *url, rc.weight));
+      p->replicas.push_back(std::make_unique<Replica>(pc.name, *url, rc.weight, rc.version));
+      p->replicas.back()->set_fault_rate(rc.fault_rate);
     }
     pools_.push_back(std::move(p));
   }

@@ -12,7 +12,9 @@
 // -> kHealthy <-> kEjected. A failed /ready probe ejects at once; so do
 // `eject_after_failures` consecutive failed requests (passive); an ejected
 // replica comes back after `readmit_after_probes` consecutive good probes. A
-// draining replica (its /ready says so) gets no new work.
+// draining replica (its /ready says so) gets no new work. In a pool with
+// warm prompts (warmup.h) a replica that becomes healthy is first `warming`:
+// held out of routing until the gateway has replayed them (EndWarmup).
 //
 // RoutingPolicy is the seam for other policies (cache-aware routing,
 // fairness): given a pool, the request and the replicas already tried, it
@@ -24,13 +26,17 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "gateway/canary.h"
 #include "gateway/config.h"
+#include "gateway/fair_queue.h"
+#include "gateway/prefix_index.h"
 #include "http/http_client.h"
 
 namespace kvs::gateway {
@@ -39,17 +45,34 @@ class Replica {
  public:
   enum class Health { kUnknown, kHealthy, kEjected };
 
-  Replica(std::string pool, http::Url url, double weight);
+  Replica(std::string pool, http::Url url, double weight, std::string version = "stable");
 
   const std::string& pool() const { return pool_; }
   const std::string& name() const { return name_; }  // "http://host:port"
   const http::Url& url() const { return url_; }
   double weight() const { return weight_.load(); }
   void set_weight(double w) { weight_.store(w); }
+  // The weight routing uses: during slow start (`ramp` after the replica
+  // became ready) from 10 % of weight() up to all of it.
+  double EffectiveWeight(std::chrono::steady_clock::time_point now, std::chrono::steady_clock::duration ramp) const;
+  void TEST_SetReadySince(std::chrono::steady_clock::time_point t) { ready_since_.store(t); }
+  const std::string& version() const { return version_; }
+  // Drills: the fraction of attempts the gateway fails as if the replica had (ReplicaConfig::fault_rate).
+  double fault_rate() const { return fault_rate_.load(); }
+  void set_fault_rate(double f) { fault_rate_.store(f); }
 
   Health health() const { return health_.load(); }
   bool draining() const { return draining_.load(); }
-  bool available() const { return health() == Health::kHealthy && !draining(); }
+  bool available() const { return health() == Health::kHealthy && !draining() && !warming(); }
+
+  // Warm-up on joining (warmup.h). With warm_on_join set, every transition
+  // to kHealthy also sets warming (before the health is published, so no
+  // reader sees the replica available in between) and counts one join.
+  void set_warm_on_join(bool on) { warm_on_join_.store(on); }
+  bool warming() const { return warming_.load(); }
+  uint64_t joins() const { return joins_.load(); }
+  // Releases the replica to routing; slow start ramps from now.
+  void EndWarmup();
 
   // The gateway's own accounting (reserved tokens of requests in flight).
   void AddOutstanding(int64_t tokens, int64_t requests) {
@@ -75,13 +98,23 @@ class Replica {
   std::vector<std::string> models() const;
   void set_models(std::vector<std::string> m);
 
+  // What the gateway knows of the replica's prefix cache (cache_aware pools).
+  PrefixIndex& prefix_index() { return prefix_index_; }
+  const PrefixIndex& prefix_index() const { return prefix_index_; }
+
  private:
   const std::string pool_;
   const http::Url url_;
   const std::string name_;
+  const std::string version_;
   std::atomic<double> weight_;
+  std::atomic<double> fault_rate_{0};
+  std::atomic<std::chrono::steady_clock::time_point> ready_since_{};  // when it last became healthy
   std::atomic<Health> health_{Health::kUnknown};
   std::atomic<bool> draining_{false};
+  std::atomic<bool> warm_on_join_{false};
+  std::atomic<bool> warming_{false};
+  std::atomic<uint64_t> joins_{0};
   std::atomic<int64_t> outstanding_tokens_{0};
   std::atomic<int64_t> outstanding_requests_{0};
   std::atomic<double> queue_length_{0};
@@ -92,14 +125,33 @@ class Replica {
   int64_t good_probes_ = 0;       // guarded by mu_
   mutable std::mutex models_mu_;
   std::vector<std::string> models_;  // guarded by models_mu_
+  PrefixIndex prefix_index_;
 };
+
+class RoutingPolicy;
 
 struct Pool {
   PoolConfig config;
   std::vector<std::unique_ptr<Replica>> replicas;
+  std::unique_ptr<RoutingPolicy> policy;  // config.routing's (routing.h)
+  std::string key_digest;                 // Sha256Hex(config.api_key), "" without one: the replicas' cache namespace
+  std::unique_ptr<Canary> canary;         // the release split (disabled without config.canary_version)
+  std::unique_ptr<FairQueue> queue = std::make_unique<FairQueue>();  // requests waiting (max_requests_per_replica)
+
+  // Every available replica has max_requests_per_replica requests in flight (false when that is 0).
+  bool saturated() const;
 
   const std::string& name() const { return config.name; }
   bool has_available() const;
+};
+
+// What a cache-aware policy predicted for the replica it picked (metrics:
+// predicted vs the replica's reported cached_tokens).
+struct RoutePrediction {
+  bool made = false;
+  int64_t cached_tokens = 0;       // on the replica picked
+  int64_t best_cached_tokens = 0;  // on the replica holding the most (> cached_tokens: load won over affinity)
+  PrefixIndex::Source source = PrefixIndex::Source::kNone;
 };
 
 // What a policy may look at to place one request.
@@ -108,7 +160,17 @@ struct RouteInput {
   int64_t cost = 0;           // tokens reserved (prompt + max_tokens, x n)
   std::string tenant;
   const std::vector<std::vector<int32_t>>* prompt_ids = nullptr;  // for cache-aware policies
+  std::string cache_salt;     // the client's cache_salt ("": none)
+  // Canary pools: +1 only replicas of the canary version, -1 only others, 0 any.
+  int version_filter = 0;
+  mutable RoutePrediction prediction;  // written by Pick
 };
+
+// Whether the replica's version is one `in` may use in this pool.
+inline bool VersionAdmits(const Pool& pool, const Replica& r, const RouteInput& in) {
+  if (in.version_filter == 0 || !pool.canary->enabled()) return true;
+  return (r.version() == pool.canary->version()) == (in.version_filter > 0);
+}
 
 class RoutingPolicy {
  public:
@@ -120,7 +182,7 @@ class RoutingPolicy {
 
 class LeastOutstandingTokens : public RoutingPolicy {
  public:
-  const char* name() const override { return "least_outstanding_tokens"; }
+  const char* name() const override { return "least_load"; }
   Replica* Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) override;
 
  private:
@@ -129,7 +191,10 @@ class LeastOutstandingTokens : public RoutingPolicy {
 
 class Router {
  public:
-  Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPolicy> policy);
+  // Each pool gets the policy its config names (MakeRoutingPolicy), unless
+  // `policy` is given: then every pool uses it (tests).
+  Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPolicy> policy = nullptr,
+         double health_interval_seconds = 1);
 
   // Pools sorted by max_context, smallest first.
   const std::vector<std::unique_ptr<Pool>>& pools() const { return pools_; }
@@ -137,12 +202,13 @@ class Router {
   // Pools whose max_context is at least `needed`, smallest first.
   std::vector<Pool*> PoolsFor(int64_t needed) const;
   int64_t largest_context() const;
-  RoutingPolicy& policy() { return *policy_; }
+  RoutingPolicy& policy(const Pool& p) { return policy_ ? *policy_ : *p.policy; }
+  RoutingPolicy& policy() { return policy(*pools_.front()); }
   std::vector<Replica*> AllReplicas() const;
 
  private:
   std::vector<std::unique_ptr<Pool>> pools_;
-  std::unique_ptr<RoutingPolicy> policy_;
+  std::unique_ptr<RoutingPolicy> policy_;  // overrides the pools' own (tests)
 };
 
 }  // namespace kvs::gateway

@@ -49,13 +49,42 @@ TEST(RouterTest, LeastOutstandingTokensWithWeightsAndTieBreaks) {
   b->set_weight(1);
   b->AddOutstanding(-2000, 0);
   a->SetScraped(3, 1, 0.1);
-  b->SetScraped(1, 1, 0.9);
+  b->SetScraped(1, 1, 0.8);
   EXPECT_EQ(r.policy().Pick(s, {}, {}), b);
-  b->SetScraped(3, 1, 0.9);
+  b->SetScraped(3, 1, 0.8);
   EXPECT_EQ(r.policy().Pick(s, {}, {}), a);
+  // A replica at the pool's max_kv_usage (0.9) is skipped while another is below it.
+  b->SetScraped(0, 1, 0.9);
+  EXPECT_EQ(r.policy().Pick(s, {}, {}), a);
+  b->SetScraped(3, 1, 0.8);
   // Tried replicas are skipped; none left: nullptr.
   EXPECT_EQ(r.policy().Pick(s, {}, {a}), b);
   EXPECT_EQ(r.policy().Pick(s, {}, {a, b}), nullptr);
+}
+
+TEST(RouterTest, SlowStartRampsAJoiningReplicasWeight) {
+  std::vector<PoolConfig> pools = TwoPools();
+  pools[1].slow_start_seconds = 100;  // "short"
+  Router r(pools, std::make_unique<LeastOutstandingTokens>());
+  Pool& s = *r.pools()[0];
+  Replica* a = s.replicas[0].get();
+  Replica* b = s.replicas[1].get();
+  a->OnProbe(true, false, 2);
+  b->OnProbe(true, false, 2);
+  const auto now = std::chrono::steady_clock::now();
+  const auto ramp = std::chrono::seconds(100);
+  EXPECT_NEAR(b->EffectiveWeight(now, ramp), 0.1, 0.01);  // just joined: 10 %
+  EXPECT_NEAR(b->EffectiveWeight(now + std::chrono::seconds(50), ramp), 0.5, 0.01);
+  EXPECT_DOUBLE_EQ(b->EffectiveWeight(now + std::chrono::seconds(200), ramp), 1.0);
+  EXPECT_DOUBLE_EQ(b->EffectiveWeight(now, {}), 1.0);  // off
+  // a has been ready for the whole ramp, b just joined: b's 200
+  // outstanding at 10 % weigh as 2,000 against a's 1,000.
+  a->TEST_SetReadySince(now - std::chrono::seconds(200));
+  a->AddOutstanding(1000, 1);
+  b->AddOutstanding(200, 1);
+  EXPECT_EQ(r.policy().Pick(s, {}, {}), a);
+  b->TEST_SetReadySince(now - std::chrono::seconds(200));  // ramped up: 200 < 1,000
+  EXPECT_EQ(r.policy().Pick(s, {}, {}), b);
 }
 
 TEST(RouterTest, ExactTiesSpreadOverReplicas) {

@@ -20,16 +20,11 @@
 
 #include "base/status.h"
 #include "api/openai_request.h"
+#include "template/fwd.h"
 
 namespace kvs::gguf {
 class GgufFile;
 }
-namespace kvs::tok {
-class Tokenizer;
-}  // namespace kvs::tok
-namespace kvs::tmpl {
-class ChatTemplate;
-}  // namespace kvs::tmpl
 
 namespace kvs::gateway {
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -9,6 +10,8 @@
 #include "http/sse.h"
 #include "http/sse_parser.h"
 #include "api/error.h"
+#include "gateway/proxy_errors.h"
+#include "gateway/sse_relay.h"
 
 namespace kvs::gateway {
 
@@ -23,26 +26,6 @@ constexpr size_t kMaxUpstreamBody = size_t{64} << 20;  // non-streaming response
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 std::chrono::milliseconds ToMs(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
-}
-
-// Does a stream event carry a token (or the end)? The chat role delta and
-// empty deltas do not.
-bool CarriesToken(const json& j) {
-  if (!j.is_object()) return true;
-  if (j.contains("usage") && j["usage"].is_object()) return true;
-  auto it = j.find("choices");
-  if (it == j.end() || !it->is_array()) return true;
-  for (const auto& c : *it) {
-    if (!c.is_object()) return true;
-    if (c.contains("finish_reason") && !c["finish_reason"].is_null()) return true;
-    if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty()) return true;
-    if (c.contains("delta") && c["delta"].is_object()) {
-      const json& d = c["delta"];
-      if (d.contains("content") && d["content"].is_string() && !d["content"].get<std::string>().empty()) return true;
-      if (d.contains("tool_calls") || d.contains("reasoning_content")) return true;
-    }
-  }
-  return false;
 }
 
 class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
@@ -112,19 +95,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     const int64_t wanted = std::max<int64_t>(max_tokens_, 1);
     pools_ = router.PoolsFor(prompt + wanted);
     if (pools_.empty()) {
-      const std::string param = req.max_tokens ? req.max_tokens_param : (chat ? "messages" : "prompt");
-      api::ApiError e = api::BadRequest(
-          req.max_tokens ? fmt::format("this request needs {} tokens ({} in the prompt + {} max_tokens) but the longest "
-                                       "context served here is {} tokens; shorten the prompt or lower {}",
-                                       prompt + wanted, prompt, wanted, largest, req.max_tokens_param)
-                         : fmt::format("the prompt is {} tokens but the longest context served here is {} tokens, "
-                                       "which must also hold at least one generated token; shorten the prompt",
-                                       prompt, largest),
-          prompt < largest && req.max_tokens ? param : (chat ? "messages" : "prompt"), "context_length_exceeded");
-      e.extra["prompt_tokens"] = prompt;
-      e.extra["max_tokens"] = wanted;
-      e.extra["max_context_length"] = largest;
-      return e;
+      return ContextTooLong(chat, req.max_tokens ? req.max_tokens_param : "", prompt, wanted, largest);
     }
     const int64_t sequences = static_cast<int64_t>(counted_.prompts.size()) * req.n;
     reserved_ = counted_.total_prompt_tokens + sequences * max_tokens_;
@@ -132,6 +103,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     route_.cost = reserved_;
     route_.tenant = principal_.tenant;
     route_.prompt_ids = &counted_.prompts;
+    route_.cache_salt = req.cache_salt;
     return std::nullopt;
   }
 
@@ -148,59 +120,21 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     if (served.empty() || std::find(served.begin(), served.end(), counted_.req.model) != served.end()) {
       return std::nullopt;
     }
-    std::string list;
-    for (const auto& m : served) list += (list.empty() ? "'" : ", '") + m + "'";
-    api::ApiError e = api::MakeError(404, fmt::format("the model '{}' does not exist; this gateway serves {}",
-                                                    counted_.req.model, list),
-                                   "invalid_request_error", "model_not_found");
-    e.param = "model";
-    return e;
+    return ModelNotFound(counted_.req.model, served);
   }
 
   api::ApiError LimitError(const AdmitResult& r) {
     gw_->metrics().rate_limited.With({principal_.tenant, LimitReasonName(r.reason)}).Inc();
     gw_->metrics().rate_limited_tokens.With({principal_.tenant}).Inc(static_cast<double>(reserved_));
-    const TenantLimits& l = principal_.limits;
-    const std::string who = fmt::format("tenant '{}'", principal_.tenant);
-    std::string msg;
-    switch (r.reason) {
-      case LimitReason::kGlobalRequests:
-        msg = fmt::format("the gateway is at its request rate limit ({} requests/s for all tenants)",
-                          gw_->config().gateway.rate_limit_per_second);
-        break;
-      case LimitReason::kRequests:
-        msg = fmt::format("rate limit reached for {} on requests per second: limit {}", who, l.requests_per_second);
-        break;
-      case LimitReason::kConcurrency:
-        msg = fmt::format("rate limit reached for {} on concurrent requests: limit {}", who, l.max_concurrent);
-        break;
-      case LimitReason::kTokens:
-        msg = fmt::format("rate limit reached for {} on tokens per minute: limit {}, used {}, requested {}", who,
-                          l.tokens_per_minute, r.tokens_used, reserved_);
-        break;
-      case LimitReason::kTooLarge:
-        msg = fmt::format("request too large for {} on tokens per minute: limit {}, requested {} (prompt + "
-                          "max_tokens); reduce the prompt or max_tokens",
-                          who, l.tokens_per_minute, reserved_);
-        break;
-      case LimitReason::kUnavailable:
-        return api::MakeError(503, "the rate-limit store is unavailable; retry shortly", "service_unavailable",
-                         "rate_limit_store_unavailable");
-      case LimitReason::kNone: break;
-    }
-    api::ApiError e = api::MakeError(429, msg, "rate_limit_error",
-                                   r.reason == LimitReason::kTooLarge ? "request_too_large" : "rate_limit_exceeded");
-    e.extra["limit"] = LimitReasonName(r.reason);
-    if (r.reason != LimitReason::kTooLarge) {
-      e.retry_after_seconds = std::max(1, static_cast<int>(std::ceil(r.retry_after_seconds)));
-      e.message += fmt::format(". Please try again in {:.1f}s.", std::max(r.retry_after_seconds, 0.1));
-    }
     error_note_ = fmt::format("rate_limited:{}", LimitReasonName(r.reason));
-    return e;
+    return RateLimited(r, principal_.limits, principal_.tenant, gw_->config().gateway.rate_limit_per_second, reserved_);
   }
 
   std::optional<api::ApiError> BuildUpstreamBody() {
-    const bool rewrite = stream_ || inject_max_tokens_;
+    // The tenant's priority class bounds the request's (lower runs first).
+    const int64_t tenant_priority = principal_.limits.priority;
+    const bool raise_priority = tenant_priority > counted_.req.priority;
+    const bool rewrite = stream_ || inject_max_tokens_ || raise_priority;
     if (!rewrite) {
       upstream_body_ = ex_->request().body;
       return std::nullopt;
@@ -208,6 +142,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     // The client's body, parsed once (in its key order), is edited in place.
     api::Json& j = body_;
     if (inject_max_tokens_) j["max_tokens"] = max_tokens_;
+    if (raise_priority) j["priority"] = tenant_priority;
     if (stream_) {
       if (!j.contains("stream_options") || !j["stream_options"].is_object()) {
         j["stream_options"] = nlohmann::ordered_json::object();
@@ -226,23 +161,68 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     StartAttempt();
   }
 
+  // Every pool the request fits is at max_requests_per_replica (or others
+  // wait already, who come first): wait in the first pool's fair queue
+  // (503 when it is full). True when the request waits or was answered.
+  bool Enqueue() {
+    if (attempts_ > 0 || dequeued_ || pools_.empty()) return false;
+    Pool* p = pools_.front();
+    if (p->config.max_requests_per_replica <= 0) return false;
+    const bool others_wait = p->queue->size() > 0;
+    if (!others_wait && !std::all_of(pools_.begin(), pools_.end(), [](Pool* q) { return q->saturated(); })) return false;
+    if (static_cast<int64_t>(p->queue->size()) >= p->config.max_queued_requests) {
+      FinishWithError(QueueFull(p->name(), p->config.max_queued_requests));
+      return true;
+    }
+    queue_pool_ = p;
+    auto self = shared_from_this();
+    queue_cancel_ = p->queue->Push(principal_.tenant, principal_.limits.weight, static_cast<double>(reserved_),
+                                   [self] { self->ex_->Post([self] { self->OnTurn(); }); });
+    gw_->metrics().queued_requests.With({p->name()}).Inc();
+    ex_->SetDeadline(Clock::now() + ToMs(p->config.queue_timeout_seconds), [self] { self->OnQueueTimeout(); });
+    return true;
+  }
+
+  // Its turn in the fair queue (strand).
+  void OnTurn() {
+    if (dequeued_) {  // it timed out or left meanwhile: the turn goes to the next
+      queue_pool_->queue->PopAndResume();
+      return;
+    }
+    dequeued_ = true;
+    gw_->metrics().queued_requests.With({queue_pool_->name()}).Dec();
+    StartAttempt();
+  }
+
+  void OnQueueTimeout() {
+    if (finished_ || dequeued_) return;
+    queue_cancel_->store(true);
+    dequeued_ = true;
+    gw_->metrics().queued_requests.With({queue_pool_->name()}).Dec();
+    gw_->metrics().queue_timeouts.With({queue_pool_->name()}).Inc();
+    FinishWithError(QueueTimeout(queue_pool_->name(), queue_pool_->config.queue_timeout_seconds));
+  }
+
   void StartAttempt() {
     if (finished_) return;
+    if (Enqueue()) return;
     Replica* pick = nullptr;
     for (Pool* p : pools_) {
-      pick = gw_->router().policy().Pick(*p, route_, tried_);
+      route_.prediction = RoutePrediction{};
+      // Canary pools: the sticky key's version, else (none of it available) any.
+      route_.version_filter = p->canary->enabled() ? (p->canary->ForCanary(StickyKey(*p)) ? 1 : -1) : 0;
+      pick = gw_->router().policy(*p).Pick(*p, route_, tried_);
+      if (!pick && route_.version_filter != 0) {
+        route_.version_filter = 0;
+        pick = gw_->router().policy(*p).Pick(*p, route_, tried_);
+      }
       if (pick) {
         pool_ = p;
         break;
       }
     }
     if (!pick) {
-      if (attempts_ == 0) {
-        api::ApiError e = api::MakeError(503, "no replica is available for this request; retry shortly",
-                                       "service_unavailable", "no_replica_available");
-        e.retry_after_seconds = 1;
-        return FinishWithError(e);
-      }
+      if (attempts_ == 0) return FinishWithError(NoReplica());
       return GiveUp();
     }
     if (attempts_ > 0) {
@@ -252,7 +232,12 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     ++attempts_;
     replica_ = pick;
     tried_.push_back(pick);
-    replica_->AddOutstanding(reserved_, 1);
+    // The replica's work for this request: the prefill it cannot take from
+    // its prefix cache plus the tokens it may generate. (The whole reserved
+    // prompt would count the cached prefix as backlog and push the next
+    // request of the same conversation off the replica that holds it.)
+    outstanding_ = std::max<int64_t>(reserved_ - (route_.prediction.made ? route_.prediction.cached_tokens : 0), 0);
+    replica_->AddOutstanding(outstanding_, 1);
     gw_->metrics().replica_outstanding_tokens.With({pool_->name(), replica_->name()}).Set(
         static_cast<double>(replica_->outstanding_tokens()));
     ResetAttemptState();
@@ -280,6 +265,14 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
       ex_->SetDeadline(deadline_, [self = shared_from_this(), attempt] { self->OnDeadline(attempt); });
     }
     auto self = shared_from_this();
+    if (replica_->fault_rate() > 0 && std::uniform_real_distribution<double>(0, 1)(Rng()) < replica_->fault_rate()) {
+      // A drill: this attempt fails as a replica's 503 would, without reaching it.
+      ex_->Post([self, attempt] {
+        if (attempt != self->attempt_id_ || self->finished_) return;
+        self->AttemptFailed("injected", fmt::format("fault injected for {} (fault_rate)", self->replica_->name()), false);
+      });
+      return;
+    }
     auto ex = ex_;
     http::ClientCallbacks cb;
     cb.on_head = [self, ex, attempt](const http::ClientResponseHead& h) {
@@ -304,6 +297,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     delta_events_ = 0;
     usage_prompt_ = -1;
     usage_completion_ = -1;
+    usage_cached_.reset();
   }
 
   void OnHead(uint64_t attempt, const http::ClientResponseHead& h) {
@@ -340,8 +334,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     if (!committed_ || has_usage) {
       json j = json::parse(m.data, nullptr, false);
       if (has_usage && j.is_object() && j["usage"].is_object()) {
-        usage_prompt_ = j["usage"].value("prompt_tokens", int64_t{0});
-        usage_completion_ = j["usage"].value("completion_tokens", int64_t{0});
+        ReadUsage(j["usage"]);
         const bool usage_only = j.contains("choices") && j["choices"].is_array() && j["choices"].empty();
         if (!client_wants_usage_) {
           if (usage_only) return;  // the client did not ask for it
@@ -363,12 +356,78 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     ex_->Write(http::SseData(m.data));
   }
 
-  // With include_usage forced on, every chunk carries "usage":null; a client
-  // that did not ask gets the chunks without it. Inside JSON strings quotes
-  // are escaped, so this exact text only appears as the member itself.
-  static void StripNullUsage(std::string* data) {
-    static constexpr std::string_view kMember = ",\"usage\":null";
-    if (size_t p = data->find(kMember); p != std::string::npos) data->erase(p, kMember.size());
+  std::string StickyKey(const Pool& p) const {
+    if (!p.config.sticky_header.empty()) {
+      std::string_view v = ex_->request().Header(p.config.sticky_header);
+      if (!v.empty()) return "h:" + std::string(v);
+    }
+    return principal_.tenant.empty() ? "r:" + id_ : "t:" + principal_.tenant;
+  }
+
+  static std::mt19937_64& Rng() {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    return rng;
+  }
+
+  // The attempt's outcome for its version (canary judgement, metrics); once per attempt.
+  void RecordOutcome(bool ok) {
+    if (!replica_ || outcome_recorded_for_ == attempt_id_) return;
+    outcome_recorded_for_ = attempt_id_;
+    GatewayMetrics& m = gw_->metrics();
+    m.version_attempts.With({pool_->name(), replica_->version(), ok ? "ok" : "error"}).Inc();
+    if (ok) {
+      m.version_seconds.With({pool_->name(), replica_->version()})
+          .Inc(std::chrono::duration<double>(Clock::now() - attempt_start_).count());
+    }
+    Canary& c = *pool_->canary;
+    if (!c.enabled()) return;
+    if (c.Record(replica_->version() == c.version(), ok, Clock::now())) {
+      m.canary_rollbacks.With({pool_->name()}).Inc();
+      m.canary_weight.With({pool_->name()}).Set(0);
+      const Canary::Rates r = c.Window(Clock::now());
+      spdlog::warn("gateway: pool {}: canary {} rolled back (weight 0): {} of {} attempts failed vs {} of {} on the "
+                   "stable version, margin {}",
+                   pool_->name(), c.version(), r.canary_errors, r.canary_attempts, r.stable_errors, r.stable_attempts,
+                   pool_->config.canary_max_error_rate_margin);
+    }
+  }
+
+  void ObserveFirstToken(double seconds) {
+    gw_->metrics().upstream_first_byte.With({pool_->name()}).Observe(seconds);
+    gw_->metrics().version_first_token.With({pool_->name(), replica_->version()}).Observe(seconds);
+  }
+
+  void ReadUsage(const json& u) {
+    usage_prompt_ = u.value("prompt_tokens", int64_t{0});
+    usage_completion_ = u.value("completion_tokens", int64_t{0});
+    auto d = u.find("prompt_tokens_details");
+    if (d != u.end() && d->is_object() && d->contains("cached_tokens") && (*d)["cached_tokens"].is_number_integer()) {
+      usage_cached_ = (*d)["cached_tokens"].get<int64_t>();
+    }
+  }
+
+  // Predicted vs reported prefix-cache hits (cache_aware pools).
+  void CountPrefixHits(AuditRecord* a) {
+    a->cached_tokens = usage_cached_;
+    if (!route_.prediction.made || !pool_ || usage_prompt_ < 0) return;
+    const RoutePrediction& p = route_.prediction;
+    a->predicted_cached_tokens = p.cached_tokens;
+    GatewayMetrics& m = gw_->metrics();
+    const std::string& pool = pool_->name();
+    m.prefix_prompt_tokens.With({pool}).Inc(static_cast<double>(usage_prompt_));
+    if (p.cached_tokens > 0) {
+      m.prefix_predicted_tokens.With({pool, p.source == PrefixIndex::Source::kRouted ? "routed" : "replica"})
+          .Inc(static_cast<double>(p.cached_tokens));
+    }
+    if (p.best_cached_tokens > p.cached_tokens) {
+      m.prefix_routed_away_tokens.With({pool}).Inc(static_cast<double>(p.best_cached_tokens - p.cached_tokens));
+    }
+    if (!usage_cached_) return;
+    m.prefix_cached_tokens.With({pool, replica_->name()}).Inc(static_cast<double>(*usage_cached_));
+    // The replica caches whole blocks: a difference under one block is not a misprediction.
+    const int64_t bs = std::max(replica_->prefix_index().block_size(), 1);
+    if (*usage_cached_ + bs <= p.cached_tokens) m.prefix_mispredictions.With({pool, "stale_index"}).Inc();
+    if (*usage_cached_ >= p.cached_tokens + bs) m.prefix_mispredictions.With({pool, "unpredicted"}).Inc();
   }
 
   // The first byte goes to the client: from now on failures are in-band.
@@ -376,8 +435,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     if (committed_) return;
     committed_ = true;
     ttft_ = Clock::now();
-    gw_->metrics().upstream_first_byte.With({pool_->name()}).Observe(
-        std::chrono::duration<double>(*ttft_ - attempt_start_).count());
+    ObserveFirstToken(std::chrono::duration<double>(*ttft_ - attempt_start_).count());
     ex_->SetDeadline(deadline_, [self = shared_from_this(), attempt = attempt_id_] { self->OnDeadline(attempt); });
     http::HttpResponse h;
     h.SetHeader("Content-Type", "text/event-stream");
@@ -411,28 +469,30 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     replica_->OnSuccess();
     if (s == 200) {
       json j = json::parse(upstream_body_in_, nullptr, false);
-      if (j.is_object() && j.contains("usage") && j["usage"].is_object()) {
-        usage_prompt_ = j["usage"].value("prompt_tokens", int64_t{0});
-        usage_completion_ = j["usage"].value("completion_tokens", int64_t{0});
-      }
+      if (j.is_object() && j.contains("usage") && j["usage"].is_object()) ReadUsage(j["usage"]);
       ttft_ = Clock::now();
-      gw_->metrics().upstream_first_byte.With({pool_->name()}).Observe(
-          std::chrono::duration<double>(*ttft_ - attempt_start_).count());
+      ObserveFirstToken(std::chrono::duration<double>(*ttft_ - attempt_start_).count());
     }
     // Passed through as the replica answered (4xx errors are the same on
     // every replica: no retry).
+    RespondWithUpstreamBody(s);
+    Finish(s);
+  }
+
+  // Answers the client with the replica's body as it came (and its content type).
+  void RespondWithUpstreamBody(int status) {
     http::HttpResponse res;
-    res.status = s;
+    res.status = status;
     res.SetHeader("Content-Type", upstream_content_type_.empty() ? "application/json" : upstream_content_type_);
     res.SetHeader("X-Request-Id", id_);
     res.body = std::move(upstream_body_in_);
     ex_->Respond(std::move(res));
-    Finish(s);
   }
 
   // kind: a metric label. passive: counts toward ejecting the replica.
   void AttemptFailed(const std::string& kind, const std::string& message, bool passive) {
     call_.Cancel();
+    if (kind != "status_429") RecordOutcome(false);
     gw_->metrics().upstream_errors.With({pool_->name(), replica_->name(), kind}).Inc();
     spdlog::warn("gateway: {} attempt {} on {} failed: {}", id_, attempts_, replica_->name(), message);
     if (passive && replica_->OnFailure(gw_->config().gateway.eject_after_failures)) {
@@ -449,9 +509,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     ReleaseReplica();
     if (committed_) {
       gw_->metrics().stream_errors.Inc();
-      api::ApiError e = api::MakeError(502, "the upstream replica failed mid-stream: " + message, "upstream_error",
-                                     "upstream_failed");
-      ex_->Write(http::SseEvent("error", api::Dump(e.ToJson())));
+      ex_->Write(http::SseEvent("error", api::Dump(UpstreamFailedMidStream(message).ToJson())));
       ex_->Write(std::string(http::kSseDone));
       error_note_ = "stream failed: " + kind;
       return Finish(200);
@@ -464,25 +522,13 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   void GiveUp() {
     // The replica's own error answer, when there was one.
     if (upstream_status_ >= 400 && !upstream_body_in_.empty()) {
-      http::HttpResponse res;
-      res.status = upstream_status_;
-      res.SetHeader("Content-Type", upstream_content_type_.empty() ? "application/json" : upstream_content_type_);
-      res.SetHeader("X-Request-Id", id_);
-      res.body = std::move(upstream_body_in_);
-      ex_->Respond(std::move(res));
+      RespondWithUpstreamBody(upstream_status_);
       error_note_ = last_error_kind_;
       return Finish(upstream_status_);
     }
     const bool timeout = last_error_kind_.find("timeout") != std::string::npos || Clock::now() >= deadline_;
-    api::ApiError e =
-        timeout ? api::MakeError(504, fmt::format("the upstream replicas did not answer in time ({} attempts; last: {})",
-                                             attempts_, last_error_),
-                            "timeout_error", "upstream_timeout")
-                : api::MakeError(502, fmt::format("the upstream replicas failed ({} attempts; last: {})", attempts_,
-                                             last_error_),
-                            "upstream_error", "upstream_failed");
     error_note_ = last_error_kind_;
-    FinishWithError(e);
+    FinishWithError(UpstreamFailed(timeout, attempts_, last_error_));
   }
 
   void OnDeadline(uint64_t attempt) {
@@ -508,7 +554,8 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   void ReleaseReplica() {
     if (!replica_ || replica_released_for_ == attempt_id_) return;
     replica_released_for_ = attempt_id_;
-    replica_->AddOutstanding(-reserved_, -1);
+    replica_->AddOutstanding(-outstanding_, -1);
+    pool_->queue->PopAndResume();  // the freed slot goes to the next in fair order
     gw_->metrics().replica_outstanding_tokens.With({pool_->name(), replica_->name()}).Set(
         static_cast<double>(replica_->outstanding_tokens()));
   }
@@ -533,7 +580,13 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   void Finish(int status) {
     if (finished_) return;
     finished_ = true;
+    if (queue_cancel_ && !dequeued_) {  // left while waiting (client gone)
+      dequeued_ = true;
+      queue_cancel_->store(true);
+      gw_->metrics().queued_requests.With({queue_pool_->name()}).Dec();
+    }
     if (!ex_->ended() && ex_->streaming()) ex_->EndStream();
+    if (status != 499) RecordOutcome(status < 500);
     ReleaseReplica();
     // Real usage: the replica's report, else what was seen (a failed stream:
     // the prompt and one token per event), else nothing (never reached one).
@@ -549,6 +602,9 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
       const int64_t actual = prompt + completion;
       gw_->metrics().tokens_used.With({principal_.tenant, "prompt"}).Inc(static_cast<double>(prompt));
       gw_->metrics().tokens_used.With({principal_.tenant, "completion"}).Inc(static_cast<double>(completion));
+      if (replica_ && pool_) {
+        gw_->metrics().version_completion_tokens.With({pool_->name(), replica_->version()}).Inc(static_cast<double>(completion));
+      }
       gw_->metrics().tenant_in_flight.With({principal_.tenant}).Dec();
       Gateway* gw = gw_;
       Lease lease = lease_;
@@ -565,6 +621,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     a.path = ex_->request().path;
     a.pool = pool;
     a.replica = replica;
+    a.version = replica_ ? replica_->version() : "";
     a.status = status;
     a.stream = stream_;
     a.prompt_tokens = prompt > 0 ? prompt : counted_.total_prompt_tokens;
@@ -573,6 +630,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     if (ttft_) a.ttft_ms = Ms(*ttft_ - ex_->received_at());
     a.duration_ms = Ms(Clock::now() - ex_->received_at());
     a.retries = retries_;
+    CountPrefixHits(&a);
     a.error = error_note_;
     a.remote = ex_->remote();
     if (gw_->config().logging.audit_prompts && !counted_.prompt_text.empty()) a.prompt = counted_.prompt_text;
@@ -594,6 +652,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   int64_t max_tokens_ = 0;
   bool inject_max_tokens_ = false;
   int64_t reserved_ = 0;
+  int64_t outstanding_ = 0;  // added to replica_'s outstanding tokens for the current attempt
   bool stream_ = false;
   bool client_wants_usage_ = false;
   bool admitted_ = false;
@@ -608,6 +667,10 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   int retries_ = 0;
   uint64_t attempt_id_ = 0;
   uint64_t replica_released_for_ = 0;
+  uint64_t outcome_recorded_for_ = 0;
+  Pool* queue_pool_ = nullptr;       // the pool whose fair queue it waited in
+  FairQueue::Cancel queue_cancel_;
+  bool dequeued_ = false;            // its turn came (or it timed out): never queued again
   http::ClientCall call_{nullptr};
   Clock::time_point attempt_start_;
 
@@ -620,6 +683,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   int64_t delta_events_ = 0;
   int64_t usage_prompt_ = -1;
   int64_t usage_completion_ = -1;
+  std::optional<int64_t> usage_cached_;
 
   bool committed_ = false;
   bool finished_ = false;
@@ -639,10 +703,7 @@ void StartProxy(Gateway* gw, std::shared_ptr<http::Exchange> ex, api::Endpoint e
   if (!gw->prep().TryPost([p] { p->Prepare(); })) {
     gw->metrics().in_flight.Dec();
     gw->RequestEnded();
-    api::ApiError e = api::MakeError(503, "the gateway is overloaded (its request-preparation queue is full); retry shortly",
-                                   "service_unavailable", "gateway_overloaded");
-    e.retry_after_seconds = 1;
-    ReplyGatewayError(gw, ex, e, request_id, nullptr);
+    ReplyGatewayError(gw, ex, GatewayOverloaded(), request_id, nullptr);
   }
 }
 

@@ -101,7 +101,7 @@ RedisLimiterOptions Options(uint16_t port, std::string failure = "closed") {
   return o;
 }
 
-AdmitRequest Req(int64_t tokens, TenantLimits l, const std::string& tenant) {
+AdmitRequest RedisReq(int64_t tokens, TenantLimits l, const std::string& tenant) {
   static int n = 0;
   AdmitRequest r;
   r.tenant = tenant;
@@ -123,7 +123,7 @@ TEST(RedisLimiterTest, TwoLimitersShareOneBudget) {
   std::vector<Lease> leases;
   int admitted = 0;
   for (int i = 0; i < 20; ++i) {
-    AdmitResult r = (i % 2 ? a : b).Admit(Req(300, l, tenant));
+    AdmitResult r = (i % 2 ? a : b).Admit(RedisReq(300, l, tenant));
     if (r.admitted) {
       ++admitted;
       leases.push_back(r.lease);
@@ -136,8 +136,8 @@ TEST(RedisLimiterTest, TwoLimitersShareOneBudget) {
   EXPECT_EQ(admitted, 6);
   // Correction by real usage frees budget for both.
   for (const Lease& le : leases) a.Release(le, 100);
-  EXPECT_TRUE(b.Admit(Req(1400, l, tenant)).admitted);
-  EXPECT_FALSE(a.Admit(Req(1, l, tenant)).admitted);
+  EXPECT_TRUE(b.Admit(RedisReq(1400, l, tenant)).admitted);
+  EXPECT_FALSE(a.Admit(RedisReq(1, l, tenant)).admitted);
 }
 
 TEST(RedisLimiterTest, ConcurrencyAndRequestRate) {
@@ -147,19 +147,19 @@ TEST(RedisLimiterTest, ConcurrencyAndRequestRate) {
   const std::string tenant = "c" + std::to_string(::getpid());
   TenantLimits l;
   l.max_concurrent = 2;
-  AdmitResult r1 = a.Admit(Req(1, l, tenant)), r2 = b.Admit(Req(1, l, tenant));
+  AdmitResult r1 = a.Admit(RedisReq(1, l, tenant)), r2 = b.Admit(RedisReq(1, l, tenant));
   ASSERT_TRUE(r1.admitted && r2.admitted);
-  AdmitResult r3 = a.Admit(Req(1, l, tenant));
+  AdmitResult r3 = a.Admit(RedisReq(1, l, tenant));
   EXPECT_FALSE(r3.admitted);
   EXPECT_EQ(r3.reason, LimitReason::kConcurrency);
   b.Release(r1.lease, 1);
-  EXPECT_TRUE(a.Admit(Req(1, l, tenant)).admitted);
+  EXPECT_TRUE(a.Admit(RedisReq(1, l, tenant)).admitted);
 
   TenantLimits rate;
   rate.requests_per_second = 1;
   const std::string t2 = tenant + "r";
-  EXPECT_TRUE(a.Admit(Req(1, rate, t2)).admitted);
-  AdmitResult r = b.Admit(Req(1, rate, t2));
+  EXPECT_TRUE(a.Admit(RedisReq(1, rate, t2)).admitted);
+  AdmitResult r = b.Admit(RedisReq(1, rate, t2));
   EXPECT_FALSE(r.admitted);
   EXPECT_EQ(r.reason, LimitReason::kRequests);
   EXPECT_GT(r.retry_after_seconds, 0.5);
@@ -171,18 +171,18 @@ TEST(RedisLimiterTest, FailureModesWhenRedisIsUnreachable) {
   TenantLimits l;
   l.tokens_per_minute = 100;
   RedisRateLimiter closed(Options(dead, "closed"));
-  AdmitResult c = closed.Admit(Req(10, l, "x"));
+  AdmitResult c = closed.Admit(RedisReq(10, l, "x"));
   EXPECT_FALSE(c.admitted);
   EXPECT_EQ(c.reason, LimitReason::kUnavailable);
   RedisRateLimiter open(Options(dead, "open"));
   for (int i = 0; i < 20; ++i) {
-    AdmitResult o = open.Admit(Req(10, l, "x"));
+    AdmitResult o = open.Admit(RedisReq(10, l, "x"));
     EXPECT_TRUE(o.admitted);
     EXPECT_FALSE(o.lease.counted);
   }
   RedisRateLimiter local(Options(dead, "local"));
   int admitted = 0;
-  for (int i = 0; i < 20; ++i) admitted += local.Admit(Req(10, l, "x")).admitted ? 1 : 0;
+  for (int i = 0; i < 20; ++i) admitted += local.Admit(RedisReq(10, l, "x")).admitted ? 1 : 0;
   EXPECT_EQ(admitted, 10);  // counted in this process instead
 }
 

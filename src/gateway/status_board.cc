@@ -21,7 +21,8 @@ const char* StateName(const Replica& r) {
     case Replica::Health::kHealthy:
       break;
   }
-  return r.draining() ? "draining" : "healthy";
+  if (r.draining()) return "draining";
+  return r.warming() ? "warming up" : "healthy";
 }
 
 // The series name of one child of a {pool, replica} family, as /metrics

@@ -25,7 +25,6 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian uint32
 constexpr uint32_t kLastValueType = static_cast<uint32_t>(ValueType::kFloat64);
 // Smallest encodings, used to bound counts: a KV is key length (8), value
 // type (4) and at least one value byte; a tensor info is name length (8),

@@ -43,6 +43,8 @@ enum class ValueType : uint32_t {
 };
 const char* ValueTypeName(ValueType t);  // "uint32", "string", ...; "?" if unknown
 
+inline constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian uint32
+
 // Reader limits. Real files are far inside them (a 256K-token vocabulary is
 // under 1M array items); they exist so a hostile file cannot make the reader
 // recurse without bound or turn each byte into a 48-byte Value forever.

@@ -11,7 +11,6 @@
 namespace kvs::gguf {
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747;  // "GGUF" as a little-endian uint32
 constexpr uint32_t kVersion = 3;
 
 uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }

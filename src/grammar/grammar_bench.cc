@@ -97,14 +97,34 @@ StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(const Fixture& f, Kind 
   return Internal("unknown kind");
 }
 
+// The fixture's grammar of `kind`, compiled and warmed by one run of the
+// document (*mask sized for it); null (the benchmark skipped with the
+// reason) when the fixture, the compile or the document fails.
+std::shared_ptr<const CompiledGrammar> WarmGrammar(benchmark::State& state, const Fixture& f, Kind kind,
+                                                   std::vector<uint32_t>* mask) {
+  if (!f.error.empty()) {
+    state.SkipWithError(f.error.c_str());
+    return nullptr;
+  }
+  auto g = Compile(f, kind);
+  if (!g.ok()) {
+    state.SkipWithError(g.status().ToString().c_str());
+    return nullptr;
+  }
+  mask->assign(f.vocab->mask_words(), 0);
+  if (!RunDocument(*g, f.tokens, *mask)) {
+    state.SkipWithError("document rejected");
+    return nullptr;
+  }
+  return *g;
+}
+
 void BM_Warm(benchmark::State& state, Kind kind) {
   const Fixture& f = GetFixture();
-  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
-  auto g = Compile(f, kind);
-  if (!g.ok()) return state.SkipWithError(g.status().ToString().c_str());
-  std::vector<uint32_t> mask(f.vocab->mask_words());
-  if (!RunDocument(*g, f.tokens, mask)) return state.SkipWithError("document rejected");
-  for (auto _ : state) benchmark::DoNotOptimize(RunDocument(*g, f.tokens, mask));
+  std::vector<uint32_t> mask;
+  const std::shared_ptr<const CompiledGrammar> g = WarmGrammar(state, f, kind, &mask);
+  if (!g) return;
+  for (auto _ : state) benchmark::DoNotOptimize(RunDocument(g, f.tokens, mask));
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.tokens.size()));
   state.counters["us_per_token"] = benchmark::Counter(
       static_cast<double>(f.tokens.size()) * static_cast<double>(state.iterations()),
@@ -123,14 +143,12 @@ double ThreadCpuSeconds() {
 // that matters for a decode step's latency.
 void BM_WarmMaxToken(benchmark::State& state, Kind kind) {
   const Fixture& f = GetFixture();
-  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
-  auto g = Compile(f, kind);
-  if (!g.ok()) return state.SkipWithError(g.status().ToString().c_str());
-  std::vector<uint32_t> mask(f.vocab->mask_words());
-  if (!RunDocument(*g, f.tokens, mask)) return state.SkipWithError("document rejected");
+  std::vector<uint32_t> mask;
+  const std::shared_ptr<const CompiledGrammar> g = WarmGrammar(state, f, kind, &mask);
+  if (!g) return;
   double worst_us = 0;
   for (auto _ : state) {
-    GrammarMatcher m(*g);
+    GrammarMatcher m(g);
     for (int32_t id : f.tokens) {
       const double t0 = ThreadCpuSeconds();
       benchmark::DoNotOptimize(m.FillNextTokenMask(mask));

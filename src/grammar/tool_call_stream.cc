@@ -137,18 +137,7 @@ void ToolCallStreamParser::Impl::StepRawName() {
       }
       raw_name = " ";  // marks "inside <function=" (trimmed below)
     }
-    const size_t gt = buf.find('>');
-    if (gt == std::string::npos) {
-      if (final) {
-        raw_name += buf;
-        Consume(buf.size());
-        EndCall();
-        mode = Mode::kContent;
-      }
-      return;
-    }
-    raw_name += buf.substr(0, gt);
-    Consume(gt + 1);
+    if (!NameUntil('>')) return;
     SetName(raw_name.substr(1));
     qwen_params = 0;
     mode = Mode::kQwenParams;

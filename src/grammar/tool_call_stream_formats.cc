@@ -176,18 +176,7 @@ void ToolCallStreamParser::Impl::StepDsAfterSep() {
       return;
     }
     case 1: {  // NAME\n
-      const size_t nl = buf.find('\n');
-      if (nl == std::string::npos) {
-        if (final) {
-          raw_name += buf;
-          Consume(buf.size());
-          EndCall();
-          mode = Mode::kContent;
-        }
-        return;
-      }
-      raw_name += buf.substr(0, nl);
-      Consume(nl + 1);
+      if (!NameUntil('\n')) return;
       SetName(raw_name);
       ds_stage = 2;
       return;

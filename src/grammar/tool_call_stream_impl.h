@@ -165,6 +165,24 @@ struct ToolCallStreamParser::Impl {
     Consume(first == std::string::npos ? buf.size() : first);
     return !buf.empty();
   }
+  // Reads a call's name up to `end` into raw_name: true once `end` is seen
+  // (the name and `end` consumed). Until then false; at the final flush an
+  // unterminated name ends the call (back to content).
+  bool NameUntil(char end) {
+    const size_t at = buf.find(end);
+    if (at == std::string::npos) {
+      if (final) {
+        raw_name += buf;
+        Consume(buf.size());
+        EndCall();
+        mode = Mode::kContent;
+      }
+      return false;
+    }
+    raw_name += buf.substr(0, at);
+    Consume(at + 1);
+    return true;
+  }
   // Whether buf starts with `m`: 1 yes (consumed), 0 no, -1 undecided.
   int Expect(const std::string& m) {
     if (buf.compare(0, m.size(), m) == 0) {

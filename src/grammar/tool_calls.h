@@ -43,6 +43,7 @@
 
 #include "base/status.h"
 #include "grammar/grammar.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvs::grammar {
 
@@ -65,6 +66,12 @@ const char* ToolCallFormatName(ToolCallFormat format);
 // Special-token texts that delimit calls in this format (keep them when
 // detokenizing; allow them as grammar text: VocabularyOptions).
 std::vector<std::string> ToolCallMarkers(ToolCallFormat format);
+// The tokens of `tokenizer` that are one of the format's markers and that a
+// decoder dropping special tokens drops (Mistral's [TOOL_CALLS], DeepSeek's
+// <｜tool▁calls▁begin｜>, harmony's <|channel|>...), with their text: the
+// server gives this text back to the tool-call parser while the client's
+// content text keeps dropping special tokens. Sorted by id.
+std::vector<std::pair<int32_t, std::string>> ToolCallMarkerTokens(const tok::Tokenizer& tokenizer, ToolCallFormat format);
 
 struct ToolCall {
   std::string id;

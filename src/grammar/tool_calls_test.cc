@@ -6,11 +6,14 @@
 // (content around calls, malformed calls, gpt-oss harmony).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
 #include "base/test_util.h"
+#include "grammar/shared_vocab.h"
 #include "grammar/tool_calls.h"
 #include "template/chat_template.h"
 
@@ -125,6 +128,63 @@ ParsedOutput Stream(ToolCallFormat f, const std::string& text, std::mt19937_64& 
 
 class TemplateRoundTrip : public ::testing::TestWithParam<TemplateCase> {};
 
+// The text the model generates for the assistant turn with tool calls
+// (and content first when with_content) in template `t`: the rendered
+// conversation after the prompt, up to the end-of-turn token.
+std::string GeneratedText(const TemplateCase& c, const tmpl::ChatTemplate& t, bool with_content) {
+  const auto calls = Calls(c.parallel);
+  Json tool_calls = Json::array();
+  int k = 0;
+  for (const auto& [name, args] : calls) {
+    const std::string id = c.nine_char_ids ? "abc12345" + std::to_string(k) : "call_" + std::to_string(k);
+    tool_calls.push_back({{"id", id},
+                          {"type", "function"},
+                          {"function", {{"name", name}, {"arguments", c.string_arguments ? Json(args.dump()) : args}}}});
+    ++k;
+  }
+  tmpl::ChatRequest req;
+  req.bos_token = c.bos;
+  req.eos_token = c.eos;
+  req.tools = Tools();
+  req.now_unix = 1700000000;
+  req.messages = Json::array({{{"role", "user"}, {"content", "Weather in Oslo, and search for tides?"}}});
+  req.add_generation_prompt = true;
+  auto prompt = t.Render(req);
+  if (!prompt.ok()) {
+    ADD_FAILURE() << prompt.status().ToString();
+    return "";
+  }
+  Json assistant = {{"role", "assistant"}, {"content", with_content ? Json("Let me check that.") : c.null_content ? Json() : Json("")},
+                    {"tool_calls", tool_calls}};
+  req.messages.push_back(assistant);
+  req.add_generation_prompt = false;
+  auto full = t.Render(req);
+  if (!full.ok()) {
+    ADD_FAILURE() << full.status().ToString();
+    return "";
+  }
+  // What the model generates follows the longest common prefix (a
+  // thinking template's prompt may end in "<think>\n", which the rendered
+  // history leaves out).
+  size_t lcp = 0;
+  while (lcp < prompt->size() && lcp < full->size() && (*prompt)[lcp] == (*full)[lcp]) ++lcp;
+  if (lcp < prompt->size()) {  // diverged: back off to the end of the last line or tag
+    while (lcp > 0 && (*full)[lcp - 1] != '\n' && (*full)[lcp - 1] != '>') --lcp;
+  }
+  EXPECT_GT(lcp + 32, prompt->size()) << "prompt and history diverge early:\n" << *prompt << "\n---\n" << *full;
+  std::string generated = full->substr(lcp);
+  // A reasoning block is the reasoning parser's (part 2) business.
+  if (const size_t think = generated.find("</think>"); think != std::string::npos) {
+    generated = generated.substr(think + 8);
+    generated.erase(0, generated.find_first_not_of(" \n"));
+  }
+  // The model stops at its end-of-turn token: cut there.
+  for (const std::string& eot : {c.eos, std::string("<|eom_id|>"), std::string("<|im_end|>")}) {
+    if (const size_t p = generated.find(eot); !eot.empty() && p != std::string::npos) generated.resize(p);
+  }
+  return generated;
+}
+
 TEST_P(TemplateRoundTrip, RenderedCallsParseBack) {
   const TemplateCase& c = GetParam();
   KVS_REQUIRE_SHARED(path, "templates/" + c.file);
@@ -137,49 +197,8 @@ TEST_P(TemplateRoundTrip, RenderedCallsParseBack) {
     if (with_content && !c.content_with_calls) continue;
     SCOPED_TRACE(with_content ? "with content" : "calls only");
     const auto calls = Calls(c.parallel);
-    Json tool_calls = Json::array();
-    int k = 0;
-    for (const auto& [name, args] : calls) {
-      const std::string id = c.nine_char_ids ? "abc12345" + std::to_string(k) : "call_" + std::to_string(k);
-      tool_calls.push_back({{"id", id},
-                            {"type", "function"},
-                            {"function", {{"name", name}, {"arguments", c.string_arguments ? Json(args.dump()) : args}}}});
-      ++k;
-    }
-    tmpl::ChatRequest req;
-    req.bos_token = c.bos;
-    req.eos_token = c.eos;
-    req.tools = Tools();
-    req.now_unix = 1700000000;
-    req.messages = Json::array({{{"role", "user"}, {"content", "Weather in Oslo, and search for tides?"}}});
-    req.add_generation_prompt = true;
-    auto prompt = tmpl->Render(req);
-    ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
-    Json assistant = {{"role", "assistant"}, {"content", with_content ? Json("Let me check that.") : c.null_content ? Json() : Json("")},
-                      {"tool_calls", tool_calls}};
-    req.messages.push_back(assistant);
-    req.add_generation_prompt = false;
-    auto full = tmpl->Render(req);
-    ASSERT_TRUE(full.ok()) << full.status().ToString();
-    // What the model generates follows the longest common prefix (a
-    // thinking template's prompt may end in "<think>\n", which the rendered
-    // history leaves out).
-    size_t lcp = 0;
-    while (lcp < prompt->size() && lcp < full->size() && (*prompt)[lcp] == (*full)[lcp]) ++lcp;
-    if (lcp < prompt->size()) {  // diverged: back off to the end of the last line or tag
-      while (lcp > 0 && (*full)[lcp - 1] != '\n' && (*full)[lcp - 1] != '>') --lcp;
-    }
-    ASSERT_GT(lcp + 32, prompt->size()) << "prompt and history diverge early:\n" << *prompt << "\n---\n" << *full;
-    std::string generated = full->substr(lcp);
-    // A reasoning block is the reasoning parser's (part 2) business.
-    if (const size_t think = generated.find("</think>"); think != std::string::npos) {
-      generated = generated.substr(think + 8);
-      generated.erase(0, generated.find_first_not_of(" \n"));
-    }
-    // The model stops at its end-of-turn token: cut there.
-    for (const std::string& eot : {c.eos, std::string("<|eom_id|>"), std::string("<|im_end|>")}) {
-      if (const size_t p = generated.find(eot); !eot.empty() && p != std::string::npos) generated.resize(p);
-    }
+    const std::string generated = GeneratedText(c, *tmpl, with_content);
+    ASSERT_FALSE(generated.empty());
     SCOPED_TRACE(generated);
     ToolCallParseOptions opts;
     opts.tools = Tools();
@@ -210,6 +229,91 @@ TEST_P(TemplateRoundTrip, RenderedCallsParseBack) {
       }
       EXPECT_EQ(streamed.content, whole.content);
     }
+  }
+}
+
+// A shared byte-level BPE vocabulary (as Mistral's Tekken and DeepSeek's
+// are) with every format's markers added as control tokens; built once.
+const tok::Tokenizer* MarkerTokenizer() {
+  static const std::unique_ptr<tok::Tokenizer> tokenizer = [] {
+    std::unique_ptr<tok::Tokenizer> out;
+    auto base = testing::LoadSharedTokenizer("gpt-2");
+    if (!base.ok()) return out;
+    tok::TokenizerSpec spec = (*base)->spec();
+    for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral,
+                             ToolCallFormat::kDeepSeekV3, ToolCallFormat::kHarmony}) {
+      for (const std::string& m : ToolCallMarkers(f)) {
+        if (std::find(spec.tokens.begin(), spec.tokens.end(), m) != spec.tokens.end()) continue;
+        spec.tokens.push_back(m);
+        spec.types.push_back(tok::TokenType::kControl);
+        if (!spec.scores.empty()) spec.scores.push_back(0.0f);
+        if (!spec.lstrip.empty()) spec.lstrip.push_back(0);
+        if (!spec.rstrip.empty()) spec.rstrip.push_back(0);
+      }
+    }
+    if (auto t = tok::Tokenizer::FromSpec(std::move(spec)); t.ok()) out = std::move(*t);
+    return out;
+  }();
+  return tokenizer.get();
+}
+
+// Token level: a model whose vocabulary has the format's markers as control
+// tokens (Mistral's [TOOL_CALLS], DeepSeek's <｜tool▁calls▁begin｜>, ...) and
+// generates the rendered calls token by token. The content decoder drops
+// special tokens; the server hands the parser each dropped marker's text
+// (ToolCallMarkerTokens -> TokenOutput::marker_text), as emulated here, and
+// the calls come back; the content text alone loses the markers.
+TEST_P(TemplateRoundTrip, ControlTokenMarkersReachTheParser) {
+  const TemplateCase& c = GetParam();
+  KVS_REQUIRE_SHARED(path, "templates/" + c.file);
+  KVS_REQUIRE_SHARED(vocab_path, "vocab/ggml-vocab-gpt-2.gguf");
+  auto tmpl = tmpl::ChatTemplate::Parse(ReadTemplate(path));
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
+  const tok::Tokenizer* tokenizer = MarkerTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  const tok::Tokenizer& t = *tokenizer;
+  const std::vector<std::string> markers = ToolCallMarkers(c.format);
+  const auto marker_tokens = ToolCallMarkerTokens(t, c.format);
+  ASSERT_EQ(marker_tokens.size(), markers.size());
+  const std::map<int32_t, std::string> marker_text(marker_tokens.begin(), marker_tokens.end());
+
+  const std::string generated = GeneratedText(c, *tmpl, /*with_content=*/false);
+  ASSERT_FALSE(generated.empty());
+  SCOPED_TRACE(generated);
+  const std::vector<int32_t> ids = t.Encode(generated, /*add_special=*/false, /*parse_special=*/true);
+  size_t marker_ids = 0;
+  tok::IncrementalDecoder decoder(t, /*skip_special=*/true, /*at_sequence_start=*/true);
+  std::string content_text, parser_text;
+  for (int32_t id : ids) {
+    const std::string text = decoder.Add(id);
+    content_text += text;
+    parser_text += text;
+    if (auto it = marker_text.find(id); it != marker_text.end()) {
+      parser_text += it->second;
+      ++marker_ids;
+    }
+  }
+  const std::string tail = decoder.Flush();
+  content_text += tail;
+  parser_text += tail;
+  EXPECT_EQ(parser_text, generated);
+  const bool uses_markers = c.format != ToolCallFormat::kLlama3 && c.format != ToolCallFormat::kFunctionary;
+  if (uses_markers) {
+    EXPECT_GT(marker_ids, 0u);
+  }
+  ToolCallParseOptions opts;
+  opts.tools = Tools();
+  const ParsedOutput parsed = ParseToolCalls(c.format, parser_text, opts);
+  const auto calls = Calls(c.parallel);
+  ASSERT_EQ(parsed.tool_calls.size(), calls.size()) << "content: " << parsed.content;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(parsed.tool_calls[i].name, calls[i].first);
+    EXPECT_EQ(Json::parse(parsed.tool_calls[i].arguments, nullptr, false), calls[i].second);
+  }
+  if (uses_markers) {
+    // Without the markers the calls are lost (what the fix is for).
+    EXPECT_NE(content_text, generated);
+    EXPECT_NE(ParseToolCalls(c.format, content_text, opts).tool_calls.size(), calls.size()) << content_text;
   }
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "http/http_server.h"
+#include "http/http_test_util.h"
 #include "http/sse.h"
 #include "http/sse_parser.h"
 
@@ -19,13 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-HttpResponse Text(int status, std::string body) {
-  HttpResponse r;
-  r.status = status;
-  r.SetHeader("Content-Type", "text/plain");
-  r.body = std::move(body);
-  return r;
-}
+using testing::Text;
 
 Url Local(uint16_t port) { return *Url::Parse("http://127.0.0.1:" + std::to_string(port)); }
 

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "http/sse_parser.h"
+#include "http/http_test_util.h"
 
 namespace kvs::http {
 namespace {
@@ -70,13 +71,7 @@ class Client {
   beast::flat_buffer buf_;
 };
 
-HttpResponse Text(int status, std::string body) {
-  HttpResponse r;
-  r.status = status;
-  r.SetHeader("Content-Type", "text/plain");
-  r.body = std::move(body);
-  return r;
-}
+using testing::Text;
 
 TEST(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   HttpServer server(ServerOptions{});

@@ -10,8 +10,6 @@
 namespace kvs::kernels {
 namespace {
 
-int64_t RoundUp64(int64_t n) { return (n + 63) / 64 * 64; }
-
 #define KVS_FILL_TABLE(ns, t)                           \
   do {                                                  \
     (t).tile[static_cast<int>(WType::kF32)] = ns::TileF32;   \

@@ -18,6 +18,9 @@ namespace kvs::kernels {
 
 enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 inline constexpr int kNumIsas = 3;
+
+// n rounded up to a multiple of 64 (bytes: cache-line aligned offsets).
+inline constexpr int64_t RoundUp64(int64_t n) { return (n + 63) / 64 * 64; }
 const char* IsaName(Isa isa);
 
 // Weight types MatMul supports, as a dense index into per-type tables.

@@ -36,6 +36,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/bench_util.h"
 #include "base/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
@@ -44,19 +45,9 @@
 namespace kvs::kernels {
 namespace {
 
-int Threads() {
-  const char* s = std::getenv("KVSERVE_BENCH_THREADS");
-  return s != nullptr && std::atoi(s) > 0 ? std::atoi(s) : 2;
-}
-bool UseRealTime() {
-  const char* s = std::getenv("KVSERVE_BENCH_CPU_TIME");
-  return s == nullptr || s[0] != '1';
-}
-
-ThreadPool& Pool() {
-  static ThreadPool pool(Threads());
-  return pool;
-}
+using testing::BenchPool;
+using testing::BenchThreads;
+using testing::BenchUseRealTime;
 
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
@@ -98,7 +89,7 @@ void BenchStreamRead(benchmark::State& state) {
   float sink = 0;
   for (auto _ : state) {
     float part[64] = {};
-    Pool().Run([&](int tid, int nth) {
+    BenchPool().Run([&](int tid, int nth) {
       const int64_t per = kFloats / nth / 32 * 32;
       part[tid] = SumRange(a + tid * per, per);
     });
@@ -113,7 +104,7 @@ void BenchStreamTriad(benchmark::State& state) {
   constexpr int64_t kFloats = int64_t{1} << 26;  // 256 MiB per array
   static Buffer a = Alloc(kFloats * 4), b = Alloc(kFloats * 4), c = Alloc(kFloats * 4);
   for (auto _ : state) {
-    Pool().Run([&](int tid, int nth) {
+    BenchPool().Run([&](int tid, int nth) {
       const int64_t per = kFloats / nth / 8 * 8;
       TriadRange(reinterpret_cast<float*>(a.get()) + tid * per, reinterpret_cast<const float*>(b.get()) + tid * per,
                  reinterpret_cast<const float*>(c.get()) + tid * per, 3.f, per);
@@ -166,7 +157,7 @@ std::unique_ptr<Matrix> MakeMatrix(const KernelTable& k, DType t, int64_t rows, 
   const int64_t n = PackedLayoutBytes(t, rows, cols);
   if (n > 0 && k.reads_packed) {
     m->packed = Alloc(static_cast<size_t>(n));
-    PackWeights(m->view, m->packed.get(), Pool());
+    PackWeights(m->view, m->packed.get(), BenchPool());
     m->view.packed = m->packed.get();
     m->rows = std::vector<uint8_t>(m->rows.begin(), m->rows.begin() + 1);  // the kernels never read them
     m->rows.shrink_to_fit();
@@ -189,7 +180,7 @@ void BenchMatMul(benchmark::State& state, const KernelTable* k, DType t, int64_t
   const std::vector<float> x = Acts(m, cols);
   std::vector<float> y(static_cast<size_t>(m * rows));
   for (auto _ : state) {
-    MatMulWith(*k, w->view, x.data(), m, y.data(), Pool());
+    MatMulWith(*k, w->view, x.data(), m, y.data(), BenchPool());
     benchmark::DoNotOptimize(y.data());
   }
   const double it = static_cast<double>(state.iterations());
@@ -226,12 +217,12 @@ void BenchModel(benchmark::State& state, const KernelTable* k, DType t, ModelSha
     for (Layer& l : layers) {
       const MatView qkv[3] = {l.q->view, l.kk->view, l.v->view};
       float* ys[3] = {y.data(), y.data() + m * s.hidden, y.data() + m * (s.hidden + s.kv)};
-      MatMulManyWith(*k, qkv, ys, 3, x.data(), m, Pool());
-      MatMulWith(*k, l.o->view, x.data(), m, y.data(), Pool());
-      GatedMatMulWith(*k, l.gate->view, l.up->view, x.data(), m, y.data(), y.data() + m * s.ffn, Pool());
-      MatMulWith(*k, l.down->view, x.data(), m, y.data(), Pool());
+      MatMulManyWith(*k, qkv, ys, 3, x.data(), m, BenchPool());
+      MatMulWith(*k, l.o->view, x.data(), m, y.data(), BenchPool());
+      GatedMatMulWith(*k, l.gate->view, l.up->view, x.data(), m, y.data(), y.data() + m * s.ffn, BenchPool());
+      MatMulWith(*k, l.down->view, x.data(), m, y.data(), BenchPool());
     }
-    MatMulWith(*k, out->view, x.data(), 1, y.data(), Pool());  // logits of the last token
+    MatMulWith(*k, out->view, x.data(), 1, y.data(), BenchPool());  // logits of the last token
     benchmark::DoNotOptimize(y.data());
   }
   const double it = static_cast<double>(state.iterations());
@@ -243,7 +234,7 @@ void BenchModel(benchmark::State& state, const KernelTable* k, DType t, ModelSha
 void RegisterAll() {
   auto finish = [](benchmark::internal::Benchmark* b) {
     b->Unit(benchmark::kMillisecond);
-    if (UseRealTime()) b->UseRealTime();
+    if (BenchUseRealTime()) b->UseRealTime();
   };
   finish(benchmark::RegisterBenchmark("Stream/read", BenchStreamRead));
   finish(benchmark::RegisterBenchmark("Stream/triad", BenchStreamTriad));
@@ -282,8 +273,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   kvs::kernels::RegisterAll();
   std::printf("active kernels: %s, %d threads, rates per %s time\n",
-              kvs::kernels::IsaName(kvs::kernels::ActiveKernels().isa), kvs::kernels::Threads(),
-              kvs::kernels::UseRealTime() ? "wall" : "CPU");
+              kvs::kernels::IsaName(kvs::kernels::ActiveKernels().isa), kvs::testing::BenchThreads(),
+              kvs::testing::BenchUseRealTime() ? "wall" : "CPU");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

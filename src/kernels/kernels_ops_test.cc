@@ -19,8 +19,7 @@ namespace kvs::kernels {
 namespace {
 
 using testing::AvailableVariants;
-
-constexpr double kU = 1.0 / (1 << 24);
+using testing::kU;
 
 std::vector<int64_t> Sizes() {
   std::vector<int64_t> n;

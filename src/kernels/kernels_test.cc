@@ -53,9 +53,9 @@ namespace kvs::kernels {
 namespace {
 
 using testing::AvailableVariants;
+using testing::kU;
 using testing::ComputeReference;
 
-constexpr double kU = 1.0 / (1 << 24);
 
 const DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
                               DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};

@@ -16,6 +16,9 @@
 
 namespace kvs::kernels::testing {
 
+// The unit roundoff of float32: tolerances are multiples of it.
+inline constexpr double kU = 1.0 / (1 << 24);
+
 // Every variant this CPU can run (scalar first).
 inline std::vector<const KernelTable*> AvailableVariants() {
   std::vector<const KernelTable*> out;

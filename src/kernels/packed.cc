@@ -17,8 +17,6 @@ namespace {
 
 constexpr int64_t kChunk = kChunkBytes;
 
-int64_t RoundUp64(int64_t n) { return (n + 63) / 64 * 64; }
-
 // dst chunk <- for each row r < valid, the 4 bytes at rows + r*row_bytes + off
 // (XOR `flip` on every byte); zero for the other rows.
 inline void GatherChunk(const uint8_t* rows, int64_t row_bytes, int valid, int64_t off, uint8_t flip,
@@ -56,6 +54,45 @@ bool HasPackedLayout(DType t) {
 // Chunks per Q4_K / Q5_K super-block.
 constexpr int64_t kK4Chunks = kQ4KUnitBytes / kChunk, kK5Chunks = kQ5KUnitBytes / kChunk;
 
+namespace {
+
+// Where the fields of a Q8_0 / Q4_0 row lie, and where a panel puts them:
+// `chunks` quant chunks per block (block b's chunk c at panel chunk
+// b * chunks + c, XOR `flip`: Q8_0 stores offset binary), then the blocks'
+// scales, 16 f16 per block, at `scales`. PackPanel and UnpackPanelRow share
+// it so that the two stay inverse.
+struct Q0Layout {
+  Q0Layout(DType t, int64_t cols)
+      : q8(t == DType::kQ8_0),
+        nblk(cols / kQK0),
+        bs(q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)),
+        chunks(q8 ? 8 : 4),
+        flip(static_cast<uint8_t>(q8 ? 0x80 : 0)),
+        scales(nblk * chunks * kChunk) {}
+  bool q8;
+  int64_t nblk;    // blocks per row
+  int64_t bs;      // bytes per block in a row
+  int chunks;      // quant chunks per block
+  uint8_t flip;    // XOR on the quant bytes
+  int64_t scales;  // panel offset of the scales
+};
+
+// The same for a Q4_K / Q5_K row: super-block sb at panel offset
+// sb * sb_bytes; its quants at qs_off in the row's block.
+struct K45Layout {
+  explicit K45Layout(DType t)
+      : q5(t == DType::kQ5_K),
+        bs(q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K)),
+        qs_off(q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs)),
+        sb_bytes((q5 ? kK5Chunks : kK4Chunks) * kChunk) {}
+  bool q5;
+  int64_t bs;
+  int64_t qs_off;
+  int64_t sb_bytes;
+};
+
+}  // namespace
+
 int64_t PanelBytes(DType t, int64_t cols) {
   switch (t) {
     case DType::kQ4_K: return cols / kQKK * kK4Chunks * kChunk;
@@ -70,29 +107,24 @@ void PackPanel(DType t, const uint8_t* rows, int64_t row_bytes, int valid, int64
   switch (t) {
     case DType::kQ8_0:
     case DType::kQ4_0: {
-      const bool q8 = t == DType::kQ8_0;
-      const int64_t nblk = cols / kQK0, bs = q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-      const int chunks = q8 ? 8 : 4;
-      uint8_t* d = panel + nblk * chunks * kChunk;
-      for (int64_t b = 0; b < nblk; ++b) {
-        for (int c = 0; c < chunks; ++c) {
-          GatherChunk(rows, row_bytes, valid, b * bs + 2 + 4 * c, q8 ? 0x80 : 0, panel + (b * chunks + c) * kChunk);
+      const Q0Layout q(t, cols);
+      uint8_t* d = panel + q.scales;
+      for (int64_t b = 0; b < q.nblk; ++b) {
+        for (int c = 0; c < q.chunks; ++c) {
+          GatherChunk(rows, row_bytes, valid, b * q.bs + 2 + 4 * c, q.flip, panel + (b * q.chunks + c) * kChunk);
         }
-        GatherHalves(rows, row_bytes, valid, b * bs, d + 32 * b);
+        GatherHalves(rows, row_bytes, valid, b * q.bs, d + 32 * b);
       }
-      std::memset(d + 32 * nblk, 0, static_cast<size_t>(pb - (d + 32 * nblk - panel)));
+      std::memset(d + 32 * q.nblk, 0, static_cast<size_t>(pb - (d + 32 * q.nblk - panel)));
       return;
     }
     case DType::kQ4_K:
     case DType::kQ5_K: {
-      const bool q5 = t == DType::kQ5_K;
-      const int64_t bs = q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-      const int64_t qs_off = q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
-      const int64_t sb_bytes = (q5 ? kK5Chunks : kK4Chunks) * kChunk;
+      const K45Layout k(t);
       std::memset(panel, 0, static_cast<size_t>(pb));
       for (int64_t sb = 0; sb < cols / kQKK; ++sb) {
-        uint8_t* out = panel + sb * sb_bytes;
-        const int64_t base = sb * bs;
+        uint8_t* out = panel + sb * k.sb_bytes;
+        const int64_t base = sb * k.bs;
         GatherChunk(rows, row_bytes, valid, base, 0, out);  // d, dmin
         for (int r = 0; r < valid; ++r) {
           const uint8_t* scales = rows + r * row_bytes + base + 4;
@@ -100,10 +132,10 @@ void PackPanel(DType t, const uint8_t* rows, int64_t row_bytes, int valid, int64
         }
         for (int g = 0; g < 4; ++g) {
           for (int c = 0; c < 8; ++c) {
-            GatherChunk(rows, row_bytes, valid, base + qs_off + 32 * g + 4 * c, 0, out + (5 + 8 * g + c) * kChunk);
+            GatherChunk(rows, row_bytes, valid, base + k.qs_off + 32 * g + 4 * c, 0, out + (5 + 8 * g + c) * kChunk);
           }
         }
-        if (q5) {
+        if (k.q5) {
           for (int c = 0; c < 8; ++c) {
             GatherChunk(rows, row_bytes, valid, base + offsetof(BlockQ5_K, qh) + 4 * c, 0,
                         out + (kK4Chunks + c) * kChunk);
@@ -149,25 +181,20 @@ void UnpackPanelRow(DType t, const uint8_t* panel, int r, int64_t cols, uint8_t*
   switch (t) {
     case DType::kQ8_0:
     case DType::kQ4_0: {
-      const bool q8 = t == DType::kQ8_0;
-      const int64_t nblk = cols / kQK0, bs = q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-      const int chunks = q8 ? 8 : 4;
-      const uint8_t* d = panel + nblk * chunks * kChunk;
-      for (int64_t b = 0; b < nblk; ++b) {
-        for (int c = 0; c < chunks; ++c) ScatterChunk(panel + (b * chunks + c) * kChunk, r, b * bs + 2 + 4 * c, q8 ? 0x80 : 0, row);
-        std::memcpy(row + b * bs, d + 32 * b + 2 * r, 2);
+      const Q0Layout q(t, cols);
+      const uint8_t* d = panel + q.scales;
+      for (int64_t b = 0; b < q.nblk; ++b) {
+        for (int c = 0; c < q.chunks; ++c) ScatterChunk(panel + (b * q.chunks + c) * kChunk, r, b * q.bs + 2 + 4 * c, q.flip, row);
+        std::memcpy(row + b * q.bs, d + 32 * b + 2 * r, 2);
       }
       return;
     }
     case DType::kQ4_K:
     case DType::kQ5_K: {
-      const bool q5 = t == DType::kQ5_K;
-      const int64_t bs = q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
-      const int64_t qs_off = q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
-      const int64_t sb_bytes = (q5 ? kK5Chunks : kK4Chunks) * kChunk;
+      const K45Layout k(t);
       for (int64_t sb = 0; sb < cols / kQKK; ++sb) {
-        const uint8_t* in = panel + sb * sb_bytes;
-        const int64_t base = sb * bs;
+        const uint8_t* in = panel + sb * k.sb_bytes;
+        const int64_t base = sb * k.bs;
         ScatterChunk(in, r, base, 0, row);
         uint8_t* scales = row + base + 4;  // repack the 6-bit fields as GGUF does
         std::memset(scales, 0, 12);
@@ -183,9 +210,9 @@ void UnpackPanelRow(DType t, const uint8_t* panel, int r, int64_t cols, uint8_t*
           }
         }
         for (int g = 0; g < 4; ++g) {
-          for (int c = 0; c < 8; ++c) ScatterChunk(in + (5 + 8 * g + c) * kChunk, r, base + qs_off + 32 * g + 4 * c, 0, row);
+          for (int c = 0; c < 8; ++c) ScatterChunk(in + (5 + 8 * g + c) * kChunk, r, base + k.qs_off + 32 * g + 4 * c, 0, row);
         }
-        if (q5) {
+        if (k.q5) {
           for (int c = 0; c < 8; ++c) ScatterChunk(in + (kK4Chunks + c) * kChunk, r, base + offsetof(BlockQ5_K, qh) + 4 * c, 0, row);
         }
       }

@@ -15,6 +15,21 @@ namespace {
 // GROUP_MAX_EPS).
 constexpr float kGroupMaxEps = 1e-15f;
 
+// The value of x[0..n) with the largest magnitude, signed (the first one on a
+// tie; 0 when all are 0); *amax is its magnitude.
+float SignedAbsMax(const float* x, int n, float* amax) {
+  float max = 0;
+  *amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > *amax) {
+      *amax = ax;
+      max = x[i];
+    }
+  }
+  return max;
+}
+
 // Fits x[i] ~ scale * L[i] - the_min with L in [0, nmax] for Q4_K: starts from
 // the min/max fit, then tries nstep+1 candidate inverse scales and keeps the
 // weighted least-squares fit with the smallest weighted squared error.
@@ -90,15 +105,8 @@ float MakeQkx2Quants(int n, int nmax, const float* x, const float* weights, uint
 // x^2 (ggml's make_qx_quants with rmse_type 1 and no importance weights):
 // tries 18 perturbed inverse scales around -nmax/max and keeps the best.
 float MakeQxQuants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0;
   float amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  const float max = SignedAbsMax(x, n, &amax);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
@@ -156,13 +164,7 @@ void QuantizeRowQ8_0Ref(const float* x, BlockQ8_0* y, int64_t n) {
 void QuantizeRowQ4_0Ref(const float* x, BlockQ4_0* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK0; ++b, x += kQK0) {
     float amax = 0.0f;
-    float max = 0.0f;  // signed value of largest magnitude (first one wins)
-    for (int j = 0; j < kQK0; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
+    const float max = SignedAbsMax(x, kQK0, &amax);
     const float d = max / -8;
     const float id = d != 0 ? 1.0f / d : 0.0f;
     y[b].d = F32ToF16(d);
@@ -318,15 +320,8 @@ void QuantizeRowQ6_KRef(const float* x, BlockQ6_K* y, int64_t n) {
 void QuantizeRowQ8_KRef(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK) {
     BlockQ8_K& blk = y[b];
-    float max = 0;
     float amax = 0;
-    for (int j = 0; j < kQKK; ++j) {
-      const float ax = std::fabs(x[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = x[j];
-      }
-    }
+    const float max = SignedAbsMax(x, kQKK, &amax);
     if (amax == 0) {
       std::memset(&blk, 0, sizeof(blk));
       continue;
@@ -362,17 +357,31 @@ void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n) {
   }
 }
 
+namespace {
+
+// The scales and mins of Q4_K / Q5_K sub-blocks 2g (low nibbles of qs group
+// g) and 2g+1 (high nibbles): the 6-bit fields times the super-block's d and
+// dmin.
+void SubBlockScalesK4(const uint8_t* scales, int g, float d, float min, float* d1, float* m1, float* d2, float* m2) {
+  uint8_t sc, m;
+  GetScaleMinK4(2 * g, scales, &sc, &m);
+  *d1 = d * static_cast<float>(sc);
+  *m1 = min * static_cast<float>(m);
+  GetScaleMinK4(2 * g + 1, scales, &sc, &m);
+  *d2 = d * static_cast<float>(sc);
+  *m2 = min * static_cast<float>(m);
+}
+
+}  // namespace
+
 void DequantizeRowQ4_K(const BlockQ4_K* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQKK; ++b) {
     const float d = F16ToF32(x[b].d);
     const float min = F16ToF32(x[b].dmin);
     const uint8_t* q = x[b].qs;
     for (int g = 0; g < 4; ++g, q += 32) {
-      uint8_t sc, m;
-      GetScaleMinK4(2 * g, x[b].scales, &sc, &m);
-      const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
-      GetScaleMinK4(2 * g + 1, x[b].scales, &sc, &m);
-      const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
+      float d1, m1, d2, m2;
+      SubBlockScalesK4(x[b].scales, g, d, min, &d1, &m1, &d2, &m2);
       for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
     }
@@ -386,11 +395,8 @@ void DequantizeRowQ5_K(const BlockQ5_K* x, float* y, int64_t n) {
     const uint8_t* q = x[b].qs;
     const uint8_t* qh = x[b].qh;
     for (int g = 0; g < 4; ++g, q += 32) {
-      uint8_t sc, m;
-      GetScaleMinK4(2 * g, x[b].scales, &sc, &m);
-      const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
-      GetScaleMinK4(2 * g + 1, x[b].scales, &sc, &m);
-      const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
+      float d1, m1, d2, m2;
+      SubBlockScalesK4(x[b].scales, g, d, min, &d1, &m1, &d2, &m2);
       const int u1 = 1 << (2 * g), u2 = 2 << (2 * g);
       for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((q[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((q[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;

@@ -22,25 +22,15 @@
 #include <string>
 #include <vector>
 
+#include "base/bench_util.h"
 #include "kvcache/kv_cache.h"
 #include "kvcache/paged_attention.h"
 
 namespace kvs::kvcache {
 namespace {
 
-int Threads() {
-  const char* s = std::getenv("KVSERVE_BENCH_THREADS");
-  return s != nullptr && std::atoi(s) > 0 ? std::atoi(s) : 2;
-}
-bool UseRealTime() {
-  const char* s = std::getenv("KVSERVE_BENCH_CPU_TIME");
-  return s == nullptr || s[0] != '1';
-}
-
-ThreadPool& Pool() {
-  static ThreadPool pool(Threads());
-  return pool;
-}
+using testing::BenchPool;
+using testing::BenchUseRealTime;
 
 constexpr int kHeadDim = 64, kKvHeads = 4, kBlock = 16;
 
@@ -86,7 +76,7 @@ void BM_Prefill(benchmark::State& state, PagedAttention::Variant variant, DType 
   ForwardBatch batch;
   batch.seqs.push_back({0, s.tokens, 0, s.table});
   const AttentionParams params{0, n_heads, 0.125f};
-  for (auto _ : state) attention.Run(*s.cache, params, batch, s.q.data(), s.out.data(), Pool());
+  for (auto _ : state) attention.Run(*s.cache, params, batch, s.q.data(), s.out.data(), BenchPool());
   const double flops = 4.0 * n_heads * kHeadDim * (double(n) * (n + 1) / 2);
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -104,7 +94,7 @@ void BM_Decode(benchmark::State& state, PagedAttention::Variant variant, DType d
   batch.seqs.push_back({0, s.tokens, depth, s.table});
   for (auto _ : state) {
     for (int l = 0; l < kLayers; ++l) {
-      attention.Run(*s.cache, {l, n_heads, 0.125f}, batch, s.q.data(), s.out.data(), Pool());
+      attention.Run(*s.cache, {l, n_heads, 0.125f}, batch, s.q.data(), s.out.data(), BenchPool());
     }
   }
   const double kv_bytes = 2.0 * kLayers * (depth + 1) * double(RowBytes(dtype, kHeadDim * kKvHeads));
@@ -123,7 +113,7 @@ void Register() {
       p->ArgNames({"h", "n"})->Args({12, 512})->Args({12, 4096})->Args({32, 4096})->Unit(benchmark::kMillisecond);
       auto* d = benchmark::RegisterBenchmark(("Decode/" + suffix).c_str(), BM_Decode, v, dt);
       d->ArgNames({"h", "d"})->Args({12, 4096})->Args({12, 16384})->Args({32, 4096})->Unit(benchmark::kMillisecond);
-      if (UseRealTime()) {
+      if (BenchUseRealTime()) {
         p->UseRealTime();
         d->UseRealTime();
       }

@@ -25,6 +25,16 @@ namespace {
 constexpr int kDotMaxRows = 8;
 constexpr int64_t kDotTileKeys = 64;
 
+// cap * tanh(x / cap) lane by lane: Gemma 2's attention soft-capping (one
+// architecture, so plain libm rather than a SIMD tanh).
+template <class V>
+typename V::R SoftCap(typename V::R x, float cap) {
+  alignas(64) float b[V::kLanes];
+  V::Store(b, x);
+  for (int i = 0; i < V::kLanes; ++i) b[i] = cap * std::tanh(b[i] / cap);
+  return V::Load(b);
+}
+
 template <class V>
 int64_t DotScratchFloats(int64_t head_dim) {
   return 2 * kDotMaxRows * head_dim + kDotMaxRows * kDotTileKeys + 2 * kDotTileKeys * head_dim + 4 * kDotMaxRows + 64;
@@ -107,11 +117,21 @@ void AttendDot(const AttnContext& cx, const AttnItem& it, float* partial, float*
         for (int r = 0; r < RQ; ++r) V::Sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], sc + (rb + r) * Bk + j);
       }
     }
-    // Causal mask and padding keys (only the tiles that need it).
-    if (k0 + nk - 1 > pos0 || nkp != nk) {
+    if (cx.softcap_log2 > 0.0f) {
+      for (int64_t r = 0; r < rows_p; ++r) {
+        for (int64_t j = 0; j < nkp; j += L) V::Store(sc + r * Bk + j, SoftCap<V>(V::Load(sc + r * Bk + j), cx.softcap_log2));
+      }
+    }
+    // Causal mask, padding keys and sliding window (only the tiles that need it).
+    const bool before_window = cx.window > 0 && k0 <= pos0 + it.nt - 1 - cx.window;
+    if (k0 + nk - 1 > pos0 || nkp != nk || before_window) {
       for (int64_t r = 0; r < rows_p; ++r) {
         const auto visible = static_cast<int64_t>(std::min<float>(static_cast<float>(nk), rowpos[r] - k0 + 1));
         for (int64_t j = std::max<int64_t>(visible, 0); j < nkp; ++j) sc[r * Bk + j] = -std::numeric_limits<float>::infinity();
+        if (!before_window) continue;
+        // Keys before rowpos - window + 1 are outside the row's window.
+        const int64_t first = std::min<int64_t>(static_cast<int64_t>(rowpos[r]) - cx.window + 1 - k0, nkp);
+        for (int64_t j = 0; j < first; ++j) sc[r * Bk + j] = -std::numeric_limits<float>::infinity();
       }
     }
     // Online softmax along the keys of each row.
@@ -120,14 +140,16 @@ void AttendDot(const AttnContext& cx, const AttnItem& it, float* partial, float*
       R mx = V::Load(sr);
       for (int64_t j = L; j < nkp; j += L) mx = V::Max(mx, V::Load(sr + j));
       const float m_new = std::max(m[r], V::ReduceMax(mx));
-      const R mv = V::Set1(m_new);
+      // A row with no visible key yet (window starts later) subtracts 0: exp2(-inf) = 0, not NaN.
+      const float m_sub = m_new == -std::numeric_limits<float>::infinity() ? 0.0f : m_new;
+      const R mv = V::Set1(m_sub);
       R sum = V::Zero();
       for (int64_t j = 0; j < nkp; j += L) {
         const R p = V::Exp2(V::Sub(V::Load(sr + j), mv));
         V::Store(sr + j, p);
         sum = V::Add(sum, p);
       }
-      corr[r] = std::exp2(m[r] - m_new);  // 0 on the first tile (m = -inf)
+      corr[r] = std::exp2(m[r] - m_sub);  // 0 on the first tile (m = -inf)
       l[r] = l[r] * corr[r] + V::ReduceAdd(sum);
       m[r] = m_new;
     }

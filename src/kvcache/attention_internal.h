@@ -20,13 +20,16 @@ struct AttnContext {
   int32_t group = 1;         // query heads per KV head
   int64_t q_stride = 0;      // n_heads * head_dim
   float scale_log2 = 1.0f;   // softmax scale * log2(e): the kernels work in base 2
+  int32_t window = 0;        // > 0: a query at p sees keys (p - window, p] (sliding window)
+  float softcap_log2 = 0.0f; // > 0: scores s -> c tanh(s / c), c = soft-cap * log2(e) (Gemma 2)
 };
 
 // One work item: query tokens [t0, t0 + nt) of batch sequence `seq`, query
 // heads [head0, head0 + nh) of KV head `kv_head`'s group, keys [k0, k1).
-// Invariant (planner): k0 <= start_pos + t0, so every row sees a key in its
-// first tile, and k1 <= start_pos + t0 + nt (keys past the last row are
-// never visited).
+// Invariant (planner): k0 <= start_pos + t0, and k1 <= start_pos + t0 + nt
+// (keys past the last row are never visited). Without a window every row
+// sees a key in its first tile; with one, a row may see none in a tile
+// (its window starts later), which the kernels' online softmax allows.
 struct AttnItem {
   int32_t seq = 0;
   int32_t kv_head = 0;

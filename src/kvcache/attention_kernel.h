@@ -157,6 +157,7 @@ void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, floa
   std::memset(oT, 0, static_cast<size_t>(hdp * Rp) * sizeof(float));
 
   const R neg_inf = V::Set1(-std::numeric_limits<float>::infinity());
+  const R win_minus_1 = V::Set1(static_cast<float>(cx.window - 1));
   for (int64_t k0 = it.k0; k0 < it.k1; k0 += Bk) {
     const int64_t nk = std::min<int64_t>(Bk, it.k1 - k0);
     const int64_t nkp = RoundUp(nk, JB);
@@ -168,9 +169,12 @@ void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, floa
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) V::Store(tmax + c * L, neg_inf);
     for (int64_t j = 0; j < nkp; j += JB) ScoreBlock<V, C, JB>(qT, Rp, kt + j * hdp, hdp, sT + j * Rp, tmax);
-    // Causal mask (and the padding keys): only tiles reaching past pos0 or
-    // padded to the register blocking; their max is taken again.
-    if (k0 + nk - 1 > pos0 || nkp != nk) {
+    // Causal mask (and the padding keys): only tiles reaching past pos0,
+    // padded to the register blocking, or starting before the last row's
+    // sliding window; their max is taken again.
+    // Soft-capping rewrites every score, so it takes the same pass.
+    const bool before_window = cx.window > 0 && k0 <= pos0 + it.nt - 1 - cx.window;
+    if (k0 + nk - 1 > pos0 || nkp != nk || before_window || cx.softcap_log2 > 0.0f) {
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) V::Store(tmax + c * L, neg_inf);
       for (int64_t j = 0; j < nkp; ++j) {
@@ -178,24 +182,30 @@ void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, floa
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
           float* sp = sT + j * Rp + c * L;
-          const R masked = V::SelectGreater(kp, V::Load(rowpos + c * L), neg_inf, V::Load(sp));
+          R score = V::Load(sp);
+          if (cx.softcap_log2 > 0.0f) score = SoftCap<V>(score, cx.softcap_log2);
+          R masked = V::SelectGreater(kp, V::Load(rowpos + c * L), neg_inf, score);
+          // Window: masked when row position - key position >= window.
+          if (before_window) masked = V::SelectGreater(V::Sub(V::Load(rowpos + c * L), kp), win_minus_1, neg_inf, masked);
           V::Store(sp, masked);
           V::Store(tmax + c * L, V::Max(V::Load(tmax + c * L), masked));
         }
       }
     }
-    // Online softmax, lane-wise: every row has seen a visible key by the end
-    // of its first tile, so m is finite from then on.
+    // Online softmax, lane-wise. A row that has seen no visible key yet (its
+    // window starts later) keeps m = -inf; it subtracts 0 instead, so its
+    // probabilities and correction are exp2(-inf) = 0, not NaN.
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       const R mt = V::Load(tmax + c * L);
       const R m_old = V::Load(m + c * L);
       const R m_new = V::Max(m_old, mt);
-      const R cr = V::Exp2(V::Sub(m_old, m_new));
+      const R m_sub = V::SelectGreater(m_new, neg_inf, m_new, V::Zero());
+      const R cr = V::Exp2(V::Sub(m_old, m_sub));
       R sum = V::Mul(V::Load(l + c * L), cr);
       for (int64_t j = 0; j < nkp; ++j) {
         float* sp = sT + j * Rp + c * L;
-        const R p = V::Exp2(V::Sub(V::Load(sp), m_new));
+        const R p = V::Exp2(V::Sub(V::Load(sp), m_sub));
         V::Store(sp, p);
         sum = V::Add(sum, p);
       }

@@ -51,7 +51,8 @@ float* PagedAttention::Scratch(int tid, int64_t floats) {
   return reinterpret_cast<float*>((addr + 63) & ~uintptr_t{63});
 }
 
-void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, const ForwardBatch& batch, int threads) {
+void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t window, const ForwardBatch& batch,
+                          int threads) {
   items_.clear();
   splits_.clear();
   num_partials_ = 0;
@@ -74,10 +75,12 @@ void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, const Forwa
     const auto n = static_cast<int32_t>(s.tokens.size());
     for (int32_t t0 = 0; t0 < n; t0 += nt_max) {
       const int32_t nt = std::min(nt_max, n - t0);
-      const int32_t visible_all = s.start_pos + t0 + 1;  // keys [0, visible_all) are seen by every row
+      const int32_t visible_all = s.start_pos + t0 + 1;  // causally, keys [0, visible_all) are seen by every row
       const int32_t k_end = s.start_pos + t0 + nt;
+      // The first row's sliding window starts here; no row sees a key before.
+      const int32_t k_begin = window > 0 ? std::max(0, visible_all - window) : 0;
       const auto parts = static_cast<int32_t>(std::max<int64_t>(
-          1, std::min<int64_t>(want_parts, visible_all / kMinSplitKeys)));
+          1, std::min<int64_t>(want_parts, (visible_all - k_begin) / kMinSplitKeys)));
       for (int32_t kvh = 0; kvh < n_kv; ++kvh) {
         for (int32_t h0 = 0; h0 < group; h0 += nh) {
           internal::AttnItem it;
@@ -89,17 +92,18 @@ void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, const Forwa
           it.nt = nt;
           it.row0 = row0;
           if (parts == 1) {
-            it.k0 = 0;
+            it.k0 = k_begin;
             it.k1 = k_end;
-            it.cost = static_cast<int64_t>(nt) * it.nh * k_end;
+            it.cost = static_cast<int64_t>(nt) * it.nh * (k_end - k_begin);
             items_.push_back(it);
             continue;
           }
           splits_.push_back({it, num_partials_, parts});
           for (int32_t p = 0; p < parts; ++p) {
             internal::AttnItem part = it;
-            part.k0 = static_cast<int32_t>(static_cast<int64_t>(visible_all) * p / parts);
-            part.k1 = p + 1 == parts ? k_end : static_cast<int32_t>(static_cast<int64_t>(visible_all) * (p + 1) / parts);
+            const int64_t span = visible_all - k_begin;
+            part.k0 = k_begin + static_cast<int32_t>(span * p / parts);
+            part.k1 = p + 1 == parts ? k_end : k_begin + static_cast<int32_t>(span * (p + 1) / parts);
             part.partial = num_partials_++;
             part.cost = static_cast<int64_t>(nt) * it.nh * (part.k1 - part.k0);
             items_.push_back(part);
@@ -150,7 +154,8 @@ void PagedAttention::Run(const KvCache& cache, const AttentionParams& params, co
   KVS_CHECK(params.n_heads > 0 && params.n_heads % cfg.n_kv_heads == 0);
   if (batch.NumTokens() == 0) return;
   const int threads = pool.size();
-  Plan(cfg, params.n_heads, batch, threads);
+  KVS_CHECK(params.window >= 0 && params.softcap >= 0.0f);
+  Plan(cfg, params.n_heads, params.window, batch, threads);
 
   internal::AttnContext cx;
   cx.cache = &cache;
@@ -161,6 +166,8 @@ void PagedAttention::Run(const KvCache& cache, const AttentionParams& params, co
   cx.group = params.n_heads / cfg.n_kv_heads;
   cx.q_stride = static_cast<int64_t>(params.n_heads) * cfg.head_dim;
   cx.scale_log2 = params.scale * kLog2E;
+  cx.window = params.window;
+  cx.softcap_log2 = params.softcap * kLog2E;
 
   const int64_t slot = internal::PartialFloats(kernel_.max_rows, cfg.head_dim);
   if (static_cast<int64_t>(partials_.size()) < num_partials_ * slot) {
@@ -216,10 +223,16 @@ void PagedAttentionReference(const KvCache& cache, const AttentionParams& params
         const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
         std::vector<double> w(static_cast<size_t>(n_pos));
         double mx = -INFINITY;
+        const int64_t first = params.window > 0 ? std::max<int64_t>(0, n_pos - params.window) : 0;
         for (int64_t p = 0; p < n_pos; ++p) {
+          if (p < first) {
+            w[static_cast<size_t>(p)] = -INFINITY;
+            continue;
+          }
           double dot = 0.0;
           for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * ks[static_cast<size_t>(p * row + kv_off + d)];
           w[static_cast<size_t>(p)] = dot * params.scale;
+          if (params.softcap > 0.0f) w[static_cast<size_t>(p)] = params.softcap * std::tanh(dot * params.scale / params.softcap);
           mx = std::max(mx, w[static_cast<size_t>(p)]);
         }
         double sum = 0.0;

@@ -8,7 +8,8 @@
 // query tokens x the query heads of one KV head's group (GQA: every K/V tile
 // is loaded once for the whole group) against a range of keys; keys are
 // visited in L1-sized tiles with an online softmax, and tiles wholly past
-// the item's last query position are never visited. Items are balanced
+// the item's last query position (or before its first query's sliding
+// window) are never visited. Items are balanced
 // dynamically over the pool's threads, most expensive first. When there are
 // too few items to keep every thread busy (decode of few sequences at
 // depth), each item's key range is split and the partial softmax states are
@@ -35,6 +36,8 @@ struct AttentionParams {
   int32_t layer = 0;
   int32_t n_heads = 0;  // query heads; a multiple of the cache's n_kv_heads
   float scale = 1.0f;   // usually 1 / sqrt(head_dim)
+  int32_t window = 0;   // > 0: sliding window, a query at p sees keys (p - window, p]
+  float softcap = 0.0f; // > 0: scaled scores s -> softcap * tanh(s / softcap) before the softmax
 };
 
 class PagedAttention {
@@ -64,7 +67,7 @@ class PagedAttention {
     internal::AttnItem item;  // k0/k1/partial unused
     int32_t first_partial = 0, parts = 0;
   };
-  void Plan(const KvCacheConfig& cfg, int32_t n_heads, const ForwardBatch& batch, int threads);
+  void Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t window, const ForwardBatch& batch, int threads);
   void Reduce(const internal::AttnContext& cx, int64_t head_dim);
   float* Scratch(int tid, int64_t floats);
 

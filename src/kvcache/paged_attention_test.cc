@@ -50,8 +50,10 @@ struct TestSeq {
   std::vector<std::vector<float>> k, v;  // stored (dequantized) rows per position
 };
 
-// Dense causal attention in double over plain per-position rows.
-std::vector<float> Dense(const TestSeq& s, const Shape& c, float scale) {
+// Dense causal attention in double over plain per-position rows; window > 0:
+// a query at p sees only keys (p - window, p]; softcap > 0: scores s become
+// softcap * tanh(s / softcap).
+std::vector<float> Dense(const TestSeq& s, const Shape& c, float scale, int window = 0, float softcap = 0.0f) {
   const int hd = c.head_dim, group = c.n_heads / c.n_kv;
   std::vector<float> out(static_cast<size_t>(s.n) * c.n_heads * hd);
   for (int t = 0; t < s.n; ++t) {
@@ -60,10 +62,15 @@ std::vector<float> Dense(const TestSeq& s, const Shape& c, float scale) {
       const int kvh = h / group;
       std::vector<double> w(n_pos);
       double mx = -1e300;
+      const int first = window > 0 ? std::max(0, n_pos - window) : 0;
       for (int p = 0; p < n_pos; ++p) {
+        if (p < first) {
+          w[p] = -INFINITY;
+          continue;
+        }
         double d = 0;
         for (int i = 0; i < hd; ++i) d += double(s.q[(size_t(t) * c.n_heads + h) * hd + i]) * s.k[p][kvh * hd + i];
-        w[p] = d * scale;
+        w[p] = softcap > 0.0f ? softcap * std::tanh(d * scale / softcap) : d * scale;
         mx = std::max(mx, w[p]);
       }
       double sum = 0;
@@ -130,7 +137,7 @@ class Fixture {
 
   // Runs the batch of every added sequence through `variant` with `threads`
   // and checks it against the dense result (and the reference, if asked).
-  void Check(Variant variant, int threads, bool with_reference = false) {
+  void Check(Variant variant, int threads, bool with_reference = false, int window = 0, float softcap = 0.0f) {
     const float scale = 1.0f / std::sqrt(float(c_.head_dim));
     ForwardBatch batch;
     std::vector<float> q;
@@ -142,12 +149,12 @@ class Fixture {
     std::vector<float> out(q.size(), NAN), ref(q.size(), NAN);
     PagedAttention attention(variant);
     ThreadPool pool(threads);
-    const AttentionParams params{0, c_.n_heads, scale};
+    const AttentionParams params{0, c_.n_heads, scale, window, softcap};
     attention.Run(*cache_, params, batch, q.data(), out.data(), pool);
     if (with_reference) PagedAttentionReference(*cache_, params, batch, q.data(), ref.data());
     size_t off = 0;
     for (size_t i = 0; i < seqs_.size(); ++i) {
-      const std::vector<float> dense = Dense(seqs_[i], c_, scale);
+      const std::vector<float> dense = Dense(seqs_[i], c_, scale, window, softcap);
       for (size_t j = 0; j < dense.size(); ++j) {
         const double tol = 3e-5 + 3e-5 * std::fabs(dense[j]);
         if (with_reference) {
@@ -203,6 +210,36 @@ TEST_P(PagedAttentionTest, SplitKeyRangesMatchDense) {
   g.Check(p.variant, 3);
 }
 
+// Sliding-window layers: a prefill several windows long (rows whose window
+// starts past the item's first key tile), a chunk and a decode at depth, a
+// window wider than the keys seen, and a wide window at depth whose key
+// range is split.
+class WindowTest : public PagedAttentionTest {};
+
+TEST_P(WindowTest, SlidingWindowMatchesDense) {
+  const Case p = GetParam();
+  Fixture f(p.shape, 700 / p.shape.block_size + 40, 31);
+  f.Add(0, 150);
+  f.Add(250, 21);
+  f.Add(298, 1);
+  f.Add(0, 9);
+  f.Check(p.variant, 2, /*with_reference=*/p.variant == Variant::kGeneric, /*window=*/37);
+  f.Check(p.variant, 1, false, 37);
+  Fixture g(p.shape, 2100 / p.shape.block_size + 20, 8);
+  g.Add(1999, 1);
+  g.Check(p.variant, 3, /*with_reference=*/p.variant == Variant::kGeneric, /*window=*/700);
+}
+
+// Gemma 2's soft-capped scores, with and without a window.
+TEST_P(WindowTest, SoftCappedScoresMatchDense) {
+  const Case p = GetParam();
+  Fixture f(p.shape, 400 / p.shape.block_size + 20, 77);
+  f.Add(0, 90);
+  f.Add(120, 1);
+  f.Check(p.variant, 2, /*with_reference=*/p.variant == Variant::kGeneric, /*window=*/0, /*softcap=*/1.5f);
+  f.Check(p.variant, 2, false, /*window=*/20, /*softcap=*/1.5f);
+}
+
 class LongPrefillTest : public PagedAttentionTest {};
 
 // A long prefill: many query blocks, causal skipping, dynamic balancing.
@@ -253,6 +290,22 @@ std::vector<Case> LongCases() {
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(VariantsAndShapes, LongPrefillTest, ::testing::ValuesIn(LongCases()), CaseName);
+
+// Windows and soft-capping on a few shapes per variant (the masks are the
+// same code for every dtype): tiny head, the S model shape, q8_0 with odd
+// blocks, and a group wider than one item.
+std::vector<Case> WindowCases() {
+  std::vector<Case> cases;
+  for (const Case& c : AllCases()) {
+    const Shape& s = c.shape;
+    if ((s.head_dim == 8 && s.dtype == DType::kF32) || (s.head_dim == 64 && s.n_heads == 12 && s.dtype == DType::kF16) ||
+        (s.head_dim == 24 && s.dtype == DType::kQ8_0) || s.n_heads == 40) {
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(VariantsAndShapes, WindowTest, ::testing::ValuesIn(WindowCases()), CaseName);
 
 }  // namespace
 }  // namespace kvs::kvcache

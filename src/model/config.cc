@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
 namespace kvs::model {
 
 Status ModelConfig::Validate() const {
@@ -23,19 +27,110 @@ Status ModelConfig::Validate() const {
   if (rope_dim <= 0 || rope_dim > head_dim || rope_dim % 2 != 0) {
     return InvalidArgument("rope.dimension_count {} must be even and in (0, head_dim = {}]", rope_dim, head_dim);
   }
-  if (!(rms_eps > 0.0f) || !(rope_base > 0.0f) || !(rope_scale > 0.0f)) {
-    return InvalidArgument("rms epsilon, rope.freq_base and rope scale must be positive");
+  if (!(rms_eps > 0.0f) || !(rope_base > 0.0f) || !(rope_scale > 0.0f) || !(rope_attn_factor > 0.0f)) {
+    return InvalidArgument("rms epsilon, rope.freq_base, rope scale and rope.scaling.attn_factor must be positive");
+  }
+  if (rope_orig_ctx <= 0) {
+    return InvalidArgument("rope.scaling.original_context_length must be positive, got {}", rope_orig_ctx);
   }
   return Status::Ok();
 }
 
+int32_t ModelConfig::NumSlidingLayers() const {
+  int32_t n = 0;
+  for (int32_t l = 0; l < n_layers; ++l) n += IsSliding(l);
+  return n;
+}
+
+float ModelConfig::AttentionScale() const {
+  return query_scale > 0.0f ? query_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
 std::string ModelConfig::Describe() const {
   return fmt::format("{} '{}': {} layers, hidden {}, ffn {}, heads {}/{} (kv), head_dim {}, vocab {}, ctx {}, "
-                     "rope {} base {} dim {}{}{}{}",
+                     "rope {} base {} dim {} scaling {} x{}{}{}{}{}",
                      arch, name, n_layers, hidden, ffn, n_heads, n_kv_heads, head_dim, vocab, context_length,
                      rope_type == RopeType::kNeox ? "neox" : "normal", rope_base, rope_dim,
-                     qkv_bias ? ", qkv bias" : "", qk_norm ? ", qk norm" : "", tied_embeddings ? ", tied" : "");
+                     longrope ? "longrope" : rope_scaling.empty() ? "none" : rope_scaling, rope_scale,
+                     qkv_bias ? ", qkv bias" : "", qk_norm ? ", qk norm" : "", tied_embeddings ? ", tied" : "",
+                     sliding_window > 0 ? fmt::format(", window {} on {}/{} layers", sliding_window,
+                                                      NumSlidingLayers(), n_layers)
+                                        : "");
 }
+
+namespace {
+
+// The keys and defaults that differ by architecture, as llama.cpp's
+// per-architecture loaders read them.
+Status ReadArchitectureKeys(const gguf::GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch + ".";
+  auto get_float = [&](const std::string& key, float& out) -> Status {
+    KVS_ASSIGN_OR_RETURN(double v, f.GetFloatOr(a + key, out));
+    out = static_cast<float>(v);
+    return Status::Ok();
+  };
+  auto get_int = [&](const std::string& key, int32_t& out) -> Status {
+    KVS_ASSIGN_OR_RETURN(int64_t v, f.GetIntOr(a + key, out));
+    if (v < 0 || v > (1 << 30)) return InvalidArgument("{}{} = {} is out of range", a, key, v);
+    out = static_cast<int32_t>(v);
+    return Status::Ok();
+  };
+  const float freq_scale = c.rope_scaling == "none" ? 1.0f : 1.0f / c.rope_scale;
+  if (c.arch == "llama") {
+    // Mistral 7B v0.1 (4096). llama.cpp ignores this key for `llama` and
+    // attends to everything: the two differ past the window.
+    KVS_RETURN_IF_ERROR(get_int("attention.sliding_window", c.sliding_window));
+    c.swa_pattern = 0;
+    c.rope_base_swa = c.rope_base;
+    c.rope_scale_swa = c.rope_scaling == "none" ? 1.0f : c.rope_scale;
+  } else if (c.arch == "gemma2" || c.arch == "gemma3") {
+    const bool g2 = c.arch == "gemma2";
+    c.gelu_ffn = c.embed_scale = c.post_norms = true;
+    if (g2) {
+      c.sliding_window = 4096;
+      c.swa_pattern = 2;
+      c.attn_softcap = 50.0f;
+      c.final_softcap = 30.0f;
+      c.rope_base_swa = c.rope_base;
+      c.rope_scale_swa = 1.0f / freq_scale;
+      KVS_RETURN_IF_ERROR(get_float("attn_logit_softcapping", c.attn_softcap));
+    } else {
+      c.swa_pattern = 6;
+      c.rope_base_swa = 10000.0f;
+      c.rope_scale_swa = 1.0f;
+    }
+    KVS_RETURN_IF_ERROR(get_int("attention.sliding_window", c.sliding_window));
+    // A period, or (as llama.cpp also reads it) one bool per layer.
+    const gguf::Value* pattern = f.Find(a + "attention.sliding_window_pattern");
+    if (const gguf::Array* arr = pattern != nullptr ? pattern->AsArray() : nullptr) {
+      if (static_cast<int64_t>(arr->items.size()) != c.n_layers) {
+        return InvalidArgument("{}attention.sliding_window_pattern has {} entries for {} layers", a, arr->items.size(),
+                               c.n_layers);
+      }
+      for (const gguf::Value& v : arr->items) {
+        const std::optional<bool> b = v.AsBool();
+        if (!b) return InvalidArgument("{}attention.sliding_window_pattern must hold booleans", a);
+        c.swa_layers.push_back(*b ? 1 : 0);
+      }
+    } else {
+      KVS_RETURN_IF_ERROR(get_int("attention.sliding_window_pattern", c.swa_pattern));
+    }
+    KVS_RETURN_IF_ERROR(get_float("rope.freq_base_swa", c.rope_base_swa));
+    KVS_RETURN_IF_ERROR(get_float("final_logit_softcapping", c.final_softcap));
+    // The 27B models scale queries by 1/sqrt(hidden / heads), the others
+    // by 1/sqrt(head_dim) (llama.cpp tells them by their layer count).
+    const bool is_27b = c.n_layers == (g2 ? 46 : 62);
+    c.query_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c.hidden / c.n_heads : c.head_dim));
+  }
+  // Written so that NaN fails too (the attention kernels CHECK these).
+  if (!(c.attn_softcap >= 0.0f) || !(c.final_softcap >= 0.0f) || !std::isfinite(c.attn_softcap) ||
+      !std::isfinite(c.final_softcap) || !(c.rope_base_swa > 0.0f) || !(c.rope_scale_swa > 0.0f)) {
+    return InvalidArgument("{}: soft-capping must be finite and not negative, rope.freq_base_swa positive", c.arch);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<ModelConfig> ModelConfig::ReadGguf(const gguf::GgufFile& f) {
   ModelConfig c;
@@ -69,14 +164,31 @@ StatusOr<ModelConfig> ModelConfig::ReadGguf(const gguf::GgufFile& f) {
   c.rope_base = static_cast<float>(base);
   KVS_ASSIGN_OR_RETURN(int64_t rdim, f.GetIntOr(a + "rope.dimension_count", c.head_dim));
   c.rope_dim = static_cast<int32_t>(rdim);
-  KVS_ASSIGN_OR_RETURN(c.rope_scaling, f.GetStringOr(a + "rope.scaling.type", "none"));
-  if (c.rope_scaling == "linear") {
-    KVS_ASSIGN_OR_RETURN(double factor, f.GetFloatOr(a + "rope.scaling.factor", 1.0));
-    c.rope_scale = static_cast<float>(factor);
+  // No type reads as llama.cpp reads it: linear, by rope.scaling.factor
+  // when present (kept as "" so that the file's word is shown).
+  KVS_ASSIGN_OR_RETURN(c.rope_scaling, f.GetStringOr(a + "rope.scaling.type", ""));
+  if (c.rope_scaling == "linear" || c.rope_scaling == "yarn" || c.rope_scaling.empty()) {
+    // rope.scaling.factor, else the older rope.scale_linear; 0 means 1.
+    KVS_ASSIGN_OR_RETURN(double old_factor, f.GetFloatOr(a + "rope.scale_linear", 0.0));
+    KVS_ASSIGN_OR_RETURN(double factor, f.GetFloatOr(a + "rope.scaling.factor", old_factor));
+    c.rope_scale = factor == 0.0 ? 1.0f : static_cast<float>(factor);
   }
+  KVS_ASSIGN_OR_RETURN(int64_t orig, f.GetIntOr(a + "rope.scaling.original_context_length", c.context_length));
+  c.rope_orig_ctx = static_cast<int32_t>(orig);
+  KVS_ASSIGN_OR_RETURN(double attn_factor, f.GetFloatOr(a + "rope.scaling.attn_factor", 1.0));
+  c.rope_attn_factor = static_cast<float>(attn_factor);
+  KVS_ASSIGN_OR_RETURN(double log_mul, f.GetFloatOr(a + "rope.scaling.yarn_log_multiplier", 0.0));
+  c.yarn_log_mul = static_cast<float>(log_mul);
+  if (!std::isfinite(c.rope_scale) || !std::isfinite(c.rope_attn_factor) || !std::isfinite(c.yarn_log_mul)) {
+    return InvalidArgument("{}rope.scaling factors must be finite", a);
+  }
+  c.longrope = f.FindTensor("rope_factors_long.weight") != nullptr || f.FindTensor("rope_factors_short.weight") != nullptr;
   c.rope_type = c.arch == "llama" ? RopeType::kNormal : RopeType::kNeox;
   c.qkv_bias = c.arch == "qwen2";
-  c.qk_norm = c.arch == "qwen3";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "gemma3";
+  c.fused_qkv = f.FindTensor("blk.0.attn_qkv.weight") != nullptr;
+  c.fused_gate_up = c.arch == "phi3";
+  KVS_RETURN_IF_ERROR(ReadArchitectureKeys(f, c));
   const gguf::TensorInfo* emb = f.FindTensor("token_embd.weight");
   if (emb == nullptr) return InvalidArgument("tensor token_embd.weight is missing");
   if (emb->dims.size() != 2) return InvalidArgument("token_embd.weight must be 2-D");
@@ -88,16 +200,26 @@ StatusOr<ModelConfig> ModelConfig::ReadGguf(const gguf::GgufFile& f) {
 
 StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   KVS_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
-    return Unimplemented("model architecture '{}' is not supported (supported: llama, qwen2, qwen3)", arch);
+  static constexpr const char* kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
+  if (std::find(std::begin(kArchs), std::end(kArchs), arch) == std::end(kArchs)) {
+    return Unimplemented("model architecture '{}' is not supported (supported: llama, qwen2, qwen3, phi3, gemma2, "
+                         "gemma3)", arch);
+  }
+  KVS_ASSIGN_OR_RETURN(int64_t experts, f.GetIntOr(arch + ".expert_count", 0));
+  if (experts > 0) {  // Mixtral ships as `llama` with experts
+    return Unimplemented("mixture-of-experts models ({}.expert_count = {}) are not supported yet", arch, experts);
   }
   KVS_ASSIGN_OR_RETURN(ModelConfig c, ReadGguf(f));
   if (c.value_head_dim != c.head_dim) {
     return Unimplemented("attention.value_length {} != key_length {}", c.value_head_dim, c.head_dim);
   }
-  if (c.rope_scaling != "none" && c.rope_scaling != "" && c.rope_scaling != "linear" && c.rope_scaling != "llama3") {
-    // llama3 scaling arrives as the rope_freqs.weight tensor (per-dim factors).
-    return Unimplemented("rope.scaling.type '{}' is not supported (none, linear, llama3)", c.rope_scaling);
+  // llama3 scaling arrives as the rope_freqs.weight tensor (per-dim
+  // divisors), LongRoPE as rope_factors_short/long.weight (llama.cpp writes
+  // no type, or `longrope`; HF's older name is `su`).
+  static constexpr const char* kScalings[] = {"none", "", "linear", "llama3", "yarn", "longrope", "su"};
+  if (std::find(std::begin(kScalings), std::end(kScalings), c.rope_scaling) == std::end(kScalings)) {
+    return Unimplemented("rope.scaling.type '{}' is not supported (none, linear, llama3, yarn, longrope)",
+                         c.rope_scaling);
   }
   return c;
 }

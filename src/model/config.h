@@ -1,12 +1,25 @@
 // ModelConfig: the shape and hyper-parameters of a decoder-only transformer,
 // read from GGUF metadata (`<arch>.*` keys). Supported architectures are the
 // Llama family: `llama` (Llama 2/3, Mistral, TinyLlama, SmolLM), `qwen2`
-// (QKV bias, NeoX RoPE) and `qwen3` (per-head Q/K RMSNorm, NeoX RoPE).
-// Others are refused by name.
+// (QKV bias, NeoX RoPE), `qwen3` (per-head Q/K RMSNorm, NeoX RoPE), `phi3`
+// (fused attn_qkv and ffn_up gate|up tensors, LongRoPE), `gemma2` and
+// `gemma3` (embeddings x sqrt(hidden), GELU-tanh FFN, post-attention and
+// post-FFN norms, logit soft-capping, interleaved sliding-window layers).
+// Others are refused by name. Each field below says which key sets it;
+// defaults are llama.cpp's for the architecture.
+//
+// RoPE scaling follows llama.cpp's reading of the same keys: `none`,
+// `linear` (positions / factor), Llama 3 (`rope_freqs.weight` divisors),
+// `yarn` (interpolation ramped between the correction dims of the original
+// context, cos/sin scaled by the attention temperature 1 + 0.1 ln(factor))
+// and LongRoPE (`rope_factors_short/long.weight` divisors, long ones when the
+// serving context exceeds the original one; cos/sin scaled by
+// rope.scaling.attn_factor).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "gguf/gguf.h"
@@ -30,15 +43,46 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   int32_t rope_dim = 0;         // rotated dimensions per head (<= head_dim)
-  float rope_scale = 1.0f;      // linear scaling: positions divided by this
+  float rope_scale = 1.0f;      // linear / yarn scaling factor: positions divided by this
   std::string rope_scaling = "none";  // rope.scaling.type as the file says
+  int32_t rope_orig_ctx = 0;    // rope.scaling.original_context_length (default context_length)
+  float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: multiplies cos/sin
+  float yarn_log_mul = 0.0f;    // rope.scaling.yarn_log_multiplier (DeepSeek-style mscale_all_dim)
+  bool longrope = false;        // rope_factors_short/long tensors present (Phi-3 128k)
   RopeType rope_type = RopeType::kNormal;
   bool qkv_bias = false;        // qwen2
   bool qk_norm = false;         // qwen3
   bool tied_embeddings = false; // no output.weight: logits use token_embd
+  bool fused_qkv = false;       // blk.N.attn_qkv.weight: Q, K, V rows in one tensor (phi3)
+  bool fused_gate_up = false;   // phi3: ffn_up.weight holds gate rows then up rows, no ffn_gate
+
+  // Gemma 2/3.
+  bool gelu_ffn = false;        // gelu_tanh(gate) * up instead of silu(gate) * up
+  bool embed_scale = false;     // embeddings multiplied by sqrt(hidden)
+  bool post_norms = false;      // attn_post_norm / ffn_post_norm on each sublayer's output
+  float attn_softcap = 0.0f;    // attn_logit_softcapping: scores -> cap * tanh(scores / cap); 0 = off
+  float final_softcap = 0.0f;   // final_logit_softcapping, likewise on the logits
+  float query_scale = 0.0f;     // softmax scale; 0 = 1 / sqrt(head_dim)
+
+  // Sliding-window attention: layer l attends to its last `sliding_window`
+  // positions when IsSliding(l). Pattern n (llama.cpp's swa pattern): the
+  // last layer of every period of n is global, the others slide; 0 = all
+  // slide. Sliding layers rotate with their own base and scale.
+  int32_t sliding_window = 0;   // attention.sliding_window; 0 = none
+  int32_t swa_pattern = 0;      // attention.sliding_window_pattern (a number)
+  std::vector<uint8_t> swa_layers;  // the same key as an array of bools: [n_layers] 1 = sliding
+  float rope_base_swa = 10000.0f;  // rope.freq_base_swa
+  float rope_scale_swa = 1.0f;  // positions divided by this in sliding layers
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
+  bool IsSliding(int32_t layer) const {
+    if (sliding_window <= 0) return false;
+    if (!swa_layers.empty()) return swa_layers[static_cast<size_t>(layer)] != 0;
+    return swa_pattern == 0 || layer % swa_pattern < swa_pattern - 1;
+  }
+  int32_t NumSlidingLayers() const;
+  float AttentionScale() const;
   Status Validate() const;
   std::string Describe() const;
 

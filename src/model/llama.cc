@@ -1,8 +1,22 @@
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvs::model {
+namespace {
+
+// gate[i] = gelu(gate[i]) * up[i], GELU in its tanh form (what Gemma's
+// gelu_pytorch_tanh and ggml_gelu compute).
+void GeluTanhMul(float* gate, const float* up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
+  }
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path) {
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(path));
@@ -16,14 +30,57 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::FromFile(std::unique_ptr<gguf:
   m->file_ = std::move(file);
   KVS_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromGguf(*m->file_));
   KVS_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*m->file_, m->config_));
-  const ModelConfig& c = m->config_;
-  m->inv_freq_.resize(static_cast<size_t>(c.rope_dim / 2));
-  for (int32_t i = 0; i < c.rope_dim / 2; ++i) {
-    double f = std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dim);
-    if (m->weights_->rope_freqs != nullptr) f /= m->weights_->rope_freqs[i];
-    m->inv_freq_[static_cast<size_t>(i)] = f / c.rope_scale;
-  }
+  m->SetContextLength(m->config_.context_length);
   return m;
+}
+
+void LlamaModel::SetContextLength(int64_t n_ctx) {
+  const ModelConfig& c = config_;
+  const ModelWeights& w = *weights_;
+  const float* divisors = w.rope_freqs;
+  if (c.longrope) divisors = n_ctx > c.rope_orig_ctx ? w.rope_long : w.rope_short;
+  const bool yarn = c.rope_scaling == "yarn";
+  // Positions are divided by the factor (llama.cpp's freq_scale = 1 / factor)
+  // for linear and YaRN scaling; never for `none`.
+  const double freq_scale = c.rope_scaling == "none" ? 1.0 : 1.0 / c.rope_scale;
+  // Attention temperature: YaRN's sqrt(1/t) = 0.1 ln(factor) + 1 (divided by
+  // the same for yarn_log_multiplier when set), times rope.scaling.attn_factor.
+  // As in llama.cpp, a layer whose own scale differs (Gemma's sliding
+  // layers) trades the global factor's 1 + 0.1 ln(factor) for its own.
+  auto get_mscale = [](double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; };
+  double attn_factor = c.rope_attn_factor;
+  if (yarn) {
+    const double factor = 1.0 / freq_scale;
+    attn_factor *= (c.yarn_log_mul != 0.0f ? get_mscale(factor, 1.0) / get_mscale(factor, c.yarn_log_mul)
+                                           : get_mscale(factor, 1.0)) /
+                   (1.0 + 0.1 * std::log(factor));
+  }
+  for (int kind = 0; kind < 2; ++kind) {
+    const double base = kind == 0 ? c.rope_base : c.rope_base_swa;
+    const double scale = kind == 0 ? freq_scale : 1.0 / c.rope_scale_swa;
+    // YaRN (llama.cpp's ggml_rope_yarn_corr_dims): dims below `lo` rotate
+    // too fast to need interpolation (extrapolate), dims above `hi`
+    // interpolate, a linear ramp between.
+    double lo = 0, hi = 0;
+    if (yarn) {
+      auto corr_dim = [&](double n_rot) {
+        return c.rope_dim * std::log(c.rope_orig_ctx / (n_rot * 2 * M_PI)) / (2 * std::log(base));
+      };
+      const double beta_fast = 32.0, beta_slow = 1.0;  // llama.cpp's defaults; it reads no key for these archs
+      lo = std::max(0.0, std::floor(corr_dim(beta_fast)));
+      hi = std::min(static_cast<double>(c.rope_dim - 1), std::ceil(corr_dim(beta_slow)));
+    }
+    RopeTable& r = rope_[kind];
+    r.inv_freq.resize(static_cast<size_t>(c.rope_dim / 2));
+    for (int32_t i = 0; i < c.rope_dim / 2; ++i) {
+      double f = std::pow(base, -2.0 * i / c.rope_dim);
+      if (divisors != nullptr) f /= divisors[i];
+      double mix = 0.0;  // 1: extrapolate (unscaled), 0: interpolate (scaled)
+      if (yarn) mix = 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+      r.inv_freq[static_cast<size_t>(i)] = f * (scale * (1.0 - mix) + mix);
+    }
+    r.mscale = attn_factor * (yarn ? 1.0 + 0.1 * std::log(1.0 / scale) : 1.0);
+  }
 }
 
 void LlamaModel::ReserveTokens(int64_t t) {
@@ -40,8 +97,10 @@ void LlamaModel::ReserveTokens(int64_t t) {
   size(tmp_, c.hidden);
   size(gate_, c.ffn);
   size(up_, c.ffn);
-  size(cos_, c.rope_dim / 2);
-  size(sin_, c.rope_dim / 2);
+  for (int kind = 0; kind < 2; ++kind) {
+    size(cos_[kind], c.rope_dim / 2);
+    size(sin_[kind], c.rope_dim / 2);
+  }
 }
 
 // Rotates the first rope_dim dims of each head of x [n_heads, head_dim].
@@ -108,19 +167,29 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
       for (size_t i = 0; i < s.tokens.size(); ++i, ++t) {
         const uint8_t* row = static_cast<const uint8_t*>(weights_->token_embd.data) + s.tokens[i] * emb_row;
         kernels::DequantizeRow(weights_->token_embd.type, row, x_.data() + t * H, H);
+        if (c.embed_scale) {
+          const float e = std::sqrt(static_cast<float>(H));
+          for (int64_t j = 0; j < H; ++j) x_[t * H + j] *= e;
+        }
         const double pos = static_cast<double>(s.start_pos) + static_cast<double>(i);
-        for (int64_t j = 0; j < half; ++j) {
-          const double th = pos * inv_freq_[static_cast<size_t>(j)];
-          cos_[t * half + j] = static_cast<float>(std::cos(th));
-          sin_[t * half + j] = static_cast<float>(std::sin(th));
+        for (int kind = 0; kind < (c.sliding_window > 0 ? 2 : 1); ++kind) {
+          const RopeTable& r = rope_[kind];
+          for (int64_t j = 0; j < half; ++j) {
+            const double th = pos * r.inv_freq[static_cast<size_t>(j)];
+            cos_[kind][t * half + j] = static_cast<float>(std::cos(th) * r.mscale);
+            sin_[kind][t * half + j] = static_cast<float>(std::sin(th) * r.mscale);
+          }
         }
       }
     }
   }
-  const float att_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float att_scale = c.AttentionScale();
 
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = weights_->layers[static_cast<size_t>(l)];
+    const bool sliding = c.IsSliding(l);
+    const float* cos = cos_[sliding ? 1 : 0].data();
+    const float* sin = sin_[sliding ? 1 : 0].data();
     for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(x_.data() + t * H, L.attn_norm, xn_.data() + t * H, H, c.rms_eps);
     {
       // One fork-join for q/k/v: decode issues tiny jobs, so joins dominate.
@@ -141,8 +210,8 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
         for (int32_t h = 0; h < c.n_heads; ++h) kernels::RmsNorm(q + h * c.head_dim, L.q_norm, q + h * c.head_dim, c.head_dim, c.rms_eps);
         for (int32_t h = 0; h < c.n_kv_heads; ++h) kernels::RmsNorm(k + h * c.head_dim, L.k_norm, k + h * c.head_dim, c.head_dim, c.rms_eps);
       }
-      Rope(q, c.n_heads, cos_.data() + t * half, sin_.data() + t * half);
-      Rope(k, c.n_kv_heads, cos_.data() + t * half, sin_.data() + t * half);
+      Rope(q, c.n_heads, cos + t * half, sin + t * half);
+      Rope(k, c.n_kv_heads, cos + t * half, sin + t * half);
     }
     // Store K/V at each token's slot before attention reads them back.
     {
@@ -156,13 +225,28 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
         }
       }
     }
-    attention_.Run(cache, {l, c.n_heads, att_scale}, batch, q_.data(), att_.data(), pool);
+    attention_.Run(cache, {l, c.n_heads, att_scale, sliding ? c.sliding_window : 0, c.attn_softcap}, batch,
+                   q_.data(), att_.data(), pool);
     kernels::MatMul(L.wo, att_.data(), T, tmp_.data(), pool);
+    if (L.attn_post_norm != nullptr) {
+      for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(tmp_.data() + t * H, L.attn_post_norm, tmp_.data() + t * H, H, c.rms_eps);
+    }
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
     for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(x_.data() + t * H, L.ffn_norm, xn_.data() + t * H, H, c.rms_eps);
-    // gate_ = silu(xn · gate^T) * (xn · up^T), fused per thread.
-    kernels::GatedMatMul(L.w_gate, L.w_up, xn_.data(), T, gate_.data(), up_.data(), pool);
+    if (c.gelu_ffn) {
+      // gate_ = gelu_tanh(xn · gate^T) * (xn · up^T)
+      const kernels::MatView ws[2] = {L.w_gate, L.w_up};
+      float* const ys[2] = {gate_.data(), up_.data()};
+      kernels::MatMulMany(ws, ys, 2, xn_.data(), T, pool);
+      GeluTanhMul(gate_.data(), up_.data(), T * c.ffn);
+    } else {
+      // gate_ = silu(xn · gate^T) * (xn · up^T), fused per thread.
+      kernels::GatedMatMul(L.w_gate, L.w_up, xn_.data(), T, gate_.data(), up_.data(), pool);
+    }
     kernels::MatMul(L.w_down, gate_.data(), T, tmp_.data(), pool);
+    if (L.ffn_post_norm != nullptr) {
+      for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(tmp_.data() + t * H, L.ffn_post_norm, tmp_.data() + t * H, H, c.rms_eps);
+    }
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
   }
 
@@ -182,6 +266,10 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
     }
   }
   if (r > 0) kernels::MatMul(weights_->output, xn_.data(), r, logits.data(), pool);
+  if (c.final_softcap > 0.0f) {
+    const float cap = c.final_softcap;
+    for (float& v : logits) v = cap * std::tanh(v / cap);
+  }
   return Status::Ok();
 }
 

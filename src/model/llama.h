@@ -1,6 +1,8 @@
-// LlamaModel: the forward pass of the Llama family (`llama`, `qwen2`,
-// `qwen3`: they differ only by QKV bias, per-head Q/K norm and RoPE pair
-// layout, which ModelConfig flags select).
+// LlamaModel: the forward pass of the Llama family and its relatives
+// (`llama`, `qwen2`, `qwen3`, `phi3`, `gemma2`, `gemma3`: they differ by QKV
+// bias, per-head Q/K norm, RoPE pair layout and scaling, fused tensors,
+// embedding scale, FFN activation, post-norms, soft-capping and sliding
+// windows, all of which ModelConfig flags select).
 //
 // Forward() runs a ForwardBatch (kvcache/forward_batch.h) in one pass: every
 // matmul sees all tokens of the batch at once ([tokens, features]
@@ -38,6 +40,15 @@ class LlamaModel {
   const gguf::GgufFile& file() const { return *file_; }
   uint64_t weight_bytes() const { return weights_->total_bytes; }
 
+  // The longest sequence this model will serve (default: the trained
+  // context). LongRoPE picks its long factors when it exceeds the original
+  // context, as llama.cpp does by its context size: one choice for every
+  // position, so that cached keys stay valid as a sequence grows.
+  void SetContextLength(int64_t n_ctx);
+  // The cos/sin multiplier of the current RoPE scaling (YaRN temperature,
+  // LongRoPE attention factor; 1 otherwise) of global (0) or sliding (1) layers.
+  double rope_mscale(int kind = 0) const { return rope_[kind].mscale; }
+
   // Activation buffers for batches of up to max_tokens tokens (allocated
   // once; a larger batch grows them).
   void ReserveTokens(int64_t max_tokens);
@@ -53,7 +64,13 @@ class LlamaModel {
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;
   std::unique_ptr<ModelWeights> weights_;
-  std::vector<double> inv_freq_;  // [rope_dim / 2]
+  // RoPE of one kind of layer: global (0) and sliding-window (1) layers may
+  // rotate with different bases and scales (Gemma).
+  struct RopeTable {
+    std::vector<double> inv_freq;  // [rope_dim / 2] angle per position of each rotated pair
+    double mscale = 1.0;           // multiplies cos and sin
+  };
+  RopeTable rope_[2];
   kvcache::PagedAttention attention_;  // keeps its plan and scratch between calls
 
   // Activations, [max_tokens_, ...] each.
@@ -67,8 +84,8 @@ class LlamaModel {
   std::vector<float> tmp_;   // [T, hidden]
   std::vector<float> gate_;  // [T, ffn]
   std::vector<float> up_;    // [T, ffn]
-  std::vector<float> cos_;   // [T, rope_dim / 2]
-  std::vector<float> sin_;   // [T, rope_dim / 2]
+  std::vector<float> cos_[2];  // [T, rope_dim / 2] per layer kind
+  std::vector<float> sin_[2];  // [T, rope_dim / 2] per layer kind
 };
 
 }  // namespace kvs::model

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -22,7 +23,8 @@ bool HaveNumpy() {
   return std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
 }
 
-std::vector<float> ReferenceLogits(const std::string& model, const std::vector<int32_t>& tokens, int vocab) {
+std::vector<float> ReferenceLogits(const std::string& model, const std::vector<int32_t>& tokens, int vocab,
+                                   const std::string& extra_args = "") {
   auto dir = kvs::testing::TempDir("ref");
   const std::string tok_path = (dir / "tokens.txt").string(), out_path = (dir / "logits.f32").string();
   {
@@ -30,7 +32,7 @@ std::vector<float> ReferenceLogits(const std::string& model, const std::vector<i
     for (int32_t t : tokens) f << t << ' ';
   }
   const std::string cmd = "/usr/bin/python3 " + kvs::testing::SourceDir() + "/tools/reference.py --model " + model +
-                          " --tokens @" + tok_path + " --out " + out_path;
+                          " --tokens @" + tok_path + " --out " + out_path + " " + extra_args;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::vector<float> out(tokens.size() * static_cast<size_t>(vocab));
   std::ifstream f(out_path, std::ios::binary);
@@ -115,8 +117,10 @@ TEST(ModelTest, Stories260KMatchesReference) {
 }
 
 // Greedy decoding (prefill the prompt in one batch, then one token at a
-// time) of `n` tokens after `prompt`.
-std::vector<int32_t> GreedyTokens(LlamaModel& m, const std::vector<int32_t>& prompt, int n, DType kv_dtype) {
+// time) of `n` tokens after `prompt`, never choosing ids below banned_below;
+// gaps (if given) receives each step's top-1 minus top-2 logit.
+std::vector<int32_t> GreedyTokens(LlamaModel& m, const std::vector<int32_t>& prompt, int n, DType kv_dtype,
+                                  int banned_below = 0, std::vector<float>* gaps = nullptr) {
   const ModelConfig& c = m.config();
   const int block = 16;
   const int nblocks = (static_cast<int>(prompt.size()) + n) / block + 2;
@@ -136,7 +140,15 @@ std::vector<int32_t> GreedyTokens(LlamaModel& m, const std::vector<int32_t>& pro
     EXPECT_TRUE(st.ok()) << st.ToString();
     if (!st.ok()) break;
     pos = static_cast<int32_t>(seq.size());
-    const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const auto next =
+        static_cast<int32_t>(std::max_element(logits.begin() + banned_below, logits.end()) - logits.begin());
+    if (gaps != nullptr) {
+      float second = -INFINITY;
+      for (size_t i = static_cast<size_t>(banned_below); i < logits.size(); ++i) {
+        if (static_cast<int32_t>(i) != next) second = std::max(second, logits[i]);
+      }
+      gaps->push_back(logits[static_cast<size_t>(next)] - second);
+    }
     out.push_back(next);
     seq.push_back(next);
   }
@@ -172,6 +184,55 @@ TEST(ModelTest, Stories260KGreedyMatchesLlamaCpp) {
     }
   }
   EXPECT_EQ(cases, 3);
+}
+
+// Greedy output on tools/arch_models.py's random phi3 / gemma2 / gemma3 /
+// llama models equals llama.cpp's (src/model/testdata/arch_greedy_llamacpp.txt
+// says how it was made). The script writes the same tensors with the
+// project's writer here that it wrote with llama.cpp's gguf-py there.
+TEST(ModelTest, ArchitecturesGreedyMatchLlamaCpp) {
+  KVS_REQUIRE_SHARED(vocab, "models/stories260K.gguf");
+  if (!HaveNumpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy is absent";
+  std::ifstream f(kvs::testing::SourceDir() + "/src/model/testdata/arch_greedy_llamacpp.txt");
+  ASSERT_TRUE(f.good());
+  auto dir = kvs::testing::TempDir("arch_greedy");
+  std::string line;
+  int cases = 0;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string arch, word;
+    in >> arch;
+    std::vector<int32_t> prompt, want;
+    bool after_bar = false;
+    while (in >> word) {
+      if (word == "|") {
+        after_bar = true;
+      } else {
+        (after_bar ? want : prompt).push_back(std::stoi(word));
+      }
+    }
+    const std::string path = (dir / (arch + ".gguf")).string();
+    const std::string cmd = "/usr/bin/python3 " + kvs::testing::SourceDir() + "/tools/arch_models.py write --arch " +
+                            arch + " --vocab " + vocab + " --out " + path;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    auto m = LlamaModel::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    (*m)->SetContextLength(256);  // llama-server -c 256: past phi3's original context, long factors
+    std::vector<float> gaps;
+    const std::vector<int32_t> got = GreedyTokens(**m, prompt, static_cast<int>(want.size()), DType::kF32, 259, &gaps);
+    // Equal up to the first near-tie (top two logits within 1e-3 of each
+    // other: float rounding order decides those; after one the sequences
+    // may part), and at least 10 tokens compared.
+    size_t i = 0;
+    while (i < want.size() && gaps[i] >= 1e-3f) {
+      ASSERT_EQ(got[i], want[i]) << arch << ", generated token " << i << " (logit gap " << gaps[i] << ")";
+      ++i;
+    }
+    EXPECT_GE(i, 10u) << arch << ": near-tie at token " << i;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 4);
 }
 
 struct ArchCase {
@@ -215,7 +276,9 @@ INSTANTIATE_TEST_SUITE_P(
                       ArchCase{"llama", DType::kF16}, ArchCase{"llama", DType::kBF16}, ArchCase{"llama", DType::kQ8_0},
                       ArchCase{"llama", DType::kQ4_0}, ArchCase{"llama", DType::kQ4_K}, ArchCase{"llama", DType::kQ5_K},
                       ArchCase{"llama", DType::kQ6_K},
-                      ArchCase{"qwen2", DType::kQ8_0}, ArchCase{"qwen3", DType::kQ4_K}),
+                      ArchCase{"qwen2", DType::kQ8_0}, ArchCase{"qwen3", DType::kQ4_K},
+                      ArchCase{"phi3", DType::kF32}, ArchCase{"phi3", DType::kQ4_K}, ArchCase{"gemma2", DType::kF32},
+                      ArchCase{"gemma3", DType::kF32}, ArchCase{"gemma3", DType::kQ8_0}),
     [](const auto& info) { return std::string(info.param.arch) + "_" + DTypeName(info.param.type); });
 
 TEST(ModelTest, LongPromptThroughPagedCacheMatchesReference) {
@@ -237,6 +300,175 @@ TEST(ModelTest, LongPromptThroughPagedCacheMatchesReference) {
   auto got = KvserveLogits(**m, tokens, {1000, 3000, 200}, DType::kF32, 2);
   EXPECT_LT(MaxRelativeDeviation(got, ref, spec.vocab), 1e-4);
   EXPECT_EQ(ArgmaxAgreement(got, ref, spec.vocab), 1.0);
+}
+
+// A small random model (hidden 128, 4 / 2 heads, vocab 256) of `arch`.
+RandomModelSpec SmallSpec(const char* arch) {
+  RandomModelSpec spec;
+  spec.arch = arch;
+  spec.hidden = 128;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.ffn = 128;
+  spec.vocab = 256;
+  return spec;
+}
+
+// Writes `spec`, loads it, lets `prepare` adjust or check the model, and
+// compares the logits of n random tokens, run in `chunks`, with the NumPy
+// reference's (given `ref_args`).
+void CheckAgainstReference(const RandomModelSpec& spec, const std::string& name, int n, std::vector<int> chunks,
+                           const std::string& ref_args, const std::function<void(LlamaModel&)>& prepare) {
+  auto dir = kvs::testing::TempDir(name);
+  const std::string path = (dir / "m.gguf").string();
+  ASSERT_TRUE(WriteRandomModel(spec, path, "").ok());
+  auto m = LlamaModel::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  prepare(**m);
+  const auto tokens = RandomTokens(n, spec.vocab, 21);
+  auto ref = ReferenceLogits(path, tokens, spec.vocab, ref_args);
+  auto got = KvserveLogits(**m, tokens, std::move(chunks), DType::kF32, 2);
+  EXPECT_LT(MaxRelativeDeviation(got, ref, spec.vocab), 1e-4);
+  EXPECT_EQ(ArgmaxAgreement(got, ref, spec.vocab), 1.0);
+}
+
+struct RopeCase {
+  const char* name;
+  const char* arch;
+  const char* scaling;  // rope.scaling.type ("" = no key)
+  float factor;
+  bool longrope;
+  int serving_ctx;      // SetContextLength / reference --ctx
+};
+
+class RopeScalingTest : public ::testing::TestWithParam<RopeCase> {};
+
+// A 150-token prompt on a model whose original context is 64: positions well
+// past it, where YaRN's ramp and LongRoPE's long factors matter.
+TEST_P(RopeScalingTest, PastOriginalContextMatchesReference) {
+  if (!HaveNumpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy is absent";
+  const RopeCase p = GetParam();
+  RandomModelSpec spec = SmallSpec(p.arch);
+  spec.context_length = 256;
+  spec.rope_orig_ctx = 64;
+  spec.rope_scaling = p.scaling;
+  spec.rope_factor = p.factor;
+  spec.longrope = p.longrope;
+  if (p.longrope) spec.rope_attn_factor = 1.19f;
+  const double want_mscale = std::string(p.scaling) == "yarn" ? 1.0 + 0.1 * std::log(p.factor)
+                             : p.longrope                     ? 1.19
+                                                              : 1.0;
+  CheckAgainstReference(spec, std::string("rope_") + p.name, 150, {97, 1}, "--ctx " + std::to_string(p.serving_ctx),
+                        [&](LlamaModel& m) {
+                          m.SetContextLength(p.serving_ctx);
+                          EXPECT_NEAR(m.rope_mscale(), want_mscale, 1e-6);
+                        });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Scalings, RopeScalingTest,
+    ::testing::Values(RopeCase{"yarn_llama", "llama", "yarn", 4.0f, false, 256},
+                      RopeCase{"yarn_qwen3", "qwen3", "yarn", 4.0f, false, 256},
+                      RopeCase{"linear_untyped", "qwen2", "", 2.0f, false, 256},
+                      RopeCase{"longrope_long", "llama", "", 0.0f, true, 256},
+                      RopeCase{"longrope_short", "qwen2", "longrope", 0.0f, true, 64}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+struct WindowCase {
+  const char* name;
+  const char* arch;
+  int layers, window, pattern;
+  float attn_softcap, final_softcap, rope_factor, rope_base_swa;
+};
+
+class SlidingWindowModelTest : public ::testing::TestWithParam<WindowCase> {};
+
+// A 100-token prompt, prefilled in chunks then decoded, on models whose
+// sliding layers see 16-24 positions: Mistral-style (every layer), Gemma 2
+// (alternating, soft-capped) and Gemma 3 (2 of 3 sliding, with their own
+// RoPE base while the global layer is linearly scaled).
+TEST_P(SlidingWindowModelTest, PromptLongerThanWindowMatchesReference) {
+  if (!HaveNumpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy is absent";
+  const WindowCase p = GetParam();
+  RandomModelSpec spec = SmallSpec(p.arch);
+  spec.head_dim = 48;  // q_dim != hidden, as in Gemma
+  spec.ffn = 160;
+  spec.n_layers = p.layers;
+  spec.sliding_window = p.window;
+  spec.swa_pattern = p.pattern;
+  spec.attn_softcap = p.attn_softcap;
+  spec.final_softcap = p.final_softcap;
+  spec.rope_factor = p.rope_factor;
+  if (p.rope_factor != 0.0f) spec.rope_scaling = "linear";
+  spec.rope_base_swa = p.rope_base_swa;
+  if (p.pattern < 0) {  // the pattern as one bool per layer: global, sliding, global, ...
+    spec.swa_pattern = 0;
+    for (int l = 0; l < p.layers; ++l) spec.swa_layers.push_back(l % 2 == 1);
+  }
+  spec.tied = std::string(p.arch) != "llama";
+  CheckAgainstReference(spec, std::string("swa_") + p.name, 100, {41, 30, 1}, "", [&](LlamaModel& m) {
+    EXPECT_EQ(m.config().sliding_window, p.window);
+    EXPECT_GT(m.config().NumSlidingLayers(), 0);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Windows, SlidingWindowModelTest,
+    ::testing::Values(WindowCase{"mistral", "llama", 2, 24, 0, 0, 0, 0, 0},
+                      WindowCase{"gemma2", "gemma2", 2, 16, 2, 2.0f, 10.0f, 0, 0},
+                      WindowCase{"gemma3", "gemma3", 3, 16, 3, 0, 0, 4.0f, 500.0f},
+                      WindowCase{"gemma3_layer_flags", "gemma3", 3, 16, -1, 0, 0, 0, 0}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ModelTest, RefusesUnknownRopeScalingByName) {
+  auto dir = kvs::testing::TempDir("rope_unknown");
+  RandomModelSpec spec;
+  spec.hidden = 64;
+  spec.ffn = 64;
+  spec.rope_scaling = "dynamic";
+  const std::string path = (dir / "m.gguf").string();
+  ASSERT_TRUE(WriteRandomModel(spec, path, "").ok());
+  auto m = LlamaModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("'dynamic' is not supported"), std::string::npos) << m.status().ToString();
+}
+
+// Soft-capping, RoPE factors and window flags from the file are checked
+// where they enter: a bad one is an error naming the key, not a failed CHECK.
+TEST(ModelTest, RejectsBadSoftCapAndRopeFactors) {
+  auto dir = kvs::testing::TempDir("badcap");
+  const std::string path = (dir / "m.gguf").string();
+  RandomModelSpec spec = SmallSpec("gemma2");
+  spec.attn_softcap = std::nanf("");
+  ASSERT_TRUE(WriteRandomModel(spec, path, "").ok());
+  auto m = LlamaModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("soft-capping"), std::string::npos) << m.status().ToString();
+  spec = SmallSpec("llama");
+  spec.rope_scaling = "yarn";
+  spec.rope_factor = -2.0f;
+  ASSERT_TRUE(WriteRandomModel(spec, path, "").ok());
+  EXPECT_FALSE(LlamaModel::Load(path).ok());
+  spec = SmallSpec("gemma3");  // 2 layers, 3 per-layer window flags
+  spec.sliding_window = 16;
+  spec.swa_layers = {true, false, true};
+  ASSERT_TRUE(WriteRandomModel(spec, path, "").ok());
+  m = LlamaModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("sliding_window_pattern has 3 entries for 2 layers"), std::string::npos)
+      << m.status().ToString();
+}
+
+TEST(ModelTest, RefusesMixtureOfExpertsByName) {
+  auto dir = kvs::testing::TempDir("moe");
+  const std::string path = (dir / "m.gguf").string();
+  gguf::GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddUint32("llama.expert_count", 8);
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto m = LlamaModel::Load(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("mixture-of-experts"), std::string::npos) << m.status().ToString();
 }
 
 TEST(ModelTest, RefusesUnsupportedArchitectureByName) {

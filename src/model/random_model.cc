@@ -37,7 +37,21 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path, const
     g->AddUint32(a + "feed_forward_length", s.ffn);
     g->AddUint32(a + "attention.head_count", s.n_heads);
     g->AddUint32(a + "attention.head_count_kv", s.n_kv_heads);
-    g->AddUint32(a + "context_length", 8192);
+    g->AddUint32(a + "context_length", s.context_length);
+    if (!s.rope_scaling.empty()) g->AddString(a + "rope.scaling.type", s.rope_scaling);
+    if (s.rope_factor != 0.0f) g->AddFloat32(a + "rope.scaling.factor", s.rope_factor);
+    if (s.rope_orig_ctx != 0) g->AddUint32(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
+    if (s.rope_attn_factor != 0.0f) g->AddFloat32(a + "rope.scaling.attn_factor", s.rope_attn_factor);
+    if (s.sliding_window != 0) g->AddUint32(a + "attention.sliding_window", s.sliding_window);
+    if (s.swa_pattern != 0) g->AddUint32(a + "attention.sliding_window_pattern", s.swa_pattern);
+    if (!s.swa_layers.empty()) {
+      std::vector<gguf::Value> flags;
+      for (bool b : s.swa_layers) flags.push_back(gguf::Value::Bool(b));
+      g->Add(a + "attention.sliding_window_pattern", gguf::Value::MakeArray(gguf::ValueType::kBool, std::move(flags)));
+    }
+    if (s.attn_softcap != 0.0f) g->AddFloat32(a + "attn_logit_softcapping", s.attn_softcap);
+    if (s.final_softcap != 0.0f) g->AddFloat32(a + "final_logit_softcapping", s.final_softcap);
+    if (s.rope_base_swa != 0.0f) g->AddFloat32(a + "rope.freq_base_swa", s.rope_base_swa);
     if (s.head_dim > 0) g->AddUint32(a + "attention.key_length", hd);
     g->AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
     g->AddFloat32(a + "rope.freq_base", s.rope_base);
@@ -71,34 +85,52 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path, const
   add("token_embd.weight", {s.hidden, s.vocab}, 1.0f, 0.0f, true);
   add("output_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
   if (!s.tied) add("output.weight", {s.hidden, s.vocab}, ws, 0.0f, true, true);
-  if (s.rope_freqs) {
+  // Per-pair frequency divisors, written as F32 to both files.
+  auto add_divisors = [&](const std::string& name, auto divisor) {
     std::vector<float> f(static_cast<size_t>(hd / 2));
-    for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0f + static_cast<float>(i % 4);
+    for (size_t i = 0; i < f.size(); ++i) f[i] = divisor(static_cast<int>(i), static_cast<int>(f.size()));
     for (gguf::GgufWriter* g : {&w, &twin}) {
       std::vector<uint8_t> b(f.size() * 4);
       std::memcpy(b.data(), f.data(), b.size());
-      g->AddTensor("rope_freqs.weight", DType::kF32, {hd / 2}, std::move(b));
+      g->AddTensor(name, DType::kF32, {hd / 2}, std::move(b));
     }
+  };
+  if (s.rope_freqs) add_divisors("rope_freqs.weight", [](int i, int) { return 1.0f + static_cast<float>(i % 4); });
+  if (s.longrope) {
+    // Shaped like Phi-3's: ~1 for the fast pairs, growing toward the slow ones.
+    add_divisors("rope_factors_short.weight", [](int i, int n) { return 1.0f + 0.5f * static_cast<float>(i) / n; });
+    add_divisors("rope_factors_long.weight", [](int i, int n) { return 1.0f + 8.0f * static_cast<float>(i * i) / (n * n); });
   }
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     add(p + "attn_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
-    add(p + "attn_q.weight", {s.hidden, s.n_heads * hd}, ws, 0.0f, true);
-    add(p + "attn_k.weight", {s.hidden, s.n_kv_heads * hd}, ws, 0.0f, true);
-    add(p + "attn_v.weight", {s.hidden, s.n_kv_heads * hd}, ws, 0.0f, true, UseMoreBits(l, s.n_layers));
+    const bool phi3 = s.arch == "phi3", gemma = s.arch == "gemma2" || s.arch == "gemma3";
+    if (phi3) {
+      add(p + "attn_qkv.weight", {s.hidden, (s.n_heads + 2 * s.n_kv_heads) * hd}, ws, 0.0f, true);
+    } else {
+      add(p + "attn_q.weight", {s.hidden, s.n_heads * hd}, ws, 0.0f, true);
+      add(p + "attn_k.weight", {s.hidden, s.n_kv_heads * hd}, ws, 0.0f, true);
+      add(p + "attn_v.weight", {s.hidden, s.n_kv_heads * hd}, ws, 0.0f, true, UseMoreBits(l, s.n_layers));
+    }
     add(p + "attn_output.weight", {s.n_heads * hd, s.hidden}, ws, 0.0f, true);
     if (s.arch == "qwen2") {
       add(p + "attn_q.bias", {s.n_heads * hd}, 0.1f, 0.0f, false);
       add(p + "attn_k.bias", {s.n_kv_heads * hd}, 0.1f, 0.0f, false);
       add(p + "attn_v.bias", {s.n_kv_heads * hd}, 0.1f, 0.0f, false);
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || s.arch == "gemma3") {
       add(p + "attn_q_norm.weight", {hd}, 0.1f, 1.0f, false);
       add(p + "attn_k_norm.weight", {hd}, 0.1f, 1.0f, false);
     }
+    if (gemma) add(p + "post_attention_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
     add(p + "ffn_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
-    add(p + "ffn_gate.weight", {s.hidden, s.ffn}, ws, 0.0f, true);
-    add(p + "ffn_up.weight", {s.hidden, s.ffn}, ws, 0.0f, true);
+    if (phi3) {
+      add(p + "ffn_up.weight", {s.hidden, 2 * s.ffn}, ws, 0.0f, true);  // gate rows, then up rows
+    } else {
+      add(p + "ffn_gate.weight", {s.hidden, s.ffn}, ws, 0.0f, true);
+      add(p + "ffn_up.weight", {s.hidden, s.ffn}, ws, 0.0f, true);
+    }
+    if (gemma) add(p + "post_ffw_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
     add(p + "ffn_down.weight", {s.ffn, s.hidden}, 1.0f / std::sqrt(static_cast<float>(s.ffn)), 0.0f, true,
         UseMoreBits(l, s.n_layers));
   }

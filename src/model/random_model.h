@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/dtype.h"
 #include "base/status.h"
@@ -11,7 +12,9 @@
 namespace kvs::model {
 
 struct RandomModelSpec {
-  std::string arch = "llama";  // llama | qwen2 | qwen3
+  // llama | qwen2 | qwen3 | phi3 (fused attn_qkv and ffn_up) | gemma2 |
+  // gemma3 (post-norms; gemma3 with Q/K norms); any other name writes llama's tensors.
+  std::string arch = "llama";
   DType weight_type = DType::kF32;
   // "Q4_K_M": Q4_K, with Q6_K for output.weight and for attn_v / ffn_down of
   // the layers llama.cpp's Q4_K_M mix gives more bits.
@@ -21,6 +24,18 @@ struct RandomModelSpec {
   bool tied = false;
   float rope_base = 10000.0f;
   bool rope_freqs = false;  // add a Llama-3 style rope_freqs.weight tensor
+  int context_length = 8192;
+  std::string rope_scaling;     // rope.scaling.type; empty: no key
+  float rope_factor = 0.0f;     // rope.scaling.factor; 0: no key
+  int rope_orig_ctx = 0;        // rope.scaling.original_context_length; 0: no key
+  float rope_attn_factor = 0.0f;  // rope.scaling.attn_factor; 0: no key
+  bool longrope = false;        // add rope_factors_short/long.weight (Phi-3 style)
+  int sliding_window = 0;       // attention.sliding_window; 0: no key
+  int swa_pattern = 0;          // attention.sliding_window_pattern; 0: no key
+  std::vector<bool> swa_layers; // the same key as a bool per layer, when not empty
+  float attn_softcap = 0.0f;    // attn_logit_softcapping; 0: no key
+  float final_softcap = 0.0f;   // final_logit_softcapping; 0: no key
+  float rope_base_swa = 0.0f;   // rope.freq_base_swa; 0: no key
   uint32_t seed = 1;
 };
 

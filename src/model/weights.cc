@@ -17,6 +17,14 @@ std::string DimsString(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
+// Rows [first, first + n) of a matrix, as a matrix of its own.
+kernels::MatView RowRange(const kernels::MatView& m, int64_t first, int64_t n) {
+  kernels::MatView v = m;
+  v.data = static_cast<const uint8_t*>(m.data) + first * RowBytes(m.type, m.cols);
+  v.rows = n;
+  return v;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile& f, const ModelConfig& c) {
@@ -65,14 +73,26 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
     KVS_ASSIGN_OR_RETURN(w->output, matrix("output.weight", c.vocab, c.hidden));
   }
   KVS_ASSIGN_OR_RETURN(w->rope_freqs, vec("rope_freqs.weight", c.rope_dim / 2, false));
+  KVS_ASSIGN_OR_RETURN(w->rope_long, vec("rope_factors_long.weight", c.rope_dim / 2, false));
+  KVS_ASSIGN_OR_RETURN(w->rope_short, vec("rope_factors_short.weight", c.rope_dim / 2, false));
+  if (c.longrope && (w->rope_long == nullptr || w->rope_short == nullptr)) {
+    return InvalidArgument("LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight");
+  }
   w->layers.resize(static_cast<size_t>(c.n_layers));
   for (int32_t i = 0; i < c.n_layers; ++i) {
     LayerWeights& L = w->layers[static_cast<size_t>(i)];
     const std::string p = fmt::format("blk.{}.", i);
     KVS_ASSIGN_OR_RETURN(L.attn_norm, vec(p + "attn_norm.weight", c.hidden, true));
-    KVS_ASSIGN_OR_RETURN(L.wq, matrix(p + "attn_q.weight", c.q_dim(), c.hidden));
-    KVS_ASSIGN_OR_RETURN(L.wk, matrix(p + "attn_k.weight", c.kv_dim(), c.hidden));
-    KVS_ASSIGN_OR_RETURN(L.wv, matrix(p + "attn_v.weight", c.kv_dim(), c.hidden));
+    if (c.fused_qkv) {
+      KVS_ASSIGN_OR_RETURN(kernels::MatView qkv, matrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.hidden));
+      L.wq = RowRange(qkv, 0, c.q_dim());
+      L.wk = RowRange(qkv, c.q_dim(), c.kv_dim());
+      L.wv = RowRange(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    } else {
+      KVS_ASSIGN_OR_RETURN(L.wq, matrix(p + "attn_q.weight", c.q_dim(), c.hidden));
+      KVS_ASSIGN_OR_RETURN(L.wk, matrix(p + "attn_k.weight", c.kv_dim(), c.hidden));
+      KVS_ASSIGN_OR_RETURN(L.wv, matrix(p + "attn_v.weight", c.kv_dim(), c.hidden));
+    }
     KVS_ASSIGN_OR_RETURN(L.wo, matrix(p + "attn_output.weight", c.hidden, c.q_dim()));
     if (c.qkv_bias) {
       KVS_ASSIGN_OR_RETURN(L.bq, vec(p + "attn_q.bias", c.q_dim(), true));
@@ -84,8 +104,18 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
       KVS_ASSIGN_OR_RETURN(L.k_norm, vec(p + "attn_k_norm.weight", c.head_dim, true));
     }
     KVS_ASSIGN_OR_RETURN(L.ffn_norm, vec(p + "ffn_norm.weight", c.hidden, true));
-    KVS_ASSIGN_OR_RETURN(L.w_gate, matrix(p + "ffn_gate.weight", c.ffn, c.hidden));
-    KVS_ASSIGN_OR_RETURN(L.w_up, matrix(p + "ffn_up.weight", c.ffn, c.hidden));
+    if (c.post_norms) {
+      KVS_ASSIGN_OR_RETURN(L.attn_post_norm, vec(p + "post_attention_norm.weight", c.hidden, true));
+      KVS_ASSIGN_OR_RETURN(L.ffn_post_norm, vec(p + "post_ffw_norm.weight", c.hidden, true));
+    }
+    if (c.fused_gate_up) {
+      KVS_ASSIGN_OR_RETURN(kernels::MatView gate_up, matrix(p + "ffn_up.weight", 2 * c.ffn, c.hidden));
+      L.w_gate = RowRange(gate_up, 0, c.ffn);
+      L.w_up = RowRange(gate_up, c.ffn, c.ffn);
+    } else {
+      KVS_ASSIGN_OR_RETURN(L.w_gate, matrix(p + "ffn_gate.weight", c.ffn, c.hidden));
+      KVS_ASSIGN_OR_RETURN(L.w_up, matrix(p + "ffn_up.weight", c.ffn, c.hidden));
+    }
     KVS_ASSIGN_OR_RETURN(L.w_down, matrix(p + "ffn_down.weight", c.hidden, c.ffn));
   }
   w->PackMatrices(f);

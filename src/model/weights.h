@@ -27,7 +27,11 @@ struct LayerWeights {
   const float* bv = nullptr;          // [kv_dim] (qwen2)
   const float* q_norm = nullptr;      // [head_dim] (qwen3)
   const float* k_norm = nullptr;      // [head_dim] (qwen3)
+  const float* attn_post_norm = nullptr;  // [hidden] (gemma2/3)
   const float* ffn_norm = nullptr;    // [hidden]
+  const float* ffn_post_norm = nullptr;   // [hidden] (gemma2/3)
+  // Fused tensors (phi3's attn_qkv, ffn_up = gate|up) are viewed here as
+  // their row ranges: the matmuls never know.
   kernels::MatView w_gate, w_up;      // [ffn, hidden]
   kernels::MatView w_down;            // [hidden, ffn]
 };
@@ -38,6 +42,8 @@ struct ModelWeights {
   const float* output_norm = nullptr; // [hidden]
   kernels::MatView output;            // [vocab, hidden]; token_embd when tied
   const float* rope_freqs = nullptr;  // [rope_dim / 2] frequency divisors (Llama 3), or null
+  const float* rope_long = nullptr;   // [rope_dim / 2] LongRoPE divisors past the original context, or null
+  const float* rope_short = nullptr;  // [rope_dim / 2] LongRoPE divisors within it, or null
   uint64_t total_bytes = 0;           // bytes of all tensors used
   uint64_t packed_bytes = 0;          // bytes of the packed copies
 

@@ -5,15 +5,10 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include "base/strings.h"
 
 namespace kvs::plan {
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -57,7 +52,7 @@ StatusOr<uint64_t> ParseBytes(std::string_view text) {
   if (i == 0 || ec != std::errc() || p != t.data() + i) {
     return InvalidArgument("\"{}\" is not a byte quantity (e.g. 24GiB, 80GB, 141e9)", text);
   }
-  const std::string suffix = Lower(Trim(t.substr(i)));
+  const std::string suffix = AsciiLower(Trim(t.substr(i)));
   double scale = 0;
   struct Unit { const char* s; double scale; };
   static const Unit kUnits[] = {
@@ -91,7 +86,7 @@ const std::vector<DevicePreset>& DevicePresets() {
 }
 
 StatusOr<Device> ResolveDevice(std::string_view spec) {
-  const std::string l = Lower(Trim(spec));
+  const std::string l = AsciiLower(Trim(spec));
   if (l.empty()) return InvalidArgument("--device is empty");
   for (const DevicePreset& p : DevicePresets()) {
     if (l == p.name) return Device{p.name, p.bytes};

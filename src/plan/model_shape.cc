@@ -10,17 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "base/strings.h"
 
 namespace kvs::plan {
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 struct FormatInfo {
   WeightFormat format;
@@ -108,7 +101,7 @@ const std::vector<ModelShape>& Presets() {
 }
 
 StatusOr<WeightFormat> FormatFromTorchDtype(const std::string& d) {
-  const std::string l = Lower(d);
+  const std::string l = AsciiLower(d);
   if (l == "bfloat16" || l == "bf16") return WeightFormat::kBF16;
   if (l == "float16" || l == "f16" || l == "half") return WeightFormat::kF16;
   if (l == "float32" || l == "f32" || l == "float") return WeightFormat::kF32;
@@ -118,7 +111,7 @@ StatusOr<WeightFormat> FormatFromTorchDtype(const std::string& d) {
 }  // namespace
 
 StatusOr<WeightFormat> ParseWeightFormat(std::string_view name) {
-  const std::string l = Lower(name);
+  const std::string l = AsciiLower(name);
   for (const FormatInfo& f : kFormats) {
     if (l == f.name) return f.format;
   }
@@ -191,9 +184,9 @@ uint64_t WeightBytesFromShape(const ModelShape& s, WeightFormat f) {
 }
 
 StatusOr<ModelShape> FindPreset(std::string_view name) {
-  const std::string l = Lower(name);
+  const std::string l = AsciiLower(name);
   for (const ModelShape& s : Presets()) {
-    if (Lower(s.name) == l) return s;
+    if (AsciiLower(s.name) == l) return s;
   }
   std::string known;
   for (const std::string& n : PresetNames()) known += (known.empty() ? "" : ", ") + n;
@@ -205,6 +198,38 @@ std::vector<std::string> PresetNames() {
   for (const ModelShape& s : Presets()) names.push_back(s.name);
   return names;
 }
+
+namespace {
+
+// The sliding-window fields of a config.json (see model_shape.h).
+Status SlidingWindowFromHf(const nlohmann::json& j, const std::string& source, ModelShape& s) {
+  auto it = j.find("sliding_window");
+  int64_t window = s.arch == "gemma2" ? 4096 : 0;
+  if (it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+      return InvalidArgument("{}: \"sliding_window\" is not a non-negative integer", source);
+    }
+    window = it->get<int64_t>();
+  }
+  if (window == 0 || s.arch == "phi3" || s.arch == "qwen2" || s.arch == "qwen3") return Status::Ok();
+  int64_t sliding = 0;
+  auto types = j.find("layer_types");
+  if (types != j.end() && types->is_array()) {
+    for (const auto& t : *types) sliding += t.is_string() && t.get<std::string>() == "sliding_attention";
+  } else if (s.arch == "gemma2" || s.arch == "gemma3") {
+    const int64_t pattern = s.arch == "gemma2" ? 2 : j.value("sliding_window_pattern", int64_t{6});
+    for (int64_t l = 0; l < s.layers; ++l) sliding += pattern <= 0 || l % pattern < pattern - 1;
+  } else if (s.arch == "mistral" || s.arch == "llama") {
+    sliding = s.layers;
+  }
+  if (sliding > 0) {
+    s.sliding_window = window;
+    s.sliding_layers = std::min(sliding, s.layers);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<ModelShape> ShapeFromHfConfigText(std::string_view json_text, std::string source) {
   nlohmann::json root = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
@@ -233,6 +258,7 @@ StatusOr<ModelShape> ShapeFromHfConfigText(std::string_view json_text, std::stri
   ModelShape s;
   s.source = source;
   s.arch = j.value("model_type", std::string("llama"));
+  if (s.arch == "gemma3_text") s.arch = "gemma3";  // Gemma 3's text_config
   s.name = s.arch;
   if (root.contains("_name_or_path") && root["_name_or_path"].is_string()) {
     s.name = root["_name_or_path"].get<std::string>();
@@ -246,10 +272,13 @@ StatusOr<ModelShape> ShapeFromHfConfigText(std::string_view json_text, std::stri
   KVS_ASSIGN_OR_RETURN(s.ffn, get_int("intermediate_size", std::nullopt));
   KVS_ASSIGN_OR_RETURN(s.vocab, get_int("vocab_size", std::nullopt));
   KVS_ASSIGN_OR_RETURN(s.max_context, get_int("max_position_embeddings", std::nullopt));
-  KVS_ASSIGN_OR_RETURN(s.tied_embeddings, get_bool("tie_word_embeddings", false));
+  // Gemma's configs leave tie_word_embeddings at transformers' default, true.
+  const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
+  KVS_ASSIGN_OR_RETURN(s.tied_embeddings, get_bool("tie_word_embeddings", gemma));
   KVS_ASSIGN_OR_RETURN(bool attention_bias, get_bool("attention_bias", s.arch == "qwen2"));
   s.qkv_bias = attention_bias;
-  s.qk_norm = s.arch == "qwen3";
+  s.qk_norm = s.arch == "qwen3" || s.arch == "gemma3";
+  KVS_RETURN_IF_ERROR(SlidingWindowFromHf(j, source, s));
 
   // Newer transformers write "dtype", older "torch_dtype".
   const char* dtype_key = j.contains("dtype") ? "dtype" : "torch_dtype";
@@ -289,6 +318,8 @@ StatusOr<ModelShape> ShapeFromGgufImpl(const gguf::GgufFile& f, const std::strin
   s.tied_embeddings = c.tied_embeddings;
   s.qkv_bias = f.FindTensor("blk.0.attn_q.bias") != nullptr;
   s.qk_norm = f.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
+  s.sliding_window = c.sliding_window;
+  s.sliding_layers = c.NumSlidingLayers();
 
   std::map<std::string, uint64_t> bytes_by_type;
   for (const gguf::TensorInfo& t : f.tensors()) {

@@ -31,6 +31,9 @@
 
 namespace kvs::plan {
 
+// ceil(a / b) for b > 0.
+inline constexpr uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
 // How weights are stored. Matrices use the format; vectors (norms, biases)
 // stay f32 when the format is quantized, as GGUF files keep them.
 //   f32 4, f16/bf16 2 bytes per weight;
@@ -65,6 +68,11 @@ struct ModelShape {
   bool qkv_bias = false;         // qwen2
   bool qk_norm = false;          // qwen3
   int64_t max_context = 0;       // trained / configured context length
+  // Sliding-window attention: sliding_layers of the layers attend to their
+  // last sliding_window positions only (Gemma 2/3 interleave them with
+  // global layers; Mistral-style configs slide every layer). 0: none.
+  int64_t sliding_window = 0;
+  int64_t sliding_layers = 0;
   int64_t params = 0;            // parameter count
 
   // The weights as stored by the source: for GGUF the sum of tensor sizes
@@ -94,8 +102,13 @@ std::vector<std::string> PresetNames();
 // used when present). Reads num_hidden_layers, hidden_size,
 // num_attention_heads, num_key_value_heads (default: heads), head_dim
 // (default: hidden / heads), intermediate_size, vocab_size,
-// tie_word_embeddings (default false), max_position_embeddings,
-// torch_dtype / dtype (default bf16), model_type, attention_bias.
+// tie_word_embeddings (default false; true for gemma2/gemma3), max_position_embeddings,
+// torch_dtype / dtype (default bf16), model_type, attention_bias, and the
+// sliding window: sliding_window with layer_types (counting
+// "sliding_attention"), else by model_type: gemma2 every other layer
+// (sliding_window default 4096), gemma3 5 of every sliding_window_pattern
+// (default 6), mistral/llama every layer when sliding_window is set; phi3's
+// and qwen2's are not applied (as llama.cpp).
 StatusOr<ModelShape> ShapeFromHfConfigText(std::string_view json_text, std::string source = "hf-config");
 StatusOr<ModelShape> ShapeFromHfConfig(const std::string& path);
 

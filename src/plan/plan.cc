@@ -7,8 +7,6 @@ namespace kvs::plan {
 namespace {
 
 uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
-uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
 // Options with context and max_batch_size resolved against the shape.
 PlanOptions Resolve(const ModelShape& s, PlanOptions o) {
   if (o.context <= 0) o.context = s.max_context;
@@ -99,6 +97,16 @@ uint64_t KvRowBytes(const ModelShape& s, DType kv_dtype) {
 }
 
 uint64_t KvBytesPerToken(const ModelShape& s, DType kv_dtype) { return 2 * U(s.layers) * KvRowBytes(s, kv_dtype); }
+
+uint64_t KvBytesWindowed(const ModelShape& s, DType kv_dtype, int64_t block_size, int64_t context,
+                         int64_t concurrency) {
+  const uint64_t layer_block = 2 * U(block_size) * KvRowBytes(s, kv_dtype);  // one layer's K and V of a block
+  const int64_t full = KvBlocksForTokens(context, block_size);
+  const int64_t windowed =
+      s.sliding_layers > 0 ? std::min(full, KvBlocksForTokens(s.sliding_window + block_size - 1, block_size)) : full;
+  return U(concurrency) * layer_block *
+         (U(s.layers - s.sliding_layers) * U(full) + U(s.sliding_layers) * U(windowed));
+}
 
 uint64_t KvBytesPerBlock(const ModelShape& s, DType kv_dtype, int64_t block_size) {
   return U(block_size) * KvBytesPerToken(s, kv_dtype);
@@ -192,6 +200,13 @@ MemoryPlan ComputePlan(const ModelShape& shape, const PlanOptions& options) {
   p.kv_bytes_per_block = KvBytesPerBlock(shape, o.kv_dtype, o.block_size);
   p.kv_blocks_per_sequence = KvBlocksForTokens(o.context, o.block_size);
   p.kv_bytes = KvBytes(shape, o);
+  p.kv_bytes_windowed = KvBytesWindowed(shape, o.kv_dtype, o.block_size, o.context, o.concurrency);
+  if (shape.sliding_layers > 0) {
+    p.notes.push_back(fmt::format(
+        "{} of {} layers use a {}-token sliding window; kvserve keeps their KV for every position (KV {}), a "
+        "cache keeping only their windows would hold {}",
+        shape.sliding_layers, shape.layers, shape.sliding_window, Gib(p.kv_bytes), Gib(p.kv_bytes_windowed)));
+  }
   p.activations = Activations(shape, StepTokens(o), o.max_batch_size, o.context, o.threads);
   p.activation_bytes = p.activations.Total();
   p.overhead_bytes = RuntimeOverheadBytes(o.threads);
@@ -357,6 +372,9 @@ nlohmann::json PlanToJson(const MemoryPlan& p) {
       {"kv_bytes_per_block", p.kv_bytes_per_block},
       {"kv_blocks_per_sequence", p.kv_blocks_per_sequence},
       {"kv_bytes", p.kv_bytes},
+      {"kv_bytes_windowed", p.kv_bytes_windowed},
+      {"sliding_window", p.shape.sliding_window},
+      {"sliding_layers", p.shape.sliding_layers},
       {"activation_bytes", p.activation_bytes},
       {"activations", act},
       {"overhead_bytes", p.overhead_bytes},

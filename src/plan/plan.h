@@ -16,6 +16,11 @@
 //                           * kv_bytes_per_block
 //    For f16 this is 2 * layers * kv_heads * head_dim * 2 bytes a token.
 //
+//    Sliding-window layers (model_shape.h) keep every position too: the
+//    cache's blocks hold all layers, and kvserve frees none early. The plan
+//    also reports what a cache that kept only each sliding layer's window
+//    (plus one block) would hold, kv_bytes_windowed, for comparison.
+//
 // 3. Activations: buffers the forward pass allocates once for its largest
 //    step and reuses in every layer. All f32 (4 bytes). With
 //      T = min(max(max_num_batched_tokens, max_batch_size),
@@ -74,6 +79,10 @@ StatusOr<DType> ParseKvDType(std::string_view name);
 uint64_t KvRowBytes(const ModelShape& s, DType kv_dtype);
 uint64_t KvBytesPerToken(const ModelShape& s, DType kv_dtype);
 uint64_t KvBytesPerBlock(const ModelShape& s, DType kv_dtype, int64_t block_size);
+// KV bytes of `concurrency` sequences of `context` tokens if sliding layers
+// kept only ceil((window + block_size - 1) / block_size) blocks each.
+uint64_t KvBytesWindowed(const ModelShape& s, DType kv_dtype, int64_t block_size, int64_t context,
+                         int64_t concurrency);
 // Blocks a sequence of `tokens` tokens occupies: ceil(tokens / block_size).
 int64_t KvBlocksForTokens(int64_t tokens, int64_t block_size);
 
@@ -137,6 +146,7 @@ struct MemoryPlan {
   uint64_t kv_bytes_per_block = 0;
   int64_t kv_blocks_per_sequence = 0;
   uint64_t kv_bytes = 0;
+  uint64_t kv_bytes_windowed = 0;  // = kv_bytes without sliding layers; see above
   ActivationBreakdown activations;
   uint64_t activation_bytes = 0;
   uint64_t overhead_bytes = 0;

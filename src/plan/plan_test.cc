@@ -399,6 +399,52 @@ TEST(HfConfig, ParsesAndMatchesPreset) {
   std::filesystem::remove_all(dir);
 }
 
+// Gemma-3-12B (its published config.json, text part): 40 of 48 layers slide
+// over 1024 tokens. kvserve plans every layer at full length; the windowed
+// figure is 8 global layers x 32K + 40 sliding x 65 blocks of 16.
+TEST(HfConfig, SlidingWindowLayersOfGemma3AndMistral) {
+  StatusOr<ModelShape> g = ShapeFromHfConfigText(R"({"architectures": ["Gemma3ForConditionalGeneration"],
+      "model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 3840,
+      "intermediate_size": 15360, "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 8,
+      "head_dim": 256, "vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window": 1024,
+      "sliding_window_pattern": 6, "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->arch, "gemma3");
+  EXPECT_TRUE(g->tied_embeddings);  // transformers' default for Gemma
+  EXPECT_NEAR(static_cast<double>(g->params), 11.77e9, 0.01e9);  // the text model's published ~11.8B
+  EXPECT_EQ(g->sliding_window, 1024);
+  EXPECT_EQ(g->sliding_layers, 40);
+  EXPECT_EQ(KvBytesPerToken(*g, DType::kF16), 393216u);
+  const MemoryPlan p = ComputePlan(*g, H100(32768, 16));
+  EXPECT_EQ(p.kv_bytes, uint64_t{16} * 32768 * 393216);
+  const uint64_t layer_token = 2 * 8 * 256 * 2;  // K and V of one layer, f16
+  EXPECT_EQ(p.kv_bytes_windowed, 16 * layer_token * (8 * 32768 + 40 * 65 * 16));
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes.back().find("40 of 48 layers use a 1024-token sliding window"), std::string::npos) << p.notes.back();
+
+  // The same with layer_types (newer transformers), and Mistral 7B v0.1:
+  // every layer slides over 4096.
+  StatusOr<ModelShape> t = ShapeFromHfConfigText(R"({"model_type": "gemma3_text", "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 3, "num_attention_heads": 4, "vocab_size": 100,
+      "max_position_embeddings": 512, "sliding_window": 8,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]})");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->sliding_layers, 2);
+  StatusOr<ModelShape> m = ShapeFromHfConfigText(R"({"model_type": "mistral", "hidden_size": 4096,
+      "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+      "vocab_size": 32000, "max_position_embeddings": 32768, "sliding_window": 4096})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->sliding_layers, 32);
+  EXPECT_EQ(ComputePlan(*m, H100(32768, 1)).kv_bytes_windowed,
+            uint64_t{32} * 2 * 8 * 128 * 2 * (4096 + 16 - 1 + 1));  // 257 blocks of 16 = 4112 tokens
+  // Phi-3's window is not applied (as llama.cpp), nor a null one.
+  StatusOr<ModelShape> phi = ShapeFromHfConfigText(R"({"model_type": "phi3", "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+      "max_position_embeddings": 512, "sliding_window": 2047})");
+  ASSERT_TRUE(phi.ok());
+  EXPECT_EQ(phi->sliding_layers, 0);
+}
+
 // The KV pool of a running server: what the accounts leave, in whole
 // blocks, capped at what max_concurrent_requests sequences could use.
 TEST(Serving, PoolIsWhatTheAccountsLeaveInWholeBlocks) {

@@ -120,6 +120,13 @@ class InferenceBackend {
   virtual Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) = 0;
   virtual void Cancel(const std::string& request_id) = 0;
   virtual BackendStats Stats() = 0;
+  // The prefix cache's stored/evicted block hashes after `since` of log
+  // `epoch` (engine/cache_events.h), for routers; nullopt when this backend
+  // publishes none. Blocks are Stats().engine.block_size tokens.
+  virtual std::optional<engine::CacheEventsPage> CacheEvents(uint64_t /*epoch*/, uint64_t /*since*/,
+                                                             size_t /*max_events*/) {
+    return std::nullopt;
+  }
 
   // Cancels everything, delivers the final chunks (posted to their
   // executors) and stops backend threads. Idempotent.

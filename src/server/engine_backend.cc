@@ -87,6 +87,7 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
     b->tool_format_ = grammar::ToolCallFormat::kHermes;
   }
   spdlog::info("tool calls: {} syntax", grammar::ToolCallFormatName(b->tool_format_));
+  for (const auto& [id, text] : grammar::ToolCallMarkerTokens(*b->tok_, b->tool_format_)) b->marker_text_.emplace(id, text);
   // Constrained decoding: the tokens as bytes, masks as wide as the logits;
   // the format's markers (special tokens in some vocabularies) may be forced.
   grammar::VocabularyOptions vo;
@@ -179,6 +180,7 @@ void EngineBackend::Drain(const std::shared_ptr<Live>& live) {
     t.token_id = id;
     t.text = live->decoder->Add(id);
     t.piece = tok_->TokenPiece(id);
+    if (auto m = marker_text_.find(id); m != marker_text_.end()) t.marker_text = m->second;
     if (live->logprobs && i < c->logprobs.size()) {
       t.logprob = c->logprobs[i].logprob;
       for (const auto& alt : c->logprobs[i].top) {
@@ -205,6 +207,11 @@ void EngineBackend::Drain(const std::shared_ptr<Live>& live) {
   std::lock_guard<std::mutex> map_lock(mu_);
   const auto it = live_.find(live->stream->request_id());
   if (it != live_.end() && it->second == live) live_.erase(it);
+}
+
+std::optional<engine::CacheEventsPage> EngineBackend::CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) {
+  if (!engine_->config().enable_prefix_caching) return std::nullopt;
+  return engine_->cache_events().Since(epoch, since, max_events);
 }
 
 BackendStats EngineBackend::Stats() {

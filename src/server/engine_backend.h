@@ -24,13 +24,7 @@
 
 #include "server/backend.h"
 #include "server/config.h"
-
-namespace kvs::tok {
-class Tokenizer;
-}  // namespace kvs::tok
-namespace kvs::tmpl {
-class ChatTemplate;
-}  // namespace kvs::tmpl
+#include "template/fwd.h"
 
 namespace kvs::server {
 
@@ -51,6 +45,7 @@ class EngineBackend : public InferenceBackend {
   Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
+  std::optional<engine::CacheEventsPage> CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) override;
   void Shutdown() override;
 
  private:
@@ -67,6 +62,8 @@ class EngineBackend : public InferenceBackend {
   std::unique_ptr<engine::Engine> engine_;
   std::shared_ptr<const grammar::Vocabulary> grammar_vocab_;  // immutable; nullptr if it could not be built
   grammar::ToolCallFormat tool_format_ = grammar::ToolCallFormat::kNone;
+  // The format's markers that the decoder drops (ToolCallMarkerTokens): id -> text.
+  std::unordered_map<int32_t, std::string> marker_text_;
 
   std::mutex mu_;
   // Requests whose final chunk has not been delivered; the ready signal of

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "api/messages_api.h"
+#include "api/responses_api.h"
 #include "http/sse.h"
 
 namespace kvs::server {
@@ -42,6 +44,11 @@ GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api
       id_(std::move(id)),
       done_(std::move(done)),
       shape_(id_, UnixNow(), env_.model_name, req_.endpoint == api::Endpoint::kChatCompletions, req_.include_usage) {
+  if (req_.dialect == api::Dialect::kResponses) {
+    dialect_ = api::MakeResponsesShape(id_, UnixNow(), env_.model_name, req_.dialect_echo);
+  } else if (req_.dialect == api::Dialect::kAnthropic) {
+    dialect_ = api::MakeMessagesShape(id_, env_.model_name);
+  }
   // One copy of the stop strings for every choice.
   const auto stops = std::make_shared<const std::vector<std::string>>(std::move(req_.stop));
   for (size_t p = 0; p < prompts_.size(); ++p) {
@@ -55,6 +62,7 @@ GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api
       if (shape_.chat() && !req_.tools.empty() && format != grammar::ToolCallFormat::kNone) {
         grammar::ToolCallParseOptions o;
         o.tools = req_.tools;
+        if (req_.dialect == api::Dialect::kAnthropic) o.make_id = api::MakeToolUseId;
         c.tool_parser = std::make_unique<grammar::ToolCallStreamParser>(format, std::move(o));
       }
       if (req_.echo) {
@@ -117,6 +125,12 @@ void GenerationJob::Start() {
   h.SetHeader("X-Request-Id", id_);
   h.SetHeader("X-Accel-Buffering", "no");
   ex_->StartStream(std::move(h), kSsePingInterval, http::SseComment("keep-alive"));
+  if (dialect_) {
+    api::Usage u;
+    u.prompt_tokens = Usage().prompt_tokens;
+    SendDialect(dialect_->Start(u));
+    return;
+  }
   for (Choice& c : choices_) {
     json start = shape_.StartChunk(c.index, req_.echo ? c.answer : std::string());
     if (!start.is_null()) SendEvent(start);
@@ -153,6 +167,9 @@ void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
       env_.metrics->inter_token_latency.Observe(std::chrono::duration<double>(now - c.last_token).count());
     }
     c.last_token = now;
+    // The tool-call parser needs the format's markers that the content
+    // decoder dropped as special tokens ([TOOL_CALLS], <｜tool▁calls▁begin｜>).
+    if (c.tool_parser) t.text += t.marker_text;
     if (c.text.AddToken(std::move(t), &out)) {
       c.done = true;
       c.finish_reason = "stop";
@@ -191,6 +208,7 @@ void GenerationJob::Emit(Choice& c, const std::string& text) {
       if (!ready.empty()) api::ResponseShape::AppendLogprobs(c.logprobs, lp);
       return;  // the answer is the parser's result (Complete)
     }
+    if (dialect_) return SendDialect(DialectDelta(d));
     SendToolDelta(c, d, std::move(lp));
     return;
   }
@@ -199,6 +217,7 @@ void GenerationJob::Emit(Choice& c, const std::string& text) {
     if (!ready.empty()) api::ResponseShape::AppendLogprobs(c.logprobs, lp);
     return;
   }
+  if (dialect_) return SendDialect(dialect_->Text(text));
   SendEvent(shape_.DeltaChunk(c.index, text, std::move(lp)));
 }
 
@@ -224,7 +243,11 @@ void GenerationJob::SendToolDelta(Choice& c, const grammar::StreamDelta& d, json
 void GenerationJob::ChoiceDone(Choice& c, std::string finish_reason) {
   if (c.tool_parser) {
     const grammar::StreamDelta rest = c.tool_parser->Finish();
-    if (req_.stream) SendToolDelta(c, rest, nullptr);
+    if (req_.stream && dialect_) {
+      SendDialect(DialectDelta(rest));
+    } else if (req_.stream) {
+      SendToolDelta(c, rest, nullptr);
+    }
     // OpenAI: a reply that ends in tool calls finishes with "tool_calls".
     if (finish_reason == "stop" && !c.tool_parser->result().tool_calls.empty()) finish_reason = "tool_calls";
     c.finish_reason = finish_reason;
@@ -233,7 +256,7 @@ void GenerationJob::ChoiceDone(Choice& c, std::string finish_reason) {
   if (c.got_token) {
     env_.metrics->ObserveDecode(c.timed_tokens, std::chrono::duration<double>(c.last_token - c.first_token).count());
   }
-  if (req_.stream) SendEvent(shape_.FinishChunk(c.index, finish_reason));
+  if (req_.stream && !dialect_) SendEvent(shape_.FinishChunk(c.index, finish_reason));
   for (const Choice& other : choices_) {
     if (!other.done) return;
   }
@@ -242,6 +265,40 @@ void GenerationJob::ChoiceDone(Choice& c, std::string finish_reason) {
 
 void GenerationJob::Complete() {
   if (finished_) return;
+  if (dialect_) {
+    const Choice& c = choices_.front();  // dialects have one choice
+    api::DialectEnd end;
+    end.finish_reason = c.finish_reason;
+    end.stop_string = c.text.matched_stop();
+    end.usage = Usage();
+    if (!req_.stream) {
+      // The whole answer goes through the same shape the stream would.
+      if (c.tool_parser) {
+        const grammar::ParsedOutput& parsed = c.tool_parser->result();
+        dialect_->Text(parsed.content);
+        for (size_t i = 0; i < parsed.tool_calls.size(); ++i) {
+          const grammar::ToolCall& t = parsed.tool_calls[i];
+          dialect_->ToolCall({static_cast<int32_t>(i), t.id, t.name, t.arguments});
+        }
+      } else {
+        dialect_->Text(c.answer);
+      }
+    }
+    const std::vector<api::SseOut> last = dialect_->Finish(end);
+    if (req_.stream) {
+      SendDialect(last);
+      ex_->EndStream();
+    } else {
+      http::HttpResponse res;
+      res.status = 200;
+      res.SetHeader("Content-Type", "application/json");
+      res.SetHeader("X-Request-Id", id_);
+      res.body = api::Dump(dialect_->Body());
+      ex_->Respond(std::move(res));
+    }
+    Finish(200);
+    return;
+  }
   if (req_.stream) {
     if (req_.include_usage) SendEvent(shape_.UsageChunk(Usage()));
     ex_->Write(std::string(http::kSseDone));
@@ -289,6 +346,12 @@ void GenerationJob::Fail(const api::ApiError& error, const std::string& finish_r
     }
   }
   CancelUnfinished();
+  if (ex_->streaming() && dialect_) {
+    SendDialect({dialect_->StreamError(error)});
+    ex_->EndStream();
+    Finish(200);
+    return;
+  }
   if (ex_->streaming()) {
     // Headers (200) are gone: report in-band, then end the stream.
     ex_->Write(http::SseEvent("error", api::Dump(error.ToJson())));
@@ -302,7 +365,7 @@ void GenerationJob::Fail(const api::ApiError& error, const std::string& finish_r
   res.SetHeader("Content-Type", "application/json");
   res.SetHeader("X-Request-Id", id_);
   if (error.retry_after_seconds) res.SetHeader("Retry-After", std::to_string(*error.retry_after_seconds));
-  res.body = api::Dump(error.ToJson());
+  res.body = api::Dump(dialect_ ? dialect_->ErrorBody(error) : error.ToJson());
   ex_->Respond(std::move(res));
   Finish(error.status);
 }
@@ -391,5 +454,21 @@ api::Usage GenerationJob::Usage() const {
 }
 
 void GenerationJob::SendEvent(const json& j) { ex_->Write(http::SseData(api::Dump(j))); }
+
+void GenerationJob::SendDialect(const std::vector<api::SseOut>& events) {
+  std::string out;
+  for (const api::SseOut& e : events) {
+    out += e.event.empty() ? http::SseData(api::Dump(e.data)) : http::SseEvent(e.event, api::Dump(e.data));
+  }
+  if (!out.empty()) ex_->Write(std::move(out));
+}
+
+std::vector<api::SseOut> GenerationJob::DialectDelta(const grammar::StreamDelta& d) {
+  std::vector<api::SseOut> out = dialect_->Text(d.content);
+  for (const grammar::ToolCallDelta& t : d.tool_calls) {
+    for (api::SseOut& e : dialect_->ToolCall(t)) out.push_back(std::move(e));
+  }
+  return out;
+}
 
 }  // namespace kvs::server

@@ -1,9 +1,11 @@
-// GenerationJob: one /v1/completions or /v1/chat/completions request from
+// GenerationJob: one /v1/completions, /v1/chat/completions, /v1/responses or
+// /v1/messages request from
 // submission to its last byte. It submits n choices per prompt to the
 // backend as engine::Requests (the parsed request's SamplingParams, the
 // prompt's tokens and max_tokens), and turns their token chunks into the
 // client's response through api::ChoiceText (stop strings, logprobs) and
-// api::ResponseShape (whole JSON, or SSE chunks ending with "data: [DONE]");
+// api::ResponseShape (whole JSON, or SSE chunks ending with "data: [DONE]"),
+// or for the Responses / Messages dialects through their api::DialectShape;
 // it reports usage (with prompt_tokens_details.cached_tokens) and metrics.
 //
 // Ends early on: client disconnect (backend requests cancelled at once),
@@ -28,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/dialect.h"
 #include "api/openai_request.h"
 #include "api/response.h"
 #include "http/http_server.h"
@@ -121,6 +124,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   api::Usage Usage() const;
   void SendEvent(const nlohmann::json& j);
+  void SendDialect(const std::vector<api::SseOut>& events);
+  // Hands a dialect the content and calls of a tool-call parser's delta.
+  std::vector<api::SseOut> DialectDelta(const grammar::StreamDelta& d);
 
   JobEnv env_;
   std::shared_ptr<http::Exchange> ex_;
@@ -129,6 +135,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::string id_;
   DoneFn done_;
   api::ResponseShape shape_;
+  std::unique_ptr<api::DialectShape> dialect_;  // /v1/responses, /v1/messages (one choice)
   std::vector<Choice> choices_;
   bool finished_ = false;  // response ended (or the client left)
   std::optional<Clock::time_point> first_token_;

@@ -1,16 +1,21 @@
 #include "server/service.h"
 
+#include <charconv>
 #include <chrono>
+#include <tuple>
 #include <ctime>
-#include <random>
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "api/messages_api.h"
+#include "api/routes.h"
+#include "api/responses_api.h"
 #include "base/strings.h"
 #include "metrics/status_page.h"
 #include "base/sha256.h"
+#include "base/random_id.h"
 
 namespace kvs::server {
 
@@ -29,15 +34,6 @@ struct Service::Ctx {
 };
 
 namespace {
-
-std::string RandomHex(size_t n) {
-  thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  static const char* kDigits = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += kDigits[rng() & 15];
-  return s;
-}
 
 std::string IsoTime(int64_t unix_seconds) {
   std::time_t t = static_cast<std::time_t>(unix_seconds);
@@ -64,11 +60,7 @@ Service::~Service() { prep_.Stop(); }
 std::string Service::KeyId(std::string_view key) { return "k-" + Sha256Hex(key).substr(0, 8); }
 
 std::string Service::PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt) {
-  if (key_digest.empty() && cache_salt.empty()) return "";
-  std::string material(key_digest);
-  material += '\n';  // a digest never contains one: key and salt cannot run into each other
-  material += cache_salt;
-  return Sha256Hex(material).substr(0, 32);
+  return engine::PrefixCacheNamespace(key_digest, cache_salt);
 }
 
 void Service::SetReady(InferenceBackend* backend, ModelCard card) {
@@ -112,26 +104,36 @@ void Service::AbortAll(const ApiError& error, const std::string& finish_reason) 
   }
 }
 
+namespace {
+
+// A job's token counts, time to first token and finish reason into a status
+// page or access log record (both name these fields alike).
+template <typename Record>
+void CopyJobSummary(const JobSummary& s, Record* r) {
+  r->prompt_tokens = s.prompt_tokens;
+  r->cached_tokens = s.cached_tokens;
+  r->completion_tokens = s.completion_tokens;
+  r->ttft_ms = s.ttft_ms;
+  r->finish_reason = s.finish_reason;
+}
+
+}  // namespace
+
 void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool count) {
   if (count) metrics_->http_requests.With({ctx.route, std::to_string(status)}).Inc();
   metrics_->CountError(status, summary ? summary->finish_reason : std::string());
   metrics_->http_in_flight.Dec();
   const double duration_ms =
       std::chrono::duration<double, std::milli>(http::Clock::now() - ctx.ex->received_at()).count();
-  if (summary || ctx.route == "/v1/completions" || ctx.route == "/v1/chat/completions") {
+  if (summary || ctx.route == "/v1/completions" || ctx.route == "/v1/chat/completions" || ctx.route == "/v1/responses" ||
+      ctx.route == "/v1/messages") {
     RecentRequest rr;
     rr.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     rr.id = ctx.id;
     rr.path = ctx.route;
     rr.status = status;
     rr.duration_ms = duration_ms;
-    if (summary) {
-      rr.prompt_tokens = summary->prompt_tokens;
-      rr.completion_tokens = summary->completion_tokens;
-      rr.cached_tokens = summary->cached_tokens;
-      rr.ttft_ms = summary->ttft_ms;
-      rr.finish_reason = summary->finish_reason;
-    }
+    if (summary) CopyJobSummary(*summary, &rr);
     status_board_.Record(std::move(rr));
   }
   if (!access_log_ || !access_log_->enabled()) return;
@@ -143,13 +145,7 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
   r.status = status;
   r.remote = ctx.ex->remote();
   r.duration_ms = duration_ms;
-  if (summary) {
-    r.prompt_tokens = summary->prompt_tokens;
-    r.cached_tokens = summary->cached_tokens;
-    r.completion_tokens = summary->completion_tokens;
-    r.ttft_ms = summary->ttft_ms;
-    r.finish_reason = summary->finish_reason;
-  }
+  if (summary) CopyJobSummary(*summary, &r);
   access_log_->Write(r);
 }
 
@@ -173,7 +169,8 @@ void Service::ReplyError(Ctx& ctx, const ApiError& e) {
   std::vector<std::pair<std::string, std::string>> headers;
   if (e.retry_after_seconds) headers.emplace_back("Retry-After", std::to_string(*e.retry_after_seconds));
   if (e.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
-  Reply(ctx, e.status, e.ToJson(), std::move(headers));
+  // Anthropic's clients read errors in Anthropic's shape.
+  Reply(ctx, e.status, ctx.route == "/v1/messages" ? api::AnthropicErrorJson(e) : e.ToJson(), std::move(headers));
 }
 
 void Service::Handle(std::shared_ptr<http::Exchange> ex) {
@@ -181,42 +178,23 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   Ctx ctx{std::move(ex), "req-" + RandomHex(24), "", "other", ""};
   const http::HttpRequest& req = ctx.ex->request();
   if (int status = ctx.ex->transport_error()) {
-    ApiError e = MakeError(status, ctx.ex->transport_error_message(), "invalid_request_error",
-                           status == 413 ? "request_too_large" : status == 431 ? "header_too_large" : "invalid_request");
-    ReplyError(ctx, e);
+    ReplyError(ctx, api::TransportError(status, ctx.ex->transport_error_message()));
     return;
   }
-  struct Route {
-    const char* path;
-    const char* method;
-    bool prefix;
-  };
-  static const Route kRoutes[] = {
+  static const api::Route kRoutes[] = {
       {"/", "GET", false},             {"/status", "GET", false},
       {"/health", "GET", false},       {"/ready", "GET", false},
       {"/metrics", "GET", false},      {"/v1/models", "GET", false},
       {"/v1/models/", "GET", true},    {"/v1/completions", "POST", false},
       {"/v1/chat/completions", "POST", false}, {"/tokenize", "POST", false},
-      {"/detokenize", "POST", false},
+      {"/detokenize", "POST", false},   {"/v1/responses", "POST", false},
+      {"/v1/messages", "POST", false},  {"/v1/cache/blocks", "GET", false},
   };
-  const Route* route = nullptr;
-  for (const Route& r : kRoutes) {
-    const std::string_view rp(r.path);
-    if (r.prefix ? (req.path.size() > rp.size() && req.path.compare(0, rp.size(), rp) == 0) : req.path == rp) {
-      route = &r;
-      break;
-    }
-  }
-  if (!route) {
-    ReplyError(ctx, MakeError(404, fmt::format("no route for {} {}", api::Clip(req.method, 16), api::Clip(req.path, 256)), "not_found_error",
-                              "not_found"));
-    return;
-  }
-  ctx.route = route->prefix ? std::string(route->path) + "{id}" : route->path;
-  const bool head_ok = std::string_view(route->method) == "GET" && req.method == "HEAD";
-  if (req.method != route->method && !head_ok) {
-    ReplyError(ctx, MakeError(405, fmt::format("{} does not allow {}; use {}", req.path, req.method, route->method),
-                              "invalid_request_error", "method_not_allowed"));
+  const api::RouteMatch match = api::MatchRoute(kRoutes, req.method, req.path);
+  const api::Route* route = match.route;
+  if (route) ctx.route = route->prefix ? std::string(route->path) + "{id}" : route->path;
+  if (match.error) {
+    ReplyError(ctx, *match.error);
     return;
   }
   const std::string_view path = route->path;
@@ -228,10 +206,17 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   if (!Authorize(ctx) || !CheckReady(ctx)) return;
   if (path == "/v1/models") return HandleModels(ctx, "");
   if (path == "/v1/models/") return HandleModels(ctx, req.path.substr(path.size()));
+  if (path == "/v1/cache/blocks") return HandleCacheBlocks(ctx);
   // Everything below parses, renders or tokenizes: off the I/O threads.
   if (path == "/v1/completions") return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kCompletions); });
   if (path == "/v1/chat/completions") {
     return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions); });
+  }
+  if (path == "/v1/responses") {
+    return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions, api::Dialect::kResponses); });
+  }
+  if (path == "/v1/messages") {
+    return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions, api::Dialect::kAnthropic); });
   }
   if (path == "/tokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleTokenize(c); });
   if (path == "/detokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleDetokenize(c); });
@@ -256,6 +241,8 @@ bool Service::Authorize(Ctx& ctx) {
   // "Bearer" is an auth-scheme: case-insensitive (RFC 9110 11.1), then one or
   // more spaces, then the key.
   if (auth.size() > 7 && EqualsIgnoreAsciiCase(auth.substr(0, 6), "Bearer") && auth[6] == ' ') key = auth.substr(7);
+  // Anthropic's clients send the key as x-api-key.
+  if (key.empty()) key = ctx.ex->request().Header("x-api-key");
   while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
   while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
   if (!key.empty()) {
@@ -390,6 +377,70 @@ void Service::HandleModels(Ctx& ctx, const std::string& model_id) {
     return Reply(ctx, 200, m);
   }
   Reply(ctx, 200, {{"object", "list"}, {"data", json::array({m})}});
+}
+
+namespace {
+
+// The value of `name` in a query string ("a=1&b=2"); nullopt when absent.
+std::optional<std::string_view> QueryValue(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view part = query.substr(0, amp);
+    const size_t eq = part.find('=');
+    if (part.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+// An unsigned integer query parameter in `base`; false when malformed.
+bool QueryUint(std::string_view query, std::string_view name, int base, uint64_t* out) {
+  auto v = QueryValue(query, name);
+  if (!v) return true;
+  const char* end = v->data() + v->size();
+  auto [p, ec] = std::from_chars(v->data(), end, *out, base);
+  return ec == std::errc() && p == end && !v->empty();
+}
+
+}  // namespace
+
+// The prefix cache's block hashes for a router: events after `since` of log
+// `epoch`, or (unknown epoch, too far behind) the whole held set. Hashes
+// and the epoch are hex strings (a JSON number cannot hold 64 bits for
+// every client).
+void Service::HandleCacheBlocks(Ctx& ctx) {
+  InferenceBackend* b = backend_.load();
+  const std::string& target = ctx.ex->request().target;
+  const size_t q = target.find('?');
+  const std::string_view query = q == std::string::npos ? std::string_view() : std::string_view(target).substr(q + 1);
+  uint64_t epoch = 0, since = 0, limit = 10000;
+  for (const auto& [name, base, out] : {std::tuple{"epoch", 16, &epoch}, {"since", 10, &since}, {"limit", 10, &limit}}) {
+    if (!QueryUint(query, name, base, out)) {
+      ApiError e = BadRequest(fmt::format("query parameter '{}' must be an unsigned integer{}", name,
+                                          base == 16 ? " in hex digits" : ""),
+                              name, "invalid_value");
+      return ReplyError(ctx, e);
+    }
+  }
+  limit = std::clamp<uint64_t>(limit, 1, 100000);
+  auto page = b ? b->CacheEvents(epoch, since, limit) : std::nullopt;
+  if (!page) {
+    return ReplyError(ctx, MakeError(404, "this server publishes no prefix-cache blocks (prefix caching is off)",
+                                     "not_found_error", "prefix_cache_disabled"));
+  }
+  json events = json::array(), blocks = json::array();
+  for (const auto& ev : page->events) events.push_back((ev.stored ? "+" : "-") + engine::BlockHashHex(ev.hash));
+  for (const auto& h : page->blocks) blocks.push_back(engine::BlockHashHex(h));
+  json out = {{"object", "cache.blocks"},
+              {"block_size", b->Stats().engine.block_size},
+              {"epoch", fmt::format("{:x}", page->epoch)},
+              {"seq", page->seq},
+              {"reset", page->reset},
+              {"more", page->more}};
+  if (page->reset) out["blocks"] = std::move(blocks);
+  out["events"] = std::move(events);
+  Reply(ctx, 200, out);
 }
 
 namespace {
@@ -530,14 +581,18 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
   return std::nullopt;
 }
 
-void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint) {
+void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint, api::Dialect dialect) {
   const bool chat = endpoint == api::Endpoint::kChatCompletions;
   api::Json body;
   api::ParsedRequest req;
   if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
-  if (auto e = chat ? api::ParseChatRequest(body, &req) : api::ParseCompletionRequest(body, &req)) {
-    return ReplyError(ctx, *e);
+  std::optional<ApiError> e;
+  switch (dialect) {
+    case api::Dialect::kResponses: e = api::ParseResponsesRequest(body, &req); break;
+    case api::Dialect::kAnthropic: e = api::ParseMessagesRequest(body, &req); break;
+    case api::Dialect::kOpenAI: e = chat ? api::ParseChatRequest(body, &req) : api::ParseCompletionRequest(body, &req); break;
   }
+  if (e) return ReplyError(ctx, *e);
   if (req.model != card_.id) {
     ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
@@ -575,7 +630,11 @@ void Service::StartGeneration(Ctx& ctx, bool chat, api::ParsedRequest req, std::
   } while (!sequences_in_flight_.compare_exchange_weak(cur, cur + need));
   metrics_->sequences_in_flight.Inc(static_cast<double>(need));
 
-  ctx.id = (chat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
+  ctx.id = (req.dialect == api::Dialect::kResponses   ? "resp_"
+            : req.dialect == api::Dialect::kAnthropic ? "msg_"
+            : chat                                    ? "chatcmpl-"
+                                                      : "cmpl-") +
+           RandomHex(24);
   JobEnv env;
   env.backend = backend_.load();
   env.metrics = metrics_;

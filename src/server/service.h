@@ -106,11 +106,12 @@ class Service {
   void HandleStatus(Ctx& ctx);
   void RefreshMetrics();
   void HandleModels(Ctx& ctx, const std::string& model_id);
+  void HandleCacheBlocks(Ctx& ctx);  // GET /v1/cache/blocks?epoch=E&since=N&limit=M
   // Runs work(ctx) on the prep pool; 503 with Retry-After when it is full.
   void OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work);
   // On a prep thread: parse, render, tokenize, check; then StartGeneration
   // is posted to the exchange's strand.
-  void HandleGenerate(Ctx& ctx, api::Endpoint endpoint);
+  void HandleGenerate(Ctx& ctx, api::Endpoint endpoint, api::Dialect dialect = api::Dialect::kOpenAI);
   // On the strand: admission against max_concurrent_requests, then the job.
   void StartGeneration(Ctx& ctx, bool chat, api::ParsedRequest req, std::vector<PreparedPrompt> prompts);
   void HandleTokenize(Ctx& ctx);    // on a prep thread

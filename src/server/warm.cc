@@ -2,10 +2,11 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
+
+#include "base/line_file.h"
 
 namespace kvs::server {
 
@@ -43,16 +44,9 @@ Status RunOne(InferenceBackend& backend, std::vector<int32_t> tokens, int line) 
 }  // namespace
 
 StatusOr<WarmResult> WarmPrefixCache(InferenceBackend& backend, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("kv_cache.warm_prompts_file: cannot read \"{}\"", path);
   const auto t0 = std::chrono::steady_clock::now();
   WarmResult out;
-  int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t b = line.find_first_not_of(" \t");
-    if (b == std::string::npos || line[b] == '#') continue;
+  auto warm_line = [&](const std::string& line, size_t b, int line_no) -> Status {
     std::string text;
     bool chat = false;
     if (line[b] == '{') {
@@ -74,10 +68,19 @@ StatusOr<WarmResult> WarmPrefixCache(InferenceBackend& backend, const std::strin
     auto tokens = backend.Tokenize(text, /*add_special=*/!chat);
     if (!tokens.ok()) return InvalidArgument("{}:{}: {}", path, line_no, tokens.status().message());
     out.tokens += static_cast<int64_t>(tokens->size());
-    Status st = RunOne(backend, std::move(*tokens), line_no);
-    if (!st.ok()) return st.WithContext(path);
+    Status run = RunOne(backend, std::move(*tokens), line_no);
+    if (!run.ok()) return run.WithContext(path);
     ++out.prompts;
-  }
+    return Status::Ok();
+  };
+  bool line_failed = false;
+  Status st = ForEachContentLine(path, [&](const std::string& line, size_t b, int line_no) {
+    Status s = warm_line(line, b, line_no);
+    line_failed = !s.ok();
+    return s;
+  });
+  // A prompt's errors name the file and line already; the file's own name the config key.
+  if (!st.ok()) return line_failed ? st : st.WithContext("kv_cache.warm_prompts_file");
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -66,8 +66,10 @@ constexpr std::string_view kLlama3 = R"JINJA(
 {%- endif -%}
 )JINJA";
 
-// Mistral instruct: [INST] blocks; a system prompt prefixes the first user turn.
-constexpr std::string_view kMistral = R"JINJA(
+// The opening of the templates whose system prompt prefixes the first user
+// turn (BuiltinTemplate::system_prefixed): sets `system` (the prompt and a
+// blank line, or '') and `turns` (the other messages), then the BOS token.
+constexpr std::string_view kSystemPrefix = R"JINJA(
 {%- if messages and messages[0].role == 'system' -%}
   {%- set system = text_of(messages[0].content) | trim + '\n\n' -%}
   {%- set turns = messages[1:] -%}
@@ -76,6 +78,10 @@ constexpr std::string_view kMistral = R"JINJA(
   {%- set turns = messages -%}
 {%- endif -%}
 {{- bos_token -}}
+)JINJA";
+
+// Mistral instruct: [INST] blocks; a system prompt prefixes the first user turn.
+constexpr std::string_view kMistral = R"JINJA(
 {%- for message in turns -%}
   {%- if message.role == 'user' -%}
     {{- '[INST] ' + (system if loop.first else '') + text_of(message.content) | trim + ' [/INST]' -}}
@@ -87,14 +93,6 @@ constexpr std::string_view kMistral = R"JINJA(
 
 // Gemma: user/model turns; a system prompt prefixes the first user turn.
 constexpr std::string_view kGemma = R"JINJA(
-{%- if messages and messages[0].role == 'system' -%}
-  {%- set system = text_of(messages[0].content) | trim + '\n\n' -%}
-  {%- set turns = messages[1:] -%}
-{%- else -%}
-  {%- set system = '' -%}
-  {%- set turns = messages -%}
-{%- endif -%}
-{{- bos_token -}}
 {%- for message in turns -%}
   {%- set role = 'model' if message.role == 'assistant' else 'user' -%}
   {{- '<start_of_turn>' + role + '\n' + (system if loop.first else '') + text_of(message.content) | trim + '<end_of_turn>\n' -}}
@@ -107,9 +105,11 @@ constexpr std::string_view kGemma = R"JINJA(
 struct BuiltinTemplate {
   const char* name;
   std::string_view body;
+  bool system_prefixed = false;  // body follows kSystemPrefix
 };
 constexpr BuiltinTemplate kBuiltins[] = {
-    {"chatml", kChatml}, {"gemma", kGemma}, {"llama2", kLlama2}, {"llama3", kLlama3}, {"mistral", kMistral},
+    {"chatml", kChatml},   {"gemma", kGemma, true},         {"llama2", kLlama2},
+    {"llama3", kLlama3},   {"mistral", kMistral, true},
 };
 
 }  // namespace
@@ -130,7 +130,9 @@ const std::vector<std::string>& ChatTemplate::BuiltinNames() {
 
 StatusOr<ChatTemplate> ChatTemplate::Builtin(std::string_view name) {
   for (const auto& b : kBuiltins) {
-    if (name == b.name) return Parse(std::string(kTextOf) + std::string(b.body));
+    if (name == b.name) {
+      return Parse(std::string(kTextOf) + std::string(b.system_prefixed ? kSystemPrefix : "") + std::string(b.body));
+    }
   }
   std::string known;
   for (const auto& n : BuiltinNames()) known += (known.empty() ? "" : ", ") + n;

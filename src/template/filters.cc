@@ -178,23 +178,8 @@ StatusOr<Value> SortFilter(Interpreter& in, const Value& v, const CallArgs& args
   }
   KVS_RETURN_IF_ERROR(in.CheckListSize(v.list().size()));
   ListObj items = v.list();
-  Status error;
-  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-    if (!error.ok()) return false;
-    if (Status t = in.Tick(); !t.ok()) {
-      error = t;
-      return false;
-    }
-    const Value x = path.empty() ? a : AttributePath(a, path);
-    const Value y = path.empty() ? b : AttributePath(b, path);
-    auto c = Compare(x, y, case_sensitive);
-    if (!c.ok()) {
-      error = c.status();
-      return false;
-    }
-    return reverse ? *c > 0 : *c < 0;
-  });
-  KVS_RETURN_IF_ERROR(error);
+  KVS_RETURN_IF_ERROR(SortValues(in, &items, reverse, case_sensitive,
+                                 [&path](const Value& x) { return path.empty() ? x : AttributePath(x, path); }));
   return Value::List(std::move(items));
 }
 

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -201,6 +202,12 @@ void InstallGlobalFunctions(Scope* scope);
 Value BoundMethod(const Value& self, std::string_view name);
 // Python's v.replace(from, to, count) on strings, keeping content spans.
 StatusOr<Value> ReplaceString(Interpreter& in, const Value& v, const Value& from, const Value& to, long count);
+// Sorts *items stably by key(item), ordered by Compare (optionally
+// case-insensitive; descending when reverse): the order of the sort filter
+// and of dictsort. Each comparison ticks the render budget; the first error
+// (the budget, or two keys that do not compare) ends the sort and is returned.
+Status SortValues(Interpreter& in, ListObj* items, bool reverse, bool case_sensitive,
+                  const std::function<Value(const Value&)>& key);
 // Calls method `name` of `self` directly (the common `x.method(...)` form).
 // Returns false in *found when `self` has no such method.
 StatusOr<Value> CallMethod(Interpreter& in, const Value& self, std::string_view name, CallArgs& args, bool* found);

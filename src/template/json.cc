@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/json_depth.h"
+
 namespace kvs::tmpl {
 namespace {
 
@@ -101,24 +103,8 @@ StatusOr<Value> FromJson(const nlohmann::ordered_json& j, bool content, const Js
 
 StatusOr<Value> ParseJsonText(std::string_view text, bool content, const JsonLimits& limits) {
   // Reject deep nesting before nlohmann's recursive parser sees it.
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') in_string = true;
-    if (c == '[' || c == '{') max_depth = std::max(max_depth, ++depth);
-    if (c == ']' || c == '}') --depth;
-  }
-  if (max_depth > kMaxJsonDepth) return InvalidArgument("JSON nested deeper than {} levels", kMaxJsonDepth);
+  const size_t max_depth = JsonNestingDepth(text, kMaxJsonDepth);
+  if (max_depth > static_cast<size_t>(kMaxJsonDepth)) return InvalidArgument("JSON nested deeper than {} levels", kMaxJsonDepth);
   auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument("from_json: the string is not valid JSON");
   return FromJson(j, content, limits);

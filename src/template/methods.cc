@@ -32,6 +32,15 @@ Value Piece(const StrData& s, size_t b, size_t e) {
   return Value::String(s.text.substr(b, e - b), SliceSpans(s.content, b, e));
 }
 
+// Appends Piece(data, b, e) to *out (split, splitlines), charged to the
+// render's list and string budgets.
+Status PushPiece(Interpreter& in, const StrData& data, size_t b, size_t e, ListObj* out) {
+  KVS_RETURN_IF_ERROR(in.GrowList(out->size() + 1, 1));
+  KVS_RETURN_IF_ERROR(in.budget()->Charge(e - b));
+  out->push_back(Piece(data, b, e));
+  return Status::Ok();
+}
+
 StatusOr<Value> Split(Interpreter& in, const Value& v, const CallArgs& args) {
   const StrData& data = v.str_data();
   const std::string& s = data.text;
@@ -41,12 +50,7 @@ StatusOr<Value> Split(Interpreter& in, const Value& v, const CallArgs& args) {
   if (maxsplit_v && !maxsplit_v->is_int()) return InvalidArgument("maxsplit argument must be a number");
   const int64_t maxsplit = maxsplit_v ? maxsplit_v->int_value() : -1;
   ListObj out;
-  auto push = [&](size_t b, size_t e) -> Status {
-    KVS_RETURN_IF_ERROR(in.GrowList(out.size() + 1, 1));
-    KVS_RETURN_IF_ERROR(in.budget()->Charge(e - b));
-    out.push_back(Piece(data, b, e));
-    return Status::Ok();
-  };
+  auto push = [&](size_t b, size_t e) { return PushPiece(in, data, b, e, &out); };
   if (!sep || sep->is_none()) {
     const size_t lead = s.size() - text::TrimStart(s).size();
     size_t i = lead;
@@ -162,12 +166,7 @@ StatusOr<Value> SplitLines(Interpreter& in, const Value& v, bool keepends) {
   const StrData& data = v.str_data();
   const std::string& s = data.text;
   ListObj out;
-  auto push = [&](size_t b, size_t e) -> Status {
-    KVS_RETURN_IF_ERROR(in.GrowList(out.size() + 1, 1));
-    KVS_RETURN_IF_ERROR(in.budget()->Charge(e - b));
-    out.push_back(Piece(data, b, e));
-    return Status::Ok();
-  };
+  auto push = [&](size_t b, size_t e) { return PushPiece(in, data, b, e, &out); };
   size_t start = 0, i = 0;
   while (i < s.size()) {
     const size_t at = i;
@@ -362,6 +361,31 @@ StatusOr<Value> ListMethod(Interpreter& in, const Value& self, std::string_view 
   return Value();
 }
 
+// ---- sorting (the sort filter, dictsort) ----
+
+}  // namespace
+
+Status SortValues(Interpreter& in, ListObj* items, bool reverse, bool case_sensitive,
+                  const std::function<Value(const Value&)>& key) {
+  Status error;
+  std::stable_sort(items->begin(), items->end(), [&](const Value& a, const Value& b) {
+    if (!error.ok()) return false;
+    if (Status t = in.Tick(); !t.ok()) {
+      error = t;
+      return false;
+    }
+    auto c = Compare(key(a), key(b), case_sensitive);
+    if (!c.ok()) {
+      error = c.status();
+      return false;
+    }
+    return reverse ? *c > 0 : *c < 0;
+  });
+  return error;
+}
+
+namespace {
+
 // ---- dict methods ----
 
 StatusOr<Value> DictSort(Interpreter& in, const Value& self, const CallArgs& args) {
@@ -379,21 +403,8 @@ StatusOr<Value> DictSort(Interpreter& in, const Value& self, const CallArgs& arg
   KVS_RETURN_IF_ERROR(in.CheckListSize(self.dict().size() * 3));
   ListObj items;
   for (const auto& [k, v] : self.dict().entries()) items.push_back(Value::List({k, v}));
-  Status error;
-  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-    if (!error.ok()) return false;
-    if (Status t = in.Tick(); !t.ok()) {
-      error = t;
-      return false;
-    }
-    auto c = Compare(a.list()[index], b.list()[index], case_sensitive);
-    if (!c.ok()) {
-      error = c.status();
-      return false;
-    }
-    return reverse ? *c > 0 : *c < 0;
-  });
-  KVS_RETURN_IF_ERROR(error);
+  KVS_RETURN_IF_ERROR(
+      SortValues(in, &items, reverse, case_sensitive, [index](const Value& kv) { return kv.list()[index]; }));
   return Value::List(std::move(items));
 }
 
@@ -484,52 +495,52 @@ Status BindParams(Interpreter& in, const Stmt& s, const std::string& display, Ca
   return Status::Ok();
 }
 
-class MacroCallable final : public Callable {
+// A macro or the `caller` of a call block: renders the statement's body in a
+// new scope below the one it holds. Dropping it hands that scope to the
+// destruction queue (long scope chains would otherwise recurse deeply).
+class BodyCallable : public Callable {
  public:
-  MacroCallable(const Stmt& s, ScopePtr closure) : s_(s), closure_(std::move(closure)) {}
-  ~MacroCallable() override {
-    BuryPointer(std::move(closure_));
+  BodyCallable(const Stmt& s, ScopePtr held) : s_(s), held_(std::move(held)) {}
+  ~BodyCallable() override {
+    BuryPointer(std::move(held_));
     DrainBuried();
   }
-  StatusOr<Value> Call(Interpreter& in, CallArgs& args) override {
-    Value caller = in.TakePendingCaller();
-    ScopePtr parent = closure_;
-    if (s_.uses_caller) {
-      parent = in.NewScope(closure_.get());
-      parent->Set("caller", std::move(caller));
-    }
-    ScopePtr scope = in.NewScope(parent.get());
-    KVS_RETURN_IF_ERROR(BindParams(in, s_, "'" + s_.name + "'", args, scope.get()));
+
+ protected:
+  // Binds args (`what` names the callable in errors) in a new scope below
+  // parent, runs the body there and returns its text.
+  StatusOr<Value> RenderBody(Interpreter& in, Scope* parent, const std::string& what, CallArgs& args) {
+    ScopePtr scope = in.NewScope(parent);
+    KVS_RETURN_IF_ERROR(BindParams(in, s_, what, args, scope.get()));
     TextOut out = in.NewText();
     KVS_RETURN_IF_ERROR(in.ExecBody(s_.body, scope.get(), &out));
     return out.Take();
   }
-  std::string name() const override { return s_.name; }
 
- private:
-  const Stmt& s_;     // owned by the parsed template, which outlives the render
-  ScopePtr closure_;  // the scope the macro was defined in
+  const Stmt& s_;  // owned by the parsed template, which outlives the render
+  ScopePtr held_;  // macro: the scope it was defined in; caller: the call block's scope
 };
 
-class CallerCallable final : public Callable {
+class MacroCallable final : public BodyCallable {
  public:
-  CallerCallable(const Stmt& s, ScopePtr env) : s_(s), env_(std::move(env)) {}
-  ~CallerCallable() override {
-    BuryPointer(std::move(env_));
-    DrainBuried();
-  }
+  using BodyCallable::BodyCallable;
   StatusOr<Value> Call(Interpreter& in, CallArgs& args) override {
-    ScopePtr scope = in.NewScope(env_.get());
-    KVS_RETURN_IF_ERROR(BindParams(in, s_, "None", args, scope.get()));
-    TextOut out = in.NewText();
-    KVS_RETURN_IF_ERROR(in.ExecBody(s_.body, scope.get(), &out));
-    return out.Take();
+    Value caller = in.TakePendingCaller();
+    ScopePtr parent = held_;
+    if (s_.uses_caller) {
+      parent = in.NewScope(held_.get());
+      parent->Set("caller", std::move(caller));
+    }
+    return RenderBody(in, parent.get(), "'" + s_.name + "'", args);
   }
-  std::string name() const override { return "caller"; }
+  std::string name() const override { return s_.name; }
+};
 
- private:
-  const Stmt& s_;
-  ScopePtr env_;
+class CallerCallable final : public BodyCallable {
+ public:
+  using BodyCallable::BodyCallable;
+  StatusOr<Value> Call(Interpreter& in, CallArgs& args) override { return RenderBody(in, held_.get(), "None", args); }
+  std::string name() const override { return "caller"; }
 };
 
 // ---- globals ----

@@ -33,8 +33,6 @@ const char* OpName(BinOp op) {
   return "?";
 }
 
-bool NumberLike(const Value& v) { return v.is_number() || v.is_bool(); }
-
 StatusOr<Value> IntArith(BinOp op, int64_t a, int64_t b) {
   int64_t r = 0;
   switch (op) {

@@ -286,7 +286,7 @@ static double JsStringToNumber(std::string_view s) {
   return sign * d;
 }
 
-static bool NumberLike(const Value& v) { return v.is_number() || v.is_bool(); }
+bool NumberLike(const Value& v) { return v.is_number() || v.is_bool(); }
 
 bool LooseEquals(const Value& a, const Value& b) {
   const bool a_nil = a.is_none() || a.is_undefined();

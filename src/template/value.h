@@ -264,6 +264,8 @@ class BoundMethodFunction final : public Callable {
 // Loose equality (`==`): numbers and booleans compare numerically, strings
 // by content, none equals undefined, containers by identity.
 bool LooseEquals(const Value& a, const Value& b);
+// Numbers and booleans: the operands arithmetic and loose equality treat as numbers.
+bool NumberLike(const Value& v);
 // Strict equality (the `eq` test, `in`): same kind family and same value.
 bool StrictEquals(const Value& a, const Value& b);
 // Ordering for sort/dictsort/min/max: numbers and booleans numerically,

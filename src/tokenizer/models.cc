@@ -1,5 +1,6 @@
 #include "tokenizer/models.h"
 
+#include <optional>
 #include <queue>
 
 #include "tokenizer/unicode.h"
@@ -26,6 +27,48 @@ void SplitSymbols(std::string_view word, std::vector<Symbol>* syms) {
     syms->push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(len), idx - 1,
                      i + len < word.size() ? idx + 1 : -1});
     i += len;
+  }
+}
+
+// Merges adjacent symbols of `word` into *syms, best candidate pair first,
+// until no adjacent pair merges. key_of(merged, left_len) is a pair's key
+// (SentencePiece: the piece's score; BPE: the merge's rank), nullopt when the
+// pair does not merge; better(a, b): key a goes before key b. Ties go to the
+// leftmost pair.
+template <typename Key, typename KeyOf, typename Better>
+void MergeSymbols(std::string_view word, const KeyOf& key_of, const Better& better, std::vector<Symbol>* out) {
+  struct Bigram {
+    Key key;
+    int32_t left;
+    int32_t right;
+    uint32_t size;
+  };
+  auto worse = [&](const Bigram& a, const Bigram& b) {
+    return better(b.key, a.key) || (!better(a.key, b.key) && a.left > b.left);
+  };
+  std::vector<Symbol>& syms = *out;
+  SplitSymbols(word, &syms);
+  std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
+  auto try_add = [&](int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return;
+    const uint32_t size = syms[l].len + syms[r].len;
+    const std::optional<Key> key = key_of(word.substr(syms[l].off, size), syms[l].len);
+    if (key) queue.push({*key, l, r, size});
+  };
+  for (int32_t i = 1; i < static_cast<int32_t>(syms.size()); ++i) try_add(i - 1, i);
+  while (!queue.empty()) {
+    const Bigram bg = queue.top();
+    queue.pop();
+    Symbol& l = syms[bg.left];
+    Symbol& r = syms[bg.right];
+    // Lengths only grow, so an unchanged sum means both sides are unchanged.
+    if (l.len == 0 || r.len == 0 || l.len + r.len != bg.size) continue;
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) syms[r.next].prev = bg.left;
+    try_add(l.prev, bg.left);
+    try_add(bg.left, l.next);
   }
 }
 
@@ -133,42 +176,16 @@ namespace {
 
 void EncodeSentencePieceChunk(const TokenizerSpec& spec, const ModelTables& t, std::string_view word,
                               std::vector<int32_t>* out) {
-  struct Bigram {
-    float score;
-    int32_t left;
-    int32_t right;
-    uint32_t size;
-  };
-  // Highest score first; on a tie the leftmost pair.
-  auto worse = [](const Bigram& a, const Bigram& b) {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  };
+  // Highest score first.
   std::vector<Symbol> syms;
-  SplitSymbols(word, &syms);
-  std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
-  auto try_add = [&](int32_t l, int32_t r) {
-    if (l < 0 || r < 0) return;
-    const uint32_t size = syms[l].len + syms[r].len;
-    auto it = t.piece_to_id.find(word.substr(syms[l].off, size));
-    if (it == t.piece_to_id.end()) return;
-    const float score = spec.scores.empty() ? 0.0f : spec.scores[it->second];
-    queue.push({score, l, r, size});
-  };
-  for (int32_t i = 1; i < static_cast<int32_t>(syms.size()); ++i) try_add(i - 1, i);
-  while (!queue.empty()) {
-    const Bigram bg = queue.top();
-    queue.pop();
-    Symbol& l = syms[bg.left];
-    Symbol& r = syms[bg.right];
-    // Lengths only grow, so an unchanged sum means both sides are unchanged.
-    if (l.len == 0 || r.len == 0 || l.len + r.len != bg.size) continue;
-    l.len += r.len;
-    r.len = 0;
-    l.next = r.next;
-    if (r.next >= 0) syms[r.next].prev = bg.left;
-    try_add(l.prev, bg.left);
-    try_add(bg.left, l.next);
-  }
+  MergeSymbols<float>(
+      word,
+      [&](std::string_view merged, uint32_t) -> std::optional<float> {
+        auto it = t.piece_to_id.find(merged);
+        if (it == t.piece_to_id.end()) return std::nullopt;
+        return spec.scores.empty() ? 0.0f : spec.scores[it->second];
+      },
+      [](float a, float b) { return a > b; }, &syms);
   const size_t start = out->size();
   for (int32_t i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) {
     EmitSymbol(spec, t, word.substr(syms[i].off, syms[i].len), /*bytes_first=*/true, start, out);
@@ -215,39 +232,16 @@ void EncodeBpeWord(const TokenizerSpec& spec, const ModelTables& t, std::string_
       return;
     }
   }
-  struct Bigram {
-    int32_t rank;
-    int32_t left;
-    int32_t right;
-    uint32_t size;
-  };
-  // Lowest rank first; on a tie the leftmost pair.
-  auto worse = [](const Bigram& a, const Bigram& b) {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  };
+  // Lowest rank first.
   std::vector<Symbol> syms;
-  SplitSymbols(word, &syms);
-  std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
-  auto try_add = [&](int32_t l, int32_t r) {
-    if (l < 0 || r < 0) return;
-    const uint32_t size = syms[l].len + syms[r].len;
-    const int32_t rank = t.Rank(word.substr(syms[l].off, size), syms[l].len);
-    if (rank >= 0) queue.push({rank, l, r, size});
-  };
-  for (int32_t i = 1; i < static_cast<int32_t>(syms.size()); ++i) try_add(i - 1, i);
-  while (!queue.empty()) {
-    const Bigram bg = queue.top();
-    queue.pop();
-    Symbol& l = syms[bg.left];
-    Symbol& r = syms[bg.right];
-    if (l.len == 0 || r.len == 0 || l.len + r.len != bg.size) continue;
-    l.len += r.len;
-    r.len = 0;
-    l.next = r.next;
-    if (r.next >= 0) syms[r.next].prev = bg.left;
-    try_add(l.prev, bg.left);
-    try_add(bg.left, l.next);
-  }
+  MergeSymbols<int32_t>(
+      word,
+      [&](std::string_view merged, uint32_t left_len) -> std::optional<int32_t> {
+        const int32_t rank = t.Rank(merged, left_len);
+        if (rank < 0) return std::nullopt;
+        return rank;
+      },
+      [](int32_t a, int32_t b) { return a < b; }, &syms);
   const size_t start = out->size();
   for (int32_t i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) {
     EmitSymbol(spec, t, word.substr(syms[i].off, syms[i].len), spec.byte_fallback, start, out);

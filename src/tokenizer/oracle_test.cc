@@ -262,7 +262,7 @@ TEST_P(Oracle, MatchesHuggingFaceTokenizersJs) {
   ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString();
 
   const std::string base = std::filesystem::path(path).filename().string();
-  constexpr int kStrings = 400;
+  const int kStrings = testing::SanitizerSample(400);
   const Texts t = MakeTexts(kStrings, 12345);
   auto theirs = RunOracle(base, *exported, t.texts);
   ASSERT_TRUE(theirs.has_value());
@@ -344,7 +344,7 @@ TEST_P(OracleVariant, MatchesHuggingFaceTokenizersJs) {
   if (j["normalizer"].is_null()) j["normalizer"] = nullptr;  // merge_patch deletes nulls
   auto ours = Tokenizer::FromHuggingFace(j.dump(), "");
   ASSERT_TRUE(ours.ok()) << ours.status().ToString();
-  constexpr int kStrings = 300;
+  const int kStrings = testing::SanitizerSample(300);
   const Texts t = MakeTexts(kStrings, 777);
   auto theirs = RunOracle(v.name, j.dump(), t.texts);
   ASSERT_TRUE(theirs.has_value());

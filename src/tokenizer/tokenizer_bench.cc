@@ -63,20 +63,34 @@ const std::string& Text() {
   return t;
 }
 
-void BM_Encode(benchmark::State& state, const std::string& rel) {
+// The tokenizer of ../shared/<rel>; null (the benchmark skipped with the
+// reason) when the file is absent or does not load.
+std::unique_ptr<Tokenizer> LoadTokenizer(benchmark::State& state, const std::string& rel) {
   const std::string path = testing::SharedPath(rel);
   if (path.empty()) {
     state.SkipWithError(("../shared/" + rel + " is absent").c_str());
-    return;
+    return nullptr;
   }
   auto file = gguf::GgufFile::Open(path);
-  if (!file.ok()) { state.SkipWithError(file.status().ToString().c_str()); return; }
+  if (!file.ok()) {
+    state.SkipWithError(file.status().ToString().c_str());
+    return nullptr;
+  }
   auto tok = Tokenizer::FromGguf(**file);
-  if (!tok.ok()) { state.SkipWithError(tok.status().ToString().c_str()); return; }
+  if (!tok.ok()) {
+    state.SkipWithError(tok.status().ToString().c_str());
+    return nullptr;
+  }
+  return std::move(*tok);
+}
+
+void BM_Encode(benchmark::State& state, const std::string& rel) {
+  const std::unique_ptr<Tokenizer> tok = LoadTokenizer(state, rel);
+  if (!tok) return;
   const std::string& text = Text();
   size_t tokens = 0;
   for (auto _ : state) {
-    std::vector<int32_t> ids = (*tok)->Encode(text, false, false);
+    std::vector<int32_t> ids = tok->Encode(text, false, false);
     tokens = ids.size();
     benchmark::DoNotOptimize(ids.data());
   }
@@ -85,18 +99,11 @@ void BM_Encode(benchmark::State& state, const std::string& rel) {
 }
 
 void BM_Decode(benchmark::State& state, const std::string& rel) {
-  const std::string path = testing::SharedPath(rel);
-  if (path.empty()) {
-    state.SkipWithError(("../shared/" + rel + " is absent").c_str());
-    return;
-  }
-  auto file = gguf::GgufFile::Open(path);
-  if (!file.ok()) { state.SkipWithError(file.status().ToString().c_str()); return; }
-  auto tok = Tokenizer::FromGguf(**file);
-  if (!tok.ok()) { state.SkipWithError(tok.status().ToString().c_str()); return; }
-  const std::vector<int32_t> ids = (*tok)->Encode(Text(), false, false);
+  const std::unique_ptr<Tokenizer> tok = LoadTokenizer(state, rel);
+  if (!tok) return;
+  const std::vector<int32_t> ids = tok->Encode(Text(), false, false);
   for (auto _ : state) {
-    std::string s = (*tok)->Decode(ids, true);
+    std::string s = tok->Decode(ids, true);
     benchmark::DoNotOptimize(s.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * Text().size()));

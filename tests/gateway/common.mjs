@@ -62,10 +62,7 @@ function yamlValue(v) {
   return typeof v === "string" ? JSON.stringify(v) : String(v);
 }
 
-// Writes a gateway config and starts `kvserve gateway` on a free port.
-// pools: [{name, max_context, replicas: [url...], ...pool keys}].
-export async function startGateway({ pools, gateway = {}, model, dir = tempDir(), args = [], waitReady = true }) {
-  const auditLog = path.join(dir, `audit-${Math.random().toString(16).slice(2)}.log`);
+function gatewayYaml({ pools, gateway = {}, model, auditLog }) {
   const lines = ["gateway:"];
   for (const [k, v] of Object.entries({ port: 0, health_interval_seconds: 0.2, ...gateway })) {
     lines.push(`  ${k}: ${yamlValue(v)}`);
@@ -80,10 +77,25 @@ export async function startGateway({ pools, gateway = {}, model, dir = tempDir()
       lines.push(`    ${k}: ${yamlValue(v)}`);
     }
     lines.push("    replicas:");
-    for (const r of p.replicas) lines.push(`      - url: ${r}`);
+    for (const r of p.replicas) {
+      if (typeof r === "string") {
+        lines.push(`      - url: ${r}`);
+        continue;
+      }
+      lines.push(`      - url: ${r.url}`);
+      for (const [k, v] of Object.entries(r)) if (k !== "url") lines.push(`        ${k}: ${yamlValue(v)}`);
+    }
   }
+  return lines.join("\n") + "\n";
+}
+
+// Writes a gateway config and starts `kvserve gateway` on a free port.
+// pools: [{name, max_context, replicas: [url or {url, version, ...}], ...pool keys}].
+// gw.reconfigure(pools) rewrites the file with other pools and sends SIGHUP.
+export async function startGateway({ pools, gateway = {}, model, dir = tempDir(), args = [], waitReady = true }) {
+  const auditLog = path.join(dir, `audit-${Math.random().toString(16).slice(2)}.log`);
   const config = path.join(dir, `gateway-${Math.random().toString(16).slice(2)}.yaml`);
-  writeFileSync(config, lines.join("\n") + "\n");
+  writeFileSync(config, gatewayYaml({ pools, gateway, model, auditLog }));
   const gw = {
     ...(await spawnListening(binary, ["gateway", "--config", config, ...args], { what: "gateway" })),
     config,
@@ -92,6 +104,10 @@ export async function startGateway({ pools, gateway = {}, model, dir = tempDir()
       existsSync(auditLog)
         ? readFileSync(auditLog, "utf8").split("\n").filter((l) => l).map((l) => JSON.parse(l))
         : [],
+    reconfigure(newPools) {
+      writeFileSync(config, gatewayYaml({ pools: newPools, gateway, model, auditLog }));
+      gw.child.kill("SIGHUP");
+    },
   };
   if (waitReady) await waitFor(async () => (await request(gw, "GET", "/ready")).status === 200, 30000);
   return gw;

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# deploy/systemd/kvserve.service checked by `systemd-analyze verify` (as
+# deploy/systemd/kvserve.service and the blue/green slot template
+# kvserve@.service (as the instance kvserve@blue) checked by
+# `systemd-analyze verify` (as
 # installed: a copy whose ExecStart names the built binary, since verify
 # requires the executable to exist, and whose EnvironmentFile is the shipped
 # kvserve.env), then run the same check on a unit with a deliberate error
@@ -38,3 +40,16 @@ stop=$(sed -n 's/^TimeoutStopSec=//p' "$unit")
 drain=$(sed -n 's/^ *drain_timeout_seconds: *//p' "$src/configs/default.yaml" | head -1)
 awk -v s="$stop" -v d="$drain" 'BEGIN { exit !(s > d + 5) }' || { echo "FAIL: TimeoutStopSec $stop <= drain $drain + 5"; exit 1; }
 echo "unit: TimeoutStopSec $stop s > drain_timeout_seconds $drain s"
+
+# The blue/green slot template, as the instance bluegreen.sh starts.
+slot_unit=$src/deploy/systemd/kvserve@.service
+sed -e "s|/usr/local/bin/kvserve|$bin|" -e "s|/etc/default/kvserve|$src/deploy/systemd/kvserve.env|" "$slot_unit" >"$tmp/kvserve@blue.service"
+out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/kvserve@blue.service" 2>&1) || { echo "$out"; echo "FAIL: verify kvserve@blue"; exit 1; }
+if grep -v -E "^$" <<<"$out" | grep -q .; then echo "$out"; echo "FAIL: systemd-analyze verify printed warnings (kvserve@blue)"; exit 1; fi
+# Coherence with scripts/bluegreen.sh: the slot's release link and unit name.
+grep -q 'ExecStart=.* --config /var/lib/kvserve/slots/%i/serve.yaml' "$slot_unit"
+grep -q 'relink "slots/$idle"' "$src/scripts/bluegreen.sh"
+grep -q "kvserve@\$KVSERVE_SLOT" "$src/scripts/bluegreen.sh"
+stop=$(sed -n 's/^TimeoutStopSec=//p' "$slot_unit")
+awk -v s="$stop" -v d="$drain" 'BEGIN { exit !(s > d + 5) }' || { echo "FAIL: kvserve@: TimeoutStopSec $stop <= drain $drain + 5"; exit 1; }
+echo "systemd-analyze verify: kvserve@blue.service clean; TimeoutStopSec $stop s"

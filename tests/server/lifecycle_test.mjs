@@ -98,30 +98,45 @@ function suites(name, { fake, model, extraArgs = [] }) {
     const args = [...extraArgs, "--max-concurrent-requests", "64", "--drain-timeout", "60"];
     if (model) args.push("--model", model);
     const s = await startServer({ fake, args });
-    const id = (await request(s, "GET", "/v1/models")).json.data[0].id;
-    const body = { model: id, prompt: "Once upon a time", max_tokens: 24, temperature: 0, ignore_eos: true };
-    const accepted = [];
-    for (let i = 0; i < 24; i++) accepted.push(request(s, "POST", "/v1/completions", body));
-    await waitFor(async () => metric(await metrics(s), "kvserve:sequences_in_flight") > 0);
-    s.child.kill("SIGTERM");
-    const results = await Promise.all(accepted);
-    // Each request was either answered fully (200) or, if it reached the
-    // server only after the drain began, refused with 503 — never dropped.
-    let ok = 0;
-    for (const r of results) {
-      if (r.status === 200) {
-        ok++;
-        assert.equal(r.json.usage.completion_tokens, 24);
-        assert.equal(r.json.choices[0].finish_reason, "length");
-      } else {
-        assert.equal(r.status, 503, r.text);
-        assert.equal(r.json.error.code, "server_draining");
+    try {
+      const id = (await request(s, "GET", "/v1/models")).json.data[0].id;
+      // Long enough that the real model is still generating when SIGTERM
+      // lands, even on a fast machine (stories260K runs thousands of tok/s).
+      const maxTokens = fake ? 24 : 256;
+      const body = { model: id, prompt: "Once upon a time", max_tokens: maxTokens, temperature: 0, ignore_eos: true };
+      const accepted = [];
+      let settled = 0;
+      for (let i = 0; i < 24; i++) {
+        const p = request(s, "POST", "/v1/completions", body);
+        p.then(() => settled++, () => settled++);
+        accepted.push(p);
       }
+      // SIGTERM once generation is under way. If the batch already finished
+      // between two scrapes the drain is still exercised on the rest.
+      await waitFor(async () => settled > 0 || metric(await metrics(s), "kvserve:sequences_in_flight") > 0, 30000, 5);
+      s.child.kill("SIGTERM");
+      const results = await Promise.all(accepted);
+      // Each request was either answered fully (200) or, if it reached the
+      // server only after the drain began, refused with 503 — never dropped.
+      let ok = 0;
+      for (const r of results) {
+        if (r.status === 200) {
+          ok++;
+          assert.equal(r.json.usage.completion_tokens, maxTokens);
+          assert.equal(r.json.choices[0].finish_reason, "length");
+        } else {
+          assert.equal(r.status, 503, r.text);
+          assert.equal(r.json.error.code, "server_draining");
+        }
+      }
+      assert.ok(ok > 0, "requests in flight at SIGTERM finished");
+      assert.equal((await s.exited).code, 0);
+      await assert.rejects(request(s, "GET", "/health"), (e) => e.code === "ECONNREFUSED");
+    } finally {
+      // A failed assertion must not leave the server running (the test
+      // process would wait on it until ctest's timeout).
+      await s.stop("SIGKILL");
     }
-    assert.ok(ok > 0, "requests in flight at SIGTERM finished");
-    assert.equal((await s.exited).code, 0);
-    // After the drain nothing listens.
-    await assert.rejects(request(s, "GET", "/health"), (e) => e.code === "ECONNREFUSED");
   });
 }
 

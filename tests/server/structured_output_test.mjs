@@ -122,6 +122,25 @@ describe("response_format", () => {
     assert.ok(stopped > 0, "at least one reply completes");
   });
 
+  test("near max_tokens the reply is steered to a valid end", async () => {
+    // An unbounded string: left alone the model would write past 24 tokens.
+    const schema = { type: "object", properties: { story: { type: "string" } }, required: ["story"], additionalProperties: false };
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "Tell a long story as JSON." }],
+      n: 4,
+      seed: 5,
+      temperature: 1,
+      max_tokens: 24,
+      response_format: { type: "json_schema", json_schema: { name: "story", strict: true, schema } },
+    });
+    for (const c of r.choices) {
+      assert.equal(c.finish_reason, "stop", c.message.content);
+      assert.ok(ajv.validate(schema, JSON.parse(c.message.content)), c.message.content);
+    }
+    assert.ok(r.usage.completion_tokens > 4 * 12, "the replies use their budget before closing");
+  });
+
   test("an unsupported schema construct is a 400 naming it", async () => {
     await assert.rejects(
       client.chat.completions.create({

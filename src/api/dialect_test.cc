@@ -1,0 +1,210 @@
+// The Responses and Messages dialects without a server: requests rewritten
+// into chat requests (and refused with the dialect's field names), and the
+// event sequences and bodies their shapes build.
+#include <gtest/gtest.h>
+
+#include "api/messages_api.h"
+#include "api/responses_api.h"
+
+namespace kvs::api {
+namespace {
+
+using json = nlohmann::json;
+
+Json J(const char* text) { return Json::parse(text); }
+
+std::vector<std::string> Types(const std::vector<SseOut>& events) {
+  std::vector<std::string> t;
+  for (const auto& e : events) t.push_back(e.event);
+  return t;
+}
+
+TEST(ResponsesRequest, InputItemsBecomeChatMessages) {
+  ParsedRequest r;
+  auto e = ParseResponsesRequest(J(R"({"model": "m", "instructions": "Be brief.", "max_output_tokens": 7,
+    "input": [{"role": "user", "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}]},
+              {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+              {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{\"x\":1}"},
+              {"type": "function_call_output", "call_id": "c2", "output": "done"}],
+    "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}, {"type": "function", "name": "g"}],
+    "tool_choice": {"type": "function", "name": "g"}})"),
+                                  &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.dialect, Dialect::kResponses);
+  EXPECT_EQ(r.endpoint, Endpoint::kChatCompletions);
+  EXPECT_EQ(r.max_tokens, 7);
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[1]["content"], "a\nb");
+  EXPECT_EQ(r.messages[2]["role"], "assistant");
+  ASSERT_EQ(r.messages[2]["tool_calls"].size(), 2u);  // consecutive calls: one turn
+  EXPECT_EQ(r.messages[2]["tool_calls"][1]["function"]["name"], "g");
+  EXPECT_EQ(r.messages[3]["role"], "tool");
+  EXPECT_EQ(r.messages[3]["tool_call_id"], "c2");
+  EXPECT_EQ(r.messages[3]["name"], "g");
+  EXPECT_EQ(r.tools[0]["function"]["name"], "f");
+  EXPECT_EQ(r.tool_choice, ParsedRequest::ToolChoice::kNamed);
+  EXPECT_EQ(r.tool_choice_name, "g");
+  EXPECT_EQ(r.dialect_echo["instructions"], "Be brief.");
+}
+
+TEST(ResponsesRequest, RefusalsNameTheResponsesField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"model": "m"})", "input"},
+      {R"({"model": "m", "input": "x", "max_output_tokens": 0})", "max_output_tokens"},
+      {R"({"model": "m", "input": []})", "input"},
+      {R"({"model": "m", "input": "x", "previous_response_id": "resp_1"})", "previous_response_id"},
+      {R"({"model": "m", "input": "x", "tools": [{"type": "file_search"}]})", "tools[0].type"},
+      {R"({"model": "m", "input": [{"type": "item_reference", "id": "x"}]})", "input[0].type"},
+      {R"({"model": "m", "input": "x", "text": {"format": {"type": "json_schema", "name": "s",
+          "schema": {"type": "array", "uniqueItems": true}}}})", "text.format.schema"},
+      {R"({"model": "m", "input": "x", "temperature": 9})", "temperature"},
+  };
+  for (const auto& [body, param] : cases) {
+    ParsedRequest r;
+    auto e = ParseResponsesRequest(J(body), &r);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_EQ(e->param.value_or(""), param) << body << ": " << e->message;
+  }
+}
+
+TEST(ResponsesShape, StreamAndBodyDescribeTheSameItems) {
+  auto shape = MakeResponsesShape("resp_abc", 1, "m", json::object());
+  std::vector<SseOut> ev = shape->Start({});
+  for (auto& e : shape->Text("Hel")) ev.push_back(e);
+  for (auto& e : shape->Text("lo")) ev.push_back(e);
+  for (auto& e : shape->ToolCall({0, "call_1", "f", "{\"a\""})) ev.push_back(e);
+  for (auto& e : shape->ToolCall({0, std::nullopt, std::nullopt, ":1}"})) ev.push_back(e);
+  DialectEnd end;
+  end.finish_reason = "tool_calls";
+  end.usage.prompt_tokens = 5;
+  end.usage.completion_tokens = 3;
+  for (auto& e : shape->Finish(end)) ev.push_back(e);
+  const std::vector<std::string> want = {
+      "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+      "response.output_text.delta", "response.output_text.delta", "response.output_text.done",
+      "response.content_part.done", "response.output_item.done", "response.output_item.added",
+      "response.function_call_arguments.delta", "response.function_call_arguments.delta",
+      "response.function_call_arguments.done", "response.output_item.done", "response.completed"};
+  EXPECT_EQ(Types(ev), want);
+  for (size_t i = 0; i < ev.size(); ++i) {
+    EXPECT_EQ(ev[i].data["sequence_number"], i);
+    EXPECT_EQ(ev[i].data["type"], ev[i].event);
+  }
+  const json body = shape->Body();
+  EXPECT_EQ(body, ev.back().data["response"]);
+  EXPECT_EQ(body["status"], "completed");
+  EXPECT_EQ(body["output"][0]["content"][0]["text"], "Hello");
+  EXPECT_EQ(body["output"][1]["arguments"], "{\"a\":1}");
+  EXPECT_EQ(body["output"][1]["call_id"], "call_1");
+  EXPECT_NE(body["output"][0]["id"], body["output"][1]["id"]);
+  EXPECT_EQ(body["usage"]["total_tokens"], 8);
+}
+
+TEST(ResponsesShape, LengthIsIncomplete) {
+  auto shape = MakeResponsesShape("resp_x", 1, "m", json::object());
+  shape->Text("abc");
+  DialectEnd end;
+  end.finish_reason = "length";
+  const auto ev = shape->Finish(end);
+  EXPECT_EQ(ev.back().event, "response.incomplete");
+  EXPECT_EQ(shape->Body()["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(shape->Body()["output"][0]["status"], "incomplete");
+}
+
+TEST(MessagesRequest, BlocksBecomeChatMessages) {
+  ParsedRequest r;
+  auto e = ParseMessagesRequest(J(R"({"model": "m", "max_tokens": 9, "system": [{"type": "text", "text": "S"}],
+    "stop_sequences": ["END"], "top_k": 5,
+    "messages": [{"role": "user", "content": "q"},
+                 {"role": "assistant", "content": [{"type": "text", "text": "let me see"},
+                    {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"x": 1}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"},
+                    {"type": "text", "text": "thanks"}]}],
+    "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+    "tool_choice": {"type": "any", "disable_parallel_tool_use": true}})"),
+                                 &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.dialect, Dialect::kAnthropic);
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.sampling.top_k, 5);
+  ASSERT_EQ(r.messages.size(), 5u);
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[2]["content"], "let me see");
+  EXPECT_EQ(r.messages[2]["tool_calls"][0]["function"]["arguments"], "{\"x\":1}");
+  EXPECT_EQ(r.messages[3]["role"], "tool");
+  EXPECT_EQ(r.messages[3]["content"], "42");
+  EXPECT_EQ(r.messages[4]["content"], "thanks");
+  EXPECT_EQ(r.tool_choice, ParsedRequest::ToolChoice::kRequired);
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(r.tools[0]["function"]["parameters"]["type"], "object");
+}
+
+TEST(MessagesRequest, Refusals) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})", "max_tokens"},
+      {R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]})",
+       "messages[0].content[0].type"},
+      {R"({"model": "m", "max_tokens": 5, "messages": [{"role": "tool", "content": "x"}]})", "messages[0].role"},
+      {R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "stop_sequences": [""]})",
+       "stop_sequences"},
+      {R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+          "tool_choice": {"type": "tool", "name": "nope"}, "tools": [{"name": "f", "input_schema": {}}]})",
+       "tool_choice"},
+      {R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+          "thinking": {"type": "enabled", "budget_tokens": 1024}})",
+       "thinking"},
+  };
+  for (const auto& [body, param] : cases) {
+    ParsedRequest r;
+    auto e = ParseMessagesRequest(J(body), &r);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->param.value_or(""), param) << body << ": " << e->message;
+    const json a = AnthropicErrorJson(*e);
+    EXPECT_EQ(a["type"], "error");
+    EXPECT_EQ(a["error"]["type"], "invalid_request_error");
+  }
+}
+
+TEST(MessagesShape, EventsAndBody) {
+  auto shape = MakeMessagesShape("msg_1", "m");
+  Usage start;
+  start.prompt_tokens = 4;
+  std::vector<SseOut> ev = shape->Start(start);
+  for (auto& e : shape->Text("Hi")) ev.push_back(e);
+  for (auto& e : shape->ToolCall({0, "toolu_9", "f", "{\"x\":"})) ev.push_back(e);
+  for (auto& e : shape->ToolCall({0, std::nullopt, std::nullopt, "2}"})) ev.push_back(e);
+  DialectEnd end;
+  end.finish_reason = "tool_calls";
+  end.usage.prompt_tokens = 4;
+  end.usage.cached_tokens = 1;
+  end.usage.completion_tokens = 6;
+  for (auto& e : shape->Finish(end)) ev.push_back(e);
+  const std::vector<std::string> want = {"message_start",       "ping",          "content_block_start",
+                                         "content_block_delta", "content_block_stop", "content_block_start",
+                                         "content_block_delta", "content_block_delta", "content_block_stop",
+                                         "message_delta",       "message_stop"};
+  EXPECT_EQ(Types(ev), want);
+  EXPECT_EQ(ev[7].data["delta"]["partial_json"], "2}");
+  EXPECT_EQ(ev[5].data["index"], 1);
+  const json body = shape->Body();
+  EXPECT_EQ(body["stop_reason"], "tool_use");
+  EXPECT_EQ(body["content"][0]["text"], "Hi");
+  EXPECT_EQ(body["content"][1]["input"], json({{"x", 2}}));
+  EXPECT_EQ(body["usage"]["input_tokens"], 3);
+  EXPECT_EQ(body["usage"]["cache_read_input_tokens"], 1);
+
+  auto stopped = MakeMessagesShape("msg_2", "m");
+  stopped->Text("a");
+  DialectEnd s;
+  s.finish_reason = "stop";
+  s.stop_string = "END";
+  stopped->Finish(s);
+  EXPECT_EQ(stopped->Body()["stop_reason"], "stop_sequence");
+  EXPECT_EQ(stopped->Body()["stop_sequence"], "END");
+}
+
+}  // namespace
+}  // namespace kvs::api

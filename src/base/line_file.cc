@@ -1,0 +1,23 @@
+#include "base/line_file.h"
+
+#include <fstream>
+
+namespace kvs {
+
+Status ForEachContentLine(const std::string& path,
+                          const std::function<Status(const std::string& line, size_t first, int line_no)>& fn) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read \"{}\"", path);
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    KVS_RETURN_IF_ERROR(fn(line, first, line_no));
+  }
+  if (in.bad()) return NotFound("cannot read \"{}\"", path);
+  return Status::Ok();
+}
+
+}  // namespace kvs

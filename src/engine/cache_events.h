@@ -1,0 +1,75 @@
+// PrefixCacheEvents: the log of what a replica's prefix cache holds, for
+// routers outside the process (the gateway's cache-aware routing).
+//
+// The BlockManager reports every block hash it publishes (Stored) and every
+// published block it evicts (Evicted); each event gets the next sequence
+// number (1, 2, ...). A reader polls Since(epoch, seq it has applied) and gets the
+// events after it, in order, or -- when it is new, restarted (other epoch),
+// or so far behind that the log no longer holds what it missed -- a reset:
+// the whole set of hashes held now, with the sequence number it is current
+// at. Applying a reset then every later page reproduces the held set
+// exactly (test: cache_events_test).
+//
+// `epoch` is random per log: a replica that restarted numbers from 1 again,
+// and a reader that compares epochs never mixes the two histories.
+// Memory: the held set (16 bytes a block) plus at most `capacity` events.
+// Thread-safety: every method is thread-safe (one mutex; the engine thread
+// writes, HTTP threads read).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/block_hash.h"
+
+namespace kvs::engine {
+
+struct CacheEvent {
+  bool stored = true;  // false: evicted
+  BlockHash hash;
+};
+
+struct CacheEventsPage {
+  uint64_t epoch = 0;
+  uint64_t seq = 0;      // the reader is current up to this event after applying the page
+  bool reset = false;    // `blocks` is the whole held set; forget what was known
+  bool more = false;     // events after `seq` were left for the next page
+  std::vector<BlockHash> blocks;    // reset only
+  std::vector<CacheEvent> events;   // !reset: events (since, seq], in order
+};
+
+class PrefixCacheEvents {
+ public:
+  explicit PrefixCacheEvents(size_t capacity = 1 << 16);
+
+  void Stored(const BlockHash& h);
+  void Evicted(const BlockHash& h);
+
+  // Events after `since` of log `epoch` (at most max_events of them), or a
+  // reset when `epoch` is not this log's (0: the reader knows nothing yet).
+  CacheEventsPage Since(uint64_t epoch, uint64_t since, size_t max_events) const;
+  uint64_t epoch() const { return epoch_; }
+  size_t num_held() const;
+
+ private:
+  void Append(bool stored, const BlockHash& h);  // REQUIRES: mu_ held
+
+  const size_t capacity_;
+  const uint64_t epoch_;
+  mutable std::mutex mu_;
+  std::deque<CacheEvent> log_;                                 // guarded by mu_; events (next_seq_ - size, next_seq_)
+  uint64_t last_seq_ = 0;                                      // guarded by mu_
+  std::unordered_set<BlockHash, BlockHashHasher> held_;        // guarded by mu_
+};
+
+// 32 lowercase hex digits: hi then lo (the wire form of a block hash).
+std::string BlockHashHex(const BlockHash& h);
+bool ParseBlockHashHex(std::string_view s, BlockHash* out);
+
+}  // namespace kvs::engine

@@ -1,0 +1,84 @@
+// PrefixIndex: what the gateway knows of one replica's prefix cache, for
+// cache-aware routing (routing.h).
+//
+// Two sources:
+//   * the replica's own index: the chained block hashes it holds, kept in
+//     step by polling GET /v1/cache/blocks?epoch=E&since=N (the health
+//     checker, every health interval): Apply takes each page (events in
+//     order, or a reset with the whole set when the gateway is new, the
+//     replica restarted, or the gateway fell behind the replica's log).
+//     It is "fresh" while the last poll succeeded within `stale_after`.
+//   * the gateway's own record of the prompts it sent there (Routed), kept
+//     for routed_prefix_ttl_seconds (eviction by age): the fallback when the
+//     replica's index is stale or missing (an older replica, a failing
+//     poll), and the bridge over the poll interval (a prompt sent a moment
+//     ago is not in the replica's index yet).
+// Match gives the longest run of a request's block hashes either source
+// says the replica holds, and which source said so.
+// Thread-safety: every method is thread-safe (one mutex).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/block_hash.h"
+
+namespace kvs::gateway {
+
+class PrefixIndex {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using BlockHash = engine::BlockHash;
+
+  enum class Source { kNone, kReplica, kRouted };
+  struct Match {
+    int64_t blocks = 0;
+    Source source = Source::kNone;
+  };
+
+  // "epoch=E&since=N" for the next poll.
+  std::string NextQuery() const;
+  // Applies one page; false (and stale) when it is malformed. *more: the
+  // replica has more events after this page.
+  bool Apply(const nlohmann::json& page, Clock::time_point now, bool* more);
+  // The poll failed (no answer, an error status, no such endpoint).
+  void MarkFailed();
+
+  // The replica's block size (0 until the first page).
+  int32_t block_size() const;
+  bool Fresh(Clock::time_point now, Clock::duration stale_after) const;
+
+  // Records that the gateway sent a prompt with these block hashes.
+  void Routed(std::span<const BlockHash> hashes, Clock::time_point now, Clock::duration ttl);
+  // Leading hashes held. The replica's index counts only when fresh; the
+  // routing record for entries younger than ttl, or, while the replica's
+  // index is fresh, younger than stale_after (the poll's blind spot).
+  Match Longest(std::span<const BlockHash> hashes, Clock::time_point now, Clock::duration stale_after,
+                Clock::duration ttl) const;
+
+  size_t num_replica_blocks() const;
+  size_t num_routed_blocks() const;
+  uint64_t resyncs() const;
+
+ private:
+  void PruneRouted(Clock::time_point now, Clock::duration ttl);  // REQUIRES: mu_ held
+
+  mutable std::mutex mu_;
+  std::string epoch_;  // hex, as the replica sends it ("" : none yet)
+  uint64_t seq_ = 0;
+  int32_t block_size_ = 0;
+  bool failed_ = true;
+  Clock::time_point synced_at_{};
+  uint64_t resyncs_ = 0;
+  std::unordered_set<BlockHash, engine::BlockHashHasher> held_;
+  std::unordered_map<BlockHash, Clock::time_point, engine::BlockHashHasher> routed_;
+};
+
+}  // namespace kvs::gateway

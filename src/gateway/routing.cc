@@ -1,0 +1,117 @@
+#include "gateway/routing.h"
+
+#include <algorithm>
+#include <span>
+
+namespace kvs::gateway {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<Replica*> Candidates(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
+  std::vector<Replica*> c;
+  for (const auto& r : pool.replicas) {
+    if (r->available() && VersionAdmits(pool, *r, in) && std::find(tried.begin(), tried.end(), r.get()) == tried.end()) {
+      c.push_back(r.get());
+    }
+  }
+  return c;
+}
+
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+}  // namespace
+
+bool WithinLimits(const Pool& pool, const Replica& r) {
+  if (pool.config.max_kv_usage < 1 && r.kv_usage() >= pool.config.max_kv_usage) return false;
+  if (pool.config.max_queue > 0 && r.queue_length() >= static_cast<double>(pool.config.max_queue)) return false;
+  return true;
+}
+
+Replica* RoundRobin::Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
+  std::vector<Replica*> c = Candidates(pool, in, tried);
+  if (c.empty()) return nullptr;
+  return c[static_cast<size_t>(next_.fetch_add(1) % c.size())];
+}
+
+Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
+  std::vector<Replica*> cands = Candidates(pool, in, tried);
+  if (cands.empty()) return nullptr;
+  std::vector<Replica*> within;
+  for (Replica* r : cands) {
+    if (WithinLimits(pool, *r)) within.push_back(r);
+  }
+  if (!within.empty()) cands.swap(within);  // all over their limits: the least costly of them still
+
+  static const std::vector<int32_t> kNone;
+  const std::vector<int32_t>& prompt =
+      in.prompt_ids && !in.prompt_ids->empty() ? in.prompt_ids->front() : kNone;
+  const std::string salt = engine::PrefixCacheNamespace(pool.key_digest, in.cache_salt);
+  const Clock::time_point now = Clock::now();
+
+  // Hashes per block size (replicas of a pool normally share one).
+  int32_t hashed_bs = 0;
+  std::vector<engine::BlockHash> hashes;
+  auto hashes_for = [&](int32_t bs) -> const std::vector<engine::BlockHash>& {
+    if (bs != hashed_bs) {
+      hashes = engine::ChainBlockHashes(salt, prompt, bs);
+      hashed_bs = bs;
+    }
+    return hashes;
+  };
+
+  const size_t start = static_cast<size_t>(rr_.fetch_add(1) % cands.size());
+  Replica* best = nullptr;
+  double best_cost = 0, best_queue = 0, best_kv = 0;
+  int64_t best_cached = 0, most_cached = 0;
+  PrefixIndex::Source best_source = PrefixIndex::Source::kNone;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    Replica* r = cands[(start + i) % cands.size()];
+    int32_t bs = r->prefix_index().block_size();
+    if (bs <= 0) bs = kDefaultBlockSize;
+    const auto& h = hashes_for(bs);
+    // Never the block holding the last prompt token: the replica computes it.
+    const size_t usable = prompt.empty() ? 0 : std::min(h.size(), (prompt.size() - 1) / static_cast<size_t>(bs));
+    const PrefixIndex::Match m =
+        r->prefix_index().Longest(std::span(h.data(), usable), now, stale_after_, ttl_);
+    const int64_t cached = m.blocks * bs;
+    const double cost = static_cast<double>(std::max<int64_t>(in.prompt_tokens - cached, 0)) +
+                        static_cast<double>(r->outstanding_tokens()) /
+                            std::max(r->EffectiveWeight(now, Seconds(pool.config.slow_start_seconds)), 1e-9);
+    const double queue = r->queue_length();
+    const double kv = r->kv_usage();
+    most_cached = std::max(most_cached, cached);
+    const bool better = !best || cost < best_cost ||
+                        (cost == best_cost && (queue < best_queue || (queue == best_queue && kv < best_kv)));
+    if (better) {
+      best = r;
+      best_cost = cost;
+      best_queue = queue;
+      best_kv = kv;
+      best_cached = cached;
+      best_source = m.source;
+    }
+  }
+  int32_t bs = best->prefix_index().block_size();
+  if (bs <= 0) bs = kDefaultBlockSize;
+  best->prefix_index().Routed(hashes_for(bs), now, ttl_);
+  in.prediction.made = true;
+  in.prediction.cached_tokens = best_cached;
+  in.prediction.best_cached_tokens = most_cached;
+  in.prediction.source = best_source;
+  return best;
+}
+
+std::unique_ptr<RoutingPolicy> MakeRoutingPolicy(const PoolConfig& pc, double health_interval_seconds) {
+  if (pc.routing == "round_robin") return std::make_unique<RoundRobin>();
+  if (pc.routing == "cache_aware") {
+    return std::make_unique<CacheAware>(Seconds(std::max(3 * health_interval_seconds, 2.0)),
+                                        Seconds(pc.routed_prefix_ttl_seconds));
+  }
+  return std::make_unique<LeastOutstandingTokens>();
+}
+
+}  // namespace kvs::gateway

@@ -1,0 +1,193 @@
+// Routing policies: cache-aware scoring (affinity while it pays, load when
+// it does not, limits, the routing record when the replica's index is stale,
+// a hot prefix spread over replicas), PrefixIndex paging and malformed pages,
+// round robin.
+#include "gateway/routing.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/cache_events.h"
+
+namespace kvs::gateway {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+PoolConfig ThreePools(const std::string& routing) {
+  PoolConfig p;
+  p.name = "main";
+  p.max_context = 4096;
+  p.routing = routing;
+  p.replicas = {{"http://127.0.0.1:1", 1}, {"http://127.0.0.1:2", 1}, {"http://127.0.0.1:3", 1}};
+  return p;
+}
+
+std::vector<int32_t> Prompt(int32_t prefix_id, int32_t prefix_len, int32_t tail_len, int32_t tail_id = 0) {
+  std::vector<int32_t> t;
+  for (int32_t i = 0; i < prefix_len; ++i) t.push_back(prefix_id * 10000 + i);
+  for (int32_t i = 0; i < tail_len; ++i) t.push_back(500000 + tail_id * 1000 + i);
+  return t;
+}
+
+// A replica's /v1/cache/blocks page holding these prompts' full blocks.
+nlohmann::json PageHolding(const std::vector<std::vector<int32_t>>& prompts, uint64_t seq = 1) {
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const auto& p : prompts) {
+    for (const auto& h : engine::ChainBlockHashes("", p, 16)) blocks.push_back(engine::BlockHashHex(h));
+  }
+  return {{"object", "cache.blocks"}, {"block_size", 16}, {"epoch", "abc"}, {"seq", seq}, {"reset", true},
+          {"more", false}, {"blocks", blocks}, {"events", nlohmann::json::array()}};
+}
+
+struct Env {
+  explicit Env(const std::string& routing) : router({ThreePools(routing)}, nullptr, 0.2) {
+    for (Replica* r : router.AllReplicas()) r->OnProbe(true, false, 2);
+  }
+  Pool& pool() { return *router.pools()[0]; }
+  Replica* rep(int i) { return pool().replicas[static_cast<size_t>(i)].get(); }
+  Replica* Pick(const std::vector<int32_t>& prompt, RouteInput* out = nullptr) {
+    prompts = {prompt};
+    RouteInput in;
+    in.prompt_tokens = static_cast<int64_t>(prompt.size());
+    in.cost = in.prompt_tokens + 16;
+    in.prompt_ids = &prompts;
+    Replica* r = router.policy(pool()).Pick(pool(), in, {});
+    if (out) *out = in;
+    return r;
+  }
+  Router router;
+  std::vector<std::vector<int32_t>> prompts;
+};
+
+TEST(CacheAwareTest, SharedPrefixLandsWhereItIsCachedWhileThatPays) {
+  Env e("cache_aware");
+  ASSERT_STREQ(e.router.policy(e.pool()).name(), "cache_aware");
+  const auto sys = Prompt(7, 2048, 0);
+  bool more = false;
+  ASSERT_TRUE(e.rep(1)->prefix_index().Apply(PageHolding({sys}), Clock::now(), &more));
+  // Replica 1 holds the 2K system prompt: it wins over idle replicas even
+  // with 1,500 tokens outstanding (it saves 2,048 of prefill).
+  e.rep(1)->AddOutstanding(1500, 1);
+  RouteInput in;
+  EXPECT_EQ(e.Pick(Prompt(7, 2048, 100, 1), &in), e.rep(1));
+  EXPECT_TRUE(in.prediction.made);
+  EXPECT_EQ(in.prediction.cached_tokens, 2048);
+  EXPECT_EQ(in.prediction.source, PrefixIndex::Source::kReplica);
+  // Bounded load: once its backlog exceeds what the cache saves, another one.
+  e.rep(1)->AddOutstanding(1000, 1);
+  Replica* other = e.Pick(Prompt(7, 2048, 100, 2), &in);
+  EXPECT_NE(other, e.rep(1));
+  EXPECT_EQ(in.prediction.cached_tokens, 0);
+  EXPECT_EQ(in.prediction.best_cached_tokens, 2048);  // counted as routed away
+  other->AddOutstanding(in.cost, 1);
+  // Over the KV watermark: skipped whatever it holds.
+  e.rep(1)->AddOutstanding(-2500, -2);
+  e.rep(1)->SetScraped(0, 1, 0.95);
+  Replica* skipped = e.Pick(Prompt(7, 2048, 100, 3), &in);
+  EXPECT_NE(skipped, e.rep(1));
+  skipped->AddOutstanding(in.cost, 1);
+  e.rep(1)->SetScraped(0, 1, 0.5);
+  EXPECT_EQ(e.Pick(Prompt(7, 2048, 100, 4)), e.rep(1));
+  // A prompt whose only full block ends at its last token predicts nothing
+  // (the replica always computes the last token).
+  e.Pick(Prompt(7, 16, 0), &in);
+  EXPECT_EQ(in.prediction.cached_tokens, 0);
+  e.Pick(Prompt(7, 17, 0), &in);
+  EXPECT_EQ(in.prediction.cached_tokens, 16);
+}
+
+TEST(CacheAwareTest, RoutingRecordBridgesAStaleOrMissingIndex) {
+  Env e("cache_aware");
+  // No replica index at all (never polled): the second request of a
+  // conversation follows the first through the gateway's own record.
+  RouteInput in;
+  Replica* first = e.Pick(Prompt(3, 512, 10), &in);
+  EXPECT_EQ(in.prediction.cached_tokens, 0);
+  first->AddOutstanding(300, 1);  // still running, yet cheaper than 512 tokens of prefill elsewhere
+  EXPECT_EQ(e.Pick(Prompt(3, 512, 40, 1), &in), first);
+  EXPECT_EQ(in.prediction.source, PrefixIndex::Source::kRouted);
+  EXPECT_EQ(in.prediction.cached_tokens, 512);
+  // A fresh replica index that does not hold the prefix overrides an old
+  // routing record (the replica evicted it), but not a recent one.
+  bool more = false;
+  ASSERT_TRUE(first->prefix_index().Apply(PageHolding({}), Clock::now(), &more));
+  EXPECT_EQ(first->prefix_index().Longest({}, Clock::now(), 1s, 1s).blocks, 0);
+  const auto h = engine::ChainBlockHashes("", Prompt(3, 512, 0), 16);
+  EXPECT_EQ(first->prefix_index().Longest(h, Clock::now(), 2s, 300s).blocks, 32);  // just routed: bridged
+  ASSERT_TRUE(first->prefix_index().Apply(PageHolding({}, 2), Clock::now() + 3s, &more));
+  EXPECT_EQ(first->prefix_index().Longest(h, Clock::now() + 3s, 2s, 300s).blocks, 0);  // older: the replica's word
+  // Stale replica index (no poll for longer than stale_after): the record counts for its ttl.
+  first->prefix_index().MarkFailed();
+  EXPECT_EQ(first->prefix_index().Longest(h, Clock::now() + 3s, 5s, 300s).blocks, 32);
+  EXPECT_EQ(first->prefix_index().Longest(h, Clock::now() + 301s, 5s, 300s).blocks, 0);  // aged out
+}
+
+TEST(CacheAwareTest, HotPrefixDoesNotPileOntoOneReplica) {
+  Env e("cache_aware");
+  const auto hot = Prompt(1, 1024, 0);
+  bool more = false;
+  ASSERT_TRUE(e.rep(0)->prefix_index().Apply(PageHolding({hot}), Clock::now(), &more));
+  // 60 requests sharing the hot prefix arrive while none finishes; each
+  // reserves its prompt + 256 output tokens.
+  std::map<Replica*, int> n;
+  for (int i = 0; i < 60; ++i) {
+    Replica* r = e.Pick(Prompt(1, 1024, 32, i));
+    ASSERT_NE(r, nullptr);
+    r->AddOutstanding(1024 + 32 + 256, 1);
+    ++n[r];
+  }
+  // Every replica takes a share; the cached one a larger one, bounded by
+  // what the cache saves (about one prefill's worth of extra backlog).
+  ASSERT_EQ(n.size(), 3u);
+  for (int i = 1; i < 3; ++i) EXPECT_GE(n[e.rep(i)], 15) << i;
+  EXPECT_LE(e.rep(0)->outstanding_tokens() - std::min(e.rep(1)->outstanding_tokens(), e.rep(2)->outstanding_tokens()),
+            1024 + 1312);
+}
+
+TEST(CacheAwareTest, QueueLimitAndAllOverLimits) {
+  Env e("cache_aware");
+  e.pool().config.max_queue = 4;
+  e.rep(0)->SetScraped(4, 8, 0.1);
+  e.rep(1)->SetScraped(5, 8, 0.1);
+  EXPECT_EQ(e.Pick(Prompt(1, 64, 1)), e.rep(2));
+  e.rep(2)->SetScraped(9, 8, 0.1);
+  // Every replica over a limit: still the cheapest, not a refusal.
+  EXPECT_NE(e.Pick(Prompt(1, 64, 1)), nullptr);
+}
+
+TEST(PrefixIndexTest, EventsAfterResetAndMalformedPagesChangeNothing) {
+  PrefixIndex idx;
+  EXPECT_EQ(idx.NextQuery(), "epoch=0&since=0");
+  EXPECT_FALSE(idx.Fresh(Clock::now(), 10s));
+  const auto a = engine::ChainBlockHashes("", Prompt(1, 32, 0), 16);
+  bool more = false;
+  ASSERT_TRUE(idx.Apply(PageHolding({Prompt(1, 32, 0)}, 5), Clock::now(), &more));
+  EXPECT_EQ(idx.NextQuery(), "epoch=abc&since=5");
+  EXPECT_EQ(idx.num_replica_blocks(), 2u);
+  EXPECT_TRUE(idx.Fresh(Clock::now(), 10s));
+  nlohmann::json ev = {{"epoch", "abc"}, {"seq", 7}, {"block_size", 16}, {"reset", false}, {"more", true},
+                       {"events", {"-" + engine::BlockHashHex(a[1]), "+" + engine::BlockHashHex(a[1])}}};
+  ASSERT_TRUE(idx.Apply(ev, Clock::now(), &more));
+  EXPECT_TRUE(more);
+  EXPECT_EQ(idx.Longest(a, Clock::now(), 10s, 10s).blocks, 2);
+  ev["events"] = {"-" + engine::BlockHashHex(a[1]), "?zz"};
+  EXPECT_FALSE(idx.Apply(ev, Clock::now(), &more));
+  EXPECT_FALSE(idx.Fresh(Clock::now(), 10s));  // a bad page makes the index stale...
+  EXPECT_EQ(idx.num_replica_blocks(), 2u);     // ...and changes nothing
+  EXPECT_FALSE(idx.Apply(nlohmann::json::parse("[1,2]"), Clock::now(), &more));
+  EXPECT_EQ(idx.resyncs(), 1u);
+}
+
+TEST(RoundRobinTest, TakesTurns) {
+  Env e("round_robin");
+  std::map<Replica*, int> n;
+  for (int i = 0; i < 9; ++i) ++n[e.Pick(Prompt(1, 64, 1))];
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(n[e.rep(i)], 3);
+  EXPECT_STREQ(MakeRoutingPolicy(ThreePools("least_load"), 1)->name(), "least_load");
+}
+
+}  // namespace
+}  // namespace kvs::gateway
