@@ -6,14 +6,25 @@
 //     multi-turn conversations whose history grows (each turn appends the
 //     model's answer and a new question), Poisson arrivals;
 //   * hot prefix: 90 % of requests share one system prompt.
+//   * canary: a 5 % canary (one of the three replicas labelled v2, every
+//     attempt on it failing with probability --canary-faults, default 0.3,
+//     injected by the gateway) under the hot-prefix workload; reports when
+//     the gateway rolled it back by itself, how many canary attempts it
+//     took, and what the clients saw (failed attempts are retried on v1).
 // Per policy: prefix-cache hit rate (sum of the replicas' cached_tokens /
 // prompt tokens), TTFT p50/p90/p99 (client side, streaming), completion
 // tokens/s, requests and prompt tokens per replica, and the highest KV use
 // and queue any replica reported (scraped every 100 ms).
 //
-// Usage: node tools/route_bench.mjs [--quick] [--model GGUF] [--rate R] [--kv-tokens N] [--json OUT]
+// Usage: node tools/route_bench.mjs [--quick] [--model GGUF] [--rate R] [--kv-tokens N] [--requests N]
+//                                   [--hot-requests N] [--json OUT]
 //   --quick: 8 tenants x ~1K-token prompts, 48 + 36 requests (minutes on 2 cores);
 //   default: 20 tenants x ~2K tokens, 200 + 120 requests.
+//   --requests: multi-tenant requests. Each tenant's first request is cold
+//     under every policy (its prompt is cached nowhere yet): with 20 tenants
+//     they are 10 % of 200 requests and set the p90 alone; a longer run
+//     (400: 5 %) shows the steady state of a service that has been up.
+//   --canary-requests N (default 800; 0 skips the canary run), --canary-faults F.
 // The rate defaults to ~80 % of what three replicas serve, measured first
 // (cold-cache service time of one request x 3 replicas).
 // scripts/route_bench.sh wraps it (builds nothing; needs build/release).
@@ -21,7 +32,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 
 import { metrics, request, sourceDir } from "../tests/server/common.mjs";
-import { startGateway, startReplica, tempDir } from "../tests/gateway/common.mjs";
+import { metricSum, startGateway, startReplica, tempDir } from "../tests/gateway/common.mjs";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -32,8 +43,10 @@ const quick = args.includes("--quick");
 const modelPath = opt("--model", path.join(sourceDir, "models/kvserve-tiny.gguf"));
 const TENANTS = quick ? 8 : 20;
 const PROMPT_WORDS = quick ? 700 : 1400;  // ~1.4 tokens a word with the bundled tokenizer
-const MT_REQUESTS = quick ? 48 : 200;
-const HOT_REQUESTS = quick ? 36 : 120;
+const MT_REQUESTS = Number(opt("--requests", quick ? 48 : 200));
+const HOT_REQUESTS = Number(opt("--hot-requests", quick ? 36 : 120));
+const CANARY_REQUESTS = Number(opt("--canary-requests", quick ? 400 : 800));
+const CANARY_FAULTS = Number(opt("--canary-faults", 0.3));
 const MAX_TOKENS = 16;
 const MODEL = path.basename(modelPath).replace(/\.gguf$/, "");
 const POLICIES = ["round_robin", "least_load", "cache_aware"];
@@ -84,11 +97,12 @@ function percentile(xs, p) {
 }
 
 // One streamed chat request; resolves {ttft, cached, prompt, completion, text, id}.
-async function streamChat(gw, messages) {
+async function streamChat(gw, messages, session = "") {
   const t0 = performance.now();
   const res = await fetch(`${gw.baseURL}/v1/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    // The session is the canary's sticky key (the pool's sticky_header).
+    headers: { "content-type": "application/json", ...(session ? { "x-session-id": session } : {}) },
     body: JSON.stringify({ model: MODEL, messages, max_tokens: MAX_TOKENS, temperature: 0, stream: true,
       stream_options: { include_usage: true } }),
   });
@@ -141,7 +155,7 @@ async function runWorkload(gw, replicas, plan, hot) {
     const history = convs.get(key) ?? [{ role: "system", content: systemPrompt(tenant) }];
     const messages = [...history, { role: "user", content: `Question ${results.length + 1}: tell me about the ${WORDS[(results.length * 7) % WORDS.length]}.` }];
     results.push(null);
-    const r = await streamChat(gw, messages);
+    const r = await streamChat(gw, messages, key);
     if (!r.error && !hot) convs.set(key, [...messages, { role: "assistant", content: r.text }]);
     results[results.indexOf(null)] = r;
   }));
@@ -189,13 +203,16 @@ async function sizeKv() {
   console.error(`KV: ${perBlock.toFixed(0)} bytes a block; --memory-limit ${memoryLimit} for ${KV_TOKENS} tokens`);
 }
 
-async function withStack(policy, fn) {
+// Three fresh replicas behind a fresh gateway with one pool. `pool` adds
+// pool keys; `replica(i)` adds keys to replica i's entry (version, fault_rate).
+async function withStack(policy, fn, { pool = {}, replica = () => ({}) } = {}) {
   const replicas = await Promise.all([0, 1, 2].map(() =>
     startReplica({ model: modelPath, args: ["--max-context-length", "4096", "--memory-fraction", "1",
       "--memory-limit", String(memoryLimit)] })));
   const gw = await startGateway({
     model: modelPath, gateway: { allow_anonymous: true, health_interval_seconds: 0.5 }, dir: tempDir(),
-    pools: [{ name: "main", max_context: 4096, routing: policy, replicas: replicas.map((r) => r.baseURL) }],
+    pools: [{ name: "main", max_context: 4096, routing: policy, ...pool,
+      replicas: replicas.map((r, i) => ({ url: r.baseURL, ...replica(i) })) }],
   });
   try {
     return await fn(gw, replicas);
@@ -203,6 +220,36 @@ async function withStack(policy, fn) {
     await gw.stop();
     await Promise.all(replicas.map((r) => r.stop()));
   }
+}
+
+// The canary experiment: replica 2 is version v2 with injected faults, 5 %
+// of sessions (each hot-prefix request is its own session) go to v2
+// until the gateway judges it (canary_min_requests attempts in the window,
+// error rate above stable's + the margin) and sets its weight to 0.
+async function canaryRun(plan) {
+  const pool = { sticky_header: "X-Session-Id", canary_version: "v2", canary_weight: 5, canary_max_error_rate_margin: 0.05,
+    canary_window_seconds: 60, canary_min_requests: 20 };
+  return withStack("cache_aware", async (gw, replicas) => {
+    const v2 = (outcome) => metricSum(gw, "kvserve_gateway:version_attempts_total", { version: "v2", outcome });
+    let rolledBackAt = null, atRollback = null, watching = true;
+    const t0 = performance.now();
+    const watcher = (async () => {
+      while (watching && rolledBackAt === null) {
+        if ((await metricSum(gw, "kvserve_gateway:canary_rollbacks_total", { pool: "main" })) > 0) {
+          rolledBackAt = (performance.now() - t0) / 1000;
+          atRollback = { ok: await v2("ok"), error: await v2("error") };
+        }
+        await new Promise((res) => setTimeout(res, 20));
+      }
+    })();
+    const r = await runWorkload(gw, replicas, plan, true);
+    watching = false;
+    await watcher;
+    const end = { ok: await v2("ok"), error: await v2("error") };
+    return { ...pool, fault_rate: CANARY_FAULTS, requests: r.requests, client_errors: r.errors, wall_s: r.wall_s,
+      rollback_after_s: rolledBackAt, canary_attempts_before_rollback: atRollback,
+      canary_attempts_total: end, ttft_p50: r.ttft_p50, ttft_p90: r.ttft_p90 };
+  }, { pool, replica: (i) => (i === 2 ? { version: "v2", fault_rate: CANARY_FAULTS } : { version: "v1" }) });
 }
 
 async function main() {
@@ -232,6 +279,11 @@ async function main() {
     out.hot_prefix[policy] = await withStack(policy, (gw, reps) => runWorkload(gw, reps, hot, true));
     console.error(policy, "hot-prefix", JSON.stringify(out.hot_prefix[policy]));
   }
+  if (CANARY_REQUESTS > 0) {
+    const plan = schedule(CANARY_REQUESTS, rate, (r) => (r() < 0.9 ? 0 : 1 + Math.floor(r() * (TENANTS - 1))), 13);
+    out.canary = await canaryRun(plan);
+    console.error("canary", JSON.stringify(out.canary));
+  }
   const f = (x, d = 3) => (Number.isFinite(x) ? x.toFixed(d) : "-");
   const table = (name, rows) => {
     console.log(`\n${name}\n| policy | hit rate | TTFT p50 s | p90 s | p99 s | completion tok/s | requests per replica | max KV use | max queue | errors |`);
@@ -241,10 +293,21 @@ async function main() {
         `${f(r.completion_tokens_per_s, 1)} | ${r.replicas.join(" / ")} | ${f(r.max_kv_usage, 2)} | ${r.max_queue} | ${r.errors} |`);
     }
   };
-  console.log(`rate ${rate.toFixed(2)} requests/s (Poisson), ${TENANTS} tenants, ~${PROMPT_WORDS}-word system prompts, ` +
+  console.log(`${MT_REQUESTS} multi-tenant + ${HOT_REQUESTS} hot-prefix requests, rate ${rate.toFixed(2)} requests/s (Poisson), ${TENANTS} tenants, ~${PROMPT_WORDS}-word system prompts, ` +
     `KV pool ${KV_TOKENS} tokens a replica`);
   table("multi-tenant, growing multi-turn", out.multi_tenant);
   table("hot prefix (90 % share one system prompt)", out.hot_prefix);
+  if (out.canary) {
+    const c = out.canary;
+    const before = c.canary_attempts_before_rollback;
+    console.log(`\ncanary: weight ${c.canary_weight} %, injected fault rate ${c.fault_rate} on v2, margin ` +
+      `${c.canary_max_error_rate_margin}, min ${c.canary_min_requests} attempts; ${c.requests} requests in ${f(c.wall_s, 1)} s`);
+    console.log(c.rollback_after_s === null
+      ? "| not rolled back during the run |"
+      : `| rolled back after ${f(c.rollback_after_s, 2)} s | canary attempts before: ${before.ok} ok, ${before.error} failed | ` +
+        `after: ${c.canary_attempts_total.ok + c.canary_attempts_total.error - before.ok - before.error} | ` +
+        `client errors: ${c.client_errors} | TTFT p50 / p90 ${f(c.ttft_p50)} / ${f(c.ttft_p90)} s |`);
+  }
   const json = opt("--json", "");
   if (json) writeFileSync(json, JSON.stringify(out, null, 2));
 }
