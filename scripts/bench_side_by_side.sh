@@ -102,6 +102,10 @@ run_set() {  # set peer
 for set in $SETS; do
   if [[ $set == avx2 ]]; then
     run_set avx2 llama.cpp-avx2
+  elif [[ $set == d* ]]; then
+    # Decode at depth: the goal is against llama.cpp, and ik_llama.cpp's
+    # llama-bench has no -d (its -gp measures something else).
+    for peer in $PEERS; do if [[ $peer == llama.cpp ]]; then run_set "$set" "$peer"; fi; done
   else
     for peer in $PEERS; do run_set "$set" "$peer"; done
   fi
