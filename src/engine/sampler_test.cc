@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -74,6 +75,34 @@ TEST(SamplerTest, TemperatureSamplingFollowsTheSoftmax) {
           << "token " << v << " t " << t;
     }
   }
+}
+
+// The full-vocabulary path runs the SIMD softmax kernel, which clamps its
+// input at -87: a token far below the top (a banned one: logit_bias -100 at
+// low temperature, or -inf) must still weigh exactly 0, as with std::exp,
+// while one 80 nats below keeps its tiny nonzero weight, and a vocabulary
+// that is not a multiple of the SIMD width is sampled like any other.
+TEST(SamplerTest, TokensFarBelowTheTopAreNeverDrawn) {
+  const int32_t vocab = 37;
+  Sampler s(vocab);
+  std::vector<float> logits(static_cast<size_t>(vocab), 0.0f);
+  logits[5] = -std::numeric_limits<float>::infinity();
+  logits[6] = -100.0f;
+  logits[7] = -1000.0f;
+  logits[36] = 1.0f;  // the last, in the SIMD tail
+  SamplingParams p;
+  p.temperature = 0.25f;  // logit -100 becomes -400 nats
+  Sequence seq = MakeSeq(p);
+  const auto h = Histogram(s, logits, seq, 20000);
+  for (int32_t banned : {5, 6, 7}) EXPECT_EQ(h.count(banned), 0u) << "token " << banned;
+  const std::vector<double> want = Softmax(logits, 0.25);
+  EXPECT_NEAR(h.count(36) ? h.at(36) / 20000.0 : 0.0, want[36], 5 * std::sqrt(want[36] / 20000) + 1e-3);
+
+  // Top-p over these weights: the nucleus never reaches the banned tokens.
+  p.top_p = 0.999f;
+  Sequence seq2 = MakeSeq(p, {0}, 9);
+  const auto h2 = Histogram(s, logits, seq2, 5000);
+  for (int32_t banned : {5, 6, 7}) EXPECT_EQ(h2.count(banned), 0u) << "token " << banned;
 }
 
 // Vocabulary: 0 = stop, 1..7 = "a".."g"; grammar: one of a, b, c, then "d".
