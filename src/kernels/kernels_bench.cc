@@ -6,6 +6,9 @@
 //                                       a = b + s*c over 3 x 256 MiB, split
 //                                       over the pool; reports GB/s. Decode
 //                                       reads weights, so `read` is its bound.
+//                                       Buffers use 2 MiB pages as the model's
+//                                       packed weights do; Stream/read_4k_pages
+//                                       is `read` over ordinary pages.
 //   MatMul/<isa>/<type>/<shape>/m:<m>   one projection of the S model; GFLOP/s
 //                                       and GB/s of weight bytes streamed
 //   Model/<S|M>/<isa>/<type>/m:<m>      every projection of every layer (+ the
@@ -37,6 +40,7 @@
 #include <vector>
 
 #include "base/bench_util.h"
+#include "base/huge_buffer.h"
 #include "base/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
@@ -49,15 +53,23 @@ using testing::BenchPool;
 using testing::BenchThreads;
 using testing::BenchUseRealTime;
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
+// Huge pages, as the model's packed weights (base/huge_buffer.h); `small`
+// gives 4 KiB pages, to show what the TLB costs a stream.
+struct Buffer {
+  HugeBuffer huge;
+  std::unique_ptr<uint8_t, decltype(&std::free)> small{nullptr, &std::free};
+  uint8_t* get() const { return small ? small.get() : huge.data(); }
 };
-using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
-Buffer Alloc(size_t n) {
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64));
-  if (p == nullptr) std::abort();
-  std::memset(p, 1, n);  // commit the pages
-  return Buffer(p);
+Buffer Alloc(size_t n, bool small_pages = false) {
+  Buffer b;
+  if (small_pages) {
+    b.small.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64)));
+    if (!b.small) std::abort();
+  } else {
+    b.huge = HugeBuffer(n);
+  }
+  std::memset(b.get(), 1, n);  // commit the pages
+  return b;
 }
 
 // ---- STREAM-like bandwidth (AVX2 loads: every x86 CPU kvserve vectorises for).
@@ -82,9 +94,11 @@ __attribute__((target("avx2,fma"))) void TriadRange(float* a, const float* b, co
   }
 }
 
-void BenchStreamRead(benchmark::State& state) {
+void BenchStreamRead(benchmark::State& state, bool small_pages) {
   constexpr int64_t kFloats = int64_t{1} << 28;  // 1 GiB
-  static Buffer buf = Alloc(kFloats * sizeof(float));
+  static Buffer huge_buf, small_buf;
+  Buffer& buf = small_pages ? small_buf : huge_buf;
+  if (buf.get() == nullptr) buf = Alloc(kFloats * sizeof(float), small_pages);
   const auto* a = reinterpret_cast<const float*>(buf.get());
   float sink = 0;
   for (auto _ : state) {
@@ -236,7 +250,8 @@ void RegisterAll() {
     b->Unit(benchmark::kMillisecond);
     if (BenchUseRealTime()) b->UseRealTime();
   };
-  finish(benchmark::RegisterBenchmark("Stream/read", BenchStreamRead));
+  finish(benchmark::RegisterBenchmark("Stream/read", BenchStreamRead, false));
+  finish(benchmark::RegisterBenchmark("Stream/read_4k_pages", BenchStreamRead, true));
   finish(benchmark::RegisterBenchmark("Stream/triad", BenchStreamTriad));
   const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                          DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "base/thread_pool.h"
 
@@ -123,31 +125,41 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
 }
 
 void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
+  // Every matrix the kernels read packed, and whether its file pages may be
+  // dropped afterwards. A tied output layer shares token_embd's rows, which
+  // embedding lookups keep reading a few at a time.
+  std::vector<std::pair<kernels::MatView*, bool>> todo;
+  for (LayerWeights& L : layers) {
+    for (kernels::MatView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) todo.emplace_back(m, true);
+  }
+  todo.emplace_back(&output, output.data != token_embd.data);
+
+  // One huge-page region for all panels (base/huge_buffer.h says why), each
+  // panel 64-byte aligned inside it.
+  auto padded = [](int64_t n) { return (n + 63) / 64 * 64; };
+  int64_t total = 0;
+  for (const auto& [m, release] : todo) total += padded(kernels::PackedBytes(m->type, m->rows, m->cols));
+  if (total == 0) return;
+  packed_ = HugeBuffer(static_cast<size_t>(total));
+
   ThreadPool pool(0);  // load time only: every core packs
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  auto pack = [&](kernels::MatView& m, bool release) {
-    const int64_t n = kernels::PackedBytes(m.type, m.rows, m.cols);
-    if (n == 0) return;
-    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((n + 63) / 64 * 64)));
-    if (p == nullptr) throw std::bad_alloc();
-    kernels::PackWeights(m, p, pool);
-    packed_.emplace_back(p);
-    m.packed = p;
+  uint8_t* next = packed_.data();
+  for (const auto& [m, release] : todo) {
+    const int64_t n = kernels::PackedBytes(m->type, m->rows, m->cols);
+    if (n == 0) continue;
+    kernels::PackWeights(*m, next, pool);
+    m->packed = next;
+    next += padded(n);
     packed_bytes += static_cast<uint64_t>(n);
-    if (!release || !f.mapped()) return;
+    if (!release || !f.mapped()) continue;
     // The whole pages inside the matrix's bytes; clean private file pages,
     // so dropping them loses nothing.
-    const auto begin = reinterpret_cast<uintptr_t>(m.data);
+    const auto begin = reinterpret_cast<uintptr_t>(m->data);
     const uintptr_t lo = (begin + page - 1) / page * page;
-    const uintptr_t hi = (begin + static_cast<uintptr_t>(RowBytes(m.type, m.cols) * m.rows)) / page * page;
+    const uintptr_t hi = (begin + static_cast<uintptr_t>(RowBytes(m->type, m->cols) * m->rows)) / page * page;
     if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-  };
-  for (LayerWeights& L : layers) {
-    for (kernels::MatView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m, true);
   }
-  // A tied output layer shares token_embd's rows, which embedding lookups
-  // keep reading a few at a time.
-  pack(output, output.data != token_embd.data);
 }
 
 }  // namespace kvs::model

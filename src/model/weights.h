@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/huge_buffer.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
@@ -53,11 +54,8 @@ struct ModelWeights {
   // Packs every matrix the active kernels read packed (see above).
   void PackMatrices(const gguf::GgufFile& file);
 
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
   std::vector<std::vector<float>> owned_;  // f32 copies of non-f32 vectors
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // 64-byte aligned
+  HugeBuffer packed_;  // every packed panel, each 64-byte aligned
 };
 
 }  // namespace kvs::model
