@@ -74,17 +74,25 @@ Buffer Alloc(size_t n, bool small_pages = false) {
 
 // ---- STREAM-like bandwidth (AVX2 loads: every x86 CPU kvserve vectorises for).
 
+// Sums n floats (n a multiple of 128) read as four sequential streams, one
+// per quarter of the range, the way a decode thread reads its weight panels
+// and scales side by side: one stream alone leaves the memory system idle
+// between the core's misses and reads ~15 % below what the kernels reach.
 __attribute__((target("avx2"))) float SumRange(const float* a, int64_t n) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (int64_t i = 0; i < n; i += 32) {
-    s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
-    s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
-    s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
-    s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
+  const int64_t q = n / 4;
+  __m256 s[8];
+  for (__m256& v : s) v = _mm256_setzero_ps();
+  for (int64_t i = 0; i < q; i += 16) {
+    for (int k = 0; k < 4; ++k) {
+      s[2 * k] = _mm256_add_ps(s[2 * k], _mm256_load_ps(a + k * q + i));
+      s[2 * k + 1] = _mm256_add_ps(s[2 * k + 1], _mm256_load_ps(a + k * q + i + 8));
+    }
   }
-  alignas(32) float t[8];
-  _mm256_store_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+  __m256 t = s[0];
+  for (int k = 1; k < 8; ++k) t = _mm256_add_ps(t, s[k]);
+  alignas(32) float o[8];
+  _mm256_store_ps(o, t);
+  return o[0] + o[1] + o[2] + o[3] + o[4] + o[5] + o[6] + o[7];
 }
 
 __attribute__((target("avx2,fma"))) void TriadRange(float* a, const float* b, const float* c, float s, int64_t n) {
@@ -104,7 +112,7 @@ void BenchStreamRead(benchmark::State& state, bool small_pages) {
   for (auto _ : state) {
     float part[64] = {};
     BenchPool().Run([&](int tid, int nth) {
-      const int64_t per = kFloats / nth / 32 * 32;
+      const int64_t per = kFloats / nth / 128 * 128;
       part[tid] = SumRange(a + tid * per, per);
     });
     sink += part[0];
