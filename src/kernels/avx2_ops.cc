@@ -297,4 +297,24 @@ void Softmax(float* x, int64_t n) {
   for (; i < n; ++i) x[i] *= inv;
 }
 
+// Two passes: the maximum (MAXPS keeps its second operand when the first is
+// NaN, so NaNs in x are skipped), then the first element equal to it.
+int64_t ArgMax(const float* x, int64_t n) {
+  if (std::isnan(x[0])) return 0;
+  __m256 vmax = _mm256_set1_ps(x[0]);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(_mm256_loadu_ps(x + i), vmax);
+  float max = HMax(vmax);
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  const __m256 vm = _mm256_set1_ps(max);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vm, _CMP_EQ_OQ));
+    if (eq != 0) return i + __builtin_ctz(static_cast<unsigned>(eq));
+  }
+  for (; i < n; ++i) {
+    if (x[i] == max) return i;
+  }
+  return 0;  // unreachable: the maximum is one of the values
+}
+
 }  // namespace kvs::kernels::avx2

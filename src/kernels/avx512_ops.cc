@@ -255,4 +255,20 @@ void Softmax(float* x, int64_t n) {
   }
 }
 
+// Two passes: the maximum (MAXPS keeps its second operand when the first is
+// NaN, so NaNs in x are skipped), then the first lane equal to it.
+int64_t ArgMax(const float* x, int64_t n) {
+  if (std::isnan(x[0])) return 0;
+  __m512 vmax = _mm512_set1_ps(x[0]);
+  for (int64_t i = 0; i < n; i += 16) {
+    vmax = _mm512_mask_max_ps(vmax, TailMask(n - i), _mm512_maskz_loadu_ps(TailMask(n - i), x + i), vmax);
+  }
+  const __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 eq = _mm512_mask_cmp_ps_mask(TailMask(n - i), _mm512_maskz_loadu_ps(TailMask(n - i), x + i), vm, _CMP_EQ_OQ);
+    if (eq != 0) return i + __builtin_ctz(eq);
+  }
+  return 0;  // unreachable: the maximum is one of the values
+}
+
 }  // namespace kvs::kernels::avx512

@@ -29,6 +29,7 @@ namespace {
     (t).softmax = ns::Softmax;                          \
     (t).convert_from_f32 = ns::ConvertFromF32;          \
     (t).dequantize_row = ns::DequantizeRow;             \
+    (t).argmax = ns::ArgMax;                            \
   } while (0)
 
 KernelTable MakeScalarTable() {

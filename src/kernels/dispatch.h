@@ -93,6 +93,7 @@ struct KernelTable {
   void (*axpy)(float a, const float* x, float* y, int64_t n) = nullptr;
   float (*dot)(const float* a, const float* b, int64_t n) = nullptr;
   void (*softmax)(float* x, int64_t n) = nullptr;
+  int64_t (*argmax)(const float* x, int64_t n) = nullptr;
   // F32, F16, BF16, Q8_0; same bytes as QuantizeRow.
   void (*convert_from_f32)(DType t, const float* x, void* y, int64_t n) = nullptr;
   // Any type DequantizeRow accepts; same floats as the reference.

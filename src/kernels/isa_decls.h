@@ -29,6 +29,7 @@
   void Softmax(float* x, int64_t n);                                                      \
   void ConvertFromF32(DType t, const float* x, void* y, int64_t n);                       \
   void DequantizeRow(DType t, const void* x, float* y, int64_t n);                        \
+  int64_t ArgMax(const float* x, int64_t n);                                              \
   }
 
 namespace kvs::kernels {

@@ -81,6 +81,10 @@ void Axpy(float a, const float* x, float* y, int64_t n);
 float Dot(const float* a, const float* b, int64_t n);
 // In-place softmax over n values; returns nothing, numerically stable.
 void Softmax(float* x, int64_t n);
+// Index of the largest of x[0, n) (n >= 1), the first on ties: greedy
+// decoding's choice. NaNs are never the answer unless x[0] is one, when 0 is
+// returned (what a scalar `x[i] > best` scan from x[0] gives).
+int64_t ArgMax(const float* x, int64_t n);
 
 // Converts a row between f32 and a storage type (F32, F16, BF16, Q8_0) for
 // the KV cache; n multiple of the block size. Same bytes as QuantizeRow.

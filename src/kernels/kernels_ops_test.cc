@@ -124,6 +124,38 @@ TEST(OpsTest, Dot) {
   }
 }
 
+// The reference: a plain scan that keeps the first maximum.
+int64_t ScanArgMax(const float* x, int64_t n) {
+  int64_t arg = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[arg]) arg = i;
+  }
+  return arg;
+}
+
+TEST(OpsTest, ArgMaxIsTheFirstMaximum) {
+  std::mt19937 rng(11);
+  for (const KernelTable* k : AvailableVariants()) {
+    for (int64_t n : Sizes()) {
+      Buf x(n, 1);
+      Fill(x.p, n, rng, 5.f);
+      ASSERT_EQ(k->argmax(x.p, n), ScanArgMax(x.p, n)) << IsaName(k->isa) << " n=" << n;
+      // The maximum at every position, tied with a later copy, and NaNs
+      // around it (never chosen unless first).
+      for (int64_t at = 0; at < n; ++at) {
+        Fill(x.p, n, rng, 5.f);
+        x.p[at] = 100.f;
+        if (at + 1 < n) x.p[n - 1] = 100.f;
+        if (at >= 2) x.p[at - 1] = std::nanf("");  // x[0] stays a number
+        ASSERT_EQ(k->argmax(x.p, n), ScanArgMax(x.p, n)) << IsaName(k->isa) << " n=" << n << " at=" << at;
+        ASSERT_EQ(k->argmax(x.p, n), at) << IsaName(k->isa) << " n=" << n;
+      }
+      x.p[0] = std::nanf("");
+      ASSERT_EQ(k->argmax(x.p, n), 0) << IsaName(k->isa) << " n=" << n;
+    }
+  }
+}
+
 TEST(OpsTest, Softmax) {
   std::mt19937 rng(5);
   for (const KernelTable* k : AvailableVariants()) {

@@ -204,6 +204,7 @@ void Add(const float* a, const float* b, float* out, int64_t n) { ActiveKernels(
 void Axpy(float a, const float* x, float* y, int64_t n) { ActiveKernels().axpy(a, x, y, n); }
 float Dot(const float* a, const float* b, int64_t n) { return ActiveKernels().dot(a, b, n); }
 void Softmax(float* x, int64_t n) { ActiveKernels().softmax(x, n); }
+int64_t ArgMax(const float* x, int64_t n) { return ActiveKernels().argmax(x, n); }
 
 const char* KernelVariantName() { return IsaName(ActiveKernels().isa); }
 

@@ -257,6 +257,14 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+int64_t ArgMax(const float* x, int64_t n) {
+  int64_t arg = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[arg]) arg = i;
+  }
+  return arg;
+}
+
 void ConvertFromF32(DType t, const float* x, void* y, int64_t n) { QuantizeRow(t, x, y, n); }
 
 void DequantizeRow(DType t, const void* x, float* y, int64_t n) { DequantizeRowRef(t, x, y, n); }
