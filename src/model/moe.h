@@ -8,6 +8,8 @@
 // expert that at least one token selected runs once, on its gathered rows:
 // silu(x · gate^T) * (x · up^T) through GatedMatMul, then · down^T; each
 // row is scaled by its token's weight and added into the token's output.
+// A one-token batch (decode) projects gate and up of all its experts in
+// MatMulMany calls instead (fewer fork-joins, the same values).
 // Experts nobody selected are not read at all, so a decode step touches
 // n_experts_used of the n_experts expert matrices per layer. qwen2moe adds
 // a shared expert run on every token and scaled by sigmoid(x · shared_gate).
@@ -39,6 +41,8 @@ class MoeFfn {
 
  private:
   void Reserve(const ModelConfig& c, int64_t T);
+  void RunExperts(const ModelConfig& c, const MoeWeights& w, const float* xn, float* out, ThreadPool& pool);
+  void DecodeOne(const ModelConfig& c, const MoeWeights& w, const float* xn, float* out, ThreadPool& pool);
 
   int64_t max_tokens_ = 0;
   std::vector<float> logits_;     // [T, n_experts] router probabilities
@@ -48,8 +52,8 @@ class MoeFfn {
   std::vector<int64_t> start_;    // [n_experts + 1] each expert's range in order_
   std::vector<int64_t> next_;     // [n_experts] fill positions while grouping
   std::vector<float> xg_;         // [T, hidden] an expert's gathered input rows
-  std::vector<float> act_;        // [T, max(expert_ffn, shared_ffn)] gated activations
-  std::vector<float> up_;         // [T, max(expert_ffn, shared_ffn)] scratch of GatedMatMul
+  std::vector<float> act_;        // [max(T, used), max(expert_ffn, shared_ffn)] gated activations
+  std::vector<float> up_;         // the same shape: x · up^T
   std::vector<float> yg_;         // [T, hidden] an expert's output rows
   std::vector<int64_t> counts_;   // [n_experts]
 };
