@@ -14,13 +14,18 @@ weights, 2 layers, and what makes each architecture differ: phi3's fused
 tensors and LongRoPE factors (original context 16: the served context is
 past it), Gemma's post-norms, soft-capping (gemma2), Q/K norms (gemma3) and
 sliding window of 8 on alternate layers, shorter than the prompt. (No
-window on llama: llama.cpp ignores llama.attention.sliding_window.)
+window on llama: llama.cpp ignores llama.attention.sliding_window.) The
+mixture-of-experts models have 4 experts, 2 used per token: qwen3moe (Q/K
+norms, expert_feed_forward_length 32), mixtral (`llama` with experts of
+the FFN width) and qwen2moe (QKV biases, default expert width FFN / 2,
+shared expert of 48).
 
   greedy --llama-server BIN --gguf-py DIR --vocab stories260K.gguf --out F
       writes each architecture with gguf-py, serves it with llama-server
       (-c 256, F32 KV cache, 1 thread), asks POST /completion for N greedy
       tokens after PROMPT (token ids), ids below BANNED_BELOW excluded, and writes F in the format of
-      src/model/testdata/stories260k_greedy_llamacpp.txt.
+      src/model/testdata/stories260k_greedy_llamacpp.txt. --archs picks
+      some architectures; --append adds their lines to F instead.
 
 /usr/bin/python3 tools/arch_models.py write --arch gemma3 --vocab V --out m.gguf
 """
@@ -37,7 +42,9 @@ import urllib.request
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ARCHS = ("llama", "phi3", "gemma2", "gemma3")
+ARCHS = ("llama", "phi3", "gemma2", "gemma3", "qwen3moe", "mixtral", "qwen2moe")
+GGUF_ARCH = {"mixtral": "llama"}  # Mixtral is a `llama` file with experts
+N_EXPERT, N_EXPERT_USED = 4, 2
 PROMPT = [1, 403, 407, 261, 378, 365, 271, 260, 425, 268, 285, 334, 266, 259, 292, 305, 350, 426, 267, 301]
 N_PREDICT = 16
 BANNED_BELOW = 259  # ids [0, 259) never generated: <unk> <s> </s> and <0x00>..<0xFF>
@@ -53,10 +60,13 @@ def load_module(name, path):
 
 def spec_of(arch, vocab):
     """(metadata [(key, kind, value)], tensors [(name, f32 array)])."""
-    rng = np.random.default_rng({"llama": 11, "phi3": 12, "gemma2": 13, "gemma3": 14}[arch])
-    a = arch + "."
+    rng = np.random.default_rng({"llama": 11, "phi3": 12, "gemma2": 13, "gemma3": 14, "qwen3moe": 15, "mixtral": 16,
+                                 "qwen2moe": 17}[arch])
+    moe = arch in ("qwen3moe", "mixtral", "qwen2moe")
+    gguf_arch = GGUF_ARCH.get(arch, arch)
+    a = gguf_arch + "."
     md = [
-        ("general.architecture", "str", arch),
+        ("general.architecture", "str", gguf_arch),
         ("general.name", "str", "random model"),  # not "phi3": llama.cpp then wants Phi-3 special tokens
         (a + "block_count", "u32", LAYERS),
         (a + "embedding_length", "u32", HIDDEN),
@@ -76,6 +86,13 @@ def spec_of(arch, vocab):
         md += [(a + "attention.sliding_window", "u32", 8), (a + "attention.sliding_window_pattern", "u32", 2)]
     if arch == "gemma2":
         md += [(a + "attn_logit_softcapping", "f32", 5.0), (a + "final_logit_softcapping", "f32", 10.0)]
+    expert_ffn = {"qwen3moe": 32, "mixtral": FFN, "qwen2moe": FFN // N_EXPERT_USED}.get(arch, 0)
+    if moe:
+        md += [(a + "expert_count", "u32", N_EXPERT), (a + "expert_used_count", "u32", N_EXPERT_USED)]
+    if arch == "qwen3moe":
+        md += [(a + "expert_feed_forward_length", "u32", expert_ffn)]
+    if arch == "qwen2moe":
+        md += [(a + "expert_shared_feed_forward_length", "u32", 48)]
 
     ws = 1.0 / np.sqrt(HIDDEN)
     t = []
@@ -105,13 +122,30 @@ def spec_of(arch, vocab):
             add(p + "attn_k.weight", (kv, HIDDEN), ws)
             add(p + "attn_v.weight", (kv, HIDDEN), ws)
         add(p + "attn_output.weight", (HIDDEN, q), 1.0 / np.sqrt(q))
-        if arch == "gemma3":
+        if arch == "qwen2moe":
+            add(p + "attn_q.bias", (q,), 0.1)
+            add(p + "attn_k.bias", (kv,), 0.1)
+            add(p + "attn_v.bias", (kv,), 0.1)
+        if arch in ("gemma3", "qwen3moe"):
             add(p + "attn_q_norm.weight", (HEAD_DIM,), 0.1, 1.0)
             add(p + "attn_k_norm.weight", (HEAD_DIM,), 0.1, 1.0)
         if arch in ("gemma2", "gemma3"):
             add(p + "post_attention_norm.weight", (HIDDEN,), 0.1, 1.0)
             add(p + "post_ffw_norm.weight", (HIDDEN,), 0.1, 1.0)
         add(p + "ffn_norm.weight", (HIDDEN,), 0.1, 1.0)
+        if moe:
+            # Expert tensors [experts, rows, cols]; a router 4x the usual
+            # scale, so that routing is decisive rather than near ties.
+            add(p + "ffn_gate_inp.weight", (N_EXPERT, HIDDEN), 4 * ws)
+            add(p + "ffn_gate_exps.weight", (N_EXPERT, expert_ffn, HIDDEN), ws)
+            add(p + "ffn_up_exps.weight", (N_EXPERT, expert_ffn, HIDDEN), ws)
+            add(p + "ffn_down_exps.weight", (N_EXPERT, HIDDEN, expert_ffn), 1.0 / np.sqrt(expert_ffn))
+            if arch == "qwen2moe":
+                add(p + "ffn_gate_inp_shexp.weight", (HIDDEN,), ws)
+                add(p + "ffn_gate_shexp.weight", (48, HIDDEN), ws)
+                add(p + "ffn_up_shexp.weight", (48, HIDDEN), ws)
+                add(p + "ffn_down_shexp.weight", (HIDDEN, 48), 1.0 / np.sqrt(48))
+            continue
         if arch == "phi3":
             add(p + "ffn_up.weight", (2 * FFN, HIDDEN), ws)  # gate rows, then up rows
         else:
@@ -151,7 +185,7 @@ def write_gguf_py(arch, vocab_path, out, gguf_py):
 
     tokens, scores, types = vocab_of(vocab_path)
     md, tensors = spec_of(arch, len(tokens))
-    w = g.GGUFWriter(out, arch)
+    w = g.GGUFWriter(out, GGUF_ARCH.get(arch, arch))
     for k, kind, v in md:
         if k == "general.architecture":
             continue  # the writer adds it
@@ -217,6 +251,8 @@ def main():
     gr.add_argument("--vocab", required=True)
     gr.add_argument("--dir", required=True, help="where the gguf-py models go")
     gr.add_argument("--out", required=True)
+    gr.add_argument("--archs", default=",".join(ARCHS), help="comma-separated subset of " + ", ".join(ARCHS))
+    gr.add_argument("--append", action="store_true", help="append the lines to --out (keeping its header)")
     args = ap.parse_args()
     if args.cmd == "write":
         if args.writer == "kvserve":
@@ -225,12 +261,18 @@ def main():
             write_gguf_py(args.arch, args.vocab, args.out, args.gguf_py)
         return
     lines = []
-    for arch in ARCHS:
+    for arch in args.archs.split(","):
+        if arch not in ARCHS:
+            raise SystemExit(f"unknown architecture {arch}")
         path = os.path.join(args.dir, arch + ".gguf")
         write_gguf_py(arch, args.vocab, path, args.gguf_py)
         toks = llama_server_greedy(args.llama_server, path, N_PREDICT)
         lines.append(f"{arch} {' '.join(map(str, PROMPT))} | {' '.join(map(str, toks))}")
         print(lines[-1], flush=True)
+    if args.append:
+        with open(args.out, "a") as f:
+            f.write("\n".join(lines) + "\n")
+        return
     with open(args.out, "w") as f:
         f.write("# Greedy tokens of llama.cpp (~/kvserve-ref build of commit 3f545be) on tools/arch_models.py's "
                 "random models, written with its gguf-py:\n")

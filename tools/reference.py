@@ -6,7 +6,9 @@ logits of every position of a token sequence with a plain dense causal
 attention: no paging, no threading, no quantized activations. Tests compare
 kvserve's logits against it. Architectures: llama, qwen2, qwen3, phi3 (fused
 QKV and gate|up), gemma2 and gemma3 (embedding scale, GELU-tanh, post-norms,
-soft-capping, sliding-window layers as a band mask); RoPE scaling: linear,
+soft-capping, sliding-window layers as a band mask), and mixture-of-experts
+FFNs (llama with expert_count, qwen3moe, qwen2moe with its shared expert);
+RoPE scaling: linear,
 Llama 3 factors, YaRN and LongRoPE (--ctx: the served context that picks
 LongRoPE's factors).
 
@@ -30,7 +32,7 @@ class Model:
         r = gguf.GGUFReader(path)
         md = r.metadata
         self.arch = md["general.architecture"]
-        if self.arch not in ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"):
+        if self.arch not in ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"):
             raise SystemExit(f"unsupported architecture {self.arch}")
         a = self.arch + "."
         self.n_layers = int(md[a + "block_count"])
@@ -48,6 +50,39 @@ class Model:
         self.out = t.get("output.weight", self.emb)
         self.arch_params(md)
         self.rope_tables(md, n_ctx)
+        self.n_expert = int(md.get(a + "expert_count", 0))
+        self.n_expert_used = int(md.get(a + "expert_used_count", 0))
+        self.expert_counts = np.zeros(max(self.n_expert, 1), dtype=np.int64)
+
+    def moe_ffn(self, p, x):
+        """Mixture of experts (Mixtral / Qwen-MoE): softmax over router logits,
+        the expert_used_count most probable experts per token weighted by
+        their probabilities (renormalised to sum 1 except for qwen2moe), each
+        a SiLU-gated FFN; qwen2moe adds a shared expert times
+        sigmoid(x . ffn_gate_inp_shexp)."""
+        t = self.t
+        logits = x @ t[p + "ffn_gate_inp.weight"].T  # [T, n_expert]
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        gate, up, down = t[p + "ffn_gate_exps.weight"], t[p + "ffn_up_exps.weight"], t[p + "ffn_down_exps.weight"]
+        out = np.zeros_like(x)
+        for i in range(x.shape[0]):
+            # Most probable first; equal probabilities: lower expert index first.
+            top = sorted(range(self.n_expert), key=lambda e: (-probs[i, e], e))[:self.n_expert_used]
+            w = probs[i, top]
+            if self.arch != "qwen2moe":
+                w = w / max(w.sum(), 6.103515625e-5)
+            for e, we in zip(top, w):
+                self.expert_counts[e] += 1
+                g = gate[e] @ x[i]
+                h = g / (1.0 + np.exp(-g)) * (up[e] @ x[i])
+                out[i] += we * (down[e] @ h)
+        if p + "ffn_gate_inp_shexp.weight" in t:
+            g = x @ t[p + "ffn_gate_shexp.weight"].T
+            h = g / (1.0 + np.exp(-g)) * (x @ t[p + "ffn_up_shexp.weight"].T)
+            scale = 1.0 / (1.0 + np.exp(-(x @ t[p + "ffn_gate_inp_shexp.weight"].reshape(-1))))
+            out += scale[:, None] * (h @ t[p + "ffn_down_shexp.weight"].T)
+        return out
 
     def arch_params(self, md):
         """What Gemma 2/3 (and windows on Llama) add, with their published defaults."""
@@ -175,12 +210,12 @@ class Model:
                 q = xn @ g("attn_q.weight").T
                 k = xn @ g("attn_k.weight").T
                 v = xn @ g("attn_v.weight").T
-            if self.arch == "qwen2":
+            if self.arch in ("qwen2", "qwen2moe"):
                 q, k, v = q + g("attn_q.bias"), k + g("attn_k.bias"), v + g("attn_v.bias")
             q = q.reshape(T, nh, hd)
             k = k.reshape(T, nkv, hd)
             v = v.reshape(T, nkv, hd)
-            if self.arch in ("qwen3", "gemma3"):
+            if self.arch in ("qwen3", "qwen3moe", "gemma3"):
                 q = self.rms(q, g("attn_q_norm.weight"))
                 k = self.rms(k, g("attn_k_norm.weight"))
             sl = self.sliding[l]
@@ -200,6 +235,9 @@ class Model:
                 o = self.rms(o, g("post_attention_norm.weight"))
             x = x + o
             xn = self.rms(x, g("ffn_norm.weight"))
+            if self.n_expert > 0:
+                x = x + self.moe_ffn(p, xn)
+                continue
             if self.arch == "phi3":  # ffn_up holds gate rows then up rows
                 gate, up = np.split(xn @ g("ffn_up.weight").T, 2, axis=1)
             else:
@@ -234,11 +272,14 @@ def main():
     ap.add_argument("--out", help="write float32 logits [n_tokens, vocab] here")
     ap.add_argument("--ctx", type=int, default=0, help="serving context (LongRoPE factor choice); 0: trained")
     ap.add_argument("--generate", type=int, default=0, help="greedy-generate N tokens and print all ids")
+    ap.add_argument("--expert-counts", help="MoE: write how many routings chose each expert (int64 [n_expert]) here")
     args = ap.parse_args()
     tokens = parse_tokens(args.tokens)
     m = Model(args.model, args.ctx)
     if args.out:
         m.logits(tokens).astype(np.float32).tofile(args.out)
+    if args.expert_counts:
+        m.expert_counts.tofile(args.expert_counts)
     if args.generate:
         toks = list(tokens)
         for _ in range(args.generate):

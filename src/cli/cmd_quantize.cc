@@ -1,7 +1,8 @@
 // `kvserve quantize IN.gguf OUT.gguf TYPE`: rewrites a model with its weight
 // matrices in TYPE (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or the Q4_K_M mix).
-// Metadata is copied; vectors (norms, biases) stay F32; tensors whose row
-// length is not a multiple of the target block size are kept as they are.
+// Metadata is copied; vectors (norms, biases) and MoE routers stay as they
+// are; expert tensors are converted row by row; tensors whose row length is
+// not a multiple of the target block size are kept as they are.
 #include <cstdio>
 #include <cstring>
 
@@ -60,7 +61,10 @@ int Quantize(const std::string& in, const std::string& out, const std::string& t
   for (const gguf::TensorInfo& t : (*f)->tensors()) {
     in_bytes += t.nbytes;
     DType to = t.type;
-    const bool matrix = t.dims.size() == 2 && t.name.ends_with(".weight");
+    // Matrices, and the 3-D expert tensors of MoE models row by row; the
+    // expert router (ffn_gate_inp) stays as it is, as llama.cpp keeps it.
+    const bool matrix = (t.dims.size() == 2 || t.dims.size() == 3) && t.name.ends_with(".weight") &&
+                        t.name.find("ffn_gate_inp") == std::string::npos;
     if (matrix) {
       to = *target;
       if (q4km) {

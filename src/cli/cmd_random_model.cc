@@ -12,11 +12,15 @@ const Registrar kRegister_random_model({"random-model", "Write a random-weight G
                  struct Opts {
                    std::string preset = "test-125m", type = "F32", out, arch = "llama";
                    uint32_t seed = 1;
+                   int experts = 0, experts_used = 2, expert_ffn = 0;
                  };
                  auto o = std::make_shared<Opts>();
                  app->add_option("--preset", o->preset, "Shape: test-125m (12 layers, hidden 768, 12/4 heads, ffn 2048, vocab 32000)");
                  app->add_option("--type", o->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M");
-                 app->add_option("--arch", o->arch, "llama, qwen2 or qwen3");
+                 app->add_option("--arch", o->arch, "llama, qwen2, qwen3, qwen3moe or qwen2moe");
+                 app->add_option("--experts", o->experts, "Mixture of experts: experts per layer (qwen*moe need > 0)");
+                 app->add_option("--experts-used", o->experts_used, "Experts each token runs (default 2)");
+                 app->add_option("--expert-ffn", o->expert_ffn, "Each expert's FFN width (default: llama.cpp's)");
                  app->add_option("--seed", o->seed, "Random seed");
                  app->add_option("-o,--out", o->out, "Output GGUF path")->required();
                  return [o]() -> int {
@@ -27,6 +31,13 @@ const Registrar kRegister_random_model({"random-model", "Write a random-weight G
                    model::RandomModelSpec s = model::Test125MSpec();
                    s.arch = o->arch;
                    s.seed = o->seed;
+                   s.n_experts = o->experts;
+                   s.n_experts_used = o->experts_used;
+                   s.expert_ffn = o->expert_ffn;
+                   if (o->experts < 0 || (o->experts > 0 && (o->experts_used < 1 || o->experts_used > o->experts))) {
+                     std::fprintf(stderr, "error: --experts-used must be in [1, --experts]\n");
+                     return 2;
+                   }
                    if (o->type == "Q4_K_M" || o->type == "q4_k_m") {
                      s.mix = "Q4_K_M";
                      s.weight_type = DType::kQ4_K;

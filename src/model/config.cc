@@ -30,6 +30,12 @@ Status ModelConfig::Validate() const {
   if (!(rms_eps > 0.0f) || !(rope_base > 0.0f) || !(rope_scale > 0.0f) || !(rope_attn_factor > 0.0f)) {
     return InvalidArgument("rms epsilon, rope.freq_base, rope scale and rope.scaling.attn_factor must be positive");
   }
+  if (n_experts > 0) {
+    if (n_experts_used <= 0 || n_experts_used > n_experts) {
+      return InvalidArgument("expert_used_count {} must be in [1, expert_count = {}]", n_experts_used, n_experts);
+    }
+    KVS_RETURN_IF_ERROR(positive("expert_feed_forward_length", expert_ffn));
+  }
   if (rope_orig_ctx <= 0) {
     return InvalidArgument("rope.scaling.original_context_length must be positive, got {}", rope_orig_ctx);
   }
@@ -48,14 +54,17 @@ float ModelConfig::AttentionScale() const {
 
 std::string ModelConfig::Describe() const {
   return fmt::format("{} '{}': {} layers, hidden {}, ffn {}, heads {}/{} (kv), head_dim {}, vocab {}, ctx {}, "
-                     "rope {} base {} dim {} scaling {} x{}{}{}{}{}",
+                     "rope {} base {} dim {} scaling {} x{}{}{}{}{}{}",
                      arch, name, n_layers, hidden, ffn, n_heads, n_kv_heads, head_dim, vocab, context_length,
                      rope_type == RopeType::kNeox ? "neox" : "normal", rope_base, rope_dim,
                      longrope ? "longrope" : rope_scaling.empty() ? "none" : rope_scaling, rope_scale,
                      qkv_bias ? ", qkv bias" : "", qk_norm ? ", qk norm" : "", tied_embeddings ? ", tied" : "",
                      sliding_window > 0 ? fmt::format(", window {} on {}/{} layers", sliding_window,
                                                       NumSlidingLayers(), n_layers)
-                                        : "");
+                                        : "",
+                     n_experts > 0 ? fmt::format(", {} of {} experts of ffn {}{}", n_experts_used, n_experts, expert_ffn,
+                                                 shared_ffn > 0 ? fmt::format(" + shared {}", shared_ffn) : "")
+                                   : "");
 }
 
 namespace {
@@ -76,6 +85,19 @@ Status ReadArchitectureKeys(const gguf::GgufFile& f, ModelConfig& c) {
     return Status::Ok();
   };
   const float freq_scale = c.rope_scaling == "none" ? 1.0f : 1.0f / c.rope_scale;
+  KVS_RETURN_IF_ERROR(get_int("expert_count", c.n_experts));
+  if (c.n_experts > 0) {
+    const bool qwen_moe = c.arch == "qwen3moe" || c.arch == "qwen2moe";
+    KVS_RETURN_IF_ERROR(get_int("expert_used_count", c.n_experts_used));
+    // llama.cpp: qwen*moe default to ffn / used, Mixtral's experts are ffn wide.
+    c.expert_ffn = qwen_moe && c.n_experts_used > 0 ? c.ffn / c.n_experts_used : c.ffn;
+    KVS_RETURN_IF_ERROR(get_int("expert_feed_forward_length", c.expert_ffn));
+    if (c.arch == "qwen2moe") {
+      c.shared_ffn = c.ffn;
+      KVS_RETURN_IF_ERROR(get_int("expert_shared_feed_forward_length", c.shared_ffn));
+    }
+    c.norm_topk = c.arch != "qwen2moe";
+  }
   if (c.arch == "llama") {
     // Mistral 7B v0.1 (4096). llama.cpp ignores this key for `llama` and
     // attends to everything: the two differ past the window.
@@ -184,8 +206,8 @@ StatusOr<ModelConfig> ModelConfig::ReadGguf(const gguf::GgufFile& f) {
   }
   c.longrope = f.FindTensor("rope_factors_long.weight") != nullptr || f.FindTensor("rope_factors_short.weight") != nullptr;
   c.rope_type = c.arch == "llama" ? RopeType::kNormal : RopeType::kNeox;
-  c.qkv_bias = c.arch == "qwen2";
-  c.qk_norm = c.arch == "qwen3" || c.arch == "gemma3";
+  c.qkv_bias = c.arch == "qwen2" || c.arch == "qwen2moe";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
   c.fused_qkv = f.FindTensor("blk.0.attn_qkv.weight") != nullptr;
   c.fused_gate_up = c.arch == "phi3";
   KVS_RETURN_IF_ERROR(ReadArchitectureKeys(f, c));
@@ -200,14 +222,36 @@ StatusOr<ModelConfig> ModelConfig::ReadGguf(const gguf::GgufFile& f) {
 
 StatusOr<ModelConfig> ModelConfig::FromGguf(const gguf::GgufFile& f) {
   KVS_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
-  static constexpr const char* kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
+  static constexpr const char* kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe",
+                                           "qwen2moe"};
   if (std::find(std::begin(kArchs), std::end(kArchs), arch) == std::end(kArchs)) {
     return Unimplemented("model architecture '{}' is not supported (supported: llama, qwen2, qwen3, phi3, gemma2, "
-                         "gemma3)", arch);
+                         "gemma3, qwen3moe, qwen2moe)", arch);
   }
   KVS_ASSIGN_OR_RETURN(int64_t experts, f.GetIntOr(arch + ".expert_count", 0));
-  if (experts > 0) {  // Mixtral ships as `llama` with experts
-    return Unimplemented("mixture-of-experts models ({}.expert_count = {}) are not supported yet", arch, experts);
+  if (experts > 0 && arch != "llama" && arch != "qwen3moe" && arch != "qwen2moe") {
+    return Unimplemented("mixture-of-experts {} models ({}.expert_count = {}) are not supported (llama, qwen3moe, "
+                         "qwen2moe are)", arch, arch, experts);
+  }
+  if (experts > 0) {
+    // These architectures route by softmax over all experts (llama.cpp
+    // ignores the keys for them); a file asking for anything else is refused
+    // rather than run with the wrong router.
+    KVS_ASSIGN_OR_RETURN(int64_t gating, f.GetIntOr(arch + ".expert_gating_func", 1));
+    if (gating != 1) {
+      static constexpr const char* kGatingNames[] = {"none", "softmax", "sigmoid", "softmax_weight", "sqrt_softplus"};
+      const char* name = gating >= 0 && gating < 5 ? kGatingNames[gating] : "unknown";
+      return Unimplemented("{}.expert_gating_func = {} ({}) is not supported: only softmax (1) expert gating is",
+                           arch, gating, name);
+    }
+    KVS_ASSIGN_OR_RETURN(int64_t groups, f.GetIntOr(arch + ".expert_group_count", 0));
+    if (groups > 1) return Unimplemented("{}.expert_group_count = {}: grouped expert selection is not supported",
+                                         arch, groups);
+    if (f.FindTensor("blk.0.ffn_gate_up_exps.weight") != nullptr) {
+      return Unimplemented("merged expert tensors (blk.N.ffn_gate_up_exps) are not supported");
+    }
+  } else if (arch == "qwen3moe" || arch == "qwen2moe") {
+    return InvalidArgument("{} model without {}.expert_count", arch, arch);
   }
   KVS_ASSIGN_OR_RETURN(ModelConfig c, ReadGguf(f));
   if (c.value_head_dim != c.head_dim) {

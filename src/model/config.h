@@ -4,8 +4,10 @@
 // (QKV bias, NeoX RoPE), `qwen3` (per-head Q/K RMSNorm, NeoX RoPE), `phi3`
 // (fused attn_qkv and ffn_up gate|up tensors, LongRoPE), `gemma2` and
 // `gemma3` (embeddings x sqrt(hidden), GELU-tanh FFN, post-attention and
-// post-FFN norms, logit soft-capping, interleaved sliding-window layers).
-// Others are refused by name. Each field below says which key sets it;
+// post-FFN norms, logit soft-capping, interleaved sliding-window layers),
+// and the mixture-of-experts variants: `qwen3moe` (Qwen3-30B-A3B), `llama`
+// files with `expert_count` (Mixtral) and `qwen2moe` (with a shared expert
+// gated by sigmoid). Others are refused by name. Each field below says which key sets it;
 // defaults are llama.cpp's for the architecture.
 //
 // RoPE scaling follows llama.cpp's reading of the same keys: `none`,
@@ -50,8 +52,8 @@ struct ModelConfig {
   float yarn_log_mul = 0.0f;    // rope.scaling.yarn_log_multiplier (DeepSeek-style mscale_all_dim)
   bool longrope = false;        // rope_factors_short/long tensors present (Phi-3 128k)
   RopeType rope_type = RopeType::kNormal;
-  bool qkv_bias = false;        // qwen2
-  bool qk_norm = false;         // qwen3
+  bool qkv_bias = false;        // qwen2, qwen2moe
+  bool qk_norm = false;         // qwen3, qwen3moe
   bool tied_embeddings = false; // no output.weight: logits use token_embd
   bool fused_qkv = false;       // blk.N.attn_qkv.weight: Q, K, V rows in one tensor (phi3)
   bool fused_gate_up = false;   // phi3: ffn_up.weight holds gate rows then up rows, no ffn_gate
@@ -74,6 +76,17 @@ struct ModelConfig {
   float rope_base_swa = 10000.0f;  // rope.freq_base_swa
   float rope_scale_swa = 1.0f;  // positions divided by this in sliding layers
 
+  // Mixture of experts (`expert_count` > 0): every layer's FFN is n_experts
+  // expert FFNs of width expert_ffn, of which each token runs the
+  // n_experts_used with the largest softmax(router logits), weighted by
+  // those probabilities (renormalised to sum 1 when norm_topk).
+  int32_t n_experts = 0;        // expert_count; 0 = dense FFN
+  int32_t n_experts_used = 0;   // expert_used_count (1 <= used <= n_experts)
+  int32_t expert_ffn = 0;       // expert_feed_forward_length (default ffn, or ffn / used for qwen*moe)
+  int32_t shared_ffn = 0;       // expert_shared_feed_forward_length (qwen2moe; default ffn); 0 = none
+  bool norm_topk = false;       // llama and qwen3moe renormalise, qwen2moe does not
+  bool is_moe() const { return n_experts > 0; }
+
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   bool IsSliding(int32_t layer) const {
@@ -91,7 +104,8 @@ struct ModelConfig {
   // capacity planner uses it for models kvserve does not run.
   static StatusOr<ModelConfig> ReadGguf(const gguf::GgufFile& file);
   // ReadGguf, then refuses what this build cannot run (architecture, RoPE
-  // scaling, value head size) by name.
+  // scaling, value head size, expert gating other than softmax, grouped
+  // expert selection) by name.
   static StatusOr<ModelConfig> FromGguf(const gguf::GgufFile& file);
 };
 

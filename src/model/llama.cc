@@ -95,8 +95,8 @@ void LlamaModel::ReserveTokens(int64_t t) {
   size(v_, c.kv_dim());
   size(att_, c.q_dim());
   size(tmp_, c.hidden);
-  size(gate_, c.ffn);
-  size(up_, c.ffn);
+  size(gate_, c.is_moe() ? 0 : c.ffn);
+  size(up_, c.is_moe() ? 0 : c.ffn);
   for (int kind = 0; kind < 2; ++kind) {
     size(cos_[kind], c.rope_dim / 2);
     size(sin_[kind], c.rope_dim / 2);
@@ -233,7 +233,9 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
     }
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
     for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(x_.data() + t * H, L.ffn_norm, xn_.data() + t * H, H, c.rms_eps);
-    if (c.gelu_ffn) {
+    if (c.is_moe()) {
+      moe_.Forward(c, L.moe, xn_.data(), T, tmp_.data(), pool);
+    } else if (c.gelu_ffn) {
       // gate_ = gelu_tanh(xn · gate^T) * (xn · up^T)
       const kernels::MatView ws[2] = {L.w_gate, L.w_up};
       float* const ys[2] = {gate_.data(), up_.data()};
@@ -243,7 +245,7 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
       // gate_ = silu(xn · gate^T) * (xn · up^T), fused per thread.
       kernels::GatedMatMul(L.w_gate, L.w_up, xn_.data(), T, gate_.data(), up_.data(), pool);
     }
-    kernels::MatMul(L.w_down, gate_.data(), T, tmp_.data(), pool);
+    if (!c.is_moe()) kernels::MatMul(L.w_down, gate_.data(), T, tmp_.data(), pool);
     if (L.ffn_post_norm != nullptr) {
       for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(tmp_.data() + t * H, L.ffn_post_norm, tmp_.data() + t * H, H, c.rms_eps);
     }

@@ -2,7 +2,8 @@
 // (`llama`, `qwen2`, `qwen3`, `phi3`, `gemma2`, `gemma3`: they differ by QKV
 // bias, per-head Q/K norm, RoPE pair layout and scaling, fused tensors,
 // embedding scale, FFN activation, post-norms, soft-capping and sliding
-// windows, all of which ModelConfig flags select).
+// windows, all of which ModelConfig flags select; `qwen3moe`, `qwen2moe` and
+// Mixtral-style `llama` replace the FFN by MoeFfn, model/moe.h).
 //
 // Forward() runs a ForwardBatch (kvcache/forward_batch.h) in one pass: every
 // matmul sees all tokens of the batch at once ([tokens, features]
@@ -25,6 +26,7 @@
 #include "kvcache/kv_cache.h"
 #include "kvcache/paged_attention.h"
 #include "model/config.h"
+#include "model/moe.h"
 #include "model/weights.h"
 
 namespace kvs::model {
@@ -39,6 +41,8 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   const gguf::GgufFile& file() const { return *file_; }
   uint64_t weight_bytes() const { return weights_->total_bytes; }
+  // Mixture-of-experts models: routings per expert so far (moe.h); empty otherwise.
+  const std::vector<int64_t>& expert_counts() const { return moe_.expert_counts(); }
 
   // The longest sequence this model will serve (default: the trained
   // context). LongRoPE picks its long factors when it exceeds the original
@@ -72,6 +76,7 @@ class LlamaModel {
   };
   RopeTable rope_[2];
   kvcache::PagedAttention attention_;  // keeps its plan and scratch between calls
+  MoeFfn moe_;                         // the expert FFN's routing and scratch (MoE models)
 
   // Activations, [max_tokens_, ...] each.
   int64_t max_tokens_ = 0;

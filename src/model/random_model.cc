@@ -56,9 +56,20 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path, const
     g->AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
     g->AddFloat32(a + "rope.freq_base", s.rope_base);
     g->AddUint32(a + "rope.dimension_count", hd);
+    if (s.n_experts > 0) {
+      g->AddUint32(a + "expert_count", s.n_experts);
+      g->AddUint32(a + "expert_used_count", s.n_experts_used);
+      if (s.expert_ffn > 0) g->AddUint32(a + "expert_feed_forward_length", s.expert_ffn);
+      if (s.shared_ffn > 0) g->AddUint32(a + "expert_shared_feed_forward_length", s.shared_ffn);
+    }
   }
+  const bool qwen_moe = s.arch == "qwen3moe" || s.arch == "qwen2moe";
+  // The widths the reader will derive (config.cc) when the keys are absent.
+  const int expert_ffn = s.expert_ffn > 0 ? s.expert_ffn : qwen_moe ? s.ffn / s.n_experts_used : s.ffn;
+  const int shared_ffn = s.shared_ffn > 0 ? s.shared_ffn : s.ffn;
   std::mt19937 rng(s.seed);
   const bool q4km = s.mix == "Q4_K_M";
+  // is_matrix: stored in the weight type (else F32, as norms and routers).
   auto add = [&](const std::string& name, std::vector<int64_t> dims, float stddev, float mean, bool is_matrix,
                  bool more_bits = false) {
     int64_t n = 1;
@@ -113,24 +124,39 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path, const
       add(p + "attn_v.weight", {s.hidden, s.n_kv_heads * hd}, ws, 0.0f, true, UseMoreBits(l, s.n_layers));
     }
     add(p + "attn_output.weight", {s.n_heads * hd, s.hidden}, ws, 0.0f, true);
-    if (s.arch == "qwen2") {
+    if (s.arch == "qwen2" || s.arch == "qwen2moe") {
       add(p + "attn_q.bias", {s.n_heads * hd}, 0.1f, 0.0f, false);
       add(p + "attn_k.bias", {s.n_kv_heads * hd}, 0.1f, 0.0f, false);
       add(p + "attn_v.bias", {s.n_kv_heads * hd}, 0.1f, 0.0f, false);
     }
-    if (s.arch == "qwen3" || s.arch == "gemma3") {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3") {
       add(p + "attn_q_norm.weight", {hd}, 0.1f, 1.0f, false);
       add(p + "attn_k_norm.weight", {hd}, 0.1f, 1.0f, false);
     }
     if (gemma) add(p + "post_attention_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
     add(p + "ffn_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
-    if (phi3) {
+    if (s.n_experts > 0) {
+      // The router stays F32, as llama.cpp's quantizer leaves it.
+      add(p + "ffn_gate_inp.weight", {s.hidden, s.n_experts}, s.router_scale * ws, 0.0f, false);
+      add(p + "ffn_gate_exps.weight", {s.hidden, expert_ffn, s.n_experts}, ws, 0.0f, true);
+      add(p + "ffn_up_exps.weight", {s.hidden, expert_ffn, s.n_experts}, ws, 0.0f, true);
+      add(p + "ffn_down_exps.weight", {expert_ffn, s.hidden, s.n_experts},
+          1.0f / std::sqrt(static_cast<float>(expert_ffn)), 0.0f, true);
+      if (s.arch == "qwen2moe") {
+        add(p + "ffn_gate_inp_shexp.weight", {s.hidden}, ws, 0.0f, false);
+        add(p + "ffn_gate_shexp.weight", {s.hidden, shared_ffn}, ws, 0.0f, true);
+        add(p + "ffn_up_shexp.weight", {s.hidden, shared_ffn}, ws, 0.0f, true);
+        add(p + "ffn_down_shexp.weight", {shared_ffn, s.hidden}, 1.0f / std::sqrt(static_cast<float>(shared_ffn)),
+            0.0f, true);
+      }
+    } else if (phi3) {
       add(p + "ffn_up.weight", {s.hidden, 2 * s.ffn}, ws, 0.0f, true);  // gate rows, then up rows
     } else {
       add(p + "ffn_gate.weight", {s.hidden, s.ffn}, ws, 0.0f, true);
       add(p + "ffn_up.weight", {s.hidden, s.ffn}, ws, 0.0f, true);
     }
     if (gemma) add(p + "post_ffw_norm.weight", {s.hidden}, 0.1f, 1.0f, false);
+    if (s.n_experts > 0) continue;
     add(p + "ffn_down.weight", {s.ffn, s.hidden}, 1.0f / std::sqrt(static_cast<float>(s.ffn)), 0.0f, true,
         UseMoreBits(l, s.n_layers));
   }

@@ -13,7 +13,9 @@ namespace kvs::model {
 
 struct RandomModelSpec {
   // llama | qwen2 | qwen3 | phi3 (fused attn_qkv and ffn_up) | gemma2 |
-  // gemma3 (post-norms; gemma3 with Q/K norms); any other name writes llama's tensors.
+  // gemma3 (post-norms; gemma3 with Q/K norms) | qwen3moe (Q/K norms) |
+  // qwen2moe (QKV bias, shared expert); any other name writes llama's
+  // tensors. n_experts > 0 (required for qwen*moe) writes expert FFNs.
   std::string arch = "llama";
   DType weight_type = DType::kF32;
   // "Q4_K_M": Q4_K, with Q6_K for output.weight and for attn_v / ffn_down of
@@ -36,6 +38,11 @@ struct RandomModelSpec {
   float attn_softcap = 0.0f;    // attn_logit_softcapping; 0: no key
   float final_softcap = 0.0f;   // final_logit_softcapping; 0: no key
   float rope_base_swa = 0.0f;   // rope.freq_base_swa; 0: no key
+  int n_experts = 0;            // expert_count; 0: dense FFN
+  int n_experts_used = 2;       // expert_used_count
+  int expert_ffn = 0;           // expert_feed_forward_length; 0: no key (llama.cpp's default)
+  int shared_ffn = 0;           // expert_shared_feed_forward_length (qwen2moe); 0: no key
+  float router_scale = 4.0f;    // router weights' stddev in units of 1/sqrt(hidden): decisive routing
   uint32_t seed = 1;
 };
 

@@ -51,6 +51,23 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
     w->total_bytes += t->nbytes;
     return kernels::MatView{t->type, t->data, rows, cols};
   };
+  // A 3-D expert tensor [n, rows, cols] (GGUF dims [cols, rows, n]), one
+  // matrix per expert.
+  auto experts = [&](const std::string& name, int64_t n, int64_t rows, int64_t cols,
+                     std::vector<kernels::MatView>& out) -> Status {
+    KVS_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(name, true));
+    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n) {
+      return InvalidArgument("tensor {} has shape {}, expected [{}, {}, {}]", name, DimsString(t->dims), cols, rows,
+                             n);
+    }
+    if (!Traits(t->type).supported || !kernels::CanQuantize(t->type)) {
+      return Unimplemented("tensor {} has type {}, which kvserve does not support", name, DTypeName(t->type));
+    }
+    w->total_bytes += t->nbytes;
+    const kernels::MatView all{t->type, t->data, n * rows, cols};
+    for (int64_t e = 0; e < n; ++e) out.push_back(RowRange(all, e * rows, rows));
+    return Status::Ok();
+  };
   auto vec = [&](const std::string& name, int64_t n, bool required) -> StatusOr<const float*> {
     KVS_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(name, required));
     if (t == nullptr) return static_cast<const float*>(nullptr);
@@ -110,7 +127,19 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
       KVS_ASSIGN_OR_RETURN(L.attn_post_norm, vec(p + "post_attention_norm.weight", c.hidden, true));
       KVS_ASSIGN_OR_RETURN(L.ffn_post_norm, vec(p + "post_ffw_norm.weight", c.hidden, true));
     }
-    if (c.fused_gate_up) {
+    if (c.is_moe()) {
+      MoeWeights& M = L.moe;
+      KVS_ASSIGN_OR_RETURN(M.router, matrix(p + "ffn_gate_inp.weight", c.n_experts, c.hidden));
+      KVS_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", c.n_experts, c.expert_ffn, c.hidden, M.gate));
+      KVS_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", c.n_experts, c.expert_ffn, c.hidden, M.up));
+      KVS_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", c.n_experts, c.hidden, c.expert_ffn, M.down));
+      if (c.shared_ffn > 0) {
+        KVS_ASSIGN_OR_RETURN(M.shared_gate, vec(p + "ffn_gate_inp_shexp.weight", c.hidden, true));
+        KVS_ASSIGN_OR_RETURN(M.shared_gate_mat, matrix(p + "ffn_gate_shexp.weight", c.shared_ffn, c.hidden));
+        KVS_ASSIGN_OR_RETURN(M.shared_up, matrix(p + "ffn_up_shexp.weight", c.shared_ffn, c.hidden));
+        KVS_ASSIGN_OR_RETURN(M.shared_down, matrix(p + "ffn_down_shexp.weight", c.hidden, c.shared_ffn));
+      }
+    } else if (c.fused_gate_up) {
       KVS_ASSIGN_OR_RETURN(kernels::MatView gate_up, matrix(p + "ffn_up.weight", 2 * c.ffn, c.hidden));
       L.w_gate = RowRange(gate_up, 0, c.ffn);
       L.w_up = RowRange(gate_up, c.ffn, c.ffn);
@@ -118,7 +147,9 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
       KVS_ASSIGN_OR_RETURN(L.w_gate, matrix(p + "ffn_gate.weight", c.ffn, c.hidden));
       KVS_ASSIGN_OR_RETURN(L.w_up, matrix(p + "ffn_up.weight", c.ffn, c.hidden));
     }
-    KVS_ASSIGN_OR_RETURN(L.w_down, matrix(p + "ffn_down.weight", c.hidden, c.ffn));
+    if (!c.is_moe()) {
+      KVS_ASSIGN_OR_RETURN(L.w_down, matrix(p + "ffn_down.weight", c.hidden, c.ffn));
+    }
   }
   w->PackMatrices(f);
   return w;
@@ -130,7 +161,16 @@ void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
   // embedding lookups keep reading a few at a time.
   std::vector<std::pair<kernels::MatView*, bool>> todo;
   for (LayerWeights& L : layers) {
-    for (kernels::MatView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) todo.emplace_back(m, true);
+    for (kernels::MatView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      if (m->rows > 0) todo.emplace_back(m, true);
+    }
+    MoeWeights& M = L.moe;
+    for (kernels::MatView* m : {&M.router, &M.shared_gate_mat, &M.shared_up, &M.shared_down}) {
+      if (m->rows > 0) todo.emplace_back(m, true);
+    }
+    for (std::vector<kernels::MatView>* v : {&M.gate, &M.up, &M.down}) {
+      for (kernels::MatView& m : *v) todo.emplace_back(&m, true);
+    }
   }
   todo.emplace_back(&output, output.data != token_embd.data);
 

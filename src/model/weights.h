@@ -6,6 +6,10 @@
 // memory, and the rows are read back from the file only if a scalar path or
 // an embedding lookup asks for them. Every tensor's shape and type is
 // checked at load; a missing or misshapen tensor is refused by name.
+// Mixture-of-experts layers keep each expert of the 3-D expert tensors
+// ([n_experts, rows, cols], GGUF dims [cols, rows, n_experts]) as a MatView
+// of its own rows, packed separately, so that a token reads only the
+// experts it selects.
 // Thread-safety: immutable after Load.
 #pragma once
 
@@ -19,6 +23,17 @@
 #include "model/config.h"
 
 namespace kvs::model {
+
+// A layer's mixture-of-experts FFN (ModelConfig::is_moe()).
+struct MoeWeights {
+  kernels::MatView router;            // ffn_gate_inp [n_experts, hidden]
+  // One view per expert into ffn_{gate,up,down}_exps: [expert_ffn, hidden] x2, [hidden, expert_ffn].
+  std::vector<kernels::MatView> gate, up, down;
+  // qwen2moe's shared expert, run for every token and scaled by
+  // sigmoid(x · shared_gate); rows == 0 when absent.
+  kernels::MatView shared_gate_mat, shared_up, shared_down;  // [shared_ffn, hidden] x2, [hidden, shared_ffn]
+  const float* shared_gate = nullptr;  // ffn_gate_inp_shexp [hidden]
+};
 
 struct LayerWeights {
   const float* attn_norm = nullptr;   // [hidden]
@@ -35,6 +50,7 @@ struct LayerWeights {
   // their row ranges: the matmuls never know.
   kernels::MatView w_gate, w_up;      // [ffn, hidden]
   kernels::MatView w_down;            // [hidden, ffn]
+  MoeWeights moe;                     // instead of w_gate/w_up/w_down when the model has experts
 };
 
 struct ModelWeights {

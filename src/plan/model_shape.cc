@@ -44,9 +44,22 @@ void ForEachTensor(const ModelShape& s, Fn&& fn) {
     fn(kv_dim, s.hidden, true);       // k
     fn(kv_dim, s.hidden, true);       // v
     fn(s.hidden, q_dim, true);        // o
-    fn(s.ffn, s.hidden, true);        // gate
-    fn(s.ffn, s.hidden, true);        // up
-    fn(s.hidden, s.ffn, true);        // down
+    if (s.experts > 0) {
+      fn(s.experts, s.hidden, false);                  // router (f32 in quantized files)
+      fn(s.experts * s.expert_ffn, s.hidden, true);    // gate_exps
+      fn(s.experts * s.expert_ffn, s.hidden, true);    // up_exps
+      fn(s.experts * s.hidden, s.expert_ffn, true);    // down_exps
+      if (s.shared_expert_ffn > 0) {
+        fn(1, s.hidden, false);                        // gate_inp_shexp
+        fn(s.shared_expert_ffn, s.hidden, true);       // gate_shexp
+        fn(s.shared_expert_ffn, s.hidden, true);       // up_shexp
+        fn(s.hidden, s.shared_expert_ffn, true);       // down_shexp
+      }
+    } else {
+      fn(s.ffn, s.hidden, true);        // gate
+      fn(s.ffn, s.hidden, true);        // up
+      fn(s.hidden, s.ffn, true);        // down
+    }
     if (s.qkv_bias) {
       fn(1, q_dim, false);
       fn(1, kv_dim, false);
@@ -77,10 +90,20 @@ ModelShape Preset(std::string name, std::string arch, int64_t layers, int64_t hi
   s.vocab = vocab;
   s.tied_embeddings = tied;
   s.qkv_bias = s.arch == "qwen2";
-  s.qk_norm = s.arch == "qwen3";
+  s.qk_norm = s.arch == "qwen3" || s.arch == "qwen3moe";
   s.max_context = max_context;
   s.default_format = WeightFormat::kBF16;
   s.params = ParamsFromShape(s);
+  s.active_params = ActiveParamsFromShape(s);
+  return s;
+}
+
+ModelShape WithExperts(ModelShape s, int64_t experts, int64_t used, int64_t expert_ffn) {
+  s.experts = experts;
+  s.experts_used = used;
+  s.expert_ffn = expert_ffn;
+  s.params = ParamsFromShape(s);
+  s.active_params = ActiveParamsFromShape(s);
   return s;
 }
 
@@ -94,6 +117,10 @@ const std::vector<ModelShape>& Presets() {
       Preset("Qwen2.5-72B", "qwen2", 80, 8192, 64, 8, 128, 29568, 152064, false, 131072),
       Preset("Qwen3-8B", "qwen3", 36, 4096, 32, 8, 128, 12288, 151936, false, 40960),
       Preset("Mistral-7B-v0.3", "llama", 32, 4096, 32, 8, 128, 14336, 32768, false, 32768),
+      // Mixture of experts: 30.5B / 3.3B active, 46.7B / 12.9B active.
+      WithExperts(Preset("Qwen3-30B-A3B", "qwen3moe", 48, 2048, 32, 4, 128, 6144, 151936, false, 40960), 128, 8,
+                  768),
+      WithExperts(Preset("Mixtral-8x7B", "llama", 32, 4096, 32, 8, 128, 14336, 32000, false, 32768), 8, 2, 14336),
       // The project's own test shape (about 125M parameters).
       Preset("test-125m", "llama", 12, 768, 12, 4, 64, 2048, 32000, false, 4096),
   };
@@ -166,6 +193,11 @@ Status ValidateShape(const ModelShape& s) {
   if (s.heads % s.kv_heads != 0) {
     return InvalidArgument("model {}: {} heads are not a multiple of {} KV heads", s.name, s.heads, s.kv_heads);
   }
+  if (s.experts < 0 || s.experts > 4096 || (s.experts > 0 && (s.experts_used <= 0 || s.experts_used > s.experts ||
+                                                              s.expert_ffn <= 0 || s.expert_ffn > (int64_t{1} << 31)))) {
+    return InvalidArgument("model {}: {} experts, {} used, expert FFN {} is not a valid mixture of experts", s.name,
+                           s.experts, s.experts_used, s.expert_ffn);
+  }
   return Status::Ok();
 }
 
@@ -173,6 +205,11 @@ int64_t ParamsFromShape(const ModelShape& s) {
   int64_t n = 0;
   ForEachTensor(s, [&](int64_t rows, int64_t cols, bool) { n += rows * cols; });
   return n;
+}
+
+int64_t ActiveParamsFromShape(const ModelShape& s) {
+  if (s.experts <= 0) return ParamsFromShape(s);
+  return ParamsFromShape(s) - s.layers * (s.experts - s.experts_used) * 3 * s.hidden * s.expert_ffn;
 }
 
 uint64_t WeightBytesFromShape(const ModelShape& s, WeightFormat f) {
@@ -211,7 +248,10 @@ Status SlidingWindowFromHf(const nlohmann::json& j, const std::string& source, M
     }
     window = it->get<int64_t>();
   }
-  if (window == 0 || s.arch == "phi3" || s.arch == "qwen2" || s.arch == "qwen3") return Status::Ok();
+  if (window == 0 || s.arch == "phi3" || s.arch == "qwen2" || s.arch == "qwen3" || s.arch == "qwen2_moe" ||
+      s.arch == "qwen3_moe") {
+    return Status::Ok();
+  }
   int64_t sliding = 0;
   auto types = j.find("layer_types");
   if (types != j.end() && types->is_array()) {
@@ -275,9 +315,17 @@ StatusOr<ModelShape> ShapeFromHfConfigText(std::string_view json_text, std::stri
   // Gemma's configs leave tie_word_embeddings at transformers' default, true.
   const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
   KVS_ASSIGN_OR_RETURN(s.tied_embeddings, get_bool("tie_word_embeddings", gemma));
-  KVS_ASSIGN_OR_RETURN(bool attention_bias, get_bool("attention_bias", s.arch == "qwen2"));
+  KVS_ASSIGN_OR_RETURN(bool attention_bias, get_bool("attention_bias", s.arch == "qwen2" || s.arch == "qwen2_moe"));
   s.qkv_bias = attention_bias;
-  s.qk_norm = s.arch == "qwen3" || s.arch == "gemma3";
+  s.qk_norm = s.arch == "qwen3" || s.arch == "qwen3_moe" || s.arch == "gemma3";
+  // Experts: Qwen's num_experts, Mixtral's num_local_experts.
+  KVS_ASSIGN_OR_RETURN(int64_t experts, get_int("num_experts", int64_t{0}));
+  KVS_ASSIGN_OR_RETURN(s.experts, get_int("num_local_experts", experts));
+  if (s.experts > 0) {
+    KVS_ASSIGN_OR_RETURN(s.experts_used, get_int("num_experts_per_tok", std::nullopt));
+    KVS_ASSIGN_OR_RETURN(s.expert_ffn, get_int("moe_intermediate_size", s.ffn));
+    KVS_ASSIGN_OR_RETURN(s.shared_expert_ffn, get_int("shared_expert_intermediate_size", int64_t{0}));
+  }
   KVS_RETURN_IF_ERROR(SlidingWindowFromHf(j, source, s));
 
   // Newer transformers write "dtype", older "torch_dtype".
@@ -287,6 +335,7 @@ StatusOr<ModelShape> ShapeFromHfConfigText(std::string_view json_text, std::stri
   }
   KVS_RETURN_IF_ERROR(ValidateShape(s));
   s.params = ParamsFromShape(s);
+  s.active_params = ActiveParamsFromShape(s);
   return s;
 }
 
@@ -320,10 +369,19 @@ StatusOr<ModelShape> ShapeFromGgufImpl(const gguf::GgufFile& f, const std::strin
   s.qk_norm = f.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
   s.sliding_window = c.sliding_window;
   s.sliding_layers = c.NumSlidingLayers();
+  s.experts = c.n_experts;
+  s.experts_used = c.n_experts_used;
+  s.expert_ffn = c.expert_ffn;
+  s.shared_expert_ffn = c.shared_ffn;
+  if (s.experts > 0 && f.FindTensor("blk.0.ffn_gate_inp_shexp.weight") == nullptr) s.shared_expert_ffn = 0;
 
   std::map<std::string, uint64_t> bytes_by_type;
+  int64_t unselected = 0;  // elements of the experts a token does not run
   for (const gguf::TensorInfo& t : f.tensors()) {
     s.params += t.NumElements();
+    if (s.experts > 0 && t.name.find("_exps.") != std::string::npos) {
+      unselected += t.NumElements() / s.experts * (s.experts - s.experts_used);
+    }
     s.file_weights_bytes += t.nbytes;
     bytes_by_type[DTypeName(t.type)] += t.nbytes;
   }
@@ -331,6 +389,7 @@ StatusOr<ModelShape> ShapeFromGgufImpl(const gguf::GgufFile& f, const std::strin
   auto commonest = std::max_element(bytes_by_type.begin(), bytes_by_type.end(),
                                     [](const auto& x, const auto& y) { return x.second < y.second; });
   s.file_weights_type = commonest->first;
+  s.active_params = s.params - unselected;
   KVS_RETURN_IF_ERROR(ValidateShape(s));
   return s;
 }

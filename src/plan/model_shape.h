@@ -16,7 +16,13 @@
 //   q [heads*head_dim, hidden], k and v [kv_heads*head_dim, hidden],
 //   o [hidden, heads*head_dim], gate and up [ffn, hidden], down [hidden, ffn],
 //   q/k/v biases when qkv_bias (qwen2), q_norm/k_norm [head_dim] when qk_norm
-//   (qwen3).
+//   (qwen3). Mixture-of-experts shapes (experts > 0) replace gate/up/down
+//   by a router [experts, hidden] (kept f32 in quantized files, as llama.cpp
+//   writes it) and per expert gate and up [expert_ffn, hidden], down
+//   [hidden, expert_ffn]; a shared expert (qwen2moe) adds gate/up/down of
+//   shared_expert_ffn and its gate vector [hidden]. All experts count in
+//   params and weight bytes (they must be resident); active_params counts
+//   only experts_used of them, what one token's forward pass reads.
 // Thread-safety: plain values and pure functions.
 #pragma once
 
@@ -73,7 +79,14 @@ struct ModelShape {
   // global layers; Mistral-style configs slide every layer). 0: none.
   int64_t sliding_window = 0;
   int64_t sliding_layers = 0;
+  // Mixture of experts (0 experts: dense). ffn is then unused by the
+  // tensors (Qwen3-MoE's config still names a dense intermediate_size).
+  int64_t experts = 0;           // routed experts per layer
+  int64_t experts_used = 0;      // experts each token runs
+  int64_t expert_ffn = 0;        // each expert's FFN width
+  int64_t shared_expert_ffn = 0; // qwen2moe's shared expert; 0: none
   int64_t params = 0;            // parameter count
+  int64_t active_params = 0;     // parameters one token reads (= params when dense)
 
   // The weights as stored by the source: for GGUF the sum of tensor sizes
   // (file_weights_bytes > 0, file_weights_type names the commonest type);
@@ -86,14 +99,17 @@ struct ModelShape {
 // Checks every dimension is positive and heads divide evenly.
 Status ValidateShape(const ModelShape& s);
 
-// Parameter count implied by the shapes (see the tensor list above).
+// Parameter count implied by the shapes (see the tensor list above), and
+// the part of it one token reads (all but the unselected experts).
 int64_t ParamsFromShape(const ModelShape& s);
+int64_t ActiveParamsFromShape(const ModelShape& s);
 
 // Weight bytes of the shape stored in format f (see WeightFormat).
 uint64_t WeightBytesFromShape(const ModelShape& s, WeightFormat f);
 
 // Built-in presets: Llama-3.1-8B, Llama-3.1-70B, Llama-3.2-1B, Llama-3.2-3B,
-// Qwen2.5-7B, Qwen2.5-72B, Qwen3-8B, Mistral-7B-v0.3, test-125m.
+// Qwen2.5-7B, Qwen2.5-72B, Qwen3-8B, Mistral-7B-v0.3, Qwen3-30B-A3B,
+// Mixtral-8x7B, test-125m.
 // Lookup is case-insensitive; NotFound lists the known names.
 StatusOr<ModelShape> FindPreset(std::string_view name);
 std::vector<std::string> PresetNames();
@@ -101,7 +117,10 @@ std::vector<std::string> PresetNames();
 // Parses the text of a Hugging Face config.json (a nested "text_config" is
 // used when present). Reads num_hidden_layers, hidden_size,
 // num_attention_heads, num_key_value_heads (default: heads), head_dim
-// (default: hidden / heads), intermediate_size, vocab_size,
+// (default: hidden / heads), intermediate_size, vocab_size, the experts
+// (num_experts or Mixtral's num_local_experts, num_experts_per_tok,
+// moe_intermediate_size (default intermediate_size, Mixtral's expert width),
+// shared_expert_intermediate_size),
 // tie_word_embeddings (default false; true for gemma2/gemma3), max_position_embeddings,
 // torch_dtype / dtype (default bf16), model_type, attention_bias, and the
 // sliding window: sliding_window with layer_types (counting
@@ -117,8 +136,10 @@ StatusOr<ModelShape> ShapeFromHfConfig(const std::string& path);
 // (default heads), .feed_forward_length, .context_length,
 // .attention.key_length (default hidden / heads); vocab from
 // tokenizer.ggml.tokens, else <arch>.vocab_size, else token_embd's rows;
-// tied when there is no output.weight. Weight bytes are the sum of the
-// tensors' sizes, parameters the sum of their elements.
+// tied when there is no output.weight; experts as ModelConfig reads them.
+// Weight bytes are the sum of the tensors' sizes, parameters the sum of
+// their elements (active parameters: less the unselected experts' share of
+// the *_exps tensors).
 StatusOr<ModelShape> ShapeFromGguf(const std::string& path);
 // The same for a file already open (the server's); path names the source.
 StatusOr<ModelShape> ShapeFromGgufFile(const gguf::GgufFile& file, const std::string& path);

@@ -126,7 +126,14 @@ ActivationBreakdown Activations(const ModelShape& s, int64_t chunk_tokens, int64
   a.qkv = t * U(s.heads + 2 * s.kv_heads) * U(s.head_dim) * f32;       // [T, (h + 2 kvh) * hd]
   a.attention_out = t * U(s.heads) * U(s.head_dim) * f32;             // [T, h * hd]
   a.attention_scratch = U(threads) * U(context) * f32;                // [P, C]
-  a.mlp = t * 2 * U(s.ffn) * f32;                                      // [T, 2 * ffn]
+  if (s.experts > 0) {
+    // MoeFfn: router probabilities [T, experts], gathered input and output
+    // rows [T, hidden] x2, gate and up of the widest expert [T, 2 * width].
+    const uint64_t width = U(std::max(s.expert_ffn, s.shared_expert_ffn));
+    a.mlp = t * (U(s.experts) + 2 * U(s.hidden) + 2 * width) * f32;
+  } else {
+    a.mlp = t * 2 * U(s.ffn) * f32;                                    // [T, 2 * ffn]
+  }
   a.logits = U(logit_rows) * U(s.vocab) * f32;                         // [B, vocab]
   return a;
 }
@@ -342,7 +349,14 @@ nlohmann::json PlanToJson(const MemoryPlan& p) {
       {"kv_heads", s.kv_heads}, {"head_dim", s.head_dim}, {"ffn", s.ffn},
       {"vocab", s.vocab},       {"tied_embeddings", s.tied_embeddings},
       {"max_context", s.max_context}, {"params", s.params},
+      {"active_params", s.active_params},
   };
+  if (s.experts > 0) {
+    model["experts"] = s.experts;
+    model["experts_used"] = s.experts_used;
+    model["expert_ffn"] = s.expert_ffn;
+    model["shared_expert_ffn"] = s.shared_expert_ffn;
+  }
   nlohmann::json inputs = {
       {"context", o.context},
       {"concurrency", o.concurrency},
@@ -405,7 +419,14 @@ std::string PlanToText(const MemoryPlan& p) {
   line(fmt::format("             {} layers, hidden {}, {} heads / {} KV heads x {}, FFN {}, vocab {}{}", s.layers,
                    s.hidden, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab,
                    s.tied_embeddings ? ", tied embeddings" : ""));
-  line(fmt::format("             {} parameters, max context {}", Count(s.params), s.max_context));
+  if (s.experts > 0) {
+    line(fmt::format("             {} of {} experts of FFN {} per token{}", s.experts_used, s.experts, s.expert_ffn,
+                     s.shared_expert_ffn > 0 ? fmt::format(" + a shared expert of FFN {}", s.shared_expert_ffn) : ""));
+    line(fmt::format("             {} parameters (all resident), {} active per token, max context {}",
+                     Count(s.params), Count(s.active_params), s.max_context));
+  } else {
+    line(fmt::format("             {} parameters, max context {}", Count(s.params), s.max_context));
+  }
   line(fmt::format("serving      context {} x concurrency {}; weights {}, KV {} in blocks of {}", o.context,
                    o.concurrency, p.weights_dtype, KvName(o.kv_dtype), o.block_size));
   line(fmt::format("             step of {} batched tokens, batch {}, {} threads", o.max_num_batched_tokens,

@@ -4,7 +4,8 @@
 // Serving memory is three accounts plus a runtime overhead:
 //
 // 1. Weights: the file's tensor bytes (GGUF), or computed from the shapes
-//    in a WeightFormat (see model_shape.h).
+//    in a WeightFormat (see model_shape.h). Mixture-of-experts models count
+//    every expert: any token may select any of them, so all stay resident.
 //
 // 2. KV cache, paged in blocks of block_size tokens:
 //      kv_row_bytes       = bytes of kv_heads*head_dim values in kv_dtype
@@ -36,6 +37,10 @@
 //                                          each thread handles one
 //                                          (token, head) pair at a time)
 //      MLP            T * 2 * ffn         (gate and up; SiLU(gate)*up in place)
+//                     mixture of experts: T * (experts + 2 * hidden
+//                     + 2 * max(expert_ffn, shared_expert_ffn)) (router
+//                     probabilities, an expert's gathered rows in and out,
+//                     its gate and up)
 //      logits         B * vocab           (only each sequence's last token)
 //
 // 4. Runtime overhead: a fixed 512 MiB (binary, allocator slack, tokenizer,

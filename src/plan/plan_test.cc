@@ -12,6 +12,7 @@
 #include "base/test_util.h"
 
 #include "gguf/gguf.h"
+#include "model/random_model.h"
 #include "plan/serving.h"
 
 namespace kvs::plan {
@@ -80,6 +81,7 @@ TEST(Weights, PresetParameterCountsMatchPublishedTotals) {
   const std::pair<const char*, double> published[] = {
       {"Llama-3.2-1B", 1.24}, {"Llama-3.2-3B", 3.21},   {"Qwen2.5-72B", 72.7},
       {"Qwen3-8B", 8.19},     {"Mistral-7B-v0.3", 7.25}, {"test-125m", 0.125},
+      {"Qwen3-30B-A3B", 30.5}, {"Mixtral-8x7B", 46.7},
   };
   for (const auto& [name, billions] : published) {
     EXPECT_NEAR(static_cast<double>(P(name).params) / 1e9, billions, billions * 0.005) << name;
@@ -443,6 +445,113 @@ TEST(HfConfig, SlidingWindowLayersOfGemma3AndMistral) {
       "max_position_embeddings": 512, "sliding_window": 2047})");
   ASSERT_TRUE(phi.ok());
   EXPECT_EQ(phi->sliding_layers, 0);
+}
+
+// Qwen3-30B-A3B and Mixtral-8x7B from their published config.json files:
+// every expert counts in the weights, a token reads experts_used of them.
+// docs/capacity-planning.md works the 32K x 16 case by hand.
+TEST(HfConfig, MixtureOfExpertsQwen3_30B_A3BAndMixtral) {
+  StatusOr<ModelShape> q = ShapeFromHfConfigText(R"({"architectures": ["Qwen3MoeForCausalLM"],
+      "model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
+      "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144, "moe_intermediate_size": 768,
+      "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": true, "decoder_sparse_step": 1,
+      "mlp_only_layers": [], "vocab_size": 151936, "max_position_embeddings": 40960, "rope_theta": 1000000.0,
+      "sliding_window": null, "use_sliding_window": false, "tie_word_embeddings": false,
+      "torch_dtype": "bfloat16"})");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->experts, 128);
+  EXPECT_EQ(q->experts_used, 8);
+  EXPECT_EQ(q->expert_ffn, 768);
+  EXPECT_EQ(q->shared_expert_ffn, 0);
+  EXPECT_TRUE(q->qk_norm);
+  EXPECT_FALSE(q->qkv_bias);
+  EXPECT_EQ(q->sliding_layers, 0);
+  // By hand: embeddings and output 2 x 151936 x 2048; per layer attention
+  // q,o 2 x 4096 x 2048, k,v 2 x 512 x 2048, norms 2 x 2048 + 2 x 128,
+  // router 128 x 2048, experts 128 x 3 x 768 x 2048; final norm 2048.
+  const int64_t layer_dense = 2 * 4096 * 2048 + 2 * 512 * 2048 + 2 * 2048 + 2 * 128 + 128 * 2048;
+  const int64_t layer_experts = int64_t{128} * 3 * 768 * 2048;
+  EXPECT_EQ(q->params, 2 * int64_t{151936} * 2048 + 48 * (layer_dense + layer_experts) + 2048);
+  EXPECT_NEAR(static_cast<double>(q->params) / 1e9, 30.5, 0.05);         // "30.5B"
+  EXPECT_NEAR(static_cast<double>(q->active_params) / 1e9, 3.3, 0.06);   // "3.3B activated"
+  EXPECT_EQ(q->params - q->active_params, 48 * int64_t{120} * 3 * 768 * 2048);
+  const ModelShape preset = P("Qwen3-30B-A3B");
+  EXPECT_EQ(preset.params, q->params);
+  EXPECT_EQ(preset.active_params, q->active_params);
+  // 32K x 16 on one H100: KV 2 x 48 x 4 x 128 x 2 = 98304 bytes a token,
+  // 48 GiB in all; bf16 weights 2 bytes x 30.5B (all experts) = 61.1 GB.
+  EXPECT_EQ(KvBytesPerToken(*q, DType::kF16), 98304u);
+  const MemoryPlan p = ComputePlan(*q, H100(32768, 16));
+  EXPECT_EQ(p.kv_bytes, uint64_t{16} * 32768 * 98304);
+  EXPECT_EQ(p.weights_bytes, 2 * static_cast<uint64_t>(q->params));
+  EXPECT_FALSE(p.fits);  // 61 GB + 51.5 GB > 80 GB
+  EXPECT_EQ(p.devices_needed, 2);
+  PlanOptions small = H100(32768, 16);  // q4_k_m weights and q8_0 KV: one card
+  small.weights_format = WeightFormat::kQ4_K_M;
+  small.kv_dtype = DType::kQ8_0;
+  EXPECT_TRUE(ComputePlan(*q, small).fits);
+  // MoE scratch: router probabilities, gathered rows, one expert's gate/up.
+  EXPECT_EQ(p.activations.mlp, uint64_t{2048} * (128 + 2 * 2048 + 2 * 768) * 4);
+  const nlohmann::json j = PlanToJson(p);
+  EXPECT_EQ(j["model"]["experts"].get<int64_t>(), 128);
+  EXPECT_EQ(j["model"]["active_params"].get<int64_t>(), q->active_params);
+  EXPECT_NE(PlanToText(p).find("8 of 128 experts of FFN 768"), std::string::npos) << PlanToText(p);
+
+  StatusOr<ModelShape> m = ShapeFromHfConfigText(R"({"architectures": ["MixtralForCausalLM"],
+      "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
+      "vocab_size": 32000, "max_position_embeddings": 32768, "sliding_window": null, "rope_theta": 1000000.0,
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16"})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->experts, 8);
+  EXPECT_EQ(m->experts_used, 2);
+  EXPECT_EQ(m->expert_ffn, 14336);  // Mixtral's experts are intermediate_size wide
+  EXPECT_NEAR(static_cast<double>(m->params) / 1e9, 46.7, 0.05);          // "46.7B"
+  EXPECT_NEAR(static_cast<double>(m->active_params) / 1e9, 12.9, 0.05);   // "12.9B active"
+  EXPECT_EQ(P("Mixtral-8x7B").params, m->params);
+
+  // qwen2_moe: the shared expert, QKV bias by default.
+  StatusOr<ModelShape> s = ShapeFromHfConfigText(R"({"model_type": "qwen2_moe", "hidden_size": 64,
+      "intermediate_size": 128, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 96,
+      "num_experts": 4, "num_experts_per_tok": 2, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "vocab_size": 100, "max_position_embeddings": 512})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->qkv_bias);
+  // Per layer: norms 2x64, q/k/v/o 4x64x64, biases 3x64, router 4x64,
+  // experts 4x3x32x64, shared gate 64, shared 3x96x64.
+  EXPECT_EQ(s->params, 100 * 64 * 2 + 64 + 2 * (2 * 64 + 4 * 4096 + 3 * 64 + 4 * 64 + 4 * 3 * 32 * 64 + 64 + 3 * 96 * 64));
+  EXPECT_EQ(s->params - s->active_params, 2 * 2 * 3 * 32 * 64);
+  EXPECT_FALSE(ShapeFromHfConfigText(R"({"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 512,
+      "num_local_experts": 8, "num_experts_per_tok": 9})").ok());  // more used than there are
+}
+
+// A GGUF MoE file: the tensor table gives parameters and bytes, the
+// metadata the experts; active parameters leave out the unselected experts.
+TEST(Gguf, MixtureOfExpertsFileCountsEveryExpert) {
+  const auto dir = kvs::testing::TempDir("plan_moe");
+  const std::string path = (dir / "m.gguf").string();
+  model::RandomModelSpec spec;
+  spec.arch = "qwen3moe";
+  spec.hidden = 64;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.ffn = 128;
+  spec.vocab = 100;
+  spec.n_experts = 4;
+  spec.n_experts_used = 2;
+  spec.expert_ffn = 32;
+  ASSERT_TRUE(model::WriteRandomModel(spec, path, "").ok());
+  StatusOr<ModelShape> s = ShapeFromGguf(path);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->arch, "qwen3moe");
+  EXPECT_EQ(s->experts, 4);
+  EXPECT_EQ(s->experts_used, 2);
+  EXPECT_EQ(s->expert_ffn, 32);
+  EXPECT_EQ(s->params, ParamsFromShape(*s));  // the shapes account for every tensor
+  EXPECT_EQ(s->params - s->active_params, 2 * 2 * 3 * 32 * 64);
+  EXPECT_EQ(s->file_weights_bytes, WeightBytesFromShape(*s, WeightFormat::kF32));
+  std::filesystem::remove_all(dir);
 }
 
 // The KV pool of a running server: what the accounts leave, in whole
