@@ -41,11 +41,11 @@ bool ToWType(DType t, WType* out);
 //      Q4_0 weights: int32 [cols/32]  -8 * sum(qs of the block)
 //      Q6_K weights: int32 [cols/16]  -32 * sum(qs of the 16-group)
 //      Q4_K, Q5_K:   float [cols/32]  d * sum(qs of the 32-group)
-//      Q5_0 weights: int32 [cols/32]  -16 * sum(qs of the block)
+//      Q5_0, IQ4_NL: as Q8_0 (their prefill tiles transcode the weights to
+//                    Q8_0 and run its kernels on the same activations)
 //      Q4_1 weights: float [cols/32]  d * sum(qs of the block) (ggml's q8_1 s)
-//      IQ4_NL:       int32 [cols/32]  -128 * sum(qs of the block)
 //      IQ4_XS:       int32 [cols/32]  -128 * sum(qs of the 32-group)
-//      Q3_K weights: int32 [cols/16]  -4 * sum(qs of the 16-group)
+//      Q3_K weights: as Q6_K (transcoded to Q6_K for prefill likewise)
 //      Q2_K weights: int32 [cols/16]  sum(qs of the 16-group)
 // (The -c * sum terms let a kernel use unsigned codes q + c for signed ones.)
 // All variants produce identical bytes for identical input.
@@ -70,16 +70,14 @@ inline void WriteActAux(const ActLayout& l, int64_t b, float d, const int32_t* s
   auto* ai = reinterpret_cast<int32_t*>(row + l.aux_off);
   auto* af = reinterpret_cast<float*>(row + l.aux_off);
   switch (l.wtype) {
-    case WType::kQ8_0: ai[b] = -128 * sums[0]; return;
-    case WType::kQ4_0: ai[b] = -8 * sums[0]; return;
-    case WType::kQ5_0: ai[b] = -16 * sums[0]; return;
+    case WType::kQ8_0:
+    case WType::kQ5_0:
     case WType::kIQ4_NL: ai[b] = -128 * sums[0]; return;
+    case WType::kQ4_0: ai[b] = -8 * sums[0]; return;
     case WType::kQ4_1: af[b] = d * static_cast<float>(sums[0]); return;
     case WType::kQ6_K:
-      for (int g = 0; g < 16; ++g) ai[16 * b + g] = -32 * sums[g];
-      return;
     case WType::kQ3_K:
-      for (int g = 0; g < 16; ++g) ai[16 * b + g] = -4 * sums[g];
+      for (int g = 0; g < 16; ++g) ai[16 * b + g] = -32 * sums[g];
       return;
     case WType::kQ2_K:
       for (int g = 0; g < 16; ++g) ai[16 * b + g] = sums[g];

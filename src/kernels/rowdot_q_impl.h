@@ -14,7 +14,9 @@
 // Why rows and not panels: these types are rare in practice and their
 // panels would each need their own packing; one weight row's blocks are
 // decoded to bytes once per group of up to four activation rows and
-// multiplied by Q8_0 / Q8_K activation codes (ggml's scheme). The codes'
+// multiplied by Q8_0 / Q8_K activation codes (ggml's scheme). For prefill,
+// Q5_0 / IQ4_NL / Q3_K rows are rewritten losslessly as Q8_0 / Q6_K and go
+// through those types' panel kernels (see RdTileOrTranscode). The codes'
 // offsets and the Q4_1 / Q2_K mins use the activation sums the activation
 // quantizer precomputed (ActLayout's aux terms).
 #ifndef KVS_ROWDOT_ISA
@@ -28,7 +30,9 @@
 #include <cstring>
 
 #include "kernels/dispatch.h"
+#include "kernels/packed.h"
 #include "kernels/quant_formats.h"
+#include "kernels/scratch.h"
 
 namespace kvs::kernels::KVS_ROWDOT_ISA {
 namespace {
@@ -128,10 +132,12 @@ void RowQ5_0(const uint8_t* wrow, int64_t nblk, const RdAct* act, float* out) {
   const auto* w = reinterpret_cast<const BlockQ5_0*>(wrow);
   float sum[A] = {};
   for (int64_t b = 0; b < nblk; ++b) {
-    const __m256i codes = _mm256_or_si256(RdNibbles(w[b].qs), RdBit4(w[b].qh));  // q + 16
+    const __m256i codes =
+        _mm256_sub_epi8(_mm256_or_si256(RdNibbles(w[b].qs), RdBit4(w[b].qh)), _mm256_set1_epi8(16));  // signed
     const float dw = RdHalf(w[b].d);
     for (int i = 0; i < A; ++i) {
-      const int32_t isum = act[i].aux_i(b) + RdHSumI(RdDot(_mm256_setzero_si256(), codes, RdLoad32(act[i].qs + 32 * b)));
+      const int32_t off = kRdSignedUsesAux ? act[i].aux_i(b) : 0;
+      const int32_t isum = off + RdHSumI(RdDotSigned(_mm256_setzero_si256(), codes, RdLoad32(act[i].qs + 32 * b)));
       sum[i] += static_cast<float>(isum) * (dw * act[i].d[b]);
     }
   }
@@ -208,11 +214,11 @@ void RowQ3_K(const uint8_t* wrow, int64_t nsb, const RdAct* act, float* out) {
     int sc[16];
     for (int g = 0; g < 16; ++g) sc[g] = GetScaleQ3K(g, w[b].scales) - 32;
     __m256i isum[A];
-    int32_t off[A];  // sum over groups of scale * (-4 * sum(x))
+    int32_t off[A];  // sum over groups of scale * (-4 * sum(x)); the aux is -32 * sum(x)
     for (int i = 0; i < A; ++i) {
       isum[i] = _mm256_setzero_si256();
       off[i] = 0;
-      for (int g = 0; g < 16; ++g) off[i] += sc[g] * act[i].aux_i(16 * b + g);
+      for (int g = 0; g < 16; ++g) off[i] += sc[g] * (act[i].aux_i(16 * b + g) / 8);
     }
     const __m256i hm = RdLoad32(w[b].hmask);
     for (int h = 0; h < 2; ++h) {
@@ -294,17 +300,96 @@ void RdTile(const TileArgs& t, int64_t units) {
   }
 }
 
+// ---- Prefill: Q5_0 and IQ4_NL blocks are Q8_0 blocks (the same f16 d and
+// signed 8-bit values), and Q3_K super-blocks are Q6_K ones (the same d,
+// 6-bit scales sc - 32, codes v + 32 for v in [-4, 3]); with more than
+// kRowMaxA activation rows, 16 rows at a time are rewritten losslessly in
+// that type and the variant's packed-panel kernel runs on them (the
+// activation layouts are the same), which is several times faster than the
+// row kernels once the rewrite is amortized over the activation rows.
+
+void Q5_0ToQ8_0(const uint8_t* src, int64_t nblk, uint8_t* dst) {
+  const auto* in = reinterpret_cast<const BlockQ5_0*>(src);
+  auto* o = reinterpret_cast<BlockQ8_0*>(dst);
+  for (int64_t b = 0; b < nblk; ++b) {
+    const __m256i codes =
+        _mm256_sub_epi8(_mm256_or_si256(RdNibbles(in[b].qs), RdBit4(in[b].qh)), _mm256_set1_epi8(16));
+    o[b].d = in[b].d;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[b].qs), codes);
+  }
+}
+
+void IQ4_NLToQ8_0(const uint8_t* src, int64_t nblk, uint8_t* dst) {
+  const auto* in = reinterpret_cast<const BlockIQ4_NL*>(src);
+  auto* o = reinterpret_cast<BlockQ8_0*>(dst);
+  for (int64_t b = 0; b < nblk; ++b) {
+    o[b].d = in[b].d;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[b].qs), RdIQ4Values(in[b].qs));
+  }
+}
+
+void Q3_KToQ6_K(const uint8_t* src, int64_t nsb, uint8_t* dst) {
+  const auto* in = reinterpret_cast<const BlockQ3_K*>(src);
+  auto* o = reinterpret_cast<BlockQ6_K*>(dst);
+  for (int64_t b = 0; b < nsb; ++b) {
+    o[b].d = in[b].d;
+    for (int g = 0; g < 16; ++g) o[b].scales[g] = static_cast<int8_t>(GetScaleQ3K(g, in[b].scales) - 32);
+    for (int h = 0; h < 2; ++h) {
+      for (int l = 0; l < 32; ++l) {
+        int e[4];  // Q6_K codes of elements 128h + 32k + l
+        for (int k = 0; k < 4; ++k) {
+          const int low = (in[b].qs[32 * h + l] >> (2 * k)) & 3;
+          e[k] = low - ((in[b].hmask[l] >> (4 * h + k)) & 1 ? 0 : 4) + 32;
+        }
+        o[b].ql[64 * h + l] = static_cast<uint8_t>((e[0] & 0xF) | ((e[2] & 0xF) << 4));
+        o[b].ql[64 * h + 32 + l] = static_cast<uint8_t>((e[1] & 0xF) | ((e[3] & 0xF) << 4));
+        o[b].qh[32 * h + l] = static_cast<uint8_t>((e[0] >> 4) | ((e[1] >> 4) << 2) | ((e[2] >> 4) << 4) | ((e[3] >> 4) << 6));
+      }
+    }
+  }
+}
+
+using RdTranscodeFn = void (*)(const uint8_t*, int64_t, uint8_t*);
+
+// The tile through the row kernels (few activation rows) or rewritten in
+// kTo, 16 rows at a time, through that type's tile `target`.
+template <RdRowFn F1, RdRowFn F2, RdRowFn F3, RdRowFn F4, RdTranscodeFn kConvert, DType kTo>
+void RdTileOrTranscode(const TileArgs& t, int64_t units, TileFn target) {
+  if (t.m <= kRowMaxA) {
+    RdTile<F1, F2, F3, F4>(t, units);
+    return;
+  }
+  const int64_t rb = RowBytes(kTo, t.cols);
+  uint8_t* rows = ThreadScratch(ScratchSlot::kTranscode, static_cast<size_t>(kPanelRows * rb));
+  for (int64_t r0 = 0; r0 < t.rows; r0 += kPanelRows) {
+    const int64_t n = std::min<int64_t>(kPanelRows, t.rows - r0);
+    for (int64_t r = 0; r < n; ++r) kConvert(t.w + (r0 + r) * t.row_bytes, units, rows + r * rb);
+    TileArgs a = t;
+    a.w = rows;
+    a.packed = false;
+    a.row_bytes = rb;
+    a.rows = n;
+    a.y = t.y + r0;
+    target(a);
+  }
+}
+
 #define KVS_ROWDOT_TILE(K, units) RdTile<K<1>, K<2>, K<3>, K<4>>(a, units)
+#define KVS_ROWDOT_TILE_T(K, units, conv, to, target) \
+  RdTileOrTranscode<K<1>, K<2>, K<3>, K<4>, conv, to>(a, units, target)
 
 }  // namespace
 
-void TileQ5_0(const TileArgs& a) { KVS_ROWDOT_TILE(RowQ5_0, a.cols / 32); }
+void TileQ5_0(const TileArgs& a) { KVS_ROWDOT_TILE_T(RowQ5_0, a.cols / 32, Q5_0ToQ8_0, DType::kQ8_0, TileQ8_0); }
 void TileQ4_1(const TileArgs& a) { KVS_ROWDOT_TILE(RowQ4_1, a.cols / 32); }
-void TileIQ4_NL(const TileArgs& a) { KVS_ROWDOT_TILE(RowIQ4_NL, a.cols / 32); }
+void TileIQ4_NL(const TileArgs& a) {
+  KVS_ROWDOT_TILE_T(RowIQ4_NL, a.cols / 32, IQ4_NLToQ8_0, DType::kQ8_0, TileQ8_0);
+}
 void TileIQ4_XS(const TileArgs& a) { KVS_ROWDOT_TILE(RowIQ4_XS, a.cols / 256); }
-void TileQ3_K(const TileArgs& a) { KVS_ROWDOT_TILE(RowQ3_K, a.cols / 256); }
+void TileQ3_K(const TileArgs& a) { KVS_ROWDOT_TILE_T(RowQ3_K, a.cols / 256, Q3_KToQ6_K, DType::kQ6_K, TileQ6_K); }
 void TileQ2_K(const TileArgs& a) { KVS_ROWDOT_TILE(RowQ2_K, a.cols / 256); }
 
 #undef KVS_ROWDOT_TILE
+#undef KVS_ROWDOT_TILE_T
 
 }  // namespace kvs::kernels::KVS_ROWDOT_ISA

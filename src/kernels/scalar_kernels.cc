@@ -157,20 +157,18 @@ const int32_t* ActAuxI(const ActLayout& l, const uint8_t* row) {
   return reinterpret_cast<const int32_t*>(row + l.aux_off);
 }
 
-// Q5_0: codes q in [0, 31] for q - 16; the -16 * sum(x) term is the aux.
 float DotQ5_0(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
   const auto* w = reinterpret_cast<const BlockQ5_0*>(wrow);
   const int8_t* q = ActQs(l, act);
   const float* d = ActD(l, act);
-  const int32_t* aux = ActAuxI(l, act);
   float sum = 0;
   for (int64_t b = 0; b < l.cols / 32; ++b) {
     uint32_t qh;
     std::memcpy(&qh, w[b].qh, 4);
-    int32_t isum = aux[b];
+    int32_t isum = 0;
     for (int j = 0; j < 16; ++j) {
-      isum += ((w[b].qs[j] & 0xF) | (((qh >> j) & 1) << 4)) * q[32 * b + j];
-      isum += ((w[b].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) * q[32 * b + j + 16];
+      isum += (((w[b].qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16) * q[32 * b + j];
+      isum += (((w[b].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16) * q[32 * b + j + 16];
     }
     sum += static_cast<float>(isum) * (F16ToF32(w[b].d) * d[b]);
   }
@@ -245,7 +243,7 @@ float DotQ3_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
       for (int k = 0; k < 4; ++k) {
         for (int half = 0; half < 2; ++half) {
           const int g = 8 * h + 2 * k + half;
-          int32_t dot = aux[16 * b + g];  // -4 * sum(x): the codes below are q + 4
+          int32_t dot = aux[16 * b + g] / 8;  // -4 * sum(x): the codes below are q + 4
           for (int j = 16 * half; j < 16 * half + 16; ++j) {
             const int code = ((w[b].qs[32 * h + j] >> (2 * k)) & 3) | (((w[b].hmask[j] >> (4 * h + k)) & 1) << 2);
             dot += code * q[256 * b + 128 * h + 32 * k + j];
