@@ -331,20 +331,28 @@ void IQ4_NLToQ8_0(const uint8_t* src, int64_t nblk, uint8_t* dst) {
 void Q3_KToQ6_K(const uint8_t* src, int64_t nsb, uint8_t* dst) {
   const auto* in = reinterpret_cast<const BlockQ3_K*>(src);
   auto* o = reinterpret_cast<BlockQ6_K*>(dst);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nsb; ++b) {
     o[b].d = in[b].d;
     for (int g = 0; g < 16; ++g) o[b].scales[g] = static_cast<int8_t>(GetScaleQ3K(g, in[b].scales) - 32);
+    const __m256i hm = RdLoad32(in[b].hmask);
     for (int h = 0; h < 2; ++h) {
-      for (int l = 0; l < 32; ++l) {
-        int e[4];  // Q6_K codes of elements 128h + 32k + l
-        for (int k = 0; k < 4; ++k) {
-          const int low = (in[b].qs[32 * h + l] >> (2 * k)) & 3;
-          e[k] = low - ((in[b].hmask[l] >> (4 * h + k)) & 1 ? 0 : 4) + 32;
-        }
-        o[b].ql[64 * h + l] = static_cast<uint8_t>((e[0] & 0xF) | ((e[2] & 0xF) << 4));
-        o[b].ql[64 * h + 32 + l] = static_cast<uint8_t>((e[1] & 0xF) | ((e[3] & 0xF) << 4));
-        o[b].qh[32 * h + l] = static_cast<uint8_t>((e[0] >> 4) | ((e[1] >> 4) << 2) | ((e[2] >> 4) << 4) | ((e[3] >> 4) << 6));
+      const __m256i qs = RdLoad32(in[b].qs + 32 * h);
+      __m256i e[4];  // Q6_K codes v + 32 (v = low - 4 + 4 * high bit) of elements 128h + 32k + l
+      for (int k = 0; k < 4; ++k) {
+        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + k)));
+        const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), _mm256_set1_epi8(4));
+        e[k] = _mm256_add_epi8(_mm256_or_si256(RdCodes2(qs, k), high), _mm256_set1_epi8(28));
       }
+      auto lo4 = [&](__m256i v) { return _mm256_and_si256(v, m4); };
+      auto hi4 = [&](__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), m4); };  // 1 or 2
+      const __m256i ql0 = _mm256_or_si256(lo4(e[0]), _mm256_slli_epi16(lo4(e[2]), 4));
+      const __m256i ql1 = _mm256_or_si256(lo4(e[1]), _mm256_slli_epi16(lo4(e[3]), 4));
+      const __m256i qh = _mm256_or_si256(_mm256_or_si256(hi4(e[0]), _mm256_slli_epi16(hi4(e[1]), 2)),
+                                         _mm256_or_si256(_mm256_slli_epi16(hi4(e[2]), 4), _mm256_slli_epi16(hi4(e[3]), 6)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[b].ql + 64 * h), ql0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[b].ql + 64 * h + 32), ql1);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[b].qh + 32 * h), qh);
     }
   }
 }
