@@ -1,5 +1,6 @@
 // `kvserve quantize IN.gguf OUT.gguf TYPE`: rewrites a model with its weight
-// matrices in TYPE (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or the Q4_K_M mix).
+// matrices in TYPE (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, IQ4_NL, IQ4_XS, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K or the Q4_K_M mix).
 // Metadata is copied; vectors (norms, biases) and MoE routers stay as they
 // are; expert tensors are converted row by row; tensors whose row length is
 // not a multiple of the target block size are kept as they are.
@@ -21,10 +22,16 @@ int FileType(DType t, bool q4km) {
     case DType::kF32: return 0;
     case DType::kF16: return 1;
     case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
     case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 11;  // Q3_K_S
     case DType::kQ4_K: return 14;  // Q4_K_S
     case DType::kQ5_K: return 16;  // Q5_K_S
     case DType::kQ6_K: return 18;
+    case DType::kIQ4_NL: return 25;
+    case DType::kIQ4_XS: return 30;
     case DType::kBF16: return 32;
     default: return 0;
   }
@@ -39,7 +46,8 @@ int Quantize(const std::string& in, const std::string& out, const std::string& t
   const bool q4km = type_name == "Q4_K_M" || type_name == "q4_k_m";
   auto target = q4km ? std::optional<DType>(DType::kQ4_K) : DTypeFromName(type_name);
   if (!target || !kernels::CanQuantize(*target)) {
-    std::fprintf(stderr, "error: unsupported type '%s' (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M)\n",
+    std::fprintf(stderr, "error: unsupported type '%s' (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, "
+                 "Q4_K, Q5_K, Q6_K, Q4_K_M)\n",
                  type_name.c_str());
     return 2;
   }
@@ -93,7 +101,7 @@ int Quantize(const std::string& in, const std::string& out, const std::string& t
       }
     }
     out_bytes += data.size();
-    std::fprintf(stderr, "%-32s %-5s -> %-5s\n", t.name.c_str(), DTypeName(t.type), DTypeName(to));
+    std::fprintf(stderr, "%-32s %-6s -> %-6s\n", t.name.c_str(), DTypeName(t.type), DTypeName(to));
     w.AddTensor(t.name, to, t.dims, std::move(data));
   }
   Status s = w.WriteFile(out);
@@ -111,7 +119,7 @@ const Registrar kRegister_quantize({"quantize", "Convert a model's weight matric
                  auto o = std::make_shared<Opts>();
                  app->add_option("input", o->in, "Input GGUF")->required();
                  app->add_option("output", o->out, "Output GGUF")->required();
-                 app->add_option("type", o->type, "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M")->required();
+                 app->add_option("type", o->type, "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or Q4_K_M")->required();
                  return [o] { return Quantize(o->in, o->out, o->type); };
                }});
 

@@ -16,7 +16,7 @@ const Registrar kRegister_random_model({"random-model", "Write a random-weight G
                  };
                  auto o = std::make_shared<Opts>();
                  app->add_option("--preset", o->preset, "Shape: test-125m (12 layers, hidden 768, 12/4 heads, ffn 2048, vocab 32000)");
-                 app->add_option("--type", o->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M");
+                 app->add_option("--type", o->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_M");
                  app->add_option("--arch", o->arch, "llama, qwen2, qwen3, qwen3moe or qwen2moe");
                  app->add_option("--experts", o->experts, "Mixture of experts: experts per layer (qwen*moe need > 0)");
                  app->add_option("--experts-used", o->experts_used, "Experts each token runs (default 2)");

@@ -15,7 +15,7 @@
 //                  base/dtype.h does not know;
 //   IO_ERROR       open/stat/mmap failed.
 // Tensor types that are known but not computable (DTypeTraits::supported ==
-// false, e.g. Q3_K) are accepted here so `kvserve inspect` can show them; the
+// false, e.g. Q5_1) are accepted here so `kvserve inspect` can show them; the
 // model loader refuses them.
 #pragma once
 

@@ -255,14 +255,14 @@ TEST(GgufMalformed, TensorTypes) {
   EXPECT_GGUF_ERROR(b, kUnimplemented, "tensor \"weight\": unknown tensor type id 16 at byte offset");
   Patch<uint32_t>(b, at + kType, 1000);
   EXPECT_GGUF_ERROR(b, kUnimplemented, "unknown tensor type id 1000");
-  // Known but not computable: the reader accepts it (Q3_K, 256-element blocks of 110 bytes).
+  // Known but not computable: the reader accepts it (Q5_1, 32-element blocks of 24 bytes).
   GgufWriter w;
-  w.AddTensor("q3k", DType::kQ3_K, {256}, Pattern(110, 1));
+  w.AddTensor("q51", DType::kQ5_1, {256}, Pattern(8 * 24, 1));
   const Bytes bytes = w.Serialize();
   auto f = Parse(bytes);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  EXPECT_EQ((*f)->tensors()[0].type, DType::kQ3_K);
-  EXPECT_FALSE(Traits(DType::kQ3_K).supported);
+  EXPECT_EQ((*f)->tensors()[0].type, DType::kQ5_1);
+  EXPECT_FALSE(Traits(DType::kQ5_1).supported);
 }
 
 TEST(GgufMalformed, TensorOffsets) {

@@ -64,25 +64,17 @@ void QuantizeActRow(const ActLayout& l, const float* x, uint8_t* row) {
   auto* qs = reinterpret_cast<int8_t*>(row + l.qs_off);
   auto* d = reinterpret_cast<float*>(row + l.d_off);
   if (l.act_block == 32) {
-    const int32_t c = l.wtype == WType::kQ8_0 ? 128 : 8;
-    auto* aux = reinterpret_cast<int32_t*>(row + l.aux_off);
     for (int64_t b = 0; b < l.cols / 32; ++b) {
       int32_t sum;
       d[b] = F16ToF32(F32ToF16(QuantizeBlockQ8_0(x + 32 * b, qs + 32 * b, &sum)));
-      aux[b] = -c * sum;
+      WriteActAux(l, b, d[b], &sum, row);
     }
     return;
   }
   for (int64_t b = 0; b < l.cols / 256; ++b) {
     int32_t bsums[16];
     d[b] = QuantizeBlockQ8_K(x + 256 * b, qs + 256 * b, bsums);
-    if (l.wtype == WType::kQ6_K) {
-      auto* aux = reinterpret_cast<int32_t*>(row + l.aux_off) + 16 * b;
-      for (int g = 0; g < 16; ++g) aux[g] = -32 * bsums[g];
-    } else {
-      auto* aux = reinterpret_cast<float*>(row + l.aux_off) + 8 * b;
-      for (int g = 0; g < 8; ++g) aux[g] = d[b] * static_cast<float>(bsums[2 * g] + bsums[2 * g + 1]);
-    }
+    WriteActAux(l, b, d[b], bsums, row);
   }
 }
 

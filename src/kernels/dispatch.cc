@@ -20,6 +20,12 @@ namespace {
     (t).tile[static_cast<int>(WType::kQ4_K)] = ns::TileQ4_K; \
     (t).tile[static_cast<int>(WType::kQ5_K)] = ns::TileQ5_K; \
     (t).tile[static_cast<int>(WType::kQ6_K)] = ns::TileQ6_K; \
+    (t).tile[static_cast<int>(WType::kQ5_0)] = ns::TileQ5_0; \
+    (t).tile[static_cast<int>(WType::kQ4_1)] = ns::TileQ4_1; \
+    (t).tile[static_cast<int>(WType::kIQ4_NL)] = ns::TileIQ4_NL; \
+    (t).tile[static_cast<int>(WType::kIQ4_XS)] = ns::TileIQ4_XS; \
+    (t).tile[static_cast<int>(WType::kQ3_K)] = ns::TileQ3_K; \
+    (t).tile[static_cast<int>(WType::kQ2_K)] = ns::TileQ2_K; \
     (t).quantize_acts = ns::QuantizeActs;               \
     (t).rms_norm = ns::RmsNorm;                         \
     (t).silu_mul = ns::SiluMul;                         \
@@ -91,6 +97,12 @@ bool ToWType(DType t, WType* out) {
     case DType::kQ4_K: *out = WType::kQ4_K; return true;
     case DType::kQ5_K: *out = WType::kQ5_K; return true;
     case DType::kQ6_K: *out = WType::kQ6_K; return true;
+    case DType::kQ5_0: *out = WType::kQ5_0; return true;
+    case DType::kQ4_1: *out = WType::kQ4_1; return true;
+    case DType::kIQ4_NL: *out = WType::kIQ4_NL; return true;
+    case DType::kIQ4_XS: *out = WType::kIQ4_XS; return true;
+    case DType::kQ3_K: *out = WType::kQ3_K; return true;
+    case DType::kQ2_K: *out = WType::kQ2_K; return true;
     default: return false;
   }
 }
@@ -101,10 +113,16 @@ ActLayout MakeActLayout(WType w, int64_t cols) {
   l.cols = cols;
   switch (w) {
     case WType::kQ8_0:
-    case WType::kQ4_0: l.act_block = 32; l.aux_group = 32; break;
+    case WType::kQ4_0:
+    case WType::kQ5_0:
+    case WType::kQ4_1:
+    case WType::kIQ4_NL: l.act_block = 32; l.aux_group = 32; break;
     case WType::kQ4_K:
-    case WType::kQ5_K: l.act_block = 256; l.aux_group = 32; break;
-    case WType::kQ6_K: l.act_block = 256; l.aux_group = 16; break;
+    case WType::kQ5_K:
+    case WType::kIQ4_XS: l.act_block = 256; l.aux_group = 32; break;
+    case WType::kQ6_K:
+    case WType::kQ3_K:
+    case WType::kQ2_K: l.act_block = 256; l.aux_group = 16; break;
     default: KVS_CHECK_MSG(false, "MakeActLayout: not a quantized weight type");
   }
   l.qs_off = 0;

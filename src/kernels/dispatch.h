@@ -24,15 +24,16 @@ inline constexpr int64_t RoundUp64(int64_t n) { return (n + 63) / 64 * 64; }
 const char* IsaName(Isa isa);
 
 // Weight types MatMul supports, as a dense index into per-type tables.
-enum class WType { kF32 = 0, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
-inline constexpr int kNumWTypes = 8;
+enum class WType { kF32 = 0, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K,
+                   kQ5_0, kQ4_1, kIQ4_NL, kIQ4_XS, kQ3_K, kQ2_K };
+inline constexpr int kNumWTypes = 14;
 // False for types MatMul does not support.
 bool ToWType(DType t, WType* out);
 
 // Activation rows quantized for the integer dot product of one weight type.
 // Every row occupies `row_stride` bytes (a multiple of 64) of one buffer:
-//   [qs_off]  int8  qs[cols]           Q8_0 values (Q8_0/Q4_0 weights) or
-//                                      Q8_K values (K-quant weights)
+//   [qs_off]  int8  qs[cols]           Q8_0 values (32-element weight
+//                                      blocks) or Q8_K values (super-blocks)
 //   [d_off]   float d[cols/act_block]  block scale; for Q8_0 the f16-rounded
 //                                      scale, as the Q8_0 block stores it
 //   [aux_off] per-group correction terms the kernels fold in:
@@ -40,6 +41,13 @@ bool ToWType(DType t, WType* out);
 //      Q4_0 weights: int32 [cols/32]  -8 * sum(qs of the block)
 //      Q6_K weights: int32 [cols/16]  -32 * sum(qs of the 16-group)
 //      Q4_K, Q5_K:   float [cols/32]  d * sum(qs of the 32-group)
+//      Q5_0, IQ4_NL: as Q8_0 (their prefill tiles transcode the weights to
+//                    Q8_0 and run its kernels on the same activations)
+//      Q4_1 weights: float [cols/32]  d * sum(qs of the block) (ggml's q8_1 s)
+//      IQ4_XS:       int32 [cols/32]  -128 * sum(qs of the 32-group)
+//      Q3_K weights: as Q6_K (transcoded to Q6_K for prefill likewise)
+//      Q2_K weights: int32 [cols/16]  sum(qs of the 16-group)
+// (The -c * sum terms let a kernel use unsigned codes q + c for signed ones.)
 // All variants produce identical bytes for identical input.
 struct ActLayout {
   WType wtype = WType::kQ8_0;
@@ -53,6 +61,35 @@ struct ActLayout {
 };
 // Only for quantized weight types; cols a multiple of the weight block size.
 ActLayout MakeActLayout(WType w, int64_t cols);
+
+// Writes the aux terms of activation block b (act_block elements, scale d)
+// into `row` from its code sums: for 32-element blocks sums[0] is the sum of
+// the block's codes; for 256-element blocks sums[0..15] are the Q8_K bsums.
+// Shared by every variant's activation quantizer so the bytes agree.
+inline void WriteActAux(const ActLayout& l, int64_t b, float d, const int32_t* sums, uint8_t* row) {
+  auto* ai = reinterpret_cast<int32_t*>(row + l.aux_off);
+  auto* af = reinterpret_cast<float*>(row + l.aux_off);
+  switch (l.wtype) {
+    case WType::kQ8_0:
+    case WType::kQ5_0:
+    case WType::kIQ4_NL: ai[b] = -128 * sums[0]; return;
+    case WType::kQ4_0: ai[b] = -8 * sums[0]; return;
+    case WType::kQ4_1: af[b] = d * static_cast<float>(sums[0]); return;
+    case WType::kQ6_K:
+    case WType::kQ3_K:
+      for (int g = 0; g < 16; ++g) ai[16 * b + g] = -32 * sums[g];
+      return;
+    case WType::kQ2_K:
+      for (int g = 0; g < 16; ++g) ai[16 * b + g] = sums[g];
+      return;
+    case WType::kIQ4_XS:
+      for (int g = 0; g < 8; ++g) ai[8 * b + g] = -128 * (sums[2 * g] + sums[2 * g + 1]);
+      return;
+    default:  // Q4_K, Q5_K
+      for (int g = 0; g < 8; ++g) af[8 * b + g] = d * static_cast<float>(sums[2 * g] + sums[2 * g + 1]);
+      return;
+  }
+}
 
 // One thread's share of a MatMul: weight rows [0, rows) starting at `w`
 // against all m activation rows.

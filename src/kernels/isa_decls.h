@@ -19,6 +19,12 @@
   void TileQ4_K(const TileArgs& a);                                                       \
   void TileQ5_K(const TileArgs& a);                                                       \
   void TileQ6_K(const TileArgs& a);                                                       \
+  void TileQ5_0(const TileArgs& a);                                                       \
+  void TileQ4_1(const TileArgs& a);                                                       \
+  void TileIQ4_NL(const TileArgs& a);                                                     \
+  void TileIQ4_XS(const TileArgs& a);                                                     \
+  void TileQ3_K(const TileArgs& a);                                                       \
+  void TileQ2_K(const TileArgs& a);                                                       \
   void QuantizeActs(const ActLayout& layout, const float* x, int64_t ldx, int64_t m,      \
                     uint8_t* buf);                                                        \
   void RmsNorm(const float* x, const float* w, float* out, int64_t n, float eps);         \

@@ -23,7 +23,9 @@ namespace kvs::kernels {
 // conversions are undefined for NaN).
 void QuantizeRow(DType t, const float* x, void* y, int64_t n);
 void DequantizeRow(DType t, const void* x, float* y, int64_t n);
-bool CanQuantize(DType t);  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+// F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K.
+bool CanQuantize(DType t);
 
 // A weight matrix W [rows, cols] stored row-major, each row in `type`
 // (row_bytes = RowBytes(type, cols)). Data is not owned (usually the mmap).
@@ -50,7 +52,7 @@ void PackWeights(const MatView& w, void* out, ThreadPool& pool);
 // y[m, w.rows] = x[m, w.cols] · W^T. x and y are dense row-major f32 and
 // must not overlap. Activations are converted internally to what the weight
 // type's dot product needs (e.g. Q8_0/Q8_K blocks), as llama.cpp does.
-// Weight types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Results are the
+// Weight types: all that CanQuantize accepts. Results are the
 // same whatever the pool size; one call at a time per pool.
 void MatMul(const MatView& w, const float* x, int64_t m, float* y, ThreadPool& pool);
 

@@ -261,8 +261,9 @@ void RegisterAll() {
   finish(benchmark::RegisterBenchmark("Stream/read", BenchStreamRead, false));
   finish(benchmark::RegisterBenchmark("Stream/read_4k_pages", BenchStreamRead, true));
   finish(benchmark::RegisterBenchmark("Stream/triad", BenchStreamTriad));
-  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16,   DType::kQ8_0,   DType::kQ4_0,
+                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,   DType::kQ5_0,   DType::kQ4_1,
+                         DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ3_K, DType::kQ2_K};
   struct Proj {
     const char* name;
     int64_t rows, cols;

@@ -57,8 +57,9 @@ using testing::kU;
 using testing::ComputeReference;
 
 
-const DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                              DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+const DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,  DType::kQ8_0,   DType::kQ4_0,
+                              DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,  DType::kQ5_0,   DType::kQ4_1,
+                              DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ3_K, DType::kQ2_K};
 
 std::vector<int64_t> ColsFor(DType t, bool exact) {
   switch (Traits(t).block_size) {
@@ -258,7 +259,8 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatMulTypeTest, ::testing::ValuesIn(kWeightTy
 TEST(ActQuantTest, VariantsMatchScalarBytes) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.f, 2.f);
-  for (WType wt : {WType::kQ8_0, WType::kQ4_0, WType::kQ4_K, WType::kQ5_K, WType::kQ6_K}) {
+  for (WType wt : {WType::kQ8_0, WType::kQ4_0, WType::kQ4_K, WType::kQ5_K, WType::kQ6_K, WType::kQ5_0,
+                   WType::kQ4_1, WType::kIQ4_NL, WType::kIQ4_XS, WType::kQ3_K, WType::kQ2_K}) {
     for (int64_t cols : {256, 512, 4096}) {
       const ActLayout l = MakeActLayout(wt, cols);
       const int64_t m = 5, ldx = cols + 3;
@@ -352,7 +354,9 @@ TEST(MatMulTest, ManyMatchesSeparateCalls) {
   const std::vector<std::vector<Mat>> groups = {
       {{DType::kQ4_K, 100}, {DType::kQ4_K, 33}, {DType::kQ6_K, 33}, {DType::kQ5_K, 48}},
       {{DType::kQ8_0, 64}, {DType::kF16, 17}, {DType::kQ4_0, 1}, {DType::kBF16, 40}, {DType::kF32, 5}},
-      {{DType::kQ6_K, 300}}};
+      {{DType::kQ6_K, 300}},
+      {{DType::kQ5_0, 40}, {DType::kQ4_1, 33}, {DType::kIQ4_NL, 17}, {DType::kIQ4_XS, 64}, {DType::kQ3_K, 5},
+       {DType::kQ2_K, 100}, {DType::kQ4_0, 20}}};
   for (const auto& g : groups) {
     std::vector<std::vector<uint8_t>> w;
     std::vector<MatView> views;

@@ -32,10 +32,16 @@ inline std::vector<const KernelTable*> AvailableVariants() {
 inline DType ActType(DType w) {
   switch (w) {
     case DType::kQ8_0:
-    case DType::kQ4_0: return DType::kQ8_0;
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kIQ4_NL: return DType::kQ8_0;
     case DType::kQ4_K:
     case DType::kQ5_K:
-    case DType::kQ6_K: return DType::kQ8_K;
+    case DType::kQ6_K:
+    case DType::kIQ4_XS:
+    case DType::kQ3_K:
+    case DType::kQ2_K: return DType::kQ8_K;
     default: return DType::kF32;
   }
 }
@@ -109,6 +115,62 @@ inline std::vector<uint8_t> ExactWeights(DType t, int64_t rows, int64_t cols, st
       }
       break;
     }
+    case DType::kQ5_0: {
+      auto* b = reinterpret_cast<BlockQ5_0*>(out.data());
+      for (int64_t i = 0; i < n / 32; ++i) {
+        b[i].d = F32ToF16(uni(0, 1) ? 1.0f : -0.5f);
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+        for (uint8_t& q : b[i].qh) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+    case DType::kQ4_1: {
+      auto* b = reinterpret_cast<BlockQ4_1*>(out.data());
+      for (int64_t i = 0; i < n / 32; ++i) {
+        b[i].d = F32ToF16(uni(0, 1) ? 1.0f : 0.5f);
+        b[i].m = F32ToF16(static_cast<float>(uni(-8, 8)) * 0.25f);
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+    case DType::kIQ4_NL: {
+      auto* b = reinterpret_cast<BlockIQ4_NL*>(out.data());
+      for (int64_t i = 0; i < n / 32; ++i) {
+        b[i].d = F32ToF16(uni(0, 1) ? 1.0f : -0.5f);
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+    case DType::kIQ4_XS: {
+      auto* b = reinterpret_cast<BlockIQ4_XS*>(out.data());
+      for (int64_t i = 0; i < n / 256; ++i) {
+        b[i].d = F32ToF16(1.0f / 64);
+        b[i].scales_h = static_cast<uint16_t>(rng());
+        for (uint8_t& s : b[i].scales_l) s = static_cast<uint8_t>(rng());
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+    case DType::kQ3_K: {
+      auto* b = reinterpret_cast<BlockQ3_K*>(out.data());
+      for (int64_t i = 0; i < n / 256; ++i) {
+        b[i].d = F32ToF16(1.0f / 64);
+        for (uint8_t& s : b[i].scales) s = static_cast<uint8_t>(rng());
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+        for (uint8_t& q : b[i].hmask) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
+    case DType::kQ2_K: {
+      auto* b = reinterpret_cast<BlockQ2_K*>(out.data());
+      for (int64_t i = 0; i < n / 256; ++i) {
+        b[i].d = F32ToF16(1.0f / 64);
+        b[i].dmin = F32ToF16(1.0f / 128);
+        for (uint8_t& s : b[i].scales) s = static_cast<uint8_t>(rng());
+        for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>(rng());
+      }
+      break;
+    }
     default: break;
   }
   return out;
@@ -172,6 +234,19 @@ inline Reference ComputeReference(DType t, const uint8_t* w, int64_t rows, int64
         extra[static_cast<size_t>(r * cols + k)] = 2 * std::fabs(F16ToF32(dmin) * mn);
       }
     }
+    if (t == DType::kQ4_1 || t == DType::kQ2_K) {  // the min terms, also summed apart
+      for (int64_t k = 0; k < cols; ++k) {
+        float mterm;
+        if (t == DType::kQ4_1) {
+          const auto* b = reinterpret_cast<const BlockQ4_1*>(w + r * rb) + k / 32;
+          mterm = F16ToF32(b->m);
+        } else {
+          const auto* b = reinterpret_cast<const BlockQ2_K*>(w + r * rb) + k / 256;
+          mterm = F16ToF32(b->dmin) * static_cast<float>(b->scales[k % 256 / 16] >> 4);
+        }
+        extra[static_cast<size_t>(r * cols + k)] = 2 * std::fabs(mterm);
+      }
+    }
   }
   std::vector<float> xd(static_cast<size_t>(m * cols));
   const DType at = ActType(t);
@@ -209,10 +284,16 @@ inline Reference ComputeReference(DType t, const uint8_t* w, int64_t rows, int64
 inline int64_t MaxFloatAdds(DType t, int64_t cols) {
   switch (t) {
     case DType::kQ8_0:
-    case DType::kQ4_0: return cols / 32;
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kIQ4_NL: return cols / 32;
     case DType::kQ4_K:
     case DType::kQ5_K:
-    case DType::kQ6_K: return cols / 16;
+    case DType::kQ6_K:
+    case DType::kQ4_1:  // scale and min terms
+    case DType::kIQ4_XS:
+    case DType::kQ3_K:
+    case DType::kQ2_K: return cols / 16;
     default: return cols;
   }
 }

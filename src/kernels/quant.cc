@@ -31,6 +31,12 @@ bool CanQuantize(DType t) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+    case DType::kQ3_K:
+    case DType::kQ2_K:
       return true;
     default:
       return false;
@@ -57,6 +63,12 @@ void QuantizeRow(DType t, const float* x, void* y, int64_t n) {
     case DType::kQ5_K: QuantizeRowQ5_KRef(x, static_cast<BlockQ5_K*>(y), n); return;
     case DType::kQ6_K: QuantizeRowQ6_KRef(x, static_cast<BlockQ6_K*>(y), n); return;
     case DType::kQ8_K: QuantizeRowQ8_KRef(x, static_cast<BlockQ8_K*>(y), n); return;
+    case DType::kQ5_0: QuantizeRowQ5_0Ref(x, static_cast<BlockQ5_0*>(y), n); return;
+    case DType::kQ4_1: QuantizeRowQ4_1Ref(x, static_cast<BlockQ4_1*>(y), n); return;
+    case DType::kIQ4_NL: QuantizeRowIQ4_NLRef(x, static_cast<BlockIQ4_NL*>(y), n); return;
+    case DType::kIQ4_XS: QuantizeRowIQ4_XSRef(x, static_cast<BlockIQ4_XS*>(y), n); return;
+    case DType::kQ3_K: QuantizeRowQ3_KRef(x, static_cast<BlockQ3_K*>(y), n); return;
+    case DType::kQ2_K: QuantizeRowQ2_KRef(x, static_cast<BlockQ2_K*>(y), n); return;
     default: KVS_CHECK_MSG(false, "QuantizeRow: unsupported type {}", DTypeName(t));
   }
 }
@@ -80,6 +92,12 @@ void DequantizeRowRef(DType t, const void* x, float* y, int64_t n) {
     case DType::kQ5_K: DequantizeRowQ5_K(static_cast<const BlockQ5_K*>(x), y, n); return;
     case DType::kQ6_K: DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(x), y, n); return;
     case DType::kQ8_K: DequantizeRowQ8_K(static_cast<const BlockQ8_K*>(x), y, n); return;
+    case DType::kQ5_0: DequantizeRowQ5_0(static_cast<const BlockQ5_0*>(x), y, n); return;
+    case DType::kQ4_1: DequantizeRowQ4_1(static_cast<const BlockQ4_1*>(x), y, n); return;
+    case DType::kIQ4_NL: DequantizeRowIQ4_NL(static_cast<const BlockIQ4_NL*>(x), y, n); return;
+    case DType::kIQ4_XS: DequantizeRowIQ4_XS(static_cast<const BlockIQ4_XS*>(x), y, n); return;
+    case DType::kQ3_K: DequantizeRowQ3_K(static_cast<const BlockQ3_K*>(x), y, n); return;
+    case DType::kQ2_K: DequantizeRowQ2_K(static_cast<const BlockQ2_K*>(x), y, n); return;
     default: KVS_CHECK_MSG(false, "DequantizeRow: unsupported type {}", DTypeName(t));
   }
 }

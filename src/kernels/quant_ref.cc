@@ -30,77 +30,6 @@ float SignedAbsMax(const float* x, int n, float* amax) {
   return max;
 }
 
-// Fits x[i] ~ scale * L[i] - the_min with L in [0, nmax] for Q4_K: starts from
-// the min/max fit, then tries nstep+1 candidate inverse scales and keeps the
-// weighted least-squares fit with the smallest weighted squared error.
-float MakeQkx2Quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
-                     float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep) {
-  float min = x[0];
-  float max = x[0];
-  float sum_w = weights[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    const float w = weights[i];
-    sum_w += w;
-    sum_x += w * x[i];
-  }
-  if (min > 0) min = 0;
-  if (max == min) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    *the_min = -min;
-    return 0.f;
-  }
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1 / iscale;
-  float best_error = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = NearestInt(iscale * (x[i] - min));
-    L[i] = static_cast<uint8_t>(l < 0 ? 0 : (l > nmax ? nmax : l));
-    float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    diff = diff * diff;
-    best_error += weights[i] * diff;
-  }
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      int l = NearestInt(iscale * (x[i] - min));
-      l = l < 0 ? 0 : (l > nmax ? nmax : l);
-      Laux[i] = static_cast<uint8_t>(l);
-      const float w = weights[i];
-      const float fl = static_cast<float>(l);
-      sum_l += w * fl;
-      sum_l2 += w * fl * fl;
-      sum_xl += w * fl * x[i];
-    }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D > 0) {
-      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-      if (this_min > 0) {
-        this_min = 0;
-        this_scale = sum_xl / sum_l2;
-      }
-      float cur_error = 0;
-      for (int i = 0; i < n; ++i) {
-        float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
-        diff = diff * diff;
-        cur_error += weights[i] * diff;
-      }
-      if (cur_error < best_error) {
-        for (int i = 0; i < n; ++i) L[i] = Laux[i];
-        best_error = cur_error;
-        scale = this_scale;
-        min = this_min;
-      }
-    }
-  }
-  *the_min = -min;
-  return scale;
-}
-
 // Symmetric fit x[i] ~ scale * (L[i] - nmax), L in [0, 2*nmax-1], weighted by
 // x^2 (ggml's make_qx_quants with rmse_type 1 and no importance weights):
 // tries 18 perturbed inverse scales around -nmax/max and keeps the best.
@@ -146,6 +75,78 @@ float MakeQxQuants(int n, int nmax, const float* x, int8_t* L) {
 }
 
 }  // namespace
+
+// Fits x[i] ~ scale * L[i] - the_min with L in [0, nmax] (Q4_K, Q5_K, Q2_K): starts from
+// the min/max fit, then tries nstep+1 candidate inverse scales and keeps the
+// weighted least-squares fit with the smallest weighted squared error
+// (weighted absolute error with use_mad).
+float MakeQkx2Quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
+                     float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+  float min = x[0];
+  float max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    const float w = weights[i];
+    sum_w += w;
+    sum_x += w * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *the_min = -min;
+    return 0.f;
+  }
+  float iscale = static_cast<float>(nmax) / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = NearestInt(iscale * (x[i] - min));
+    L[i] = static_cast<uint8_t>(l < 0 ? 0 : (l > nmax ? nmax : l));
+    float diff = scale * static_cast<float>(L[i]) + min - x[i];
+    diff = use_mad ? std::fabs(diff) : diff * diff;
+    best_error += weights[i] * diff;
+  }
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = NearestInt(iscale * (x[i] - min));
+      l = l < 0 ? 0 : (l > nmax ? nmax : l);
+      Laux[i] = static_cast<uint8_t>(l);
+      const float w = weights[i];
+      const float fl = static_cast<float>(l);
+      sum_l += w * fl;
+      sum_l2 += w * fl * fl;
+      sum_xl += w * fl * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0;
+      for (int i = 0; i < n; ++i) {
+        float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
+        diff = use_mad ? std::fabs(diff) : diff * diff;
+        cur_error += weights[i] * diff;
+      }
+      if (cur_error < best_error) {
+        for (int i = 0; i < n; ++i) L[i] = Laux[i];
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
 
 void QuantizeRowQ8_0Ref(const float* x, BlockQ8_0* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK0; ++b, x += kQK0) {
@@ -198,7 +199,7 @@ void QuantizeAffineSuperBlock(const float* x, int nmax, float rmin, int nstep, u
     for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
     const float av_x = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-    scales[j] = MakeQkx2Quants(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep);
+    scales[j] = MakeQkx2Quants(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }

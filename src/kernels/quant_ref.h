@@ -23,12 +23,27 @@ inline int NearestInt(float v) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
+// ggml's make_qkx2_quants (shared by the K-quant quantizers): an affine fit
+// x[i] ~ scale * L[i] - *the_min, L in [0, nmax]; returns scale. Laux is n
+// bytes of scratch.
+float MakeQkx2Quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                     uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
+
 void QuantizeRowQ8_0Ref(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ4_0Ref(const float* x, BlockQ4_0* y, int64_t n);
 void QuantizeRowQ4_KRef(const float* x, BlockQ4_K* y, int64_t n);
 void QuantizeRowQ5_KRef(const float* x, BlockQ5_K* y, int64_t n);
 void QuantizeRowQ6_KRef(const float* x, BlockQ6_K* y, int64_t n);
 void QuantizeRowQ8_KRef(const float* x, BlockQ8_K* y, int64_t n);
+// quant_ref_ext.cc. IQ4_NL and IQ4_XS follow llama.cpp's quantize_iq4_nl /
+// quantize_iq4_xs without an importance matrix (what llama-quantize runs;
+// its quantize_row_iq4_nl_ref skips the scale search).
+void QuantizeRowQ5_0Ref(const float* x, BlockQ5_0* y, int64_t n);
+void QuantizeRowQ4_1Ref(const float* x, BlockQ4_1* y, int64_t n);
+void QuantizeRowIQ4_NLRef(const float* x, BlockIQ4_NL* y, int64_t n);
+void QuantizeRowIQ4_XSRef(const float* x, BlockIQ4_XS* y, int64_t n);
+void QuantizeRowQ3_KRef(const float* x, BlockQ3_K* y, int64_t n);
+void QuantizeRowQ2_KRef(const float* x, BlockQ2_K* y, int64_t n);
 
 void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n);
 void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
@@ -36,9 +51,15 @@ void DequantizeRowQ4_K(const BlockQ4_K* x, float* y, int64_t n);
 void DequantizeRowQ5_K(const BlockQ5_K* x, float* y, int64_t n);
 void DequantizeRowQ6_K(const BlockQ6_K* x, float* y, int64_t n);
 void DequantizeRowQ8_K(const BlockQ8_K* x, float* y, int64_t n);
+void DequantizeRowQ5_0(const BlockQ5_0* x, float* y, int64_t n);
+void DequantizeRowQ4_1(const BlockQ4_1* x, float* y, int64_t n);
+void DequantizeRowIQ4_NL(const BlockIQ4_NL* x, float* y, int64_t n);
+void DequantizeRowIQ4_XS(const BlockIQ4_XS* x, float* y, int64_t n);
+void DequantizeRowQ3_K(const BlockQ3_K* x, float* y, int64_t n);
+void DequantizeRowQ2_K(const BlockQ2_K* x, float* y, int64_t n);
 
 // The scalar DequantizeRow for any supported type (F32, F16, BF16, Q8_0,
-// Q4_0, Q4_K, Q5_K, Q6_K, Q8_K).
+// Q4_0, Q5_0, Q4_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K).
 void DequantizeRowRef(DType t, const void* x, float* y, int64_t n);
 
 }  // namespace kvs::kernels

@@ -74,8 +74,9 @@ std::vector<Dist> MakeDistributions() {
   return out;
 }
 
-const DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                        DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K};
+const DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,   DType::kQ8_0,   DType::kQ4_0,
+                        DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,   DType::kQ8_K,   DType::kQ5_0,
+                        DType::kQ4_1, DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ3_K, DType::kQ2_K};
 
 bool NumpyAvailable() {
   if (::access("/usr/bin/python3", X_OK) != 0) return false;
@@ -166,11 +167,23 @@ TEST(QuantTest, BlockSizesMatchDTypeTable) {
   EXPECT_EQ(Traits(DType::kQ5_K).type_size, static_cast<int64_t>(sizeof(BlockQ5_K)));
   EXPECT_EQ(Traits(DType::kQ6_K).type_size, static_cast<int64_t>(sizeof(BlockQ6_K)));
   EXPECT_EQ(Traits(DType::kQ8_K).type_size, static_cast<int64_t>(sizeof(BlockQ8_K)));
+  EXPECT_EQ(Traits(DType::kQ5_0).type_size, static_cast<int64_t>(sizeof(BlockQ5_0)));
+  EXPECT_EQ(Traits(DType::kQ4_1).type_size, static_cast<int64_t>(sizeof(BlockQ4_1)));
+  EXPECT_EQ(Traits(DType::kIQ4_NL).type_size, static_cast<int64_t>(sizeof(BlockIQ4_NL)));
+  EXPECT_EQ(Traits(DType::kIQ4_XS).type_size, static_cast<int64_t>(sizeof(BlockIQ4_XS)));
+  EXPECT_EQ(Traits(DType::kQ3_K).type_size, static_cast<int64_t>(sizeof(BlockQ3_K)));
+  EXPECT_EQ(Traits(DType::kQ2_K).type_size, static_cast<int64_t>(sizeof(BlockQ2_K)));
+  EXPECT_EQ(Traits(DType::kIQ4_NL).block_size, kQK0);
+  EXPECT_EQ(Traits(DType::kIQ4_XS).block_size, kQKK);
+  EXPECT_EQ(DTypeFromName("iq4_xs"), DType::kIQ4_XS);
   EXPECT_EQ(Traits(DType::kQ8_0).block_size, kQK0);
   EXPECT_EQ(Traits(DType::kQ4_K).block_size, kQKK);
   EXPECT_TRUE(CanQuantize(DType::kQ6_K));
   EXPECT_TRUE(CanQuantize(DType::kQ5_K));
-  EXPECT_FALSE(CanQuantize(DType::kQ3_K));
+  EXPECT_TRUE(CanQuantize(DType::kQ3_K));
+  EXPECT_TRUE(CanQuantize(DType::kIQ4_NL));
+  EXPECT_FALSE(CanQuantize(DType::kQ5_1));
+  EXPECT_FALSE(CanQuantize(DType::kQ8_K));  // an activation format, not a weight type
 }
 
 // Hand-checked bytes, independent of both implementations.
@@ -216,7 +229,9 @@ TEST(QuantTest, RoundTripError) {
   struct Case { DType t; double max_rel_rms; };
   for (const Case c : {Case{DType::kF16, 1e-3}, Case{DType::kBF16, 5e-3}, Case{DType::kQ8_0, 0.01},
                        Case{DType::kQ8_K, 0.01}, Case{DType::kQ6_K, 0.03}, Case{DType::kQ5_K, 0.06},
-                       Case{DType::kQ4_K, 0.12}, Case{DType::kQ4_0, 0.15}}) {
+                       Case{DType::kQ4_K, 0.12}, Case{DType::kQ4_0, 0.15}, Case{DType::kQ5_0, 0.06},
+                       Case{DType::kQ4_1, 0.1}, Case{DType::kIQ4_NL, 0.1}, Case{DType::kIQ4_XS, 0.1},
+                       Case{DType::kQ3_K, 0.2}, Case{DType::kQ2_K, 0.35}}) {
     std::vector<uint8_t> q(static_cast<size_t>(RowBytes(c.t, n)));
     QuantizeRow(c.t, x.data(), q.data(), n);
     DequantizeRow(c.t, q.data(), y.data(), n);

@@ -18,8 +18,6 @@ void QuantizeActRow(const ActLayout& l, const float* x, uint8_t* row) {
   auto* qs = reinterpret_cast<int8_t*>(row + l.qs_off);
   auto* d = reinterpret_cast<float*>(row + l.d_off);
   if (l.act_block == 32) {
-    const int32_t c = l.wtype == WType::kQ8_0 ? 128 : 8;
-    auto* aux = reinterpret_cast<int32_t*>(row + l.aux_off);
     for (int64_t b = 0; b < l.cols / 32; ++b) {
       BlockQ8_0 blk;
       QuantizeRowQ8_0Ref(x + 32 * b, &blk, 32);
@@ -27,7 +25,7 @@ void QuantizeActRow(const ActLayout& l, const float* x, uint8_t* row) {
       d[b] = F16ToF32(blk.d);
       int32_t sum = 0;
       for (int j = 0; j < 32; ++j) sum += blk.qs[j];
-      aux[b] = -c * sum;
+      WriteActAux(l, b, d[b], &sum, row);
     }
     return;
   }
@@ -36,15 +34,9 @@ void QuantizeActRow(const ActLayout& l, const float* x, uint8_t* row) {
     QuantizeRowQ8_KRef(x + 256 * b, &blk, 256);
     std::memcpy(qs + 256 * b, blk.qs, 256);
     d[b] = blk.d;
-    if (l.wtype == WType::kQ6_K) {
-      auto* aux = reinterpret_cast<int32_t*>(row + l.aux_off) + 16 * b;
-      for (int g = 0; g < 16; ++g) aux[g] = -32 * blk.bsums[g];
-    } else {
-      auto* aux = reinterpret_cast<float*>(row + l.aux_off) + 8 * b;
-      for (int g = 0; g < 8; ++g) {
-        aux[g] = blk.d * static_cast<float>(blk.bsums[2 * g] + blk.bsums[2 * g + 1]);
-      }
-    }
+    int32_t bsums[16];
+    for (int g = 0; g < 16; ++g) bsums[g] = blk.bsums[g];
+    WriteActAux(l, b, d[b], bsums, row);
   }
 }
 
@@ -161,6 +153,136 @@ float DotQ6_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
   return sum;
 }
 
+const int32_t* ActAuxI(const ActLayout& l, const uint8_t* row) {
+  return reinterpret_cast<const int32_t*>(row + l.aux_off);
+}
+
+float DotQ5_0(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
+  const auto* w = reinterpret_cast<const BlockQ5_0*>(wrow);
+  const int8_t* q = ActQs(l, act);
+  const float* d = ActD(l, act);
+  float sum = 0;
+  for (int64_t b = 0; b < l.cols / 32; ++b) {
+    uint32_t qh;
+    std::memcpy(&qh, w[b].qh, 4);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      isum += (((w[b].qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16) * q[32 * b + j];
+      isum += (((w[b].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16) * q[32 * b + j + 16];
+    }
+    sum += static_cast<float>(isum) * (F16ToF32(w[b].d) * d[b]);
+  }
+  return sum;
+}
+
+// Q4_1: d * (q . x) + m * sum(x), sum(x) = the aux (activation d * sum(qs)).
+float DotQ4_1(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
+  const auto* w = reinterpret_cast<const BlockQ4_1*>(wrow);
+  const int8_t* q = ActQs(l, act);
+  const float* d = ActD(l, act);
+  const auto* xs = reinterpret_cast<const float*>(act + l.aux_off);
+  float sum = 0;
+  for (int64_t b = 0; b < l.cols / 32; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      isum += (w[b].qs[j] & 0xF) * q[32 * b + j];
+      isum += (w[b].qs[j] >> 4) * q[32 * b + j + 16];
+    }
+    sum += static_cast<float>(isum) * (F16ToF32(w[b].d) * d[b]) + F16ToF32(w[b].m) * xs[b];
+  }
+  return sum;
+}
+
+float DotIQ4_NL(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
+  const auto* w = reinterpret_cast<const BlockIQ4_NL*>(wrow);
+  const int8_t* q = ActQs(l, act);
+  const float* d = ActD(l, act);
+  float sum = 0;
+  for (int64_t b = 0; b < l.cols / 32; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      isum += kIQ4NLValues[w[b].qs[j] & 0xF] * q[32 * b + j];
+      isum += kIQ4NLValues[w[b].qs[j] >> 4] * q[32 * b + j + 16];
+    }
+    sum += static_cast<float>(isum) * (F16ToF32(w[b].d) * d[b]);
+  }
+  return sum;
+}
+
+float DotIQ4_XS(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
+  const auto* w = reinterpret_cast<const BlockIQ4_XS*>(wrow);
+  const int8_t* q = ActQs(l, act);
+  const float* d = ActD(l, act);
+  float sum = 0;
+  for (int64_t b = 0; b < l.cols / 256; ++b) {
+    int32_t isum = 0;
+    for (int s = 0; s < 8; ++s) {
+      const int ls = ((w[b].scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((w[b].scales_h >> (2 * s)) & 3) << 4);
+      const uint8_t* qs = w[b].qs + 16 * s;
+      const int8_t* x = q + 256 * b + 32 * s;
+      int32_t dot = 0;
+      for (int j = 0; j < 16; ++j) dot += kIQ4NLValues[qs[j] & 0xF] * x[j] + kIQ4NLValues[qs[j] >> 4] * x[j + 16];
+      isum += (ls - 32) * dot;
+    }
+    sum += d[b] * F16ToF32(w[b].d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+// Q3_K and Q2_K: element 128h + 32k + l has its 2 low bits at bits 2k of
+// qs[32h + l] and belongs to sub-block 8h + 2k + l / 16.
+float DotQ3_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
+  const auto* w = reinterpret_cast<const BlockQ3_K*>(wrow);
+  const int8_t* q = ActQs(l, act);
+  const float* d = ActD(l, act);
+  const int32_t* aux = ActAuxI(l, act);
+  float sum = 0;
+  for (int64_t b = 0; b < l.cols / 256; ++b) {
+    int32_t isum = 0;
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 4; ++k) {
+        for (int half = 0; half < 2; ++half) {
+          const int g = 8 * h + 2 * k + half;
+          int32_t dot = aux[16 * b + g] / 8;  // -4 * sum(x): the codes below are q + 4
+          for (int j = 16 * half; j < 16 * half + 16; ++j) {
+            const int code = ((w[b].qs[32 * h + j] >> (2 * k)) & 3) | (((w[b].hmask[j] >> (4 * h + k)) & 1) << 2);
+            dot += code * q[256 * b + 128 * h + 32 * k + j];
+          }
+          isum += (GetScaleQ3K(g, w[b].scales) - 32) * dot;
+        }
+      }
+    }
+    sum += d[b] * F16ToF32(w[b].d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+float DotQ2_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
+  const auto* w = reinterpret_cast<const BlockQ2_K*>(wrow);
+  const int8_t* q = ActQs(l, act);
+  const float* d = ActD(l, act);
+  const int32_t* aux = ActAuxI(l, act);
+  float sum = 0;
+  for (int64_t b = 0; b < l.cols / 256; ++b) {
+    int32_t scaled = 0, mins = 0;
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 4; ++k) {
+        for (int half = 0; half < 2; ++half) {
+          const int g = 8 * h + 2 * k + half;
+          int32_t dot = 0;
+          for (int j = 16 * half; j < 16 * half + 16; ++j) {
+            dot += ((w[b].qs[32 * h + j] >> (2 * k)) & 3) * q[256 * b + 128 * h + 32 * k + j];
+          }
+          scaled += (w[b].scales[g] & 0xF) * dot;
+          mins += (w[b].scales[g] >> 4) * aux[16 * b + g];
+        }
+      }
+    }
+    sum += d[b] * F16ToF32(w[b].d) * static_cast<float>(scaled) - d[b] * F16ToF32(w[b].dmin) * static_cast<float>(mins);
+  }
+  return sum;
+}
+
 template <typename RowToF32>
 void FloatTile(const TileArgs& a, RowToF32 convert) {
   float* wf = reinterpret_cast<float*>(
@@ -208,6 +330,12 @@ void TileQ4_0(const TileArgs& a) { QuantTile<DotQ4_0>(a); }
 void TileQ4_K(const TileArgs& a) { QuantTile<DotQ4_K>(a); }
 void TileQ5_K(const TileArgs& a) { QuantTile<DotQ5_K>(a); }
 void TileQ6_K(const TileArgs& a) { QuantTile<DotQ6_K>(a); }
+void TileQ5_0(const TileArgs& a) { QuantTile<DotQ5_0>(a); }
+void TileQ4_1(const TileArgs& a) { QuantTile<DotQ4_1>(a); }
+void TileIQ4_NL(const TileArgs& a) { QuantTile<DotIQ4_NL>(a); }
+void TileIQ4_XS(const TileArgs& a) { QuantTile<DotIQ4_XS>(a); }
+void TileQ3_K(const TileArgs& a) { QuantTile<DotQ3_K>(a); }
+void TileQ2_K(const TileArgs& a) { QuantTile<DotQ2_K>(a); }
 
 void QuantizeActs(const ActLayout& layout, const float* x, int64_t ldx, int64_t m, uint8_t* buf) {
   for (int64_t i = 0; i < m; ++i) QuantizeActRow(layout, x + i * ldx, buf + i * layout.row_stride);

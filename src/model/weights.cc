@@ -45,7 +45,7 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
     }
     if (!Traits(t->type).supported || !kernels::CanQuantize(t->type)) {
       return Unimplemented("tensor {} has type {}, which kvserve does not support "
-                           "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)",
+                           "(supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
                            name, DTypeName(t->type));
     }
     w->total_bytes += t->nbytes;
