@@ -3,12 +3,12 @@
 #   1. Release build, all tests, then a 60 s soak (scripts/soak.sh; KVSERVE_SOAK_SECONDS);
 #   2. ASan+UBSan build, all tests;
 #   3. TSan build, engine and server tests (label "engine");
-#   4. every libFuzzer target for 30 s each (KVSERVE_FUZZ_SECONDS; scripts/fuzz.sh).
+#   4. every libFuzzer target for 20 s each (KVSERVE_FUZZ_SECONDS; scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 JOBS=${JOBS:-$(nproc)}
-FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-30}
+FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-20}
 SOAK_SECONDS=${KVSERVE_SOAK_SECONDS:-60}
 start=$(date +%s)
 stage() { echo "=== $1 ($(( $(date +%s) - start )) s elapsed)"; }

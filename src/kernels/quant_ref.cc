@@ -11,25 +11,6 @@
 namespace kvs::kernels {
 namespace {
 
-// Ignores sub-blocks whose largest magnitude is below this (ggml's
-// GROUP_MAX_EPS).
-constexpr float kGroupMaxEps = 1e-15f;
-
-// The value of x[0..n) with the largest magnitude, signed (the first one on a
-// tie; 0 when all are 0); *amax is its magnitude.
-float SignedAbsMax(const float* x, int n, float* amax) {
-  float max = 0;
-  *amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > *amax) {
-      *amax = ax;
-      max = x[i];
-    }
-  }
-  return max;
-}
-
 // Symmetric fit x[i] ~ scale * (L[i] - nmax), L in [0, 2*nmax-1], weighted by
 // x^2 (ggml's make_qx_quants with rmse_type 1 and no importance weights):
 // tries 18 perturbed inverse scales around -nmax/max and keeps the best.

@@ -6,6 +6,7 @@
 // size. Pure functions; reentrant.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -21,6 +22,25 @@ inline int NearestInt(float v) {
   int32_t i;
   std::memcpy(&i, &t, 4);
   return (i & 0x007fffff) - 0x00400000;
+}
+
+// Groups whose largest magnitude is below this are quantized as zeros
+// (ggml's GROUP_MAX_EPS).
+inline constexpr float kGroupMaxEps = 1e-15f;
+
+// The value of x[0..n) with the largest magnitude, signed (the first one on a
+// tie; 0 when all are 0); *amax is its magnitude.
+inline float SignedAbsMax(const float* x, int n, float* amax) {
+  float max = 0;
+  *amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > *amax) {
+      *amax = ax;
+      max = x[i];
+    }
+  }
+  return max;
 }
 
 // ggml's make_qkx2_quants (shared by the K-quant quantizers): an affine fit

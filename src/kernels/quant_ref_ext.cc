@@ -14,24 +14,6 @@
 namespace kvs::kernels {
 namespace {
 
-// Ignores groups whose largest magnitude is below this (ggml's GROUP_MAX_EPS).
-constexpr float kExtGroupMaxEps = 1e-15f;
-
-// The first element of x[0..n) with the largest magnitude (0 if all are 0);
-// *amax is its magnitude.
-float ExtSignedAbsMax(const float* x, int n, float* amax) {
-  float max = 0;
-  *amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > *amax) {
-      *amax = ax;
-      max = x[i];
-    }
-  }
-  return max;
-}
-
 // Index of the grid value nearest to v (the lower one on a tie), by bisection
 // of the sorted 16-entry IQ4_NL grid.
 int NearestIQ4Index(float v) {
@@ -56,8 +38,8 @@ int NearestIQ4Index(float v) {
 // group.
 float FitIQ4Group(const float* x) {
   float amax = 0;
-  const float max = ExtSignedAbsMax(x, 32, &amax);
-  if (amax < kExtGroupMaxEps) return 0;
+  const float max = SignedAbsMax(x, 32, &amax);
+  if (amax < kGroupMaxEps) return 0;
   const float v0 = static_cast<float>(kIQ4NLValues[0]);
   float d = -max / v0;
   float id = 1 / d;
@@ -99,8 +81,8 @@ void PackNibbles32(const uint8_t* L, uint8_t* qs) {
 float MakeQ3Quants(const float* x, int8_t* L) {
   constexpr int kNmax = 4;
   float amax = 0;
-  const float max = ExtSignedAbsMax(x, 16, &amax);
-  if (amax < kExtGroupMaxEps) {
+  const float max = SignedAbsMax(x, 16, &amax);
+  if (amax < kGroupMaxEps) {
     for (int i = 0; i < 16; ++i) L[i] = 0;
     return 0.f;
   }
@@ -161,7 +143,7 @@ void Pack2Bit(const T* L, uint8_t* qs) {
 void QuantizeRowQ5_0Ref(const float* x, BlockQ5_0* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK0; ++b, x += kQK0) {
     float amax = 0;
-    const float max = ExtSignedAbsMax(x, kQK0, &amax);
+    const float max = SignedAbsMax(x, kQK0, &amax);
     const float d = max / -16;
     const float id = d != 0 ? 1.0f / d : 0.0f;
     y[b].d = F32ToF16(d);
