@@ -185,7 +185,14 @@ void BlockManager::CommitComputed(Sequence& seq) {
       }
       seq.last_twin = twin;
       const int32_t w = seq.window_block_table[static_cast<size_t>(i)];
-      if (twin < 0 || w < 0 || window_->block(w).hash.has_value() || window_->IsPublished(h)) continue;
+      if (twin < 0 || w < 0 || window_->block(w).hash.has_value()) continue;
+      // A cached window block under this hash that no longer verifies (its
+      // twin was reused, or a colliding prefix) can never hit: replace it.
+      if (const int32_t old = window_->Find(h);
+          old >= 0 && window_->block(old).ref_count == 0 && !VerifiesTwin(window_->block(old), twin, i, seq)) {
+        window_->Unpublish(old);
+      }
+      if (window_->IsPublished(h)) continue;
       window_->Publish(w, h, twin, full_.block(twin).generation, BlockTokens(seq, i), salt);
     }
   }

@@ -36,7 +36,9 @@
 // sequence's own, or (when its own is a private duplicate) the published one
 // if that verifies against the previous block's twin, so a prefix whose
 // window blocks were evicted is published again by the next sequence that
-// recomputes it; a window block without such a twin stays private.
+// recomputes it; a window block without such a twin stays private. A cached
+// window block that no longer verifies against the twin of its hash is
+// replaced when that prefix is committed again.
 // A block's hash is published only by CommitComputed, after the forward pass
 // wrote its KV: nobody can hit a block whose KV is missing. A lookup never
 // covers the last token of a sequence, so at least one token is computed

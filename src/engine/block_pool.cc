@@ -83,6 +83,19 @@ void BlockPool::Publish(int32_t id, const BlockHash& h, int32_t link, uint64_t l
   if (events_) events_->Stored(h);
 }
 
+void BlockPool::Unpublish(int32_t id) {
+  Block& b = blocks_[static_cast<size_t>(id)];
+  KVS_CHECK(b.ref_count == 0 && b.hash.has_value());
+  LruRemove(id);
+  hash_to_block_.erase(*b.hash);
+  if (events_) events_->Evicted(*b.hash);
+  b.hash.reset();
+  b.salt.clear();
+  b.freed_at = Clock::now();
+  free_ids_.push_back(id);
+  num_dirty_free_ += b.dirty ? 1 : 0;
+}
+
 std::vector<int32_t> BlockPool::TakeIdleFree(Clock::time_point cutoff) {
   std::vector<int32_t> ids;
   size_t i = clean_below_;

@@ -76,6 +76,9 @@ class BlockPool {
   // The published block with this hash; -1 if none.
   int32_t Find(const BlockHash& h) const;
   bool IsPublished(const BlockHash& h) const { return hash_to_block_.count(h) != 0; }
+  // Drops the hash of a cached block (one that can no longer be a valid
+  // hit): it becomes free.
+  void Unpublish(int32_t id);
   // Publishes a used, unpublished block under a hash nobody else holds.
   void Publish(int32_t id, const BlockHash& h, int32_t link, uint64_t link_generation, std::span<const int32_t> tokens,
                const std::string& salt);
