@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/cpu_engine.h"
 #include "backend/cpu_runner.h"
 #include "base/test_util.h"
 #include "engine/engine.h"
@@ -175,21 +176,64 @@ WindowRun RunWindowed(const std::string& path, const EngineSetup& s) {
   return run;
 }
 
+model::RandomModelSpec SlidingSpec(const char* arch) {
+  model::RandomModelSpec spec;
+  spec.arch = arch;
+  spec.hidden = 128;
+  spec.ffn = 128;
+  spec.vocab = 256;
+  spec.n_layers = 3;
+  spec.sliding_window = 16;
+  spec.swa_pattern = std::string(arch) == "gemma3" ? 3 : 0;  // 2 of 3 sliding; Mistral-style: all
+  spec.tied = std::string(arch) != "llama";
+  return spec;
+}
+
+// The one engine assembly (the memory plan sizes both groups) on a model
+// with sliding layers: its plan passes the engine's check and requests run.
+TEST(EngineRealModelTest, CpuEngineGivesSlidingLayersAWindowGroup) {
+  for (const char* arch : {"gemma3", "llama"}) {
+    SCOPED_TRACE(arch);
+    auto dir = kvs::testing::TempDir(std::string("swa_cpu_engine_") + arch);
+    const std::string path = (dir / "m.gguf").string();
+    ASSERT_TRUE(model::WriteRandomModel(SlidingSpec(arch), path, "").ok());
+    auto model = model::LlamaModel::Load(path);
+    ASSERT_TRUE(model.ok());
+    CpuEngineOptions o;
+    o.model_path = path;
+    o.threads = 2;
+    o.context = 256;
+    o.sequences = 2;
+    o.memory_limit_bytes = uint64_t{1} << 30;
+    o.engine.max_num_batched_tokens = 64;
+    o.engine.max_batch_size = 4;
+    auto cpu = CreateCpuEngine(std::move(*model), o);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    EXPECT_EQ(cpu->plan.window, 16);
+    EXPECT_EQ(cpu->plan.num_window_blocks, 4 * (1 + 2) + 64 / 16);
+    EXPECT_NE(cpu->plan.Describe(DType::kF16).find("16 sliding-window blocks"), std::string::npos);
+    const engine::EngineStats s = cpu->engine->GetStats();
+    EXPECT_EQ(s.window, 16);
+    EXPECT_EQ(s.num_window_blocks_total, 16);
+    EXPECT_EQ(s.num_blocks_total, cpu->plan.num_kv_blocks);
+    engine::Request r;
+    for (int i = 0; i < 100; ++i) r.prompt_token_ids.push_back(3 + i);
+    r.sampling.temperature = 0.0f;
+    r.sampling.max_tokens = 20;
+    auto stream = cpu->engine->Submit(r);
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    while (cpu->engine->Step()) {}
+    EXPECT_EQ(Collect(**stream).size(), 20u);
+    EXPECT_EQ(cpu->engine->TEST_CheckInvariants(), "");
+  }
+}
+
 TEST(EngineRealModelTest, SlidingWindowGroupFreesBlocksAndKeepsGreedyOutput) {
   for (const char* arch : {"gemma3", "llama"}) {
     SCOPED_TRACE(arch);
     auto dir = kvs::testing::TempDir(std::string("swa_engine_") + arch);
-    model::RandomModelSpec spec;
-    spec.arch = arch;
-    spec.hidden = 128;
-    spec.ffn = 128;
-    spec.vocab = 256;
-    spec.n_layers = 3;
-    spec.sliding_window = 16;
-    spec.swa_pattern = std::string(arch) == "gemma3" ? 3 : 0;  // 2 of 3 sliding; Mistral-style: all
-    spec.tied = std::string(arch) != "llama";
     const std::string path = (dir / "m.gguf").string();
-    ASSERT_TRUE(model::WriteRandomModel(spec, path, "").ok());
+    ASSERT_TRUE(model::WriteRandomModel(SlidingSpec(arch), path, "").ok());
     EngineSetup plain;
     plain.max_batch = 4;
     const WindowRun reference = RunWindowed(path, plain);
