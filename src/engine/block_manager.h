@@ -102,9 +102,10 @@ class BlockManager {
   // Blocks an allocation may take: free ones, then evicted cached ones.
   int32_t num_available() const { return full_.num_available(); }
 
-  // The window group (nullptr without sliding layers) and its window.
+  // Whether there is a window group, and its window (0: none).
   bool has_window() const { return window_ != nullptr; }
   int32_t window() const { return window_size_; }
+  // A group's pool. REQUIRES: has_window() for kWindow.
   const BlockPool& pool(KvGroup g) const { return g == KvGroup::kWindow ? *window_ : full_; }
   // The first block a query at position `pos` reads in the window group.
   int32_t FirstWindowBlock(int64_t pos) const {

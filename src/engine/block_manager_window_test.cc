@@ -200,7 +200,8 @@ TEST(BlockManagerWindowTest, RandomOperationsKeepInvariantsAndReadOnlyTheirOwnHi
                 history(s, p));
     }
     for (int32_t p = start; p < end; ++p) {
-      kv[static_cast<size_t>(s.block_table[static_cast<size_t>(p / kBs)])][static_cast<size_t>(p % kBs)] = history(s, p);
+      const auto slot = static_cast<size_t>(p % kBs);
+      kv[static_cast<size_t>(s.block_table[static_cast<size_t>(p / kBs)])][slot] = history(s, p);
       wkv[static_cast<size_t>(s.window_block_table[static_cast<size_t>(p / kBs)])][static_cast<size_t>(p % kBs)] =
           history(s, p);
     }
@@ -219,7 +220,8 @@ TEST(BlockManagerWindowTest, RandomOperationsKeepInvariantsAndReadOnlyTheirOwnHi
       seq->cache_salt = rng() % 4 == 0 ? "s" : "";
       const PrefixMatch m = bm.MatchPrefix(*seq);
       const int32_t cached = m.num_tokens(kBs);
-      const int32_t n = 1 + static_cast<int32_t>(rng() % static_cast<uint64_t>(std::min(seq->num_tokens() - cached, 9)));
+      const int32_t left = std::min(seq->num_tokens() - cached, 9);
+      const int32_t n = 1 + static_cast<int32_t>(rng() % static_cast<uint64_t>(left));
       if (!bm.CanAllocate(m, cached + n)) continue;
       hits += cached;
       bm.Allocate(*seq, m, cached + n);
