@@ -31,6 +31,7 @@ StatusOr<CpuEngine> CreateCpuEngine(std::unique_ptr<model::LlamaModel> model, co
   ro.threads = out.threads;
   ro.block_size = o.block_size;
   ro.num_blocks = static_cast<int32_t>(out.plan.num_kv_blocks);
+  ro.num_window_blocks = static_cast<int32_t>(out.plan.num_window_blocks);  // sliding layers' own group
   ro.kv_dtype = o.kv_dtype;
   ro.max_batch_tokens = std::max(o.engine.max_num_batched_tokens, o.engine.max_batch_size);
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<CpuRunner> runner, CpuRunner::Create(std::move(model), ro));

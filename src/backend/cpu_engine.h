@@ -1,7 +1,8 @@
 // CreateCpuEngine: the one assembly of a serving engine on the CPU, used by
 // `kvserve serve`, `run` and `bench`: the memory plan sizes the KV pool
 // (plan::PlanServing over the model's shape), a CpuRunner holds the model
-// and that pool, and an engine::Engine drives it.
+// and that pool (sliding-window layers in a group of their own, whose blocks
+// are freed as they leave the window), and an engine::Engine drives it.
 // Thread-safety: a factory function; the engine it returns is not started.
 #pragma once
 

@@ -4,19 +4,23 @@
 
 namespace kvs::engine {
 
-BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching,
+                           WindowGroupConfig window)
     : block_size_(block_size),
       prefix_caching_(enable_prefix_caching),
       hash_fn_(&ChainBlockHash),
-      blocks_(static_cast<size_t>(num_blocks)) {
+      full_(num_blocks) {
   KVS_CHECK(num_blocks > 0 && block_size > 0);
-  free_ids_.reserve(blocks_.size());
-  // Stack: block 0 is handed out first.
-  for (int32_t id = num_blocks - 1; id >= 0; --id) free_ids_.push_back(id);
-  // None has been used: all clean. (Left at 0, OldestDirtyFree, called every
-  // engine step, walked every never-used block: ~7 % of a decode step with
-  // a 100K-block pool.)
-  clean_below_ = free_ids_.size();
+  if (window.window > 0) {
+    KVS_CHECK(window.num_blocks > 0);
+    window_ = std::make_unique<BlockPool>(window.num_blocks);
+    window_size_ = window.window;
+  }
+}
+
+std::span<const int32_t> BlockManager::BlockTokens(const Sequence& seq, int32_t i) const {
+  return std::span<const int32_t>(seq.token_ids)
+      .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
 }
 
 void BlockManager::EnsureHashes(Sequence& seq, int32_t n) const {
@@ -24,61 +28,97 @@ void BlockManager::EnsureHashes(Sequence& seq, int32_t n) const {
   std::vector<BlockHash>& h = seq.block_hashes;
   for (auto i = static_cast<int32_t>(h.size()); i < n; ++i) {
     const BlockHash parent = i == 0 ? BlockHashRoot(seq.cache_salt) : h[static_cast<size_t>(i - 1)];
-    const auto tokens = std::span<const int32_t>(seq.token_ids)
-                            .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
-    h.push_back(hash_fn_(parent, tokens));
+    h.push_back(hash_fn_(parent, BlockTokens(seq, i)));
   }
 }
 
-bool BlockManager::Verifies(const Block& b, int32_t parent, std::span<const int32_t> tokens,
+bool BlockManager::Verifies(const BlockPool::Block& b, int32_t parent, std::span<const int32_t> tokens,
                             const std::string& salt) const {
-  if (b.parent != parent || !std::equal(tokens.begin(), tokens.end(), b.tokens.begin(), b.tokens.end())) return false;
+  if (b.link != parent || !std::equal(tokens.begin(), tokens.end(), b.tokens.begin(), b.tokens.end())) return false;
   if (parent < 0) return b.salt == salt;
-  return b.parent_generation == blocks_[static_cast<size_t>(parent)].generation;
+  return b.link_generation == full_.block(parent).generation;
+}
+
+bool BlockManager::VerifiesTwin(const BlockPool::Block& w, int32_t twin, int32_t i, const Sequence& seq) const {
+  const std::span<const int32_t> tokens = BlockTokens(seq, i);
+  if (w.link != twin || w.link_generation != full_.block(twin).generation) return false;
+  if (!std::equal(tokens.begin(), tokens.end(), w.tokens.begin(), w.tokens.end())) return false;
+  return i != 0 || w.salt == seq.cache_salt;
 }
 
 PrefixMatch BlockManager::MatchPrefix(Sequence& seq) const {
-  KVS_CHECK(seq.block_table.empty());
+  KVS_CHECK(seq.block_table.empty() && seq.window_block_table.empty());
   PrefixMatch match;
   if (!prefix_caching_) return match;
   // Never the last token: at least one position is computed for its logits.
   const int32_t max_blocks = (seq.num_tokens() - 1) / block_size_;
   EnsureHashes(seq, max_blocks);
   for (int32_t i = 0; i < max_blocks; ++i) {
-    const auto it = hash_to_block_.find(seq.block_hashes[static_cast<size_t>(i)]);
-    if (it == hash_to_block_.end()) break;
-    const Block& b = blocks_[static_cast<size_t>(it->second)];
+    const int32_t id = full_.Find(seq.block_hashes[static_cast<size_t>(i)]);
+    if (id < 0) break;
     const int32_t parent = i == 0 ? -1 : match.block_ids.back();
-    const auto tokens = std::span<const int32_t>(seq.token_ids)
-                            .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
-    if (!Verifies(b, parent, tokens, seq.cache_salt)) break;  // a collision: a miss
-    match.block_ids.push_back(it->second);
-    if (b.ref_count == 0) ++match.num_evictable;
+    if (!Verifies(full_.block(id), parent, BlockTokens(seq, i), seq.cache_salt)) break;  // a collision: a miss
+    match.block_ids.push_back(id);
   }
+  if (window_) MatchWindow(seq, match);
+  for (int32_t id : match.block_ids) match.num_evictable += full_.block(id).ref_count == 0 ? 1 : 0;
   return match;
+}
+
+void BlockManager::MatchWindow(const Sequence& seq, PrefixMatch& match) const {
+  const auto n = static_cast<int32_t>(match.block_ids.size());
+  // found[i]: the verified window twin of matched block i, else -1;
+  // run[i]: how many consecutive blocks up to i have one.
+  std::vector<int32_t> found(static_cast<size_t>(n), -1), run(static_cast<size_t>(n), 0);
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t w = window_->Find(seq.block_hashes[static_cast<size_t>(i)]);
+    if (w >= 0 && VerifiesTwin(window_->block(w), match.block_ids[static_cast<size_t>(i)], i, seq)) {
+      found[static_cast<size_t>(i)] = w;
+      run[static_cast<size_t>(i)] = (i > 0 ? run[static_cast<size_t>(i - 1)] : 0) + 1;
+    }
+  }
+  // The longest hit whose needed window blocks [first, len) are all there.
+  int32_t len = n;
+  for (; len > 0; --len) {
+    const int32_t first = FirstWindowBlock(static_cast<int64_t>(len) * block_size_);
+    if (first >= len || run[static_cast<size_t>(len - 1)] >= len - first) break;
+  }
+  match.block_ids.resize(static_cast<size_t>(len));
+  match.window_block_ids.assign(static_cast<size_t>(len), -1);
+  for (int32_t i = FirstWindowBlock(static_cast<int64_t>(len) * block_size_); i < len; ++i) {
+    const int32_t w = found[static_cast<size_t>(i)];
+    match.window_block_ids[static_cast<size_t>(i)] = w;
+    match.num_window_evictable += window_->block(w).ref_count == 0 ? 1 : 0;
+  }
 }
 
 bool BlockManager::CanAllocate(const PrefixMatch& match, int32_t num_positions, int32_t reserve) const {
   const int32_t needed = NumBlocksFor(num_positions, block_size_) - static_cast<int32_t>(match.block_ids.size());
   // Matched cached blocks stop being available once they are referenced.
-  return std::max(needed, 0) + reserve <= num_available() - match.num_evictable;
+  if (std::max(needed, 0) + reserve > full_.num_available() - match.num_evictable) return false;
+  return !window_ || std::max(needed, 0) <= window_->num_available() - match.num_window_evictable;
 }
 
 void BlockManager::Allocate(Sequence& seq, const PrefixMatch& match, int32_t num_positions) {
-  KVS_CHECK(seq.block_table.empty());
+  KVS_CHECK(seq.block_table.empty() && seq.window_block_table.empty());
   KVS_CHECK(CanAllocate(match, num_positions));
   for (int32_t id : match.block_ids) {
-    Block& b = blocks_[static_cast<size_t>(id)];
-    KVS_CHECK(b.hash.has_value());
-    if (b.ref_count == 0) {
-      LruRemove(id);
-      ++num_used_;
-    }
-    ++b.ref_count;
+    KVS_CHECK(full_.block(id).hash.has_value());
+    full_.Ref(id);
   }
   seq.block_table = match.block_ids;
   seq.num_committed_blocks = static_cast<int32_t>(match.block_ids.size());
   seq.num_computed_tokens = match.num_tokens(block_size_);
+  seq.num_window_dropped = 0;
+  seq.last_twin = match.block_ids.empty() ? -1 : match.block_ids.back();
+  if (window_) {
+    KVS_CHECK(match.window_block_ids.size() == match.block_ids.size());
+    for (int32_t id : match.window_block_ids) {
+      if (id >= 0) window_->Ref(id);
+    }
+    seq.window_block_table = match.window_block_ids;
+    seq.num_window_dropped = match.block_ids.empty() ? 0 : FirstWindowBlock(seq.num_computed_tokens);
+  }
   num_query_tokens_ += seq.num_tokens();
   num_hit_tokens_ += seq.num_computed_tokens;
   Append(seq, num_positions);
@@ -86,182 +126,107 @@ void BlockManager::Allocate(Sequence& seq, const PrefixMatch& match, int32_t num
 
 bool BlockManager::CanAppend(const Sequence& seq, int32_t num_positions) const {
   const int32_t needed = NumBlocksFor(num_positions, block_size_) - static_cast<int32_t>(seq.block_table.size());
-  return needed <= num_available();
+  if (needed > full_.num_available()) return false;
+  // New window entries are all needed: they hold positions to be computed.
+  return !window_ ||
+         NumBlocksFor(num_positions, block_size_) - static_cast<int32_t>(seq.window_block_table.size()) <=
+             window_->num_available();
 }
 
 void BlockManager::Append(Sequence& seq, int32_t num_positions) {
   KVS_CHECK(CanAppend(seq, num_positions));
   const int32_t target = NumBlocksFor(num_positions, block_size_);
-  while (static_cast<int32_t>(seq.block_table.size()) < target) seq.block_table.push_back(TakeBlock());
+  while (static_cast<int32_t>(seq.block_table.size()) < target) seq.block_table.push_back(full_.Take());
+  if (!window_) return;
+  while (static_cast<int32_t>(seq.window_block_table.size()) < target) {
+    seq.window_block_table.push_back(window_->Take());
+  }
 }
 
-int32_t BlockManager::TakeBlock() {
-  int32_t id;
-  if (!free_ids_.empty()) {
-    id = free_ids_.back();
-    free_ids_.pop_back();
-    clean_below_ = std::min(clean_below_, free_ids_.size());
-    num_dirty_free_ -= blocks_[static_cast<size_t>(id)].dirty ? 1 : 0;
-  } else {
-    KVS_CHECK(lru_head_ >= 0);
-    id = lru_head_;
-    LruRemove(id);
-    Block& b = blocks_[static_cast<size_t>(id)];
-    hash_to_block_.erase(*b.hash);
-    if (events_) events_->Evicted(*b.hash);
-    b.hash.reset();
-    b.salt.clear();
-  }
-  Block& b = blocks_[static_cast<size_t>(id)];
-  KVS_CHECK(b.ref_count == 0 && !b.hash.has_value());
-  b.ref_count = 1;
-  b.dirty = true;
-  ++b.generation;  // new KV: children published under the old content no longer verify
-  ++num_used_;
-  return id;
-}
-
-std::vector<int32_t> BlockManager::TakeIdleFree(Clock::time_point cutoff) {
-  std::vector<int32_t> ids;
-  size_t i = clean_below_;
-  for (; i < free_ids_.size(); ++i) {
-    Block& b = blocks_[static_cast<size_t>(free_ids_[i])];
-    if (!b.dirty) continue;
-    if (b.freed_at >= cutoff) break;  // the rest were freed later
-    b.dirty = false;
-    --num_dirty_free_;
-    ids.push_back(free_ids_[i]);
-  }
-  // Everything below the first dirty entry left is clean now.
-  while (clean_below_ < i && !blocks_[static_cast<size_t>(free_ids_[clean_below_])].dirty) ++clean_below_;
-  return ids;
+std::vector<int32_t> BlockManager::TakeIdleFree(Clock::time_point cutoff, KvGroup g) {
+  if (g == KvGroup::kWindow) return window_ ? window_->TakeIdleFree(cutoff) : std::vector<int32_t>{};
+  return full_.TakeIdleFree(cutoff);
 }
 
 std::optional<Clock::time_point> BlockManager::OldestDirtyFree() const {
-  for (size_t i = clean_below_; i < free_ids_.size(); ++i) {
-    const Block& b = blocks_[static_cast<size_t>(free_ids_[i])];
-    if (b.dirty) return b.freed_at;
+  std::optional<Clock::time_point> t = full_.OldestDirtyFree();
+  if (window_) {
+    const std::optional<Clock::time_point> w = window_->OldestDirtyFree();
+    if (w && (!t || *w < *t)) t = w;
   }
-  return std::nullopt;
+  return t;
 }
 
 void BlockManager::CommitComputed(Sequence& seq) {
   const int32_t full = std::min(seq.num_computed_tokens / block_size_, static_cast<int32_t>(seq.block_table.size()));
-  if (full <= seq.num_committed_blocks) return;
-  if (prefix_caching_) {
+  if (full > seq.num_committed_blocks && prefix_caching_) {
     EnsureHashes(seq, full);
     for (int32_t i = seq.num_committed_blocks; i < full; ++i) {
       const BlockHash h = seq.block_hashes[static_cast<size_t>(i)];
       const int32_t id = seq.block_table[static_cast<size_t>(i)];
-      Block& b = blocks_[static_cast<size_t>(id)];
+      const std::string& salt = i == 0 ? seq.cache_salt : std::string();
       // The same content computed twice (two sequences prefilled it in the
       // same step) is published once; the other copy stays private.
-      if (b.hash.has_value() || hash_to_block_.count(h) != 0) continue;
-      b.hash = h;
-      b.parent = i == 0 ? -1 : seq.block_table[static_cast<size_t>(i - 1)];
-      b.parent_generation = b.parent < 0 ? 0 : blocks_[static_cast<size_t>(b.parent)].generation;
-      const auto tokens = std::span<const int32_t>(seq.token_ids)
-                              .subspan(static_cast<size_t>(i) * block_size_, static_cast<size_t>(block_size_));
-      b.tokens.assign(tokens.begin(), tokens.end());
-      if (i == 0) b.salt = seq.cache_salt;
-      hash_to_block_.emplace(h, id);
-      if (events_) events_->Stored(h);
+      if (!full_.block(id).hash.has_value() && !full_.IsPublished(h)) {
+        const int32_t parent = i == 0 ? -1 : seq.block_table[static_cast<size_t>(i - 1)];
+        full_.Publish(id, h, parent, parent < 0 ? 0 : full_.block(parent).generation, BlockTokens(seq, i), salt);
+      }
+      if (!window_) continue;
+      // The window block's twin: the published full block a hit on this
+      // prefix would find, provided it holds this very prefix: its own
+      // block, or another one that verifies against the previous twin.
+      int32_t twin = -1;
+      if (full_.block(id).hash == h) {
+        twin = id;
+      } else if (const int32_t f = full_.Find(h); f >= 0 && (i == 0 || seq.last_twin >= 0) &&
+                                                  Verifies(full_.block(f), i == 0 ? -1 : seq.last_twin,
+                                                           BlockTokens(seq, i), seq.cache_salt)) {
+        twin = f;
+      }
+      seq.last_twin = twin;
+      const int32_t w = seq.window_block_table[static_cast<size_t>(i)];
+      if (twin < 0 || w < 0 || window_->block(w).hash.has_value()) continue;
+      // A cached window block under this hash that no longer verifies (its
+      // twin was reused, or a colliding prefix) can never hit: replace it.
+      if (const int32_t old = window_->Find(h);
+          old >= 0 && window_->block(old).ref_count == 0 && !VerifiesTwin(window_->block(old), twin, i, seq)) {
+        window_->Unpublish(old);
+      }
+      if (window_->IsPublished(h)) continue;
+      window_->Publish(w, h, twin, full_.block(twin).generation, BlockTokens(seq, i), salt);
     }
   }
-  seq.num_committed_blocks = full;
+  seq.num_committed_blocks = std::max(seq.num_committed_blocks, full);
+  if (window_) DropOutOfWindow(seq);
+}
+
+void BlockManager::DropOutOfWindow(Sequence& seq) {
+  const int32_t first = FirstWindowBlock(seq.num_computed_tokens);
+  KVS_CHECK(first <= static_cast<int32_t>(seq.window_block_table.size()));
+  for (; seq.num_window_dropped < first; ++seq.num_window_dropped) {
+    int32_t& id = seq.window_block_table[static_cast<size_t>(seq.num_window_dropped)];
+    if (id >= 0) window_->Release(id);
+    id = -1;
+  }
 }
 
 void BlockManager::Free(Sequence& seq) {
-  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) Release(*it);
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) full_.Release(*it);
+  for (auto it = seq.window_block_table.rbegin(); it != seq.window_block_table.rend(); ++it) {
+    if (*it >= 0) window_->Release(*it);
+  }
   seq.block_table.clear();
+  seq.window_block_table.clear();
   seq.num_committed_blocks = 0;
-}
-
-void BlockManager::Release(int32_t id) {
-  Block& b = blocks_[static_cast<size_t>(id)];
-  KVS_CHECK_MSG(b.ref_count > 0, "block {} freed twice", id);
-  if (--b.ref_count > 0) return;
-  --num_used_;
-  if (b.hash.has_value()) {
-    LruPushBack(id);
-  } else {
-    b.freed_at = Clock::now();
-    free_ids_.push_back(id);
-    num_dirty_free_ += b.dirty ? 1 : 0;
-  }
-}
-
-void BlockManager::LruPushBack(int32_t id) {
-  Block& b = blocks_[static_cast<size_t>(id)];
-  b.lru_prev = lru_tail_;
-  b.lru_next = -1;
-  if (lru_tail_ >= 0) {
-    blocks_[static_cast<size_t>(lru_tail_)].lru_next = id;
-  } else {
-    lru_head_ = id;
-  }
-  lru_tail_ = id;
-  ++lru_size_;
-}
-
-void BlockManager::LruRemove(int32_t id) {
-  Block& b = blocks_[static_cast<size_t>(id)];
-  if (b.lru_prev >= 0) {
-    blocks_[static_cast<size_t>(b.lru_prev)].lru_next = b.lru_next;
-  } else {
-    lru_head_ = b.lru_next;
-  }
-  if (b.lru_next >= 0) {
-    blocks_[static_cast<size_t>(b.lru_next)].lru_prev = b.lru_prev;
-  } else {
-    lru_tail_ = b.lru_prev;
-  }
-  b.lru_prev = b.lru_next = -1;
-  --lru_size_;
+  seq.num_window_dropped = 0;
+  seq.last_twin = -1;
 }
 
 std::string BlockManager::CheckInvariants() const {
-  int32_t used = 0, cached = 0, unhashed_free = 0;
-  for (const Block& b : blocks_) {
-    if (b.ref_count < 0) return "negative ref count";
-    if (b.ref_count > 0) {
-      ++used;
-    } else if (b.hash.has_value()) {
-      ++cached;
-    } else {
-      ++unhashed_free;
-    }
+  if (std::string e = full_.CheckInvariants(); !e.empty()) return e;
+  if (window_) {
+    if (std::string e = window_->CheckInvariants(); !e.empty()) return "window group: " + e;
   }
-  int32_t walked = 0;
-  for (int32_t id = lru_head_; id >= 0; id = blocks_[static_cast<size_t>(id)].lru_next) {
-    const Block& b = blocks_[static_cast<size_t>(id)];
-    if (b.ref_count != 0 || !b.hash.has_value()) return fmt::format("LRU holds non-cached block {}", id);
-    if (++walked > num_blocks()) return "LRU has a cycle";
-  }
-  std::vector<char> in_free(blocks_.size(), 0);
-  int32_t dirty_free = 0;
-  std::optional<Clock::time_point> last_freed;
-  for (size_t i = 0; i < free_ids_.size(); ++i) {
-    const int32_t id = free_ids_[i];
-    const Block& b = blocks_[static_cast<size_t>(id)];
-    if (in_free[static_cast<size_t>(id)]++) return fmt::format("block {} twice in the free list", id);
-    if (b.ref_count != 0 || b.hash.has_value()) return fmt::format("free list holds non-free block {}", id);
-    if (!b.dirty) continue;
-    if (i < clean_below_) return fmt::format("dirty block {} below the clean mark", id);
-    if (last_freed && b.freed_at < *last_freed) return "dirty free blocks are not in the order they were freed";
-    last_freed = b.freed_at;
-    ++dirty_free;
-  }
-  if (dirty_free != num_dirty_free_) return fmt::format("{} dirty free blocks, counter says {}", dirty_free, num_dirty_free_);
-  for (const auto& [h, id] : hash_to_block_) {
-    if (blocks_[static_cast<size_t>(id)].hash != h) return fmt::format("hash map points at block {} wrongly", id);
-  }
-  if (used != num_used_ || cached != lru_size_ || walked != lru_size_ ||
-      unhashed_free != static_cast<int32_t>(free_ids_.size())) {
-    return fmt::format("counters disagree: used {} vs {}, cached {} vs {} (walked {}), free {} vs {}", used,
-                       num_used_, cached, lru_size_, walked, unhashed_free, free_ids_.size());
-  }
-  if (num_free() + num_cached() + num_used() != num_blocks()) return "free + cached + used != num_blocks";
   return "";
 }
 

@@ -1,13 +1,19 @@
-// BlockManager: owns the KV block ids [0, num_blocks) (the runner owns the
-// bytes) and the prefix cache over them. Blocks are ids with reference
-// counts, never pointers.
+// BlockManager: owns the KV block ids (the runner owns the bytes) and the
+// prefix cache over them. Blocks are ids with reference counts, never
+// pointers; each KV group's ids live in a BlockPool (engine/block_pool.h:
+// used / cached / free states, LRU, idle memory).
 //
-// Every block is in exactly one state:
-//   used    ref_count > 0: in some sequence's block_table (shared when > 1);
-//   cached  ref_count == 0 with a published hash: reusable by a prefix hit,
-//           evictable, kept in LRU order (oldest freed evicted first);
-//   free    ref_count == 0 without a hash.
-// Invariant: num_free() + num_cached() + num_used() == num_blocks().
+// KV groups: a model without sliding-window layers has one group, kFull
+// (every layer, seq.block_table). A model with sliding layers of window W
+// (WindowGroupConfig) has two: kFull holds its global layers (zero of them
+// for an all-sliding model: then its blocks are bookkeeping only, still the
+// chain the prefix cache verifies), kWindow its sliding layers, through
+// seq.window_block_table (same indexing: position p in entry p / block_size).
+// A query at p sees keys (p - W, p], so once num_computed_tokens = c, window
+// blocks before FirstWindowBlock(c) are never read again: CommitComputed
+// drops their reference and their entry becomes -1 (seq.num_window_dropped
+// counts those leading entries). A sequence thus holds about W / block_size
+// + 1 window blocks however long it grows, plus the blocks of its chunk.
 //
 // Prefix cache: only FULL blocks are hashed, as a chain of 128-bit hashes
 // (engine/block_hash.h defines it: XXH3-128 over the parent hash and the
@@ -19,23 +25,34 @@
 // whenever a block is reused) and, for block 0, the salt. By induction a hit
 // on block i holds KV computed for exactly this prefix, so even a forced
 // hash collision is a miss, never another prefix's KV.
+// With a window group, a hit of L blocks also needs the window blocks that
+// queries from position L * block_size on still see ([FirstWindowBlock(L *
+// block_size), L)) cached in kWindow and verified: same hash, same tokens
+// (and salt for block 0) and the same "twin": the kFull block (id and
+// generation) at the same index when the window block was published, which
+// the kFull match just proved holds exactly this prefix. Otherwise L shrinks
+// to the longest prefix whose window blocks are all there (possibly 0).
+// A window block's twin is the published kFull block of its hash: the
+// sequence's own, or (when its own is a private duplicate) the published one
+// if that verifies against the previous block's twin, so a prefix whose
+// window blocks were evicted is published again by the next sequence that
+// recomputes it; a window block without such a twin stays private. A cached
+// window block that no longer verifies against the twin of its hash is
+// replaced when that prefix is committed again.
 // A block's hash is published only by CommitComputed, after the forward pass
 // wrote its KV: nobody can hit a block whose KV is missing. A lookup never
 // covers the last token of a sequence, so at least one token is computed
 // (its logits are the point). With caching disabled nothing is published and
-// every freed block is free.
+// every freed block is free. Only kFull reports to PrefixCacheEvents.
 //
-// Check, then commit: CanAllocate/CanAppend are dry runs; Allocate/Append
-// change state and CHECK that the dry run would have passed.
-//
-// Memory: a block handed to a sequence may hold committed memory in the
-// runner's storage ("dirty") until TakeIdleFree returns it for release.
-// Free blocks are reused most recently freed first, so a burst reuses warm
-// blocks and the long-unused ones sink to where TakeIdleFree finds them.
+// Check, then commit: CanAllocate/CanAppend are dry runs over every group;
+// Allocate/Append change state and CHECK that the dry run would have passed.
 // Thread-safety: none; owned by the engine thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -43,6 +60,7 @@
 #include <vector>
 
 #include "engine/block_hash.h"
+#include "engine/block_pool.h"
 #include "engine/cache_events.h"
 #include "engine/sequence.h"
 
@@ -52,25 +70,47 @@ namespace kvs::engine {
 struct PrefixMatch {
   std::vector<int32_t> block_ids;  // [num_blocks matched], in position order
   int32_t num_evictable = 0;       // how many of them are cached (ref 0), not used
+  // With a window group: [block_ids.size()] window blocks, -1 before the window.
+  std::vector<int32_t> window_block_ids;
+  int32_t num_window_evictable = 0;
   int32_t num_tokens(int32_t block_size) const {
     return static_cast<int32_t>(block_ids.size()) * block_size;
   }
 };
 
+enum class KvGroup { kFull = 0, kWindow = 1 };
+
+// The sliding layers' group: its block count and their window (tokens).
+struct WindowGroupConfig {
+  int32_t num_blocks = 0;
+  int32_t window = 0;  // > 0 when there is a window group
+};
+
 class BlockManager {
  public:
-  BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching);
+  BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, WindowGroupConfig window = {});
   BlockManager(const BlockManager&) = delete;
   BlockManager& operator=(const BlockManager&) = delete;
 
-  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  // Counts of the kFull group (the only one without sliding layers).
+  int32_t num_blocks() const { return full_.num_blocks(); }
   int32_t block_size() const { return block_size_; }
   bool prefix_caching() const { return prefix_caching_; }
-  int32_t num_free() const { return static_cast<int32_t>(free_ids_.size()); }
-  int32_t num_cached() const { return lru_size_; }
-  int32_t num_used() const { return num_used_; }
+  int32_t num_free() const { return full_.num_free(); }
+  int32_t num_cached() const { return full_.num_cached(); }
+  int32_t num_used() const { return full_.num_used(); }
   // Blocks an allocation may take: free ones, then evicted cached ones.
-  int32_t num_available() const { return num_free() + num_cached(); }
+  int32_t num_available() const { return full_.num_available(); }
+
+  // Whether there is a window group, and its window (0: none).
+  bool has_window() const { return window_ != nullptr; }
+  int32_t window() const { return window_size_; }
+  // A group's pool. REQUIRES: has_window() for kWindow.
+  const BlockPool& pool(KvGroup g) const { return g == KvGroup::kWindow ? *window_ : full_; }
+  // The first block a query at position `pos` reads in the window group.
+  int32_t FirstWindowBlock(int64_t pos) const {
+    return static_cast<int32_t>(std::max<int64_t>(0, pos - window_size_ + 1) / block_size_);
+  }
 
   // Longest run of cached full blocks that starts the sequence's tokens,
   // never covering its last token. Read-only for the pool; it caches the
@@ -78,7 +118,7 @@ class BlockManager {
   PrefixMatch MatchPrefix(Sequence& seq) const;
 
   // Whether Allocate(seq, match, num_positions) would succeed while leaving at
-  // least `reserve` blocks available.
+  // least `reserve` kFull blocks available (and the window group can serve it).
   bool CanAllocate(const PrefixMatch& match, int32_t num_positions, int32_t reserve = 0) const;
   // Gives a sequence without blocks the matched blocks (one more reference
   // each) plus new blocks up to `num_positions` positions. Sets
@@ -87,81 +127,67 @@ class BlockManager {
   // with no state change in between.
   void Allocate(Sequence& seq, const PrefixMatch& match, int32_t num_positions);
 
-  // Whether the block table of `seq` can grow to cover `num_positions`.
+  // Whether the block tables of `seq` can grow to cover `num_positions`.
   bool CanAppend(const Sequence& seq, int32_t num_positions) const;
   // REQUIRES: CanAppend(seq, num_positions).
   void Append(Sequence& seq, int32_t num_positions);
 
   // Publishes the hashes of the sequence's full blocks whose KV is now
-  // written (below num_computed_tokens). Call after each forward pass.
+  // written (below num_computed_tokens) and drops the window blocks no
+  // query reads any more. Call after each forward pass.
   void CommitComputed(Sequence& seq);
 
   // Drops the sequence's references (tail first, so its prefix blocks outlive
-  // its tail in the LRU) and clears its block table.
+  // its tail in the LRU) and clears its block tables.
   void Free(Sequence& seq);
 
-  // Free (not cached) blocks that may hold committed memory and were freed
-  // before `cutoff`, oldest first; they count as clean afterwards. The caller
-  // returns their memory (ModelRunner::ReleaseBlocks).
-  std::vector<int32_t> TakeIdleFree(Clock::time_point cutoff);
-  // When the longest-free dirty block was freed; nullopt if there is none.
+  // Free (not cached) blocks of group `g` that may hold committed memory and
+  // were freed before `cutoff`, oldest first; they count as clean afterwards.
+  // The caller returns their memory (ModelRunner::ReleaseBlocks).
+  std::vector<int32_t> TakeIdleFree(Clock::time_point cutoff, KvGroup g = KvGroup::kFull);
+  // When the longest-free dirty block (of any group) was freed; nullopt if
+  // there is none.
   std::optional<Clock::time_point> OldestDirtyFree() const;
-  int32_t num_dirty_free() const { return num_dirty_free_; }
+  int32_t num_dirty_free() const { return full_.num_dirty_free(); }
 
   // Metrics: prompt tokens looked up at admissions, and those found cached.
   int64_t num_query_tokens() const { return num_query_tokens_; }
   int64_t num_hit_tokens() const { return num_hit_tokens_; }
-  int32_t ref_count(int32_t block_id) const { return blocks_[static_cast<size_t>(block_id)].ref_count; }
+  int32_t ref_count(int32_t block_id, KvGroup g = KvGroup::kFull) const { return pool(g).block(block_id).ref_count; }
 
-  // Recounts every state; "" when consistent, else what is wrong.
+  // Recounts every state of every group; "" when consistent, else what is wrong.
   std::string CheckInvariants() const;
 
   // Reports every published and evicted hash to `events` (nullptr: none);
   // it must outlive the manager.
-  void set_events(PrefixCacheEvents* events) { events_ = events; }
+  void set_events(PrefixCacheEvents* events) { full_.set_events(events); }
 
   // Tests only: replaces the chain hash (to force collisions).
   using HashFn = BlockHash (*)(const BlockHash& parent, std::span<const int32_t> tokens);
   void TEST_SetHashFunction(HashFn fn) { hash_fn_ = fn; }
 
  private:
-  struct Block {
-    int32_t ref_count = 0;
-    uint64_t generation = 0;          // bumped each time the block is handed out for new KV
-    std::optional<BlockHash> hash;    // published; then also parent/tokens/salt are set
-    int32_t parent = -1;              // the block holding the previous block's KV; -1 for block 0
-    uint64_t parent_generation = 0;   // parent's generation when this block was published
-    std::vector<int32_t> tokens;      // [block_size] tokens whose KV the block holds
-    std::string salt;                 // first blocks only
-    int32_t lru_prev = -1;         // LRU links while cached
-    int32_t lru_next = -1;
-    bool dirty = false;            // used since its memory was last released
-    Clock::time_point freed_at;    // when it last became free
-  };
-
   // Fills seq.block_hashes for its first `n` full blocks.
   void EnsureHashes(Sequence& seq, int32_t n) const;
   // Whether cached block b holds the KV of `tokens` after the KV of block
   // `parent` (-1: at the start of a sequence with this salt).
-  bool Verifies(const Block& b, int32_t parent, std::span<const int32_t> tokens, const std::string& salt) const;
-  int32_t TakeBlock();  // a free block, else the oldest cached one (evicted)
-  void Release(int32_t id);
-  void LruPushBack(int32_t id);
-  void LruRemove(int32_t id);
+  bool Verifies(const BlockPool::Block& b, int32_t parent, std::span<const int32_t> tokens,
+                const std::string& salt) const;
+  // Whether cached window block w holds the KV of full block `twin` (tokens
+  // at index i of `seq`).
+  bool VerifiesTwin(const BlockPool::Block& w, int32_t twin, int32_t i, const Sequence& seq) const;
+  // Cuts a kFull match to the longest prefix whose window blocks are cached.
+  void MatchWindow(const Sequence& seq, PrefixMatch& match) const;
+  // Drops the window blocks no query will read again.
+  void DropOutOfWindow(Sequence& seq);
+  std::span<const int32_t> BlockTokens(const Sequence& seq, int32_t i) const;
 
   int32_t block_size_;
   bool prefix_caching_;
   HashFn hash_fn_;
-  PrefixCacheEvents* events_ = nullptr;
-  std::vector<Block> blocks_;
-  std::vector<int32_t> free_ids_;  // stack; dirty entries are in freed_at order
-  size_t clean_below_ = 0;         // free_ids_[0, clean_below_) are all clean
-  int32_t num_dirty_free_ = 0;
-  int32_t lru_head_ = -1;          // oldest cached
-  int32_t lru_tail_ = -1;
-  int32_t lru_size_ = 0;
-  int32_t num_used_ = 0;
-  std::unordered_map<BlockHash, int32_t, BlockHashHasher> hash_to_block_;
+  BlockPool full_;
+  std::unique_ptr<BlockPool> window_;  // nullptr: no window group
+  int32_t window_size_ = 0;
   int64_t num_query_tokens_ = 0;
   int64_t num_hit_tokens_ = 0;
 };

@@ -61,6 +61,17 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
     return InvalidArgument("output_reservation must be in [0, 1], got {}", output_reservation);
   }
   if (std::isnan(kv_release_idle_s)) return InvalidArgument("kv_release_idle_s must be a number");
+  if (runner.window() > 0) {
+    // One sequence alone must always fit its window plus a whole chunk.
+    const int32_t need = NumBlocksFor(static_cast<int64_t>(runner.window()) - 1 + max_num_batched_tokens,
+                                      runner.block_size()) + 1;
+    if (runner.num_window_blocks() < need) {
+      return InvalidArgument(
+          "the sliding-window KV group has {} blocks, fewer than the {} one sequence needs (window {} + "
+          "max_num_batched_tokens {}, blocks of {})",
+          runner.num_window_blocks(), need, runner.window(), max_num_batched_tokens, runner.block_size());
+    }
+  }
   return Status::Ok();
 }
 
@@ -76,7 +87,8 @@ Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner)
       vocab_size_(runner_->vocab_size()),
       block_size_(runner_->block_size()),
       num_blocks_(runner_->num_blocks()),
-      block_manager_(num_blocks_, block_size_, config_.enable_prefix_caching),
+      block_manager_(num_blocks_, block_size_, config_.enable_prefix_caching,
+                     WindowGroupConfig{runner_->num_window_blocks(), runner_->window()}),
       scheduler_(MakeSchedulerConfig(config_, num_blocks_), &block_manager_),
       sampler_(vocab_size_),
       seed_rng_(config_.seed ? *config_.seed : std::random_device{}()),
@@ -149,10 +161,14 @@ void Engine::ReleaseIdleKv() {
   if (!due || *due > now) return;
   const auto idle = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.kv_release_idle_s));
   // Strictly before the cutoff, so kv_release_idle_s = 0 releases all free ones.
-  const std::vector<int32_t> ids = block_manager_.TakeIdleFree(now - idle + Clock::duration(1));
-  if (ids.empty()) return;
-  runner_->ReleaseBlocks(ids);
+  const Clock::time_point cutoff = now - idle + Clock::duration(1);
+  const std::vector<int32_t> ids = block_manager_.TakeIdleFree(cutoff);
+  if (!ids.empty()) runner_->ReleaseBlocks(ids);
   counters_.num_blocks_released += static_cast<int64_t>(ids.size());
+  if (!block_manager_.has_window()) return;
+  const std::vector<int32_t> window_ids = block_manager_.TakeIdleFree(cutoff, KvGroup::kWindow);
+  if (!window_ids.empty()) runner_->ReleaseWindowBlocks(window_ids);
+  counters_.num_window_blocks_released += static_cast<int64_t>(window_ids.size());
 }
 
 StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
@@ -221,6 +237,7 @@ Status Engine::Forward(const SchedulerOutput& plan) {
                    .subspan(static_cast<size_t>(seq.num_computed_tokens), static_cast<size_t>(s.num_new_tokens));
     f.start_pos = seq.num_computed_tokens;
     f.block_table = seq.block_table;
+    f.window_block_table = seq.window_block_table;
     f.want_logits = s.samples();
     batch_.seqs.push_back(f);
   }
@@ -228,6 +245,10 @@ Status Engine::Forward(const SchedulerOutput& plan) {
   counters_.num_computed_tokens += plan.num_tokens;
   ++counters_.num_steps;
   counters_.num_blocks_used_peak = std::max(counters_.num_blocks_used_peak, block_manager_.num_used());
+  if (block_manager_.has_window()) {
+    counters_.num_window_blocks_used_peak =
+        std::max(counters_.num_window_blocks_used_peak, block_manager_.pool(KvGroup::kWindow).num_used());
+  }
   const auto t0 = Clock::now();
   Status st = runner_->Forward(batch_, std::span<float>(logits_).first(num_logits * static_cast<size_t>(vocab_size_)));
   counters_.forward_seconds += Seconds(t0, Clock::now());
@@ -368,6 +389,14 @@ void Engine::PublishStats() {
   for (const Sequence* seq : scheduler_.running()) {
     s.kv_slots_unwritten += static_cast<int64_t>(seq->block_table.size()) * block_size_ - seq->num_computed_tokens;
   }
+  if (block_manager_.has_window()) {
+    const BlockPool& w = block_manager_.pool(KvGroup::kWindow);
+    s.window = block_manager_.window();
+    s.num_window_blocks_total = w.num_blocks();
+    s.num_window_blocks_used = w.num_used();
+    s.num_window_blocks_cached = w.num_cached();
+    s.num_window_blocks_free = w.num_free();
+  }
   s.prefix_query_tokens = block_manager_.num_query_tokens();
   s.prefix_hit_tokens = block_manager_.num_hit_tokens();
   s.num_preemptions = scheduler_.num_preemptions();
@@ -388,15 +417,34 @@ EngineStats Engine::GetStats() const {
 std::string Engine::TEST_CheckInvariants() const {
   KVS_CHECK(!thread_.joinable());
   if (std::string e = block_manager_.CheckInvariants(); !e.empty()) return e;
-  std::map<int32_t, int32_t> refs;
+  std::map<int32_t, int32_t> refs, window_refs;
+  const bool windowed = block_manager_.has_window();
   for (const auto& [seq_id, live] : live_) {
     const Sequence& seq = *live.seq;
     if (seq.is_finished()) return fmt::format("finished sequence {} is still live", seq.request_id);
     for (int32_t b : seq.block_table) ++refs[b];
+    if (!windowed && !seq.window_block_table.empty()) return fmt::format("{}: window table without a window group", seq.request_id);
+    if (windowed && seq.window_block_table.size() != seq.block_table.size()) {
+      return fmt::format("{}: window table has {} entries, block table {}", seq.request_id,
+                         seq.window_block_table.size(), seq.block_table.size());
+    }
+    for (size_t i = 0; i < seq.window_block_table.size(); ++i) {
+      const int32_t b = seq.window_block_table[i];
+      if ((b < 0) != (static_cast<int32_t>(i) < seq.num_window_dropped)) {
+        return fmt::format("{}: window entry {} is {} but {} are dropped", seq.request_id, i, b, seq.num_window_dropped);
+      }
+      if (b >= 0) ++window_refs[b];
+    }
+    if (windowed && seq.status == SequenceStatus::kRunning &&
+        seq.num_window_dropped != block_manager_.FirstWindowBlock(seq.num_computed_tokens)) {
+      return fmt::format("{}: {} window blocks dropped, {} are out of the window", seq.request_id,
+                         seq.num_window_dropped, block_manager_.FirstWindowBlock(seq.num_computed_tokens));
+    }
     const size_t needed = static_cast<size_t>(NumBlocksFor(seq.num_computed_tokens, block_size_));
     if (seq.block_table.size() < needed) return fmt::format("{}: block table too short", seq.request_id);
     if (seq.num_computed_tokens >= seq.num_tokens()) return fmt::format("{}: last token computed", seq.request_id);
-    if (seq.status == SequenceStatus::kWaiting && (!seq.block_table.empty() || seq.num_computed_tokens != 0)) {
+    if (seq.status == SequenceStatus::kWaiting &&
+        (!seq.block_table.empty() || !seq.window_block_table.empty() || seq.num_computed_tokens != 0)) {
       return fmt::format("{}: waiting with KV", seq.request_id);
     }
   }
@@ -406,6 +454,16 @@ std::string Engine::TEST_CheckInvariants() const {
     if (block_manager_.ref_count(b) != expected) {
       return fmt::format("block {} has ref count {} but {} block tables hold it", b, block_manager_.ref_count(b),
                          expected);
+    }
+  }
+  if (windowed) {
+    for (int32_t b = 0; b < block_manager_.pool(KvGroup::kWindow).num_blocks(); ++b) {
+      const auto it = window_refs.find(b);
+      const int32_t expected = it == window_refs.end() ? 0 : it->second;
+      if (block_manager_.ref_count(b, KvGroup::kWindow) != expected) {
+        return fmt::format("window block {} has ref count {} but {} window tables hold it", b,
+                           block_manager_.ref_count(b, KvGroup::kWindow), expected);
+      }
     }
   }
   const size_t queued = static_cast<size_t>(scheduler_.num_waiting() + scheduler_.num_running());

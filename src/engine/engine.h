@@ -95,6 +95,15 @@ struct EngineStats {
   int64_t kv_slots_unwritten = 0; // allocated to running sequences but holding no KV
   int64_t kv_committed_bytes = 0; // memory the runner's KV storage holds (ModelRunner::kv_committed_bytes)
   int64_t num_blocks_released = 0;  // blocks whose memory went back to the system, cumulative
+  // The sliding layers' KV group (block_manager.h), when the model has one
+  // (window > 0); the block counts above are the global layers' group.
+  int32_t window = 0;
+  int32_t num_window_blocks_total = 0;
+  int32_t num_window_blocks_used = 0;
+  int32_t num_window_blocks_cached = 0;
+  int32_t num_window_blocks_free = 0;
+  int32_t num_window_blocks_used_peak = 0;
+  int64_t num_window_blocks_released = 0;
   // Prefix cache.
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;

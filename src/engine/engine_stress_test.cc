@@ -2,7 +2,8 @@
 // (constant preemption) with shared prefixes and two cache salts. After every
 // step the engine's invariants hold; in the end every accepted request ended
 // exactly once, and every one that was not cancelled produced exactly the
-// engine-free reference output.
+// engine-free reference output. Also with a sliding-window KV group (the
+// fake runner checks every window read), preempting for it too.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -24,8 +25,12 @@ struct Tracked {
   Collected got;
 };
 
-TEST(EngineStressTest, RandomSubmitCancelPreemptKeepsInvariantsAndOutputs) {
+void RunStress(bool windowed) {
   FakeModelRunnerOptions opts;
+  if (windowed) {
+    opts.window = 20;
+    opts.num_window_blocks = 24;  // one sequence alone needs ceil((19 + 64) / 8) + 1 = 12
+  }
   opts.vocab_size = 64;
   opts.block_size = 8;
   opts.num_blocks = 48;  // 384 tokens for up to 6 sequences of up to ~170: preemption all the time
@@ -106,6 +111,7 @@ TEST(EngineStressTest, RandomSubmitCancelPreemptKeepsInvariantsAndOutputs) {
   EXPECT_EQ(s.num_blocks_used, 0);
   EXPECT_GT(s.num_preemptions, 100);
   EXPECT_GT(s.prefix_hit_tokens, 10000);
+  EXPECT_EQ(s.num_window_blocks_used, 0);
   EXPECT_GT(refused_size, 10);
   int cancelled = 0, checked = 0;
   for (Tracked& tr : tracked) {
@@ -130,6 +136,10 @@ TEST(EngineStressTest, RandomSubmitCancelPreemptKeepsInvariantsAndOutputs) {
               static_cast<long long>(s.num_preemptions), static_cast<long long>(s.prefix_hit_tokens),
               static_cast<long long>(s.prefix_query_tokens));
 }
+
+TEST(EngineStressTest, RandomSubmitCancelPreemptKeepsInvariantsAndOutputs) { RunStress(false); }
+
+TEST(EngineStressTest, RandomSubmitCancelPreemptWithWindowGroup) { RunStress(true); }
 
 }  // namespace
 }  // namespace kvs::engine

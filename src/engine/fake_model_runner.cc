@@ -22,7 +22,8 @@ uint64_t Avalanche(uint64_t x) {
 FakeModelRunner::FakeModelRunner(const FakeModelRunnerOptions& options)
     : options_(options),
       slots_(static_cast<size_t>(options.num_blocks) * static_cast<size_t>(options.block_size)),
-      dirty_(static_cast<size_t>(options.num_blocks), 0) {}
+      dirty_(static_cast<size_t>(options.num_blocks), 0),
+      window_slots_(options.window > 0 ? static_cast<size_t>(options.num_window_blocks) * options.block_size : 0) {}
 
 uint64_t FakeModelRunner::Mix(uint64_t chain, int32_t token) {
   return Avalanche(chain ^ Avalanche(static_cast<uint64_t>(token) + 0x9e3779b97f4a7c15ULL));
@@ -81,6 +82,30 @@ void FakeModelRunner::ReleaseBlocks(std::span<const int32_t> block_ids) {
   }
 }
 
+void FakeModelRunner::ReleaseWindowBlocks(std::span<const int32_t> block_ids) {
+  const auto bs = static_cast<size_t>(options_.block_size);
+  for (int32_t b : block_ids) {
+    KVS_CHECK(b >= 0 && b < options_.num_window_blocks);
+    for (size_t i = 0; i < bs; ++i) window_slots_[static_cast<size_t>(b) * bs + i] = Slot{};
+  }
+}
+
+Status FakeModelRunner::CheckWindow(const ForwardSeq& s, std::span<const uint64_t> chain_at) const {
+  const int32_t bs = options_.block_size;
+  for (int32_t p = std::max(0, s.start_pos - options_.window + 1); p < s.start_pos; ++p) {
+    const int32_t block = s.window_block_table[static_cast<size_t>(p / bs)];
+    if (block < 0 || block >= options_.num_window_blocks) {
+      return Internal("fake runner: sequence {} reads position {} through window block id {}", s.seq_id, p, block);
+    }
+    const Slot& kv = window_slots_[static_cast<size_t>(block) * bs + static_cast<size_t>(p % bs)];
+    if (kv.position != p || (!chain_at.empty() && kv.chain != chain_at[static_cast<size_t>(p)])) {
+      return Internal("fake runner: sequence {} reads position {} from window block {}, which holds position {} "
+                      "(or another history)", s.seq_id, p, block, kv.position);
+    }
+  }
+  return Status::Ok();
+}
+
 Status FakeModelRunner::RunSeq(const ForwardSeq& s, std::span<float> logits) {
   const int32_t bs = options_.block_size;
   const auto n = static_cast<int32_t>(s.tokens.size());
@@ -96,8 +121,14 @@ Status FakeModelRunner::RunSeq(const ForwardSeq& s, std::span<float> logits) {
     }
     return static_cast<size_t>(block) * static_cast<size_t>(bs) + static_cast<size_t>(pos % bs);
   };
+  const bool windowed = options_.window > 0;
+  if (windowed && s.window_block_table.size() != s.block_table.size()) {
+    return Internal("fake runner: sequence {}: window table has {} entries, block table {}", s.seq_id,
+                    s.window_block_table.size(), s.block_table.size());
+  }
   // Read the cached history.
   uint64_t chain = kRoot;
+  chain_at_.clear();
   if (s.start_pos > 0) {
     const int32_t first = options_.verify_reads ? 0 : s.start_pos - 1;
     for (int32_t p = first; p < s.start_pos; ++p) {
@@ -112,8 +143,10 @@ Status FakeModelRunner::RunSeq(const ForwardSeq& s, std::span<float> logits) {
                         s.seq_id, p, slot);
       }
       chain = kv.chain;
+      if (windowed && options_.verify_reads) chain_at_.push_back(chain);
     }
   }
+  if (windowed) KVS_RETURN_IF_ERROR(CheckWindow(s, chain_at_));
   // Write the new tokens.
   for (int32_t i = 0; i < n; ++i) {
     const int32_t p = s.start_pos + i;
@@ -122,6 +155,13 @@ Status FakeModelRunner::RunSeq(const ForwardSeq& s, std::span<float> logits) {
     if (token < 0 || token >= options_.vocab_size) return Internal("fake runner: token {} out of range", token);
     chain = Mix(chain, token);
     slots_[slot] = {p, token, chain};
+    if (windowed) {
+      const int32_t wb = s.window_block_table[static_cast<size_t>(p / bs)];
+      if (wb < 0 || wb >= options_.num_window_blocks) {
+        return Internal("fake runner: sequence {} writes position {} to window block id {}", s.seq_id, p, wb);
+      }
+      window_slots_[static_cast<size_t>(wb) * bs + static_cast<size_t>(p % bs)] = {p, token, chain};
+    }
     uint8_t& dirty = dirty_[slot / static_cast<size_t>(bs)];
     num_dirty_blocks_ += dirty == 0;
     dirty = 1;

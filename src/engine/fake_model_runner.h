@@ -32,6 +32,12 @@ struct FakeModelRunnerOptions {
   int32_t eos_token_id = -1;  // >= 0: this token gets eos_logit_bias
   float eos_logit_bias = 0.0f;
   bool verify_reads = true;   // check the chain of every position read (O(context) per sequence)
+  // > 0: a window KV group as a sliding-window model's (model_runner.h):
+  // every token is also written through window_block_table, and positions
+  // [start_pos - window + 1, start_pos) are read back through it and must
+  // hold the same history as the full group's slots.
+  int32_t window = 0;
+  int32_t num_window_blocks = 0;
 };
 
 class FakeModelRunner : public ModelRunner {
@@ -41,10 +47,13 @@ class FakeModelRunner : public ModelRunner {
   int32_t vocab_size() const override { return options_.vocab_size; }
   int32_t block_size() const override { return options_.block_size; }
   int32_t num_blocks() const override { return options_.num_blocks; }
+  int32_t window() const override { return options_.window; }
+  int32_t num_window_blocks() const override { return options_.window > 0 ? options_.num_window_blocks : 0; }
   Status Forward(const ForwardBatch& batch, std::span<float> logits) override;
   // Wipes the blocks' slots (as returned memory reads as zeros), so a
   // released block that someone still reads fails the chain check.
   void ReleaseBlocks(std::span<const int32_t> block_ids) override;
+  void ReleaseWindowBlocks(std::span<const int32_t> block_ids) override;
   int64_t kv_committed_bytes() const override { return num_dirty_blocks_; }  // one "byte" per written block
 
   // The logits the runner produces after `history` (prompt + output so far).
@@ -70,10 +79,15 @@ class FakeModelRunner : public ModelRunner {
   static uint64_t Mix(uint64_t chain, int32_t token);
   static void LogitsFromChain(uint64_t chain, const FakeModelRunnerOptions& options, std::span<float> logits);
   Status RunSeq(const ForwardSeq& s, std::span<float> logits);
+  // Checks the window group's slots of s's visible history against `chain_at`
+  // (the full group's chain at each position; empty: positions only).
+  Status CheckWindow(const ForwardSeq& s, std::span<const uint64_t> chain_at) const;
 
   FakeModelRunnerOptions options_;
   std::vector<Slot> slots_;  // [num_blocks * block_size]
   std::vector<uint8_t> dirty_;  // [num_blocks] written since released
+  std::vector<Slot> window_slots_;  // [num_window_blocks * block_size]
+  std::vector<uint64_t> chain_at_;  // scratch: chain at each position read
   int64_t num_dirty_blocks_ = 0;
   int64_t num_blocks_released_ = 0;
   int64_t num_forward_calls_ = 0;

@@ -7,6 +7,10 @@
 // KV layout contract: position p of a sequence lives in block
 // block_table[p / block_size] at slot p % block_size. Blocks are ids in
 // [0, num_blocks); the runner owns the storage for all of them.
+// A runner whose model has sliding-window layers may keep them in a second
+// KV group (window() > 0): blocks [0, num_window_blocks()) read through
+// ForwardSeq::window_block_table, whose entries before each query's window
+// are -1 (engine/block_manager.h); the global layers keep block_table.
 // Thread-safety: called only from the engine thread.
 #pragma once
 
@@ -29,6 +33,9 @@ class ModelRunner {
   virtual int32_t vocab_size() const = 0;
   virtual int32_t block_size() const = 0;
   virtual int32_t num_blocks() const = 0;
+  // The sliding layers' window when they have their own KV group; 0: none.
+  virtual int32_t window() const { return 0; }
+  virtual int32_t num_window_blocks() const { return 0; }
   // Computes every token of the batch, writing its K/V into the blocks, and
   // writes logits [batch.NumLogits(), vocab_size] in the order of the
   // sequences that want them.
@@ -36,6 +43,8 @@ class ModelRunner {
   // Returns the memory behind these blocks to the system; they are free (no
   // sequence or cache entry refers to them) and read as unwritten after.
   virtual void ReleaseBlocks(std::span<const int32_t> block_ids) { (void)block_ids; }
+  // The same for blocks of the window group.
+  virtual void ReleaseWindowBlocks(std::span<const int32_t> block_ids) { (void)block_ids; }
   // Bytes of KV storage currently committed (what the pool adds to RSS).
   virtual int64_t kv_committed_bytes() const { return 0; }
 };

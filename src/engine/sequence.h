@@ -9,6 +9,10 @@
 //     because computing it is what produces the next logits.
 //   block_table covers at least num_computed_tokens positions; position p
 //     lives in block_table[p / block_size] at slot p % block_size.
+//   With a window group (block_manager.h) window_block_table has the same
+//     length and indexing for the sliding layers; its first
+//     num_window_dropped entries are -1 (out of every query's window), the
+//     others are block ids.
 //   WAITING sequences hold no blocks and have num_computed_tokens == 0.
 //   FINISHED sequences hold no blocks and have a finish_reason.
 // Thread-safety: none; owned by the engine thread.
@@ -62,6 +66,10 @@ struct Sequence {
   std::vector<int32_t> block_table;      // KV block ids, in position order
   std::vector<BlockHash> block_hashes;   // chained prefix-cache hashes of full blocks (BlockManager's cache)
   int32_t num_committed_blocks = 0;      // leading blocks already offered to the prefix cache
+  std::vector<int32_t> window_block_table;  // sliding layers' KV blocks (empty without a window group)
+  int32_t num_window_dropped = 0;        // leading window_block_table entries freed (-1)
+  int32_t last_twin = -1;                // BlockManager: the published full block holding this sequence's
+                                         // KV of block num_committed_blocks - 1; -1: none
 
   // Sampling state: advanced once per sampled token, so a seeded sequence
   // draws the same numbers whatever else shares its batches.

@@ -28,6 +28,10 @@ struct ForwardSeq {
   std::span<const int32_t> block_table;  // covers positions [0, start_pos + n)
   bool want_logits = false;              // logits of the last token are needed
   bool all_logits = false;               // logits of every token (tests, perplexity); implies want_logits
+  // The sliding layers' blocks when they have their own KV group (else
+  // empty): same indexing; entries wholly before the first query's window
+  // (p - window + 1 for p = start_pos) may be -1 and are never read.
+  std::span<const int32_t> window_block_table = {};
 
   int64_t NumLogits() const {
     return all_logits ? static_cast<int64_t>(tokens.size()) : (want_logits ? 1 : 0);

@@ -73,6 +73,12 @@ void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t win
   for (size_t si = 0; si < batch.seqs.size(); ++si) {
     const ForwardSeq& s = batch.seqs[si];
     const auto n = static_cast<int32_t>(s.tokens.size());
+    // Every block a query reads is there; ones before the first query's
+    // window may be freed (-1: engine/block_manager.h) and are never read.
+    const int32_t first_block = window > 0 ? std::max(0, s.start_pos + 1 - window) / cfg.block_size : 0;
+    for (int32_t b = first_block; b < (s.start_pos + n + cfg.block_size - 1) / cfg.block_size; ++b) {
+      KVS_CHECK_MSG(s.block_table[static_cast<size_t>(b)] >= 0, "attention would read freed KV block entry {}", b);
+    }
     for (int32_t t0 = 0; t0 < n; t0 += nt_max) {
       const int32_t nt = std::min(nt_max, n - t0);
       const int32_t visible_all = s.start_pos + t0 + 1;  // causally, keys [0, visible_all) are seen by every row
@@ -211,7 +217,9 @@ void PagedAttentionReference(const KvCache& cache, const AttentionParams& params
     // Dequantized K and V of every position the sequence's tokens see, [pos][row].
     const int64_t total = s.start_pos + static_cast<int64_t>(s.tokens.size());
     std::vector<float> ks(static_cast<size_t>(total * row)), vs(static_cast<size_t>(total * row));
-    for (int64_t p = 0; p < total; ++p) {
+    // Keys before the first token's window are never read (their blocks may be freed).
+    const int64_t first_read = params.window > 0 ? std::max<int64_t>(0, s.start_pos + 1 - params.window) : 0;
+    for (int64_t p = first_read; p < total; ++p) {
       const int64_t slot = static_cast<int64_t>(s.block_table[static_cast<size_t>(p / bs)]) * bs + p % bs;
       cache.ReadK(params.layer, slot, ks.data() + p * row);
       cache.ReadV(params.layer, slot, vs.data() + p * row);

@@ -125,31 +125,68 @@ void LlamaModel::Rope(float* x, int32_t n_heads, const float* cos, const float* 
   }
 }
 
-Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache& cache, std::span<float> logits,
-                           ThreadPool& pool) {
+Status LlamaModel::ValidateBatch(const kvcache::ForwardBatch& batch, const KvCaches& caches) const {
   const ModelConfig& c = config_;
-  const kvcache::KvCacheConfig& kc = cache.config();
-  if (kc.num_layers != c.n_layers || kc.n_kv_heads != c.n_kv_heads || kc.head_dim != c.head_dim) {
-    return InvalidArgument("KV cache shape does not match the model");
+  const int32_t sliding = caches.window != nullptr ? c.NumSlidingLayers() : 0;
+  const int32_t global = c.n_layers - sliding;
+  for (const kvcache::KvCache* cache : {caches.full, caches.window}) {
+    if (cache == nullptr) continue;
+    const kvcache::KvCacheConfig& kc = cache->config();
+    const int32_t layers = cache == caches.window ? sliding : global;
+    if (kc.num_layers != layers || kc.n_kv_heads != c.n_kv_heads || kc.head_dim != c.head_dim) {
+      return InvalidArgument("KV cache shape does not match the model");
+    }
   }
-  // Validate the batch once, here at the boundary.
-  int64_t T = 0, rows = 0;
+  if (caches.full == nullptr && (global > 0 || caches.window == nullptr)) {
+    return InvalidArgument("no KV cache for the model's {} global layers", global);
+  }
+  if (caches.full != nullptr && caches.window != nullptr &&
+      caches.full->config().block_size != caches.window->config().block_size) {
+    return InvalidArgument("the two KV caches have different block sizes");
+  }
+  const int32_t bs = (caches.full != nullptr ? caches.full : caches.window)->config().block_size;
   for (const kvcache::ForwardSeq& s : batch.seqs) {
     const int64_t n = static_cast<int64_t>(s.tokens.size());
     if (n == 0) return InvalidArgument("empty sequence in batch");
     if (s.start_pos < 0) return InvalidArgument("negative start position");
     const int64_t end = s.start_pos + n;
-    if (static_cast<int64_t>(s.block_table.size()) * kc.block_size < end) {
-      return InvalidArgument("block table covers {} positions, slice needs {}",
-                             s.block_table.size() * kc.block_size, end);
+    if (static_cast<int64_t>(s.block_table.size()) * bs < end) {
+      return InvalidArgument("block table covers {} positions, slice needs {}", s.block_table.size() * bs, end);
     }
-    for (int32_t b : s.block_table) {
-      if (b < 0 || b >= kc.num_blocks) return InvalidArgument("block id {} out of range", b);
+    if (caches.full != nullptr) {
+      for (int32_t b : s.block_table) {
+        if (b < 0 || b >= caches.full->config().num_blocks) return InvalidArgument("block id {} out of range", b);
+      }
+    }
+    if (caches.window != nullptr) {
+      if (static_cast<int64_t>(s.window_block_table.size()) * bs < end) {
+        return InvalidArgument("window block table covers {} positions, slice needs {}",
+                               s.window_block_table.size() * bs, end);
+      }
+      // Blocks before the first query's window may be gone (-1); none that is read.
+      const int64_t first = std::max<int64_t>(0, s.start_pos - c.sliding_window + 1) / bs;
+      for (size_t i = 0; i < s.window_block_table.size(); ++i) {
+        const int32_t b = s.window_block_table[i];
+        if (b >= caches.window->config().num_blocks || (b < 0 && (b != -1 || static_cast<int64_t>(i) >= first))) {
+          return InvalidArgument("window block id {} at entry {} out of range", b, i);
+        }
+      }
     }
     for (int32_t tok : s.tokens) {
       if (tok < 0 || tok >= c.vocab) return InvalidArgument("token id {} out of range [0, {})", tok, c.vocab);
     }
-    T += n;
+  }
+  return Status::Ok();
+}
+
+Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, std::span<float> logits,
+                           ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  // Validate the batch once, here at the boundary.
+  KVS_RETURN_IF_ERROR(ValidateBatch(batch, caches));
+  int64_t T = 0, rows = 0;
+  for (const kvcache::ForwardSeq& s : batch.seqs) {
+    T += static_cast<int64_t>(s.tokens.size());
     rows += s.NumLogits();
   }
   if (T == 0) return Status::Ok();
@@ -184,10 +221,20 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
     }
   }
   const float att_scale = c.AttentionScale();
+  if (caches.window != nullptr) {
+    window_batch_.seqs.assign(batch.seqs.begin(), batch.seqs.end());
+    for (kvcache::ForwardSeq& s : window_batch_.seqs) s.block_table = s.window_block_table;
+  }
 
+  int32_t group_layer[2] = {0, 0};  // the next layer index within the full and window caches
   for (int32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = weights_->layers[static_cast<size_t>(l)];
     const bool sliding = c.IsSliding(l);
+    const int group = sliding && caches.window != nullptr ? 1 : 0;
+    kvcache::KvCache& cache = group == 1 ? *caches.window : *caches.full;
+    const kvcache::ForwardBatch& kv_batch = group == 1 ? window_batch_ : batch;
+    const int32_t cache_layer = group_layer[group]++;
+    const int32_t bs = cache.config().block_size;
     const float* cos = cos_[sliding ? 1 : 0].data();
     const float* sin = sin_[sliding ? 1 : 0].data();
     for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(x_.data() + t * H, L.attn_norm, xn_.data() + t * H, H, c.rms_eps);
@@ -216,17 +263,16 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache&
     // Store K/V at each token's slot before attention reads them back.
     {
       int64_t t = 0;
-      for (const kvcache::ForwardSeq& s : batch.seqs) {
+      for (const kvcache::ForwardSeq& s : kv_batch.seqs) {
         for (size_t i = 0; i < s.tokens.size(); ++i, ++t) {
           const int64_t pos = s.start_pos + static_cast<int64_t>(i);
-          const int64_t slot = static_cast<int64_t>(s.block_table[static_cast<size_t>(pos / kc.block_size)]) * kc.block_size +
-                               pos % kc.block_size;
-          cache.Write(l, slot, k_.data() + t * KD, v_.data() + t * KD);
+          const int64_t slot = static_cast<int64_t>(s.block_table[static_cast<size_t>(pos / bs)]) * bs + pos % bs;
+          cache.Write(cache_layer, slot, k_.data() + t * KD, v_.data() + t * KD);
         }
       }
     }
-    attention_.Run(cache, {l, c.n_heads, att_scale, sliding ? c.sliding_window : 0, c.attn_softcap}, batch,
-                   q_.data(), att_.data(), pool);
+    attention_.Run(cache, {cache_layer, c.n_heads, att_scale, sliding ? c.sliding_window : 0, c.attn_softcap},
+                   kv_batch, q_.data(), att_.data(), pool);
     kernels::MatMul(L.wo, att_.data(), T, tmp_.data(), pool);
     if (L.attn_post_norm != nullptr) {
       for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(tmp_.data() + t * H, L.attn_post_norm, tmp_.data() + t * H, H, c.rms_eps);

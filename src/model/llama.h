@@ -9,7 +9,9 @@
 // matmul sees all tokens of the batch at once ([tokens, features]
 // activations, rows in batch order); K/V of every token are written into the
 // paged KvCache through each sequence's block table, and attention reads
-// them back through it.
+// them back through it. With KvCaches::window set, sliding-window layers keep
+// their K/V in a cache of their own, through ForwardSeq::window_block_table
+// (engine/block_manager.h frees its blocks as they leave the window).
 // Thread-safety: Forward mutates the activation buffers and the cache; call
 // it from one thread (the engine thread). The weights are immutable.
 #pragma once
@@ -57,13 +59,28 @@ class LlamaModel {
   // once; a larger batch grows them).
   void ReserveTokens(int64_t max_tokens);
 
+  // The KV storage of a forward pass. Without `window`: `full` holds every
+  // layer. With it: `window` holds the sliding layers (its layer i is the
+  // i-th sliding layer, read through window_block_table) and `full` the
+  // others (its layer i is the i-th global one; nullptr when every layer
+  // slides: block_table is then bookkeeping only).
+  struct KvCaches {
+    kvcache::KvCache* full = nullptr;
+    kvcache::KvCache* window = nullptr;
+  };
+
   // logits: [batch.NumLogits(), vocab] (forward_batch.h says which rows).
   Status Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache& cache, std::span<float> logits,
-                 ThreadPool& pool);
+                 ThreadPool& pool) {
+    return Forward(batch, KvCaches{&cache, nullptr}, logits, pool);
+  }
+  Status Forward(const kvcache::ForwardBatch& batch, KvCaches caches, std::span<float> logits, ThreadPool& pool);
 
  private:
   LlamaModel() = default;
   void Rope(float* x, int32_t n_heads, const float* cos, const float* sin) const;
+  // Checks the caches' shapes and the batch's block tables against them.
+  Status ValidateBatch(const kvcache::ForwardBatch& batch, const KvCaches& caches) const;
 
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;
@@ -76,6 +93,7 @@ class LlamaModel {
   };
   RopeTable rope_[2];
   kvcache::PagedAttention attention_;  // keeps its plan and scratch between calls
+  kvcache::ForwardBatch window_batch_;  // the batch with window_block_table as block_table
   MoeFfn moe_;                         // the expert FFN's routing and scratch (MoE models)
 
   // Activations, [max_tokens_, ...] each.

@@ -68,6 +68,63 @@ std::vector<float> KvserveLogits(LlamaModel& m, const std::vector<int32_t>& toke
   return all;
 }
 
+// As KvserveLogits, with the sliding layers in a KV cache of their own that
+// holds only the window and one chunk: before each chunk, the window table's
+// entries wholly before the chunk's first query window become -1 and their
+// blocks are reused for new positions (as the engine's block manager does),
+// so a read of a freed block would see another position's KV or abort.
+std::vector<float> KvserveLogitsWindowed(LlamaModel& m, const std::vector<int32_t>& tokens, std::vector<int> chunks,
+                                         DType kv_dtype, int threads) {
+  const ModelConfig& c = m.config();
+  const int block = 16;
+  const int sliding = c.NumSlidingLayers();
+  const int nblocks = static_cast<int>(tokens.size()) / block + 4;
+  std::unique_ptr<kvcache::KvCache> full;
+  if (c.n_layers > sliding) {
+    auto f = kvcache::KvCache::Create({c.n_layers - sliding, c.n_kv_heads, c.head_dim, block, nblocks, kv_dtype});
+    EXPECT_TRUE(f.ok());
+    full = std::move(f).value();
+  }
+  const int max_chunk = *std::max_element(chunks.begin(), chunks.end());
+  const int nwindow = (c.sliding_window + max_chunk) / block + 2;
+  auto window = kvcache::KvCache::Create({sliding, c.n_kv_heads, c.head_dim, block, nwindow, kv_dtype});
+  EXPECT_TRUE(window.ok());
+  std::vector<int32_t> table(static_cast<size_t>(nblocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(7));
+  std::vector<int32_t> free_window(static_cast<size_t>(nwindow)), window_table;
+  std::iota(free_window.begin(), free_window.end(), 0);
+  int reused = 0;
+  ThreadPool pool(threads);
+  std::vector<float> all(tokens.size() * static_cast<size_t>(c.vocab));
+  size_t pos = 0, ci = 0;
+  while (pos < tokens.size()) {
+    const size_t n = std::min<size_t>(static_cast<size_t>(chunks[std::min(ci, chunks.size() - 1)]), tokens.size() - pos);
+    ++ci;
+    const size_t first = static_cast<size_t>(std::max(0, static_cast<int>(pos) - c.sliding_window + 1) / block);
+    for (size_t i = 0; i < first; ++i) {
+      if (window_table[i] >= 0) free_window.push_back(window_table[i]);
+      window_table[i] = -1;
+    }
+    while (window_table.size() * block < pos + n) {
+      EXPECT_FALSE(free_window.empty());
+      if (free_window.empty()) return all;
+      reused += window_table.size() >= static_cast<size_t>(nwindow);
+      window_table.push_back(free_window.back());
+      free_window.pop_back();
+    }
+    kvcache::ForwardBatch b;
+    b.seqs.push_back({0, std::span<const int32_t>(tokens.data() + pos, n), static_cast<int32_t>(pos), table, true, true,
+                      window_table});
+    Status st = m.Forward(b, LlamaModel::KvCaches{full.get(), window->get()},
+                          std::span<float>(all.data() + pos * c.vocab, n * c.vocab), pool);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    pos += n;
+  }
+  EXPECT_GT(reused, 0) << "no freed window block was reused";
+  return all;
+}
+
 // Largest |a - b| relative to the largest |b| in the row, over all rows.
 double MaxRelativeDeviation(const std::vector<float>& a, const std::vector<float>& b, int vocab) {
   double worst = 0;
@@ -407,9 +464,14 @@ void CheckAgainstReference(const RandomModelSpec& spec, const std::string& name,
   prepare(**m);
   const auto tokens = RandomTokens(n, spec.vocab, 21);
   auto ref = ReferenceLogits(path, tokens, spec.vocab, ref_args);
-  auto got = KvserveLogits(**m, tokens, std::move(chunks), DType::kF32, 2);
+  auto got = KvserveLogits(**m, tokens, chunks, DType::kF32, 2);
   EXPECT_LT(MaxRelativeDeviation(got, ref, spec.vocab), 1e-4);
   EXPECT_EQ(ArgmaxAgreement(got, ref, spec.vocab), 1.0);
+  if (spec.sliding_window > 0) {
+    auto windowed = KvserveLogitsWindowed(**m, tokens, std::move(chunks), DType::kF32, 2);
+    EXPECT_LT(MaxRelativeDeviation(windowed, ref, spec.vocab), 1e-4) << "with freed window blocks";
+    EXPECT_EQ(ArgmaxAgreement(windowed, ref, spec.vocab), 1.0) << "with freed window blocks";
+  }
 }
 
 struct RopeCase {

@@ -26,9 +26,9 @@ std::string WeightsDTypeName(const ModelShape& s, const PlanOptions& o) {
   return WeightFormatName(s.default_format);
 }
 
+// With the sliding layers' windows applied (plan.h).
 uint64_t KvBytes(const ModelShape& s, const PlanOptions& o) {
-  return U(o.concurrency) * U(KvBlocksForTokens(o.context, o.block_size)) *
-         KvBytesPerBlock(s, o.kv_dtype, o.block_size);
+  return KvBytesWindowed(s, o.kv_dtype, o.block_size, o.context, o.concurrency);
 }
 
 // Tokens in the largest step: T in plan.h.
@@ -207,12 +207,18 @@ MemoryPlan ComputePlan(const ModelShape& shape, const PlanOptions& options) {
   p.kv_bytes_per_block = KvBytesPerBlock(shape, o.kv_dtype, o.block_size);
   p.kv_blocks_per_sequence = KvBlocksForTokens(o.context, o.block_size);
   p.kv_bytes = KvBytes(shape, o);
-  p.kv_bytes_windowed = KvBytesWindowed(shape, o.kv_dtype, o.block_size, o.context, o.concurrency);
+  p.kv_bytes_windowed = p.kv_bytes;
+  p.kv_bytes_without_windows = U(o.concurrency) * U(p.kv_blocks_per_sequence) * p.kv_bytes_per_block;
+  const uint64_t layer_token = 2 * KvRowBytes(shape, o.kv_dtype);
+  p.kv_bytes_per_token_global = U(shape.layers - shape.sliding_layers) * layer_token;
+  p.kv_bytes_per_token_sliding = U(shape.sliding_layers) * layer_token;
+  p.kv_bytes_per_context_token = p.kv_bytes / U(std::max<int64_t>(1, o.concurrency * o.context));
   if (shape.sliding_layers > 0) {
     p.notes.push_back(fmt::format(
-        "{} of {} layers use a {}-token sliding window; kvserve keeps their KV for every position (KV {}), a "
-        "cache keeping only their windows would hold {}",
-        shape.sliding_layers, shape.layers, shape.sliding_window, Gib(p.kv_bytes), Gib(p.kv_bytes_windowed)));
+        "{} of {} layers use a {}-token sliding window; kvserve frees their KV blocks as they leave it: KV {} "
+        "({} bytes a token at context {}) instead of {} with every layer at every position",
+        shape.sliding_layers, shape.layers, shape.sliding_window, Gib(p.kv_bytes),
+        WithCommas(p.kv_bytes_per_context_token), o.context, Gib(p.kv_bytes_without_windows)));
   }
   p.activations = Activations(shape, StepTokens(o), o.max_batch_size, o.context, o.threads);
   p.activation_bytes = p.activations.Total();
@@ -387,6 +393,10 @@ nlohmann::json PlanToJson(const MemoryPlan& p) {
       {"kv_blocks_per_sequence", p.kv_blocks_per_sequence},
       {"kv_bytes", p.kv_bytes},
       {"kv_bytes_windowed", p.kv_bytes_windowed},
+      {"kv_bytes_without_windows", p.kv_bytes_without_windows},
+      {"kv_bytes_per_token_global_layers", p.kv_bytes_per_token_global},
+      {"kv_bytes_per_token_sliding_layers", p.kv_bytes_per_token_sliding},
+      {"kv_bytes_per_context_token", p.kv_bytes_per_context_token},
       {"sliding_window", p.shape.sliding_window},
       {"sliding_layers", p.shape.sliding_layers},
       {"activation_bytes", p.activation_bytes},
@@ -436,8 +446,21 @@ std::string PlanToText(const MemoryPlan& p) {
                    FormatGiB(p.budget_per_device_bytes)));
   line("");
   line(fmt::format("weights      {:>12}  {} bytes", Gib(p.weights_bytes), WithCommas(p.weights_bytes)));
-  line(fmt::format("KV cache     {:>12}  {} bytes/token x {} blocks of {} tokens x {} seq", Gib(p.kv_bytes),
-                   WithCommas(p.kv_bytes_per_token), p.kv_blocks_per_sequence, o.block_size, o.concurrency));
+  if (s.sliding_layers > 0) {
+    line(fmt::format("KV cache     {:>12}  global {} layers: {} bytes/token x {} blocks of {} tokens; sliding {} layers: "
+                     "{} bytes/token x {} blocks (window {}); x {} seq",
+                     Gib(p.kv_bytes), s.layers - s.sliding_layers, WithCommas(p.kv_bytes_per_token_global),
+                     p.kv_blocks_per_sequence, o.block_size, s.sliding_layers,
+                     WithCommas(p.kv_bytes_per_token_sliding),
+                     std::min(p.kv_blocks_per_sequence, KvBlocksForTokens(s.sliding_window + o.block_size - 1, o.block_size)),
+                     s.sliding_window, o.concurrency));
+    line(fmt::format("             {} bytes/token at context {} ({} with every layer at every position: {})",
+                     WithCommas(p.kv_bytes_per_context_token), o.context, WithCommas(p.kv_bytes_per_token),
+                     Gib(p.kv_bytes_without_windows)));
+  } else {
+    line(fmt::format("KV cache     {:>12}  {} bytes/token x {} blocks of {} tokens x {} seq", Gib(p.kv_bytes),
+                     WithCommas(p.kv_bytes_per_token), p.kv_blocks_per_sequence, o.block_size, o.concurrency));
+  }
   line(fmt::format("activations  {:>12}  peak of one step (MLP {}, logits {}, attention scratch {})",
                    Gib(p.activation_bytes), Gib(p.activations.mlp), Gib(p.activations.logits),
                    Gib(p.activations.attention_scratch)));

@@ -17,10 +17,19 @@
 //                           * kv_bytes_per_block
 //    For f16 this is 2 * layers * kv_heads * head_dim * 2 bytes a token.
 //
-//    Sliding-window layers (model_shape.h) keep every position too: the
-//    cache's blocks hold all layers, and kvserve frees none early. The plan
-//    also reports what a cache that kept only each sliding layer's window
-//    (plus one block) would hold, kv_bytes_windowed, for comparison.
+//    Sliding-window layers (model_shape.h) keep their KV in a group of their
+//    own whose blocks are freed as they leave the window
+//    (engine/block_manager.h), so per layer type:
+//      global layers   2 * (layers - sliding_layers) * kv_row_bytes a token,
+//                      ceil(context / block_size) blocks a sequence;
+//      sliding layers  2 * sliding_layers * kv_row_bytes a token,
+//                      min(ceil(context / block_size),
+//                          ceil((window + block_size - 1) / block_size))
+//                      blocks a sequence (the window plus the block being
+//                      filled);
+//      kv_bytes        = concurrency * block_size * the sum over both.
+//    kv_bytes_windowed is the same figure (kept for scripts);
+//    kv_bytes_without_windows what every layer at full length would take.
 //
 // 3. Activations: buffers the forward pass allocates once for its largest
 //    step and reuses in every layer. All f32 (4 bytes). With
@@ -150,8 +159,12 @@ struct MemoryPlan {
   uint64_t kv_bytes_per_token = 0;
   uint64_t kv_bytes_per_block = 0;
   int64_t kv_blocks_per_sequence = 0;
-  uint64_t kv_bytes = 0;
-  uint64_t kv_bytes_windowed = 0;  // = kv_bytes without sliding layers; see above
+  uint64_t kv_bytes = 0;                   // with sliding layers' windows applied; see above
+  uint64_t kv_bytes_windowed = 0;          // = kv_bytes
+  uint64_t kv_bytes_without_windows = 0;   // every layer at every position
+  uint64_t kv_bytes_per_token_global = 0;  // of the global layers (all layers without sliding ones)
+  uint64_t kv_bytes_per_token_sliding = 0; // of the sliding layers, for positions inside the window
+  uint64_t kv_bytes_per_context_token = 0; // kv_bytes / (concurrency * context): the real cost a token
   ActivationBreakdown activations;
   uint64_t activation_bytes = 0;
   uint64_t overhead_bytes = 0;

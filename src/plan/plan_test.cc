@@ -402,8 +402,8 @@ TEST(HfConfig, ParsesAndMatchesPreset) {
 }
 
 // Gemma-3-12B (its published config.json, text part): 40 of 48 layers slide
-// over 1024 tokens. kvserve plans every layer at full length; the windowed
-// figure is 8 global layers x 32K + 40 sliding x 65 blocks of 16.
+// over 1024 tokens. kvserve frees their blocks as they leave the window, so
+// KV is 8 global layers x 32K + 40 sliding x 65 blocks of 16.
 TEST(HfConfig, SlidingWindowLayersOfGemma3AndMistral) {
   StatusOr<ModelShape> g = ShapeFromHfConfigText(R"({"architectures": ["Gemma3ForConditionalGeneration"],
       "model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 3840,
@@ -418,11 +418,18 @@ TEST(HfConfig, SlidingWindowLayersOfGemma3AndMistral) {
   EXPECT_EQ(g->sliding_layers, 40);
   EXPECT_EQ(KvBytesPerToken(*g, DType::kF16), 393216u);
   const MemoryPlan p = ComputePlan(*g, H100(32768, 16));
-  EXPECT_EQ(p.kv_bytes, uint64_t{16} * 32768 * 393216);
+  EXPECT_EQ(p.kv_bytes_without_windows, uint64_t{16} * 32768 * 393216);
   const uint64_t layer_token = 2 * 8 * 256 * 2;  // K and V of one layer, f16
-  EXPECT_EQ(p.kv_bytes_windowed, 16 * layer_token * (8 * 32768 + 40 * 65 * 16));
+  EXPECT_EQ(p.kv_bytes, 16 * layer_token * (8 * 32768 + 40 * 65 * 16));
+  EXPECT_EQ(p.kv_bytes, 39'812'333'568u);  // docs/capacity-planning.md
+  EXPECT_EQ(p.kv_bytes_windowed, p.kv_bytes);
+  EXPECT_EQ(p.kv_bytes_per_token_global, 8 * layer_token);
+  EXPECT_EQ(p.kv_bytes_per_token_sliding, 40 * layer_token);
+  EXPECT_EQ(p.kv_bytes_per_context_token, 75'936u);  // 8192 x (8 x 32,768 + 40 x 1,040) / 32,768
   ASSERT_FALSE(p.notes.empty());
   EXPECT_NE(p.notes.back().find("40 of 48 layers use a 1024-token sliding window"), std::string::npos) << p.notes.back();
+  EXPECT_NE(PlanToText(p).find("sliding 40 layers: 327,680 bytes/token x 65 blocks (window 1024)"), std::string::npos)
+      << PlanToText(p);
 
   // The same with layer_types (newer transformers), and Mistral 7B v0.1:
   // every layer slides over 4096.
@@ -585,6 +592,48 @@ TEST(Serving, PoolIsWhatTheAccountsLeaveInWholeBlocks) {
   const Status st = PlanServing(s, weights, o).status();
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(st.message().find("kv_cache.memory_fraction"), std::string::npos) << st.ToString();
+}
+
+// A model with sliding layers: their window group is sized first (every
+// running sequence's window and a step), the global layers get the rest.
+TEST(Serving, SlidingLayersGetAWindowGroupSizedForTheBatch) {
+  ModelShape s = P("test-125m");
+  s.sliding_window = 64;
+  s.sliding_layers = s.layers - 2;
+  ServingPlanOptions o;
+  o.memory_limit_bytes = uint64_t{4} << 30;
+  o.memory_fraction = 0.5;
+  o.context = 1000;
+  o.sequences = 1000;
+  o.block_size = 16;
+  o.max_num_batched_tokens = 256;
+  o.max_batch_size = 8;
+  o.threads = 2;
+  const uint64_t weights = 250'000'000;
+  StatusOr<ServingPlan> p = PlanServing(s, weights, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const uint64_t layer_block = 2 * 16 * KvRowBytes(s, DType::kF16);
+  EXPECT_EQ(p->window, 64);
+  EXPECT_EQ(p->num_window_blocks, 8 * (4 + 2) + 16);  // 8 x (ceil(63 / 16) + 2) + 256 / 16
+  EXPECT_EQ(p->kv_bytes_per_window_block, static_cast<uint64_t>(s.layers - 2) * layer_block);
+  EXPECT_EQ(p->kv_bytes_per_block, 2 * layer_block);
+  const uint64_t act = ActivationPeakBytes(s, 256, 8, 1000, 2);
+  const uint64_t pool = KvPoolBytes(o.memory_limit_bytes, 0.5, weights, act, RuntimeOverheadBytes(2));
+  EXPECT_EQ(p->kv_blocks_fit,
+            static_cast<int64_t>((pool - 64 * p->kv_bytes_per_window_block) / p->kv_bytes_per_block));
+  EXPECT_EQ(p->num_kv_blocks, p->kv_blocks_fit);
+  EXPECT_GT(p->num_kv_blocks, 5 * NumKvBlocks(pool, s, DType::kF16, 16)) << "blocks of 2 of 12 layers are cheap";
+  EXPECT_NE(p->Describe(DType::kF16).find("64 sliding-window blocks"), std::string::npos) << p->Describe(DType::kF16);
+  // Every layer sliding: the global blocks are bookkeeping, one full context per sequence.
+  s.sliding_layers = s.layers;
+  p = PlanServing(s, weights, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->kv_bytes_per_block, 0u);
+  EXPECT_EQ(p->num_kv_blocks, 1000 * 63);
+  EXPECT_EQ(p->kv_pool_bytes, 64 * p->kv_bytes_per_window_block);
+  // A window as long as the context: one group, as without sliding layers.
+  s.sliding_window = 1000;
+  EXPECT_EQ(PlanServing(s, weights, o)->window, 0);
 }
 
 TEST(Gguf, Stories260KWeightsAreTheTensorSizes) {

@@ -9,6 +9,18 @@
 //   num_blocks  = min(fit, useful)
 // A pool smaller than one sequence at full context is refused with the
 // numbers to change.
+//
+// Sliding-window layers (window W < context) keep their KV in a group of
+// their own (engine/block_manager.h), whose blocks leave a sequence as they
+// leave its window. That group is sized first, for every running sequence's
+// window plus a full step of new tokens:
+//   window_blocks = max_batch_size * (ceil((W - 1) / block_size) + 2)
+//                   + ceil(max_num_batched_tokens / block_size)
+// (at least what one sequence needs alone: ceil((W - 1 +
+// max_num_batched_tokens) / block_size) + 1); the rest of the pool goes to
+// the global layers' blocks as above, bytes per block counting the global
+// layers only. When every layer slides those blocks cost nothing: they are
+// bookkeeping, max(sequences, max_batch_size) sequences at full context.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -40,8 +52,11 @@ struct ServingPlan {
   uint64_t weights_bytes = 0;
   uint64_t activation_bytes = 0;
   uint64_t overhead_bytes = 0;
-  uint64_t kv_pool_bytes = 0;        // num_kv_blocks * kv_bytes_per_block
-  uint64_t kv_bytes_per_block = 0;
+  uint64_t kv_pool_bytes = 0;        // num_kv_blocks * kv_bytes_per_block (+ the window group's bytes)
+  uint64_t kv_bytes_per_block = 0;   // of the global layers when there is a window group
+  int64_t window = 0;                // > 0: sliding layers have a window group
+  int64_t num_window_blocks = 0;
+  uint64_t kv_bytes_per_window_block = 0;
   int64_t kv_blocks_per_sequence = 0;
   int64_t kv_blocks_fit = 0;         // what the memory would hold
   int64_t num_kv_blocks = 0;         // what the server gets

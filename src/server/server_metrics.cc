@@ -31,7 +31,16 @@ ServerMetrics::ServerMetrics()
                                        "Free KV blocks that still hold reusable prefix-cache KV (evictable).")),
       kv_blocks_free(registry.Gauge0("kvserve:kv_cache_blocks_free", "Free, empty KV cache blocks.")),
       kv_usage_ratio(registry.Gauge0("kvserve:kv_cache_usage_ratio",
-                                     "Used KV blocks / total KV blocks (cached-evictable blocks count as free).")),
+                                     "Used KV blocks / total KV blocks (cached-evictable blocks count as free); "
+                                     "with a sliding-window group, the fuller of the two groups.")),
+      kv_window_blocks_total(registry.Gauge0("kvserve:kv_cache_window_blocks_total",
+                                             "KV blocks of the sliding-window layers' group (0: none); the "
+                                             "kv_cache_blocks_* gauges count the global layers' group.")),
+      kv_window_blocks_used(registry.Gauge0("kvserve:kv_cache_window_blocks_used",
+                                            "Sliding-window KV blocks held by sequences (freed as they leave the "
+                                            "window).")),
+      kv_window_blocks_cached(registry.Gauge0("kvserve:kv_cache_window_blocks_cached",
+                                              "Free sliding-window KV blocks that still hold prefix-cache KV.")),
       kv_block_size(registry.Gauge0("kvserve:kv_cache_block_size_tokens", "Tokens per KV block.")),
       memory_bytes(registry.AddGauge("kvserve:memory_bytes",
                                      "Memory accounts of the start-up plan in bytes: weights, kv_pool, activations, overhead.", {"account"})),
@@ -123,7 +132,12 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
   kv_blocks_used.Set(static_cast<double>(s.num_blocks_used));
   kv_blocks_cached.Set(static_cast<double>(s.num_blocks_cached));
   kv_blocks_free.Set(static_cast<double>(s.num_blocks_free));
-  kv_usage_ratio.Set(s.num_blocks_total > 0 ? static_cast<double>(s.num_blocks_used) / s.num_blocks_total : 0.0);
+  auto ratio = [](int32_t used, int32_t total) { return total > 0 ? static_cast<double>(used) / total : 0.0; };
+  kv_usage_ratio.Set(std::max(ratio(s.num_blocks_used, s.num_blocks_total),
+                              ratio(s.num_window_blocks_used, s.num_window_blocks_total)));
+  kv_window_blocks_total.Set(static_cast<double>(s.num_window_blocks_total));
+  kv_window_blocks_used.Set(static_cast<double>(s.num_window_blocks_used));
+  kv_window_blocks_cached.Set(static_cast<double>(s.num_window_blocks_cached));
   kv_block_size.Set(static_cast<double>(s.block_size));
   memory_bytes.With({"weights"}).Set(static_cast<double>(stats->memory.weights_bytes));
   memory_bytes.With({"kv_pool"}).Set(static_cast<double>(stats->memory.kv_pool_bytes));
@@ -140,6 +154,8 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
   const int32_t peak = std::max(s.num_blocks_used_peak, s.num_blocks_used);
   kv_blocks_used_peak.SetMax(peak);
   if (s.num_blocks_total > 0) kv_usage_peak_ratio.SetMax(static_cast<double>(peak) / s.num_blocks_total);
+  const int32_t window_peak = std::max(s.num_window_blocks_used_peak, s.num_window_blocks_used);
+  if (s.num_window_blocks_total > 0) kv_usage_peak_ratio.SetMax(ratio(window_peak, s.num_window_blocks_total));
   prefix_hit_ratio.Set(s.prefix_query_tokens > 0
                            ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_query_tokens)
                            : 0.0);

@@ -52,6 +52,9 @@ struct ServerMetrics {
   Gauge& kv_blocks_cached;
   Gauge& kv_blocks_free;
   Gauge& kv_usage_ratio;
+  Gauge& kv_window_blocks_total;   // the sliding-window layers' group (engine/block_manager.h)
+  Gauge& kv_window_blocks_used;
+  Gauge& kv_window_blocks_cached;
   Gauge& kv_block_size;
   Family<Gauge>& memory_bytes;  // {account="weights"|"kv_pool"|"activations"}
   Gauge& max_admissible_context;

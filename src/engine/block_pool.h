@@ -1,0 +1,115 @@
+// BlockPool: one KV group's block ids [0, num_blocks) with reference counts,
+// a free list, an LRU of cached blocks and the hash index of the published
+// ones. The bookkeeping under BlockManager (engine/block_manager.h), which
+// holds one pool per KV group (all layers; or global layers and sliding
+// layers) and decides what a hit or a commit means. The runner owns the
+// bytes; a pool owns ids only.
+//
+// Every block is in exactly one state:
+//   used    ref_count > 0;
+//   cached  ref_count == 0 with a published hash: reusable, evictable, kept
+//           in LRU order (oldest freed evicted first);
+//   free    ref_count == 0 without a hash.
+// Invariant: num_free() + num_cached() + num_used() == num_blocks().
+// A block's generation changes each time it is handed out for new KV, so a
+// (id, generation) pair names one content of a block.
+//
+// Memory: a block handed out may hold committed memory in the runner's
+// storage ("dirty") until TakeIdleFree returns it for release. Free blocks
+// are reused most recently freed first, so a burst reuses warm blocks and
+// the long-unused ones sink to where TakeIdleFree finds them.
+// Thread-safety: none; owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_hash.h"
+#include "engine/cache_events.h"
+#include "engine/sequence.h"
+
+namespace kvs::engine {
+
+class BlockPool {
+ public:
+  struct Block {
+    int32_t ref_count = 0;
+    uint64_t generation = 0;          // bumped each time the block is handed out for new KV
+    std::optional<BlockHash> hash;    // published; then also link/tokens/salt are set
+    // The block this one's KV was verified against when published, and its
+    // generation then (BlockManager's meaning: the previous block of the
+    // same pool, or the twin in another pool); -1: none.
+    int32_t link = -1;
+    uint64_t link_generation = 0;
+    std::vector<int32_t> tokens;      // [block_size] tokens whose KV the block holds
+    std::string salt;                 // first blocks only
+    int32_t lru_prev = -1;            // LRU links while cached
+    int32_t lru_next = -1;
+    bool dirty = false;               // used since its memory was last released
+    Clock::time_point freed_at;       // when it last became free
+  };
+
+  explicit BlockPool(int32_t num_blocks);
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t num_free() const { return static_cast<int32_t>(free_ids_.size()); }
+  int32_t num_cached() const { return lru_size_; }
+  int32_t num_used() const { return num_used_; }
+  // Blocks Take may hand out: free ones, then evicted cached ones.
+  int32_t num_available() const { return num_free() + num_cached(); }
+  const Block& block(int32_t id) const { return blocks_[static_cast<size_t>(id)]; }
+
+  // A free block, else the oldest cached one (evicted): ref 1, new generation.
+  // REQUIRES: num_available() > 0.
+  int32_t Take();
+  // One more reference to a used or cached block (a prefix hit).
+  void Ref(int32_t id);
+  // Drops one reference; at 0 the block becomes cached (published) or free.
+  void Release(int32_t id);
+
+  // The published block with this hash; -1 if none.
+  int32_t Find(const BlockHash& h) const;
+  bool IsPublished(const BlockHash& h) const { return hash_to_block_.count(h) != 0; }
+  // Drops the hash of a cached block (one that can no longer be a valid
+  // hit): it becomes free.
+  void Unpublish(int32_t id);
+  // Publishes a used, unpublished block under a hash nobody else holds.
+  void Publish(int32_t id, const BlockHash& h, int32_t link, uint64_t link_generation, std::span<const int32_t> tokens,
+               const std::string& salt);
+
+  // Free (not cached) blocks that may hold committed memory and were freed
+  // before `cutoff`, oldest first; they count as clean afterwards.
+  std::vector<int32_t> TakeIdleFree(Clock::time_point cutoff);
+  // When the longest-free dirty block was freed; nullopt if there is none.
+  std::optional<Clock::time_point> OldestDirtyFree() const;
+  int32_t num_dirty_free() const { return num_dirty_free_; }
+
+  // Recounts every state; "" when consistent, else what is wrong.
+  std::string CheckInvariants() const;
+
+  // Reports every published and evicted hash to `events` (nullptr: none).
+  void set_events(PrefixCacheEvents* events) { events_ = events; }
+
+ private:
+  void LruPushBack(int32_t id);
+  void LruRemove(int32_t id);
+
+  PrefixCacheEvents* events_ = nullptr;
+  std::vector<Block> blocks_;
+  std::vector<int32_t> free_ids_;  // stack; dirty entries are in freed_at order
+  size_t clean_below_ = 0;         // free_ids_[0, clean_below_) are all clean
+  int32_t num_dirty_free_ = 0;
+  int32_t lru_head_ = -1;          // oldest cached
+  int32_t lru_tail_ = -1;
+  int32_t lru_size_ = 0;
+  int32_t num_used_ = 0;
+  std::unordered_map<BlockHash, int32_t, BlockHashHasher> hash_to_block_;
+};
+
+}  // namespace kvs::engine
