@@ -28,22 +28,11 @@
 
 #include "base/status.h"
 #include "gateway/limits.h"
+#include "gateway/resp.h"
 #include "http/http_client.h"
 #include "metrics/metrics.h"
 
 namespace kvs::gateway {
-
-struct RespValue {
-  enum class Type { kString, kError, kInteger, kNil, kArray } type = Type::kNil;
-  std::string str;    // kString, kError (simple or bulk)
-  int64_t integer = 0;
-  std::vector<RespValue> elems;
-};
-
-// Parses one value from the front of buf: 1 when complete (consumed set),
-// 0 when more bytes are needed, -1 when buf is not RESP.
-int ParseResp(std::string_view buf, size_t* consumed, RespValue* out);
-std::string EncodeRespCommand(const std::vector<std::string>& args);
 
 class RespClient {
  public:
