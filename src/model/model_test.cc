@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "base/test_util.h"
+#include "gguf/gguf.h"
 #include "model/llama.h"
 #include "model/random_model.h"
 
@@ -378,7 +379,8 @@ class MoeModelTest : public ::testing::TestWithParam<ArchCase> {};
 
 // Small mixture-of-experts models (4 experts, top 2; qwen3moe with its own
 // expert width, qwen2moe with the default one and a shared expert, llama
-// as Mixtral) against the reference: 40 tokens, a 23-token prefill whose
+// as Mixtral, also in the old Mixtral layout of one tensor per expert:
+// "mixtral_split") against the reference: 40 tokens, a 23-token prefill whose
 // tokens are grouped by expert, then decode. Every expert must be chosen
 // by some token (else the routing test proves little), and with F32
 // weights kvserve routes exactly as the reference does.
@@ -387,15 +389,23 @@ TEST_P(MoeModelTest, MatchesReferenceAndRoutesTokensToDifferentExperts) {
   const ArchCase p = GetParam();
   auto dir = kvs::testing::TempDir(std::string("moe_") + p.arch + DTypeName(p.type));
   const std::string path = (dir / "m.gguf").string(), twin = (dir / "twin.gguf").string();
-  RandomModelSpec spec = SmallSpec(p.arch);
+  const bool split = std::string(p.arch) == "mixtral_split";
+  RandomModelSpec spec = SmallSpec(split ? "llama" : p.arch);
+  spec.split_experts = split;
   spec.weight_type = p.type;
   spec.n_experts = 4;
   spec.n_experts_used = 2;
-  const std::string arch = p.arch;
+  const std::string arch = spec.arch;
   if (arch == "qwen3moe") spec.expert_ffn = 96;
   if (arch == "qwen2moe") spec.shared_ffn = 160;
   spec.tied = arch == "qwen3moe";
   ASSERT_TRUE(WriteRandomModel(spec, path, twin).ok());
+  {
+    auto file = gguf::GgufFile::Open(path);
+    ASSERT_TRUE(file.ok());
+    EXPECT_EQ((*file)->FindTensor("blk.1.ffn_down.3.weight") != nullptr, split);
+    EXPECT_EQ((*file)->FindTensor("blk.1.ffn_down_exps.weight") != nullptr, !split);
+  }
   auto m = LlamaModel::Load(path);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const ModelConfig& c = (*m)->config();
@@ -448,6 +458,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ArchCase{"qwen3moe", DType::kF32}, ArchCase{"qwen3moe", DType::kQ8_0},
                       ArchCase{"qwen3moe", DType::kF16}, ArchCase{"qwen3moe", DType::kQ4_0},
                       ArchCase{"llama", DType::kF32}, ArchCase{"llama", DType::kQ8_0},
+                      ArchCase{"mixtral_split", DType::kF32}, ArchCase{"mixtral_split", DType::kQ8_0},
                       ArchCase{"qwen2moe", DType::kF32}, ArchCase{"qwen2moe", DType::kQ8_0}),
     [](const auto& info) { return std::string(info.param.arch) + "_" + DTypeName(info.param.type); });
 

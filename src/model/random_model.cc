@@ -71,7 +71,7 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path, const
   const bool q4km = s.mix == "Q4_K_M";
   // is_matrix: stored in the weight type (else F32, as norms and routers).
   auto add = [&](const std::string& name, std::vector<int64_t> dims, float stddev, float mean, bool is_matrix,
-                 bool more_bits = false) {
+                 bool more_bits = false, const std::string& split_name = "") {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;
     std::normal_distribution<float> nd(mean, stddev);
@@ -87,7 +87,17 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path, const
       kernels::QuantizeRow(t, x.data() + r * cols, dst, cols);
       kernels::DequantizeRow(t, dst, deq.data() + r * cols, cols);
     }
-    w.AddTensor(name, t, dims, std::move(q));
+    if (!split_name.empty()) {
+      // One [dims[0], dims[1]] tensor per expert, named split_name with E.
+      const size_t bytes = static_cast<size_t>(RowBytes(t, cols) * dims[1]);
+      for (int64_t e = 0; e < dims[2]; ++e) {
+        std::vector<uint8_t> part(q.begin() + static_cast<std::ptrdiff_t>(e * bytes),
+                                  q.begin() + static_cast<std::ptrdiff_t>((e + 1) * bytes));
+        w.AddTensor(fmt::format(fmt::runtime(split_name), e), t, {dims[0], dims[1]}, std::move(part));
+      }
+    } else {
+      w.AddTensor(name, t, dims, std::move(q));
+    }
     std::vector<uint8_t> f(deq.size() * 4);
     std::memcpy(f.data(), deq.data(), f.size());
     twin.AddTensor(name, DType::kF32, dims, std::move(f));
@@ -138,10 +148,11 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::string& path, const
     if (s.n_experts > 0) {
       // The router stays F32, as llama.cpp's quantizer leaves it.
       add(p + "ffn_gate_inp.weight", {s.hidden, s.n_experts}, s.router_scale * ws, 0.0f, false);
-      add(p + "ffn_gate_exps.weight", {s.hidden, expert_ffn, s.n_experts}, ws, 0.0f, true);
-      add(p + "ffn_up_exps.weight", {s.hidden, expert_ffn, s.n_experts}, ws, 0.0f, true);
+      auto split = [&](const char* kind) { return s.split_experts ? p + kind + ".{}.weight" : std::string(); };
+      add(p + "ffn_gate_exps.weight", {s.hidden, expert_ffn, s.n_experts}, ws, 0.0f, true, false, split("ffn_gate"));
+      add(p + "ffn_up_exps.weight", {s.hidden, expert_ffn, s.n_experts}, ws, 0.0f, true, false, split("ffn_up"));
       add(p + "ffn_down_exps.weight", {expert_ffn, s.hidden, s.n_experts},
-          1.0f / std::sqrt(static_cast<float>(expert_ffn)), 0.0f, true);
+          1.0f / std::sqrt(static_cast<float>(expert_ffn)), 0.0f, true, false, split("ffn_down"));
       if (s.arch == "qwen2moe") {
         add(p + "ffn_gate_inp_shexp.weight", {s.hidden}, ws, 0.0f, false);
         add(p + "ffn_gate_shexp.weight", {s.hidden, shared_ffn}, ws, 0.0f, true);

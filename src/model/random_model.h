@@ -42,6 +42,10 @@ struct RandomModelSpec {
   int n_experts_used = 2;       // expert_used_count
   int expert_ffn = 0;           // expert_feed_forward_length; 0: no key (llama.cpp's default)
   int shared_ffn = 0;           // expert_shared_feed_forward_length (qwen2moe); 0: no key
+  // Old Mixtral layout (GGUFs converted before 2024): one 2-D tensor per
+  // expert, blk.N.ffn_{gate,up,down}.E.weight, instead of the 3-D *_exps
+  // tensors. Only the main file; the F32 twin keeps the 3-D tensors.
+  bool split_experts = false;
   float router_scale = 4.0f;    // router weights' stddev in units of 1/sqrt(hidden): decisive routing
   uint32_t seed = 1;
 };

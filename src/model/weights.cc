@@ -52,9 +52,18 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
     return kernels::MatView{t->type, t->data, rows, cols};
   };
   // A 3-D expert tensor [n, rows, cols] (GGUF dims [cols, rows, n]), one
-  // matrix per expert.
-  auto experts = [&](const std::string& name, int64_t n, int64_t rows, int64_t cols,
+  // matrix per expert; or, in files of the old Mixtral layout (converted
+  // before 2024, which llama.cpp no longer loads), one 2-D tensor per
+  // expert named `old_name` with the expert's number.
+  auto experts = [&](const std::string& name, const std::string& old_name, int64_t n, int64_t rows, int64_t cols,
                      std::vector<kernels::MatView>& out) -> Status {
+    if (f.FindTensor(name) == nullptr && f.FindTensor(fmt::format(fmt::runtime(old_name), 0)) != nullptr) {
+      for (int64_t e = 0; e < n; ++e) {
+        KVS_ASSIGN_OR_RETURN(kernels::MatView m, matrix(fmt::format(fmt::runtime(old_name), e), rows, cols));
+        out.push_back(m);
+      }
+      return Status::Ok();
+    }
     KVS_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(name, true));
     if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n) {
       return InvalidArgument("tensor {} has shape {}, expected [{}, {}, {}]", name, DimsString(t->dims), cols, rows,
@@ -130,9 +139,12 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
     if (c.is_moe()) {
       MoeWeights& M = L.moe;
       KVS_ASSIGN_OR_RETURN(M.router, matrix(p + "ffn_gate_inp.weight", c.n_experts, c.hidden));
-      KVS_RETURN_IF_ERROR(experts(p + "ffn_gate_exps.weight", c.n_experts, c.expert_ffn, c.hidden, M.gate));
-      KVS_RETURN_IF_ERROR(experts(p + "ffn_up_exps.weight", c.n_experts, c.expert_ffn, c.hidden, M.up));
-      KVS_RETURN_IF_ERROR(experts(p + "ffn_down_exps.weight", c.n_experts, c.hidden, c.expert_ffn, M.down));
+      KVS_RETURN_IF_ERROR(
+          experts(p + "ffn_gate_exps.weight", p + "ffn_gate.{}.weight", c.n_experts, c.expert_ffn, c.hidden, M.gate));
+      KVS_RETURN_IF_ERROR(
+          experts(p + "ffn_up_exps.weight", p + "ffn_up.{}.weight", c.n_experts, c.expert_ffn, c.hidden, M.up));
+      KVS_RETURN_IF_ERROR(
+          experts(p + "ffn_down_exps.weight", p + "ffn_down.{}.weight", c.n_experts, c.hidden, c.expert_ffn, M.down));
       if (c.shared_ffn > 0) {
         KVS_ASSIGN_OR_RETURN(M.shared_gate, vec(p + "ffn_gate_inp_shexp.weight", c.hidden, true));
         KVS_ASSIGN_OR_RETURN(M.shared_gate_mat, matrix(p + "ffn_gate_shexp.weight", c.shared_ffn, c.hidden));

@@ -348,6 +348,21 @@ StatusOr<ModelShape> ShapeFromHfConfig(const std::string& path) {
 }
 
 namespace {
+// An expert FFN tensor: blk.N.ffn_{gate,up,down}_exps.weight (3-D, all
+// experts), or blk.N.ffn_{gate,up,down}.E.weight (the old Mixtral layout,
+// one tensor per expert).
+bool IsExpertTensor(const std::string& name) {
+  if (name.find("_exps.") != std::string::npos) return true;
+  const size_t ffn = name.find(".ffn_");
+  if (ffn == std::string::npos || name.size() < 7 || name.compare(name.size() - 7, 7, ".weight") != 0) return false;
+  const size_t dot = name.find('.', ffn + 5);
+  if (dot == std::string::npos || dot + 1 >= name.size() - 7) return false;
+  for (size_t i = dot + 1; i < name.size() - 7; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+  }
+  return true;
+}
+
 StatusOr<ModelShape> ShapeFromGgufImpl(const gguf::GgufFile& f, const std::string& path) {
   // The model's own reader of hyper-parameters; the tensor table adds what
   // only the file knows (weight bytes, parameters, biases, norms).
@@ -379,7 +394,7 @@ StatusOr<ModelShape> ShapeFromGgufImpl(const gguf::GgufFile& f, const std::strin
   int64_t unselected = 0;  // elements of the experts a token does not run
   for (const gguf::TensorInfo& t : f.tensors()) {
     s.params += t.NumElements();
-    if (s.experts > 0 && t.name.find("_exps.") != std::string::npos) {
+    if (s.experts > 0 && IsExpertTensor(t.name)) {
       unselected += t.NumElements() / s.experts * (s.experts - s.experts_used);
     }
     s.file_weights_bytes += t.nbytes;

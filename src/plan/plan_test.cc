@@ -535,11 +535,15 @@ TEST(HfConfig, MixtureOfExpertsQwen3_30B_A3BAndMixtral) {
 
 // A GGUF MoE file: the tensor table gives parameters and bytes, the
 // metadata the experts; active parameters leave out the unselected experts.
-TEST(Gguf, MixtureOfExpertsFileCountsEveryExpert) {
+// Also for the old Mixtral layout (one tensor per expert).
+class GgufMoe : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GgufMoe, MixtureOfExpertsFileCountsEveryExpert) {
   const auto dir = kvs::testing::TempDir("plan_moe");
   const std::string path = (dir / "m.gguf").string();
   model::RandomModelSpec spec;
-  spec.arch = "qwen3moe";
+  spec.split_experts = GetParam();
+  spec.arch = spec.split_experts ? "llama" : "qwen3moe";
   spec.hidden = 64;
   spec.n_heads = 4;
   spec.n_kv_heads = 2;
@@ -551,7 +555,7 @@ TEST(Gguf, MixtureOfExpertsFileCountsEveryExpert) {
   ASSERT_TRUE(model::WriteRandomModel(spec, path, "").ok());
   StatusOr<ModelShape> s = ShapeFromGguf(path);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ(s->arch, "qwen3moe");
+  EXPECT_EQ(s->arch, spec.arch);
   EXPECT_EQ(s->experts, 4);
   EXPECT_EQ(s->experts_used, 2);
   EXPECT_EQ(s->expert_ffn, 32);
@@ -560,6 +564,8 @@ TEST(Gguf, MixtureOfExpertsFileCountsEveryExpert) {
   EXPECT_EQ(s->file_weights_bytes, WeightBytesFromShape(*s, WeightFormat::kF32));
   std::filesystem::remove_all(dir);
 }
+INSTANTIATE_TEST_SUITE_P(Gguf, GgufMoe, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "SplitExperts" : "ExpertTensors"; });
 
 // The KV pool of a running server: what the accounts leave, in whole
 // blocks, capped at what max_concurrent_requests sequences could use.
