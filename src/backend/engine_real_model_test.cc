@@ -177,11 +177,7 @@ WindowRun RunWindowed(const std::string& path, const EngineSetup& s) {
 }
 
 model::RandomModelSpec SlidingSpec(const char* arch) {
-  model::RandomModelSpec spec;
-  spec.arch = arch;
-  spec.hidden = 128;
-  spec.ffn = 128;
-  spec.vocab = 256;
+  model::RandomModelSpec spec = model::SmallTestSpec(arch);
   spec.n_layers = 3;
   spec.sliding_window = 16;
   spec.swa_pattern = std::string(arch) == "gemma3" ? 3 : 0;  // 2 of 3 sliding; Mistral-style: all

@@ -7,29 +7,14 @@
 
 #include <xxhash.h>
 
+#include "engine/block_manager_test_util.h"
+
 namespace kvs::engine {
 namespace {
 
-Sequence MakeSeq(std::vector<int32_t> tokens, std::string salt = "") {
-  static int64_t next_id = 0;
-  Sequence s(next_id++, "r", std::move(tokens), SamplingParams{});
-  s.cache_salt = std::move(salt);
-  return s;
-}
-
-// Admits seq with its prefix hits and blocks for `positions` positions.
-PrefixMatch Admit(BlockManager& bm, Sequence& seq, int32_t positions) {
-  PrefixMatch m = bm.MatchPrefix(seq);
-  EXPECT_TRUE(bm.CanAllocate(m, positions));
-  bm.Allocate(seq, m, positions);
-  return m;
-}
-
-// Marks the first `n` tokens as computed and publishes the full blocks.
-void Compute(BlockManager& bm, Sequence& seq, int32_t n) {
-  seq.num_computed_tokens = n;
-  bm.CommitComputed(seq);
-}
+using testing::Admit;
+using testing::Compute;
+using testing::MakeSeq;
 
 TEST(BlockManagerTest, AllocateAppendFree) {
   BlockManager bm(8, 4, true);
@@ -334,11 +319,7 @@ TEST(BlockManagerTest, RandomOperationsKeepInvariantsAndHitCorrectKv) {
   for (int op = 0; op < 20000; ++op) {
     const int kind = static_cast<int>(rng() % 10);
     if (kind < 3 && live.size() < 12) {
-      std::vector<int32_t> tokens = prefixes[rng() % prefixes.size()];
-      const int extra = 1 + static_cast<int>(rng() % 20);
-      for (int i = 0; i < extra; ++i) tokens.push_back(static_cast<int32_t>(rng() % 3));
-      auto seq = std::make_unique<Sequence>(op, "r", tokens, SamplingParams{});
-      seq->cache_salt = rng() % 4 == 0 ? "s" : "";
+      auto seq = testing::RandomPrefixedSeq(rng, prefixes, op);
       const PrefixMatch m = bm.MatchPrefix(*seq);
       const int32_t cached = m.num_tokens(kBs);
       const int32_t n = 1 + static_cast<int32_t>(rng() % static_cast<uint64_t>(seq->num_tokens() - cached));

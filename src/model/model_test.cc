@@ -42,6 +42,15 @@ std::vector<float> ReferenceLogits(const std::string& model, const std::vector<i
   return out;
 }
 
+// Block ids 0..n-1 in a fixed shuffled order: a sequence's blocks are not
+// contiguous, as in the engine.
+std::vector<int32_t> ShuffledBlockTable(int n) {
+  std::vector<int32_t> table(static_cast<size_t>(n));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(7));
+  return table;
+}
+
 // Runs `tokens` through the model in the given chunk sizes (the last chunk
 // size repeats), through a shuffled block table, returning all logits.
 std::vector<float> KvserveLogits(LlamaModel& m, const std::vector<int32_t>& tokens, std::vector<int> chunks,
@@ -51,9 +60,7 @@ std::vector<float> KvserveLogits(LlamaModel& m, const std::vector<int32_t>& toke
   const int nblocks = static_cast<int>(tokens.size()) / block + 4;
   auto cache = kvcache::KvCache::Create({c.n_layers, c.n_kv_heads, c.head_dim, block, nblocks, kv_dtype});
   EXPECT_TRUE(cache.ok());
-  std::vector<int32_t> table(static_cast<size_t>(nblocks));
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), std::mt19937(7));
+  const std::vector<int32_t> table = ShuffledBlockTable(nblocks);
   ThreadPool pool(threads);
   std::vector<float> all(tokens.size() * static_cast<size_t>(c.vocab));
   size_t pos = 0, ci = 0;
@@ -90,9 +97,7 @@ std::vector<float> KvserveLogitsWindowed(LlamaModel& m, const std::vector<int32_
   const int nwindow = (c.sliding_window + max_chunk) / block + 2;
   auto window = kvcache::KvCache::Create({sliding, c.n_kv_heads, c.head_dim, block, nwindow, kv_dtype});
   EXPECT_TRUE(window.ok());
-  std::vector<int32_t> table(static_cast<size_t>(nblocks));
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), std::mt19937(7));
+  const std::vector<int32_t> table = ShuffledBlockTable(nblocks);
   std::vector<int32_t> free_window(static_cast<size_t>(nwindow)), window_table;
   std::iota(free_window.begin(), free_window.end(), 0);
   int reused = 0;
@@ -364,16 +369,7 @@ TEST(ModelTest, LongPromptThroughPagedCacheMatchesReference) {
 }
 
 // A small random model (hidden 128, 4 / 2 heads, vocab 256) of `arch`.
-RandomModelSpec SmallSpec(const char* arch) {
-  RandomModelSpec spec;
-  spec.arch = arch;
-  spec.hidden = 128;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.ffn = 128;
-  spec.vocab = 256;
-  return spec;
-}
+RandomModelSpec SmallSpec(const char* arch) { return SmallTestSpec(arch); }
 
 class MoeModelTest : public ::testing::TestWithParam<ArchCase> {};
 

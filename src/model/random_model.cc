@@ -23,6 +23,15 @@ RandomModelSpec Test125MSpec() {
   return s;
 }
 
+RandomModelSpec SmallTestSpec(const std::string& arch) {
+  RandomModelSpec s;
+  s.arch = arch;
+  s.hidden = 128;
+  s.ffn = 128;
+  s.vocab = 256;
+  return s;
+}
+
 bool UseMoreBits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 Status WriteRandomModel(const RandomModelSpec& s, const std::string& path, const std::string& twin_path) {

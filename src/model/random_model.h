@@ -54,6 +54,9 @@ struct RandomModelSpec {
 // the same model with every tensor dequantized to F32.
 // The preset of the project's benchmark shape (125M Llama with GQA).
 RandomModelSpec Test125MSpec();
+// The small shape tests use for an architecture: hidden 128, FFN 128,
+// vocabulary 256, 2 layers, 4 heads / 2 KV heads (milliseconds to run).
+RandomModelSpec SmallTestSpec(const std::string& arch);
 
 // Whether llama.cpp's *_M mixes give layer i of n more bits.
 bool UseMoreBits(int i, int n);

@@ -13,7 +13,6 @@
 // Thread-safety: immutable after Load.
 #pragma once
 
-#include <cstdlib>
 #include <memory>
 #include <vector>
 

@@ -567,10 +567,9 @@ TEST_P(GgufMoe, MixtureOfExpertsFileCountsEveryExpert) {
 INSTANTIATE_TEST_SUITE_P(Gguf, GgufMoe, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "SplitExperts" : "ExpertTensors"; });
 
-// The KV pool of a running server: what the accounts leave, in whole
-// blocks, capped at what max_concurrent_requests sequences could use.
-TEST(Serving, PoolIsWhatTheAccountsLeaveInWholeBlocks) {
-  const ModelShape s = P("test-125m");
+// 4 GiB at fraction 0.5, 1000 sequences of 1000 tokens, blocks of 16,
+// steps of 256 tokens / 8 sequences, 2 threads.
+ServingPlanOptions HalfOf4GiBOptions() {
   ServingPlanOptions o;
   o.memory_limit_bytes = uint64_t{4} << 30;
   o.memory_fraction = 0.5;
@@ -580,6 +579,14 @@ TEST(Serving, PoolIsWhatTheAccountsLeaveInWholeBlocks) {
   o.max_num_batched_tokens = 256;
   o.max_batch_size = 8;
   o.threads = 2;
+  return o;
+}
+
+// The KV pool of a running server: what the accounts leave, in whole
+// blocks, capped at what max_concurrent_requests sequences could use.
+TEST(Serving, PoolIsWhatTheAccountsLeaveInWholeBlocks) {
+  const ModelShape s = P("test-125m");
+  ServingPlanOptions o = HalfOf4GiBOptions();
   const uint64_t weights = 250'000'000;
   StatusOr<ServingPlan> p = PlanServing(s, weights, o);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -606,15 +613,7 @@ TEST(Serving, SlidingLayersGetAWindowGroupSizedForTheBatch) {
   ModelShape s = P("test-125m");
   s.sliding_window = 64;
   s.sliding_layers = s.layers - 2;
-  ServingPlanOptions o;
-  o.memory_limit_bytes = uint64_t{4} << 30;
-  o.memory_fraction = 0.5;
-  o.context = 1000;
-  o.sequences = 1000;
-  o.block_size = 16;
-  o.max_num_batched_tokens = 256;
-  o.max_batch_size = 8;
-  o.threads = 2;
+  ServingPlanOptions o = HalfOf4GiBOptions();
   const uint64_t weights = 250'000'000;
   StatusOr<ServingPlan> p = PlanServing(s, weights, o);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
