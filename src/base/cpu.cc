@@ -10,6 +10,7 @@ std::string CpuFeatures::Describe() const {
   auto add = [&](bool b, const char* n) { if (b) { if (!s.empty()) s += ' '; s += n; } };
   add(avx2, "avx2"); add(fma, "fma"); add(f16c, "f16c"); add(avx512f, "avx512f");
   add(avx512bw, "avx512bw"); add(avx512vl, "avx512vl"); add(avx512vnni, "avx512vnni");
+  add(avx512bf16, "avx512bf16");
   add(avxvnni, "avxvnni");
   return s.empty() ? "scalar" : s;
 }
@@ -17,8 +18,9 @@ std::string CpuFeatures::Describe() const {
 namespace {
 
 // KVSERVE_ISA caps the features the vector paths may use: "scalar" (none),
-// "avx2" (AVX2/FMA/F16C, no AVX-512), "avx512" (what the CPU has). Unknown
-// values and paths the CPU lacks are reported once and ignored.
+// "avx2" (AVX2/FMA/F16C, no AVX-512), "avx512" (AVX-512 without BF16),
+// "avx512bf16" (what the CPU has). Unknown values and paths the CPU lacks
+// are reported once and ignored.
 void ApplyIsaCap(CpuFeatures& f) {
   const char* isa = std::getenv("KVSERVE_ISA");
   if (isa == nullptr || isa[0] == '\0') return;
@@ -27,12 +29,18 @@ void ApplyIsaCap(CpuFeatures& f) {
     f = CpuFeatures{};
   } else if (v == "avx2") {
     if (!f.avx2) std::fprintf(stderr, "kvserve: KVSERVE_ISA=avx2 but this CPU has no AVX2; using scalar\n");
-    f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = false;
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
   } else if (v == "avx512") {
     if (!f.avx512f) std::fprintf(stderr, "kvserve: KVSERVE_ISA=avx512 but this CPU has no AVX-512; using %s\n",
                                  f.avx2 ? "avx2" : "scalar");
+    f.avx512bf16 = false;
+  } else if (v == "avx512bf16") {
+    if (!f.avx512bf16) {
+      std::fprintf(stderr, "kvserve: KVSERVE_ISA=avx512bf16 but this CPU has no AVX512_BF16; using %s\n",
+                   f.avx512f ? "avx512" : (f.avx2 ? "avx2" : "scalar"));
+    }
   } else {
-    std::fprintf(stderr, "kvserve: ignoring KVSERVE_ISA=%s (expected scalar, avx2 or avx512)\n", isa);
+    std::fprintf(stderr, "kvserve: ignoring KVSERVE_ISA=%s (expected scalar, avx2, avx512 or avx512bf16)\n", isa);
   }
 }
 
@@ -51,6 +59,7 @@ const CpuFeatures& GetCpuFeatures() {
     f.avx512bw = __builtin_cpu_supports("avx512bw");
     f.avx512vl = __builtin_cpu_supports("avx512vl");
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+    f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
 #if defined(__clang__)
     f.avxvnni = false;  // clang 14 does not know this feature name; nothing needs it there.
 #else

@@ -34,6 +34,7 @@ struct BenchOptions {
   int reps = 5;
   int depth = 0;
   std::string kv_dtype = "f16";
+  std::string dtype = "auto";
   std::vector<int> concurrency;  // non-empty: the engine's aggregate decode speed
   bool kv_accuracy = false;
   // Online (--url).
@@ -64,7 +65,7 @@ int RunConcurrency(const BenchOptions& o, DType kv) {
   // One model and one engine sized for the largest N serve every N: the
   // scheduler runs as many sequences as are submitted.
   const int max_n = *std::max_element(o.concurrency.begin(), o.concurrency.end());
-  auto model = model::LlamaModel::Load(o.model);
+  auto model = model::LlamaModel::Load(o.model, model::LoadOptions::ForDtype(o.dtype));
   if (!model.ok()) fail(model.status());
   const int32_t vocab = (*model)->config().vocab;
   backend::CpuEngineOptions eo;
@@ -130,7 +131,7 @@ int RunConcurrency(const BenchOptions& o, DType kv) {
 // Logit deviation and greedy agreement of each KV dtype against f32 K/V on
 // a -p token random prompt, then -n greedy tokens.
 int RunKvAccuracy(const BenchOptions& o) {
-  auto model = model::LlamaModel::Load(o.model);
+  auto model = model::LlamaModel::Load(o.model, model::LoadOptions::ForDtype(o.dtype));
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", model.status().ToString().c_str());
     return 1;
@@ -217,7 +218,7 @@ int RunBench(const BenchOptions& o) {
     return 2;
   }
   if (!o.concurrency.empty()) return RunConcurrency(o, *kv);
-  auto model = model::LlamaModel::Load(o.model);
+  auto model = model::LlamaModel::Load(o.model, model::LoadOptions::ForDtype(o.dtype));
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", model.status().ToString().c_str());
     return 1;
@@ -358,6 +359,10 @@ const Registrar kRegister_bench({"bench",
                  app->add_option("-r,--repetitions", o->reps, "Repetitions (median reported)")->check(CLI::PositiveNumber);
                  app->add_option("-d,--depth", o->depth, "KV cache depth (tokens already cached) for the tests");
                  app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
+                 app->add_option("--dtype", o->dtype,
+                                 "auto or bf16: F32/F16 weight matrices converted to BF16 at load (bf16 dot "
+                                 "products on CPUs with AVX512_BF16; as serve's --dtype)")
+                     ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
                  app->add_option("-c,--concurrency", o->concurrency,
                                  "Sequences decoding at once through the engine, e.g. 1,4,16,64: prints the aggregate "
                                  "generation tokens/s (tgN xC) instead of ppN/tgN; with --url: requests in flight "

@@ -27,6 +27,7 @@ struct PerplexityArgs {
   int batch = 2048;
   int threads = 0;
   std::string kv_dtype = "f16";
+  std::string dtype = "auto";
 };
 
 int PerplexityFail(const Status& s) {
@@ -55,7 +56,7 @@ int RunPerplexity(PerplexityArgs a) {
   if (!kv) return PerplexityFail(InvalidArgument("unknown --kv-dtype '{}' (f32, f16, bf16, q8_0)", a.kv_dtype));
   auto text = ReadTextFile(a.file);
   if (!text.ok()) return PerplexityFail(text.status());
-  auto model = model::LlamaModel::Load(a.model);
+  auto model = model::LlamaModel::Load(a.model, model::LoadOptions::ForDtype(a.dtype));
   if (!model.ok()) return PerplexityFail(model.status());
   auto tok = tok::Tokenizer::FromGguf((*model)->file());
   if (!tok.ok()) return PerplexityFail(tok.status().WithContext("tokenizer"));
@@ -117,6 +118,8 @@ const Registrar kRegister_perplexity(
        app->add_option("-b,--batch-size", a->batch, "Most tokens per forward pass")->check(CLI::PositiveNumber);
        app->add_option("-t,--threads", a->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
        app->add_option("--kv-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
+       app->add_option("--dtype", a->dtype, "auto or bf16: F32/F16 weight matrices converted to BF16 at load")
+           ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
        return [a] { return RunPerplexity(*a); };
      }});
 

@@ -64,6 +64,13 @@ KernelTable MakeAvx512Table() {
   return t;
 }
 
+KernelTable MakeAvx512Bf16Table() {
+  KernelTable t = MakeAvx512Table();
+  t.isa = Isa::kAvx512Bf16;
+  t.tile[static_cast<int>(WType::kBF16)] = avx512bf16::TileBF16;
+  return t;
+}
+
 #undef KVS_FILL_TABLE
 
 bool HasAvx2() {
@@ -76,6 +83,8 @@ bool HasAvx512() {
   return HasAvx2() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
 }
 
+bool HasAvx512Bf16() { return HasAvx512() && GetCpuFeatures().avx512bf16; }
+
 }  // namespace
 
 const char* IsaName(Isa isa) {
@@ -83,6 +92,7 @@ const char* IsaName(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Bf16: return "avx512bf16";
   }
   return "?";
 }
@@ -136,17 +146,19 @@ const KernelTable* GetKernelTable(Isa isa) {
   static const KernelTable scalar_table = MakeScalarTable();
   static const KernelTable avx2_table = MakeAvx2Table();
   static const KernelTable avx512_table = MakeAvx512Table();
+  static const KernelTable avx512bf16_table = MakeAvx512Bf16Table();
   switch (isa) {
     case Isa::kScalar: return &scalar_table;
     case Isa::kAvx2: return HasAvx2() ? &avx2_table : nullptr;
     case Isa::kAvx512: return HasAvx512() ? &avx512_table : nullptr;
+    case Isa::kAvx512Bf16: return HasAvx512Bf16() ? &avx512bf16_table : nullptr;
   }
   return nullptr;
 }
 
 const KernelTable& ActiveKernels() {
   static const KernelTable* active = [] {
-    for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+    for (Isa isa : {Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2}) {
       if (const KernelTable* t = GetKernelTable(isa)) return t;
     }
     return GetKernelTable(Isa::kScalar);

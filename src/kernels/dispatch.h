@@ -16,8 +16,10 @@
 
 namespace kvs::kernels {
 
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-inline constexpr int kNumIsas = 3;
+// kAvx512Bf16: the avx512 kernels, except BF16 weights through AVX512_BF16
+// dot products on activations rounded to bf16 (avx512bf16_matmul.cc).
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+inline constexpr int kNumIsas = 4;
 
 // n rounded up to a multiple of 64 (bytes: cache-line aligned offsets).
 inline constexpr int64_t RoundUp64(int64_t n) { return (n + 63) / 64 * 64; }

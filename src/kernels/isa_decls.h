@@ -42,6 +42,9 @@ namespace kvs::kernels {
 KVS_DECLARE_ISA_KERNELS(scalar)
 KVS_DECLARE_ISA_KERNELS(avx2)
 KVS_DECLARE_ISA_KERNELS(avx512)
+namespace avx512bf16 {
+void TileBF16(const TileArgs& a);
+}  // namespace avx512bf16
 }  // namespace kvs::kernels
 
 #undef KVS_DECLARE_ISA_KERNELS

@@ -270,7 +270,7 @@ void RegisterAll() {
   };
   const Proj projs[] = {{"q_o", kS.hidden, kS.hidden}, {"k_v", kS.kv, kS.hidden}, {"gate_up", kS.ffn, kS.hidden},
                         {"down", kS.hidden, kS.ffn},   {"output", kS.vocab, kS.hidden}};
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
+  for (Isa isa : {Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
     const KernelTable* k = GetKernelTable(isa);
     if (k == nullptr) continue;
     for (DType t : types) {

@@ -12,6 +12,8 @@
 // block for quantized weights, whose in-block sums are exact integers).
 #include <gtest/gtest.h>
 
+#include "base/fp16.h"
+
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -149,10 +151,16 @@ TEST_P(MatMulTypeTest, RandomInputsWithinRoundingBound) {
     const double bound_factor = static_cast<double>(testing::MaxFloatAdds(t, cols) + 8) * kU;
     for (int64_t m : {1, 3, 8, 33}) {
       const std::vector<float> x = testing::RandomActs(m, cols, rng);
-      const testing::Reference ref = ComputeReference(t, w_all.data(), max_rows, cols, x.data(), m);
+      const testing::Reference ref_f32 = ComputeReference(t, w_all.data(), max_rows, cols, x.data(), m);
+      // The avx512bf16 variant rounds the activations of BF16 weights to
+      // bf16 (as llama.cpp does); its products are then exact.
+      std::vector<float> x_bf16(x.size());
+      for (size_t i = 0; i < x.size(); ++i) x_bf16[i] = BF16ToF32(F32ToBF16(x[i]));
+      const testing::Reference ref_bf16 = ComputeReference(t, w_all.data(), max_rows, cols, x_bf16.data(), m);
       for (int64_t rows : {3, 64, 257}) {
         for (const KernelTable* k : AvailableVariants()) {
           ++off;
+          const testing::Reference& ref = k->isa == Isa::kAvx512Bf16 && t == DType::kBF16 ? ref_bf16 : ref_f32;
           const std::vector<float> y =
               RunMatMul(*k, t, w_all, rows, cols, x, m, pool, 1 + off % 7, off % 3, off % 2 == 0);
           for (int64_t i = 0; i < m; ++i) {
@@ -327,11 +335,13 @@ TEST(DispatchTest, IsaEnvironmentVariables) {
     std::string env, want, message;
   };
   const bool avx2 = GetKernelTable(Isa::kAvx2) != nullptr, avx512 = GetKernelTable(Isa::kAvx512) != nullptr;
+  const bool bf16 = GetKernelTable(Isa::kAvx512Bf16) != nullptr;
   const std::vector<Case> cases = {
       {"KVSERVE_FORCE_SCALAR=1", "scalar", ""},
       {"KVSERVE_ISA=scalar", "scalar", ""},
       {"KVSERVE_ISA=avx2", avx2 ? "avx2" : "scalar", avx2 ? "" : "has no AVX2"},
-      {"KVSERVE_ISA=avx512", best, avx512 ? "" : "has no AVX-512"},
+      {"KVSERVE_ISA=avx512", avx512 ? "avx512" : best, avx512 ? "" : "has no AVX-512"},
+      {"KVSERVE_ISA=avx512bf16", best, bf16 ? "" : "has no AVX512_BF16"},
       {"KVSERVE_ISA=sse9", best, "ignoring KVSERVE_ISA=sse9"},
   };
   for (const Case& c : cases) {

@@ -22,7 +22,7 @@ inline constexpr double kU = 1.0 / (1 << 24);
 // Every variant this CPU can run (scalar first).
 inline std::vector<const KernelTable*> AvailableVariants() {
   std::vector<const KernelTable*> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (const KernelTable* t = GetKernelTable(isa)) out.push_back(t);
   }
   return out;

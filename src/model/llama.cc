@@ -18,18 +18,19 @@ void GeluTanhMul(float* gate, const float* up, int64_t n) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path) {
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& path, const LoadOptions& options) {
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(path));
-  auto m = FromFile(std::move(file));
+  auto m = FromFile(std::move(file), options);
   if (!m.ok()) return m.status().WithContext(path);
   return m;
 }
 
-StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::FromFile(std::unique_ptr<gguf::GgufFile> file) {
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::FromFile(std::unique_ptr<gguf::GgufFile> file,
+                                                           const LoadOptions& options) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->file_ = std::move(file);
   KVS_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromGguf(*m->file_));
-  KVS_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*m->file_, m->config_));
+  KVS_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*m->file_, m->config_, options));
   m->SetContextLength(m->config_.context_length);
   return m;
 }

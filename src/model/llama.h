@@ -36,13 +36,16 @@ namespace kvs::model {
 class LlamaModel {
  public:
   // Opens and validates a GGUF model file (kept mapped for the model's life).
-  static StatusOr<std::unique_ptr<LlamaModel>> Load(const std::string& path);
+  static StatusOr<std::unique_ptr<LlamaModel>> Load(const std::string& path, const LoadOptions& options = {});
   // Uses an already opened file; the model takes ownership.
-  static StatusOr<std::unique_ptr<LlamaModel>> FromFile(std::unique_ptr<gguf::GgufFile> file);
+  static StatusOr<std::unique_ptr<LlamaModel>> FromFile(std::unique_ptr<gguf::GgufFile> file,
+                                                        const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const gguf::GgufFile& file() const { return *file_; }
   uint64_t weight_bytes() const { return weights_->total_bytes; }
+  // Bytes of the BF16 copies of float matrices (LoadOptions), 0 without.
+  uint64_t bf16_weight_bytes() const { return weights_->bf16_bytes; }
   // Mixture-of-experts models: routings per expert so far (moe.h); empty otherwise.
   const std::vector<int64_t>& expert_counts() const { return moe_.expert_counts(); }
 

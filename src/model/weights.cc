@@ -29,7 +29,8 @@ kernels::MatView RowRange(const kernels::MatView& m, int64_t first, int64_t n) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile& f, const ModelConfig& c) {
+StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile& f, const ModelConfig& c,
+                                                          const LoadOptions& options) {
   auto w = std::make_unique<ModelWeights>();
 
   auto find = [&](const std::string& name, bool required) -> StatusOr<const gguf::TensorInfo*> {
@@ -163,14 +164,32 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
       KVS_ASSIGN_OR_RETURN(L.w_down, matrix(p + "ffn_down.weight", c.hidden, c.ffn));
     }
   }
+  if (options.float_matrices_as_bf16) w->ConvertToBf16(f);
   w->PackMatrices(f);
   return w;
 }
 
-void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
-  // Every matrix the kernels read packed, and whether its file pages may be
-  // dropped afterwards. A tied output layer shares token_embd's rows, which
-  // embedding lookups keep reading a few at a time.
+namespace {
+
+int64_t Padded64(int64_t n) { return (n + 63) / 64 * 64; }
+
+// Drops the whole pages inside [data, data + bytes) of a mapped file: clean
+// private file pages, so dropping them loses nothing (a later read, e.g. a
+// scalar path, maps them in again).
+void DropPages(const gguf::GgufFile& f, const void* data, int64_t bytes) {
+  if (!f.mapped()) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t lo = (begin + page - 1) / page * page;
+  const uintptr_t hi = (begin + static_cast<uintptr_t>(bytes)) / page * page;
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
+}  // namespace
+
+std::vector<std::pair<kernels::MatView*, bool>> ModelWeights::Matrices() {
+  // A tied output layer shares token_embd's rows, which embedding lookups
+  // keep reading a few at a time: its pages stay.
   std::vector<std::pair<kernels::MatView*, bool>> todo;
   for (LayerWeights& L : layers) {
     for (kernels::MatView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
@@ -185,7 +204,42 @@ void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
     }
   }
   todo.emplace_back(&output, output.data != token_embd.data);
+  return todo;
+}
 
+void ModelWeights::ConvertToBf16(const gguf::GgufFile& f) {
+  std::vector<kernels::MatView*> todo;
+  int64_t total = 0;
+  for (const auto& [m, release] : Matrices()) {
+    // A tied output stays as token_embd is (a copy would cost its bytes again).
+    if (!release || (m->type != DType::kF32 && m->type != DType::kF16)) continue;
+    todo.push_back(m);
+    total += Padded64(m->rows * m->cols * 2);
+  }
+  if (total == 0) return;
+  bf16_ = HugeBuffer(static_cast<size_t>(total));
+  ThreadPool pool(0);  // load time only: every core converts
+  uint8_t* next = bf16_.data();
+  for (kernels::MatView* m : todo) {
+    const int64_t row_in = RowBytes(m->type, m->cols), row_out = m->cols * 2;
+    const auto* src = static_cast<const uint8_t*>(m->data);
+    pool.ParallelFor(m->rows, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(m->cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        kernels::DequantizeRow(m->type, src + r * row_in, row.data(), m->cols);
+        kernels::QuantizeRow(DType::kBF16, row.data(), next + r * row_out, m->cols);
+      }
+    });
+    DropPages(f, m->data, row_in * m->rows);
+    m->type = DType::kBF16;
+    m->data = next;
+    next += Padded64(row_out * m->rows);
+    bf16_bytes += static_cast<uint64_t>(row_out * m->rows);
+  }
+}
+
+void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
+  const std::vector<std::pair<kernels::MatView*, bool>> todo = Matrices();
   // One huge-page region for all panels (base/huge_buffer.h says why), each
   // panel 64-byte aligned inside it.
   auto padded = [](int64_t n) { return (n + 63) / 64 * 64; };
@@ -195,7 +249,6 @@ void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
   packed_ = HugeBuffer(static_cast<size_t>(total));
 
   ThreadPool pool(0);  // load time only: every core packs
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   uint8_t* next = packed_.data();
   for (const auto& [m, release] : todo) {
     const int64_t n = kernels::PackedBytes(m->type, m->rows, m->cols);
@@ -204,13 +257,7 @@ void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
     m->packed = next;
     next += padded(n);
     packed_bytes += static_cast<uint64_t>(n);
-    if (!release || !f.mapped()) continue;
-    // The whole pages inside the matrix's bytes; clean private file pages,
-    // so dropping them loses nothing.
-    const auto begin = reinterpret_cast<uintptr_t>(m->data);
-    const uintptr_t lo = (begin + page - 1) / page * page;
-    const uintptr_t hi = (begin + static_cast<uintptr_t>(RowBytes(m->type, m->cols) * m->rows)) / page * page;
-    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    if (release) DropPages(f, m->data, RowBytes(m->type, m->cols) * m->rows);
   }
 }
 

@@ -230,7 +230,9 @@ const std::vector<KeyDef>& Table() {
     t.push_back(StringKey("model.name", "served-model-name", [](ServeConfig& c) -> std::string& { return c.model.name; },
                           "a string; \"\": the file name without .gguf", "Model id clients send and /v1/models lists"));
     t.push_back(EnumKey("model.dtype", "dtype", [](ServeConfig& c) -> std::string& { return c.model.dtype; },
-                        {"auto", "f32", "f16", "bf16"}, "Compute dtype for activations; auto: chosen from the weights"));
+                        {"auto", "f32", "f16", "bf16"},
+                        "bf16: F32/F16 weight matrices converted to BF16 at load (bf16 dot products on CPUs with "
+                        "AVX512_BF16); auto, f32, f16: weights as stored"));
     t.push_back(IntKey("model.max_context_length", "max-context-length",
                        [](ServeConfig& c) -> int64_t& { return c.model.max_context_length; }, 16, int64_t{1} << 24,
                        "Most tokens (prompt + output) of one request; capped at the model's trained context"));

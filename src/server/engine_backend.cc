@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backend/cpu_engine.h"
+#include "base/cpu.h"
 #include "model/llama.h"
 #include "plan/device.h"
 #include "plan/plan.h"
@@ -28,12 +29,19 @@ EngineBackend::~EngineBackend() { Shutdown(); }
 
 StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& config) {
   std::unique_ptr<EngineBackend> b(new EngineBackend());
-  KVS_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model, model::LlamaModel::Load(config.model.path));
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
+                       model::LlamaModel::Load(config.model.path, model::LoadOptions::ForDtype(config.model.dtype)));
   auto tok = tok::Tokenizer::FromGguf(model->file());
   if (!tok.ok()) return tok.status().WithContext("tokenizer");
   b->tok_ = std::move(*tok);
-  if (config.model.dtype != "auto") {
-    spdlog::warn("model.dtype {} is not used by the CPU backend yet (it computes in f32)", config.model.dtype);
+  if (config.model.dtype == "f32" || config.model.dtype == "f16") {
+    spdlog::warn("model.dtype {} is not used by the CPU backend (weights as stored, f32 activations); bf16 "
+                 "converts F32/F16 matrices to BF16",
+                 config.model.dtype);
+  } else if (model->bf16_weight_bytes() > 0) {
+    spdlog::info("model.dtype bf16: {} bytes of F32/F16 matrices converted to BF16{}", model->bf16_weight_bytes(),
+                 GetCpuFeatures().avx512bf16 ? " (AVX512_BF16 dot products)"
+                                             : "; this CPU has no AVX512_BF16, so they are widened to f32");
   }
 
   KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*b->tok_));
