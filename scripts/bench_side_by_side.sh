@@ -2,7 +2,8 @@
 # kvserve against llama.cpp and ik_llama.cpp, side by side in one run, on the same GGUF files (issue 18's
 # table): every model (S = 125M, M = 1.1B; F16, Q8_0, Q4_0, Q4_K_M), pp512/tg128, pp4096, pp16384, tg128 at
 # KV depth 4096 and 16384; each peer's llama-bench once (llama.cpp, ik_llama.cpp, ik_llama.cpp -rtr 1), and
-# kvserve forced to its AVX2 kernels against llama.cpp built for AVX2 only. Runs are alternated per row
+# kvserve forced to its AVX2 kernels against llama.cpp built for AVX2 only, and (set bf16) the F16 models
+# with kvserve's --dtype bf16 (F16 converted to BF16 at load, as ik's -rtr). Runs are alternated per row
 # by ../shared/tools/perf_side_by_side.py (medians of passes). Never builds a peer.
 #
 # Usage: bash scripts/bench_side_by_side.sh [--quick] PEER_DIR [OUT_DIR]
@@ -16,7 +17,7 @@
 #   OUT_DIR   default build/side-by-side (build/side-by-side-quick with --quick); its old JSON and text
 #             files are removed first. One JSON per (set, peer), meta.txt (machine, load, commits),
 #             report.md (the table) and side_by_side.svg (the plot), written by tools/side_by_side_report.py.
-# Environment: KVS_BUILD (default build/release), SETS (default "base pp4096 pp16384 d4096 d16384 avx2"),
+# Environment: KVS_BUILD (default build/release), SETS (default "base bf16 pp4096 pp16384 d4096 d16384 avx2"),
 #   MODELS (default S-F16,S-Q8_0,S-Q4_0,S-Q4_K_M,M-F16,M-Q8_0,M-Q4_0,M-Q4_K_M), PEERS (default
 #   "llama.cpp ik ik-rtr"), REPS (3), PASSES (2), THREADS (2), LLAMA_CPP_COMMIT / IK_COMMIT (recorded in
 #   meta.txt). The full run takes hours on 2 cores (pp16384 on M alone is tens of minutes per peer): use
@@ -42,7 +43,7 @@ KV=$(pwd)/$BUILD/src/cli/kvserve
 [[ -x $KV ]] || { echo "build kvserve first: cmake --build $BUILD --target kvserve" >&2; exit 1; }
 TOOL=$(pwd)/../shared/tools/perf_side_by_side.py
 [[ -f $TOOL ]] || { echo "missing $TOOL" >&2; exit 1; }
-SETS=${SETS:-base pp4096 pp16384 d4096 d16384 avx2}
+SETS=${SETS:-base bf16 pp4096 pp16384 d4096 d16384 avx2}
 MODELS=${MODELS:-S-F16,S-Q8_0,S-Q4_0,S-Q4_K_M,M-F16,M-Q8_0,M-Q4_0,M-Q4_K_M}
 PEERS=${PEERS:-llama.cpp ik ik-rtr}
 COMMON=(--reps "${REPS:-3}" --passes "${PASSES:-2}" --threads "${THREADS:-2}")
@@ -53,6 +54,7 @@ WRAP=$OUT/wrappers
 mkdir -p "$WRAP"
 printf '#!/bin/sh\nexec "%s" "$@" -rtr 1\n' "$PEER/ik_llama.cpp/build/bin/llama-bench" >"$WRAP/ik-rtr"
 printf '#!/bin/sh\nKVSERVE_ISA=avx2 exec "%s" "$@"\n' "$KV" >"$WRAP/kvserve-avx2"
+printf '#!/bin/sh\nexec "%s" "$@" --dtype bf16\n' "$KV" >"$WRAP/kvserve-bf16"
 chmod +x "$WRAP"/*
 
 peer_bin() {
@@ -77,9 +79,10 @@ peer_bin() {
 } >"$OUT/meta.txt"
 
 run_set() {  # set peer
-  local set=$1 peer=$2 kv=$KV bin tests depth=0
+  local set=$1 peer=$2 kv=$KV bin tests depth=0 models=$MODELS
   case $set in
     base) tests=pp512,tg128 ;;
+    bf16) tests=pp512,tg128 kv=$WRAP/kvserve-bf16 models=$(tr , '\n' <<<"$MODELS" | { grep -- '-F16$' || true; } | paste -sd, -) ;;
     pp4096) tests=pp4096 ;;
     pp16384) tests=pp16384 ;;
     d4096) tests=tg128 depth=4096 ;;
@@ -92,7 +95,11 @@ run_set() {  # set peer
     echo "## $set vs $peer: skipped (no llama-bench for $peer in $PEER)" | tee -a "$OUT/meta.txt"
     return 0
   fi
-  local args=("${COMMON[@]}" --models "$MODELS" --tests "$tests" --json "$OUT/$set-$peer.json")
+  if [[ -z $models ]]; then
+    echo "## $set vs $peer: skipped (no F16 model in MODELS)" | tee -a "$OUT/meta.txt"
+    return 0
+  fi
+  local args=("${COMMON[@]}" --models "$models" --tests "$tests" --json "$OUT/$set-$peer.json")
   [[ $depth -gt 0 ]] && args+=(--depth "$depth")
   echo "## $set vs $peer: load $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M)" | tee -a "$OUT/meta.txt"
   $PY "$TOOL" "$kv" "$bin" "$PEER/models" "${args[@]}" | tee "$OUT/$set-$peer.txt"

@@ -54,11 +54,12 @@ def mark(ratio, goal):
     return f"{ratio:.2f}" + ("" if ratio >= goal else " ✗")
 
 
-def rows_of(data):
-    """Native rows: (model, test) -> dict(kv, llama.cpp, ik, ik-rtr, r_llama, r_ik)."""
+def rows_of(data, bf16=False):
+    """Native rows: (model, test) -> dict(kv, llama.cpp, ik, ik-rtr, r_llama, r_ik); bf16: the rows of
+    the "bf16" set (kvserve --dtype bf16) instead."""
     out = {}
     for (set_, peer), rows in data.items():
-        if set_ == "avx2":
+        if set_ == "avx2" or (set_ == "bf16") != bf16:
             continue
         for key, r in rows.items():
             e = out.setdefault(key, {"kv": []})
@@ -93,6 +94,18 @@ def markdown(data, meta):
             lines.append(f"| {key[0]} | {key[1]} | {fmt(e['kv'])} | {fmt(e.get('llama.cpp'))} | {fmt(e.get('ik'))} | "
                          f"{fmt(e.get('ik-rtr'))} | {mark(e.get('r_llama.cpp'), gl)} | {mark(e.get('r_ik'), gi)} |")
         lines.append("")
+    converted = rows_of(data, bf16=True)
+    if converted:
+        lines += ["F16 models with `kvserve bench --dtype bf16` (F16 matrices converted to BF16 at load, bf16 dot "
+                  "products; ik_llama.cpp's -rtr 1 does the same):", "",
+                  "| model | test | kvserve bf16 t/s | llama.cpp t/s | ik_llama.cpp t/s | ik -rtr 1 t/s | vs llama.cpp | vs ik best |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for key in sorted(converted, key=order):
+            e = converted[key]
+            gl, gi = goals(key[1], False)
+            lines.append(f"| {key[0]} | {key[1]} | {fmt(e['kv'])} | {fmt(e.get('llama.cpp'))} | {fmt(e.get('ik'))} | "
+                         f"{fmt(e.get('ik-rtr'))} | {mark(e.get('r_llama.cpp'), gl)} | {mark(e.get('r_ik'), gi)} |")
+        lines.append("")
     avx2 = data.get(("avx2", "llama.cpp-avx2"))
     if avx2:
         lines += ["Forced AVX2 path (`KVSERVE_ISA=avx2`) against llama.cpp built with `-DGGML_NATIVE=OFF -DGGML_AVX2=ON "
@@ -114,6 +127,11 @@ def svg(data):
         e = native[key]
         gl, gi = goals(key[1], False)
         items.append((f"{key[0]} {key[1]}", [("vs llama.cpp", e.get("r_llama.cpp"), gl), ("vs ik best", e.get("r_ik"), gi)]))
+    converted = rows_of(data, bf16=True)
+    for key in sorted(converted, key=order):
+        e = converted[key]
+        gl, gi = goals(key[1], False)
+        items.append((f"{key[0]} {key[1]} (bf16)", [("vs llama.cpp", e.get("r_llama.cpp"), gl), ("vs ik best", e.get("r_ik"), gi)]))
     avx2 = data.get(("avx2", "llama.cpp-avx2"), {})
     for key in sorted(avx2, key=order):
         items.append((f"{key[0]} {key[1]} (AVX2)", [("AVX2 vs llama.cpp AVX2", avx2[key]["ratio"], 1.0)]))
