@@ -92,7 +92,7 @@ int64_t ArgMax(const float* x, int64_t n);
 // the KV cache; n multiple of the block size. Same bytes as QuantizeRow.
 void ConvertRowFromF32(DType t, const float* x, void* y, int64_t n);
 
-// Name of the kernel variant in use ("avx512", "avx2" or "scalar"), for logs.
+// Name of the kernel variant in use ("avx512bf16", "avx512", "avx2" or "scalar"), for logs.
 const char* KernelVariantName();
 
 }  // namespace kvs::kernels

@@ -227,7 +227,7 @@ void ModelWeights::ConvertToBf16(const gguf::GgufFile& f) {
       std::vector<float> row(static_cast<size_t>(m->cols));
       for (int64_t r = r0; r < r1; ++r) {
         kernels::DequantizeRow(m->type, src + r * row_in, row.data(), m->cols);
-        kernels::QuantizeRow(DType::kBF16, row.data(), next + r * row_out, m->cols);
+        kernels::ConvertRowFromF32(DType::kBF16, row.data(), next + r * row_out, m->cols);
       }
     });
     DropPages(f, m->data, row_in * m->rows);
