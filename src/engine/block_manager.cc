@@ -92,6 +92,15 @@ void BlockManager::MatchWindow(const Sequence& seq, PrefixMatch& match) const {
   }
 }
 
+int64_t BlockManager::MaxAdmissibleTokens(int32_t max_chunk_tokens) const {
+  const int64_t full = static_cast<int64_t>(full_.num_available()) * block_size_;
+  if (!window_) return full;
+  const int32_t w = window_->num_available();
+  // Enough for one sequence's worst case: any length fits the window group.
+  if (w >= WindowBlocksPerSequence(window_size_, max_chunk_tokens, block_size_)) return full;
+  return std::min(full, static_cast<int64_t>(w) * block_size_);
+}
+
 bool BlockManager::CanAllocate(const PrefixMatch& match, int32_t num_positions, int32_t reserve) const {
   const int32_t needed = NumBlocksFor(num_positions, block_size_) - static_cast<int32_t>(match.block_ids.size());
   // Matched cached blocks stop being available once they are referenced.

@@ -86,6 +86,16 @@ struct WindowGroupConfig {
   int32_t window = 0;  // > 0 when there is a window group
 };
 
+// The most window blocks one sequence holds at once when a forward pass
+// computes at most `max_chunk_tokens` of it: after c computed tokens it
+// keeps [FirstWindowBlock(c), ...) and a chunk adds entries up to
+// c + max_chunk_tokens, at most ceil((W - 1 + chunk) / bs) + 1 blocks for
+// any c. Engine::Create refuses a window group smaller than this (one
+// sequence alone must always run), and MaxAdmissibleTokens uses it.
+inline int32_t WindowBlocksPerSequence(int32_t window, int32_t max_chunk_tokens, int32_t block_size) {
+  return NumBlocksFor(static_cast<int64_t>(window) - 1 + max_chunk_tokens, block_size) + 1;
+}
+
 class BlockManager {
  public:
   BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, WindowGroupConfig window = {});
@@ -111,6 +121,16 @@ class BlockManager {
   int32_t FirstWindowBlock(int64_t pos) const {
     return static_cast<int32_t>(std::max<int64_t>(0, pos - window_size_ + 1) / block_size_);
   }
+
+  // The longest request (prompt + output tokens, no prefix hit) whose KV
+  // fits in the blocks every group has available now (free + cached), with
+  // forward passes of at most `max_chunk_tokens`: n tokens take ceil(n / bs)
+  // kFull blocks, and min(ceil(n / bs), WindowBlocksPerSequence) window
+  // blocks at most at once, so the window group limits only while fewer
+  // than WindowBlocksPerSequence are available. A cold prompt of exactly
+  // this length passes CanAllocate (in one chunk, with reserve 0); one
+  // token more fails it (test: block_manager_window_test).
+  int64_t MaxAdmissibleTokens(int32_t max_chunk_tokens) const;
 
   // Longest run of cached full blocks that starts the sequence's tokens,
   // never covering its last token. Read-only for the pool; it caches the

@@ -3,6 +3,7 @@
 // and a prefix hit needs the verified window blocks its first chunk reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -90,6 +91,44 @@ TEST(BlockManagerWindowTest, AdmissionNeedsBothGroups) {
 
 // A (20 tokens, one chunk) leaves its window blocks 0-2 cached as they leave
 // the window and 3-4 when it ends. A hit needs exactly 3 and 4.
+// MaxAdmissibleTokens is what admission accepts: the window group limits
+// only while it has fewer blocks available than one sequence's worst case.
+TEST(BlockManagerWindowTest, MaxAdmissibleTokensFollowsTheTighterGroup) {
+  constexpr int32_t kBs = 4, kWindow = 6, kChunk = 64;
+  // One sequence holds at most ceil((6 - 1 + 64) / 4) + 1 = 19 window blocks.
+  ASSERT_EQ(WindowBlocksPerSequence(kWindow, kChunk, kBs), 19);
+  BlockManager bm(40, kBs, false, WindowGroupConfig{24, kWindow});
+  // 24 window blocks available >= 19: the full group (40 blocks) decides.
+  EXPECT_EQ(bm.MaxAdmissibleTokens(kChunk), 40 * kBs);
+
+  // Another sequence holds 10 blocks of each group: 30 full, 14 window left.
+  Sequence other = MakeSeq(std::vector<int32_t>(40, 2));
+  Admit(bm, other, 40);
+  ASSERT_EQ(bm.pool(KvGroup::kWindow).num_available(), 14);
+  EXPECT_EQ(bm.MaxAdmissibleTokens(kChunk), 14 * kBs) << "the window group is the tight one";
+  // A cold prompt of exactly that length (one chunk) is admitted; one more
+  // token is not. The full group alone would take 30 * 4 = 120.
+  const int64_t limit = bm.MaxAdmissibleTokens(kChunk);
+  Sequence fits = MakeSeq(std::vector<int32_t>(static_cast<size_t>(limit), 3));
+  EXPECT_TRUE(bm.CanAllocate(bm.MatchPrefix(fits), static_cast<int32_t>(limit)));
+  Sequence longer = MakeSeq(std::vector<int32_t>(static_cast<size_t>(limit) + 1, 3));
+  EXPECT_FALSE(bm.CanAllocate(bm.MatchPrefix(longer), static_cast<int32_t>(limit) + 1));
+
+  // Once the window group has its per-sequence bound again, the full group
+  // limits: a sequence past its window gave its early window blocks back.
+  other.num_computed_tokens = 40;
+  bm.CommitComputed(other);
+  ASSERT_GE(bm.pool(KvGroup::kWindow).num_available(), 19);
+  EXPECT_EQ(bm.MaxAdmissibleTokens(kChunk), 30 * kBs);
+  bm.Free(other);
+  EXPECT_EQ(bm.MaxAdmissibleTokens(kChunk), 40 * kBs);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+
+  // Without a window group: the full group's available blocks.
+  BlockManager plain(40, kBs, false);
+  EXPECT_EQ(plain.MaxAdmissibleTokens(kChunk), 40 * kBs);
+}
+
 TEST(BlockManagerWindowTest, PrefixHitNeedsTheWindowBlocksItReads) {
   constexpr int32_t kBs = 4;
   BlockManager bm(64, kBs, true, WindowGroupConfig{6, 6});

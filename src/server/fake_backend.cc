@@ -349,7 +349,8 @@ BackendStats FakeBackend::Stats() {
   }
   s.memory.kv_pool_bytes = static_cast<uint64_t>(opt_.num_blocks * opt_.block_size) * 1024;
   s.memory.activation_bytes = uint64_t{1} << 20;
-  s.max_admissible_context = std::min(opt_.max_context_length, (opt_.num_blocks - e.num_blocks_used) * opt_.block_size);
+  e.max_admissible_tokens = static_cast<int64_t>(opt_.num_blocks - e.num_blocks_used) * opt_.block_size;
+  s.max_admissible_context = std::min<int64_t>(opt_.max_context_length, e.max_admissible_tokens);
   return s;
 }
 
