@@ -43,7 +43,18 @@
 // wrote its KV: nobody can hit a block whose KV is missing. A lookup never
 // covers the last token of a sequence, so at least one token is computed
 // (its logits are the point). With caching disabled nothing is published and
-// every freed block is free. Only kFull reports to PrefixCacheEvents.
+// every freed block is free.
+// PrefixCacheEvents: kFull reports its published and evicted hashes; kWindow
+// reports a hash as held while its cached window block still verifies
+// against its twin: published, and gone when either the window block or
+// its twin is evicted (a twin is only ever replaced after its eviction, so
+// that is when the window block stops being a hit). A router replaying
+// both sets and the window rule above gets the L MatchPrefix would, with
+// one gap the kFull set had before the window group: a cached block whose
+// parent was evicted (and perhaps published again), or that was published
+// after a private copy of its parent, stays in the set though no hit
+// reaches it (Free releases tails first, so its parent usually outlives
+// it). cache_events_test checks the rest exactly.
 //
 // Check, then commit: CanAllocate/CanAppend are dry runs over every group;
 // Allocate/Append change state and CHECK that the dry run would have passed.
@@ -178,9 +189,9 @@ class BlockManager {
   // Recounts every state of every group; "" when consistent, else what is wrong.
   std::string CheckInvariants() const;
 
-  // Reports every published and evicted hash to `events` (nullptr: none);
-  // it must outlive the manager.
-  void set_events(PrefixCacheEvents* events) { full_.set_events(events); }
+  // Reports every published and evicted hash of both groups to `events`
+  // (nullptr: none); it must outlive the manager.
+  void set_events(PrefixCacheEvents* events);
 
   // Tests only: replaces the chain hash (to force collisions).
   using HashFn = BlockHash (*)(const BlockHash& parent, std::span<const int32_t> tokens);
@@ -200,6 +211,9 @@ class BlockManager {
   void MatchWindow(const Sequence& seq, PrefixMatch& match) const;
   // Drops the window blocks no query will read again.
   void DropOutOfWindow(Sequence& seq);
+  // A full block, evicted to take it: reports the window block twinned
+  // with it (if any) gone from kWindow's hits.
+  int32_t TakeFull();
   std::span<const int32_t> BlockTokens(const Sequence& seq, int32_t i) const;
 
   int32_t block_size_;
@@ -208,6 +222,7 @@ class BlockManager {
   BlockPool full_;
   std::unique_ptr<BlockPool> window_;  // nullptr: no window group
   int32_t window_size_ = 0;
+  PrefixCacheEvents* events_ = nullptr;
   int64_t num_query_tokens_ = 0;
   int64_t num_hit_tokens_ = 0;
 };
