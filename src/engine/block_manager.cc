@@ -92,6 +92,15 @@ void BlockManager::MatchWindow(const Sequence& seq, PrefixMatch& match) const {
   }
 }
 
+int64_t BlockManager::MaxAdmissibleTokens(int32_t max_chunk_tokens) const {
+  const int64_t full = static_cast<int64_t>(full_.num_available()) * block_size_;
+  if (!window_) return full;
+  const int32_t w = window_->num_available();
+  // Enough for one sequence's worst case: any length fits the window group.
+  if (w >= WindowBlocksPerSequence(window_size_, max_chunk_tokens, block_size_)) return full;
+  return std::min(full, static_cast<int64_t>(w) * block_size_);
+}
+
 bool BlockManager::CanAllocate(const PrefixMatch& match, int32_t num_positions, int32_t reserve) const {
   const int32_t needed = NumBlocksFor(num_positions, block_size_) - static_cast<int32_t>(match.block_ids.size());
   // Matched cached blocks stop being available once they are referenced.
@@ -136,11 +145,31 @@ bool BlockManager::CanAppend(const Sequence& seq, int32_t num_positions) const {
 void BlockManager::Append(Sequence& seq, int32_t num_positions) {
   KVS_CHECK(CanAppend(seq, num_positions));
   const int32_t target = NumBlocksFor(num_positions, block_size_);
-  while (static_cast<int32_t>(seq.block_table.size()) < target) seq.block_table.push_back(full_.Take());
+  while (static_cast<int32_t>(seq.block_table.size()) < target) seq.block_table.push_back(TakeFull());
   if (!window_) return;
   while (static_cast<int32_t>(seq.window_block_table.size()) < target) {
     seq.window_block_table.push_back(window_->Take());
   }
+}
+
+void BlockManager::set_events(PrefixCacheEvents* events) {
+  events_ = events;
+  full_.set_events(events, CacheGroup::kFull);
+  if (window_) window_->set_events(events, CacheGroup::kWindow);
+}
+
+int32_t BlockManager::TakeFull() {
+  if (const int32_t victim = full_.next_evicted(); victim >= 0 && window_ && events_) {
+    // The twin of a window block goes: no hit verifies that window block
+    // again (VerifiesTwin compares the generation), though it stays cached
+    // until it is evicted or replaced.
+    const BlockPool::Block& f = full_.block(victim);
+    const int32_t w = window_->Find(*f.hash);
+    if (w >= 0 && window_->block(w).link == victim && window_->block(w).link_generation == f.generation) {
+      events_->Evicted(*f.hash, CacheGroup::kWindow);
+    }
+  }
+  return full_.Take();
 }
 
 std::vector<int32_t> BlockManager::TakeIdleFree(Clock::time_point cutoff, KvGroup g) {

@@ -43,7 +43,18 @@
 // wrote its KV: nobody can hit a block whose KV is missing. A lookup never
 // covers the last token of a sequence, so at least one token is computed
 // (its logits are the point). With caching disabled nothing is published and
-// every freed block is free. Only kFull reports to PrefixCacheEvents.
+// every freed block is free.
+// PrefixCacheEvents: kFull reports its published and evicted hashes; kWindow
+// reports a hash as held while its cached window block still verifies
+// against its twin: published, and gone when either the window block or
+// its twin is evicted (a twin is only ever replaced after its eviction, so
+// that is when the window block stops being a hit). A router replaying
+// both sets and the window rule above gets the L MatchPrefix would, with
+// one gap the kFull set had before the window group: a cached block whose
+// parent was evicted (and perhaps published again), or that was published
+// after a private copy of its parent, stays in the set though no hit
+// reaches it (Free releases tails first, so its parent usually outlives
+// it). cache_events_test checks the rest exactly.
 //
 // Check, then commit: CanAllocate/CanAppend are dry runs over every group;
 // Allocate/Append change state and CHECK that the dry run would have passed.
@@ -86,6 +97,16 @@ struct WindowGroupConfig {
   int32_t window = 0;  // > 0 when there is a window group
 };
 
+// The most window blocks one sequence holds at once when a forward pass
+// computes at most `max_chunk_tokens` of it: after c computed tokens it
+// keeps [FirstWindowBlock(c), ...) and a chunk adds entries up to
+// c + max_chunk_tokens, at most ceil((W - 1 + chunk) / bs) + 1 blocks for
+// any c. Engine::Create refuses a window group smaller than this (one
+// sequence alone must always run), and MaxAdmissibleTokens uses it.
+inline int32_t WindowBlocksPerSequence(int32_t window, int32_t max_chunk_tokens, int32_t block_size) {
+  return NumBlocksFor(static_cast<int64_t>(window) - 1 + max_chunk_tokens, block_size) + 1;
+}
+
 class BlockManager {
  public:
   BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, WindowGroupConfig window = {});
@@ -111,6 +132,16 @@ class BlockManager {
   int32_t FirstWindowBlock(int64_t pos) const {
     return static_cast<int32_t>(std::max<int64_t>(0, pos - window_size_ + 1) / block_size_);
   }
+
+  // The longest request (prompt + output tokens, no prefix hit) whose KV
+  // fits in the blocks every group has available now (free + cached), with
+  // forward passes of at most `max_chunk_tokens`: n tokens take ceil(n / bs)
+  // kFull blocks, and min(ceil(n / bs), WindowBlocksPerSequence) window
+  // blocks at most at once, so the window group limits only while fewer
+  // than WindowBlocksPerSequence are available. A cold prompt of exactly
+  // this length passes CanAllocate (in one chunk, with reserve 0); one
+  // token more fails it (test: block_manager_window_test).
+  int64_t MaxAdmissibleTokens(int32_t max_chunk_tokens) const;
 
   // Longest run of cached full blocks that starts the sequence's tokens,
   // never covering its last token. Read-only for the pool; it caches the
@@ -158,9 +189,9 @@ class BlockManager {
   // Recounts every state of every group; "" when consistent, else what is wrong.
   std::string CheckInvariants() const;
 
-  // Reports every published and evicted hash to `events` (nullptr: none);
-  // it must outlive the manager.
-  void set_events(PrefixCacheEvents* events) { full_.set_events(events); }
+  // Reports every published and evicted hash of both groups to `events`
+  // (nullptr: none); it must outlive the manager.
+  void set_events(PrefixCacheEvents* events);
 
   // Tests only: replaces the chain hash (to force collisions).
   using HashFn = BlockHash (*)(const BlockHash& parent, std::span<const int32_t> tokens);
@@ -180,6 +211,9 @@ class BlockManager {
   void MatchWindow(const Sequence& seq, PrefixMatch& match) const;
   // Drops the window blocks no query will read again.
   void DropOutOfWindow(Sequence& seq);
+  // A full block, evicted to take it: reports the window block twinned
+  // with it (if any) gone from kWindow's hits.
+  int32_t TakeFull();
   std::span<const int32_t> BlockTokens(const Sequence& seq, int32_t i) const;
 
   int32_t block_size_;
@@ -188,6 +222,7 @@ class BlockManager {
   BlockPool full_;
   std::unique_ptr<BlockPool> window_;  // nullptr: no window group
   int32_t window_size_ = 0;
+  PrefixCacheEvents* events_ = nullptr;
   int64_t num_query_tokens_ = 0;
   int64_t num_hit_tokens_ = 0;
 };

@@ -3,6 +3,7 @@
 // and a prefix hit needs the verified window blocks its first chunk reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -76,6 +77,44 @@ TEST(BlockManagerWindowTest, AdmissionNeedsBothGroups) {
 
 // A (20 tokens, one chunk) leaves its window blocks 0-2 cached as they leave
 // the window and 3-4 when it ends. A hit needs exactly 3 and 4.
+// MaxAdmissibleTokens is what admission accepts: the window group limits
+// only while it has fewer blocks available than one sequence's worst case.
+TEST(BlockManagerWindowTest, MaxAdmissibleTokensFollowsTheTighterGroup) {
+  constexpr int32_t kBs = 4, kWindow = 6, kChunk = 64;
+  // One sequence holds at most ceil((6 - 1 + 64) / 4) + 1 = 19 window blocks.
+  ASSERT_EQ(WindowBlocksPerSequence(kWindow, kChunk, kBs), 19);
+  BlockManager bm(40, kBs, false, WindowGroupConfig{24, kWindow});
+  // 24 window blocks available >= 19: the full group (40 blocks) decides.
+  EXPECT_EQ(bm.MaxAdmissibleTokens(kChunk), 40 * kBs);
+
+  // Another sequence holds 10 blocks of each group: 30 full, 14 window left.
+  Sequence other = MakeSeq(std::vector<int32_t>(40, 2));
+  Admit(bm, other, 40);
+  ASSERT_EQ(bm.pool(KvGroup::kWindow).num_available(), 14);
+  EXPECT_EQ(bm.MaxAdmissibleTokens(kChunk), 14 * kBs) << "the window group is the tight one";
+  // A cold prompt of exactly that length (one chunk) is admitted; one more
+  // token is not. The full group alone would take 30 * 4 = 120.
+  const int64_t limit = bm.MaxAdmissibleTokens(kChunk);
+  Sequence fits = MakeSeq(std::vector<int32_t>(static_cast<size_t>(limit), 3));
+  EXPECT_TRUE(bm.CanAllocate(bm.MatchPrefix(fits), static_cast<int32_t>(limit)));
+  Sequence longer = MakeSeq(std::vector<int32_t>(static_cast<size_t>(limit) + 1, 3));
+  EXPECT_FALSE(bm.CanAllocate(bm.MatchPrefix(longer), static_cast<int32_t>(limit) + 1));
+
+  // Once the window group has its per-sequence bound again, the full group
+  // limits: a sequence past its window gave its early window blocks back.
+  other.num_computed_tokens = 40;
+  bm.CommitComputed(other);
+  ASSERT_GE(bm.pool(KvGroup::kWindow).num_available(), 19);
+  EXPECT_EQ(bm.MaxAdmissibleTokens(kChunk), 30 * kBs);
+  bm.Free(other);
+  EXPECT_EQ(bm.MaxAdmissibleTokens(kChunk), 40 * kBs);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+
+  // Without a window group: the full group's available blocks.
+  BlockManager plain(40, kBs, false);
+  EXPECT_EQ(plain.MaxAdmissibleTokens(kChunk), 40 * kBs);
+}
+
 TEST(BlockManagerWindowTest, PrefixHitNeedsTheWindowBlocksItReads) {
   constexpr int32_t kBs = 4;
   BlockManager bm(64, kBs, true, WindowGroupConfig{6, 6});
@@ -137,6 +176,76 @@ BlockHash CollidingHash(const BlockHash& parent, std::span<const int32_t> tokens
 // blocks are reused by B, so its twin is B's block 1 by id but not by
 // generation: it must never serve B's prefix. B's commit replaces it, and D
 // (= B's prompt) hits B's blocks.
+// Cache events with a window group: a window block is reported held while
+// a hit can use it, and gone when its twin full block is evicted, even if
+// the window block itself stays in use and later a new full block publishes
+// the same hash (then MatchPrefix misses: the twin's generation changed).
+TEST(BlockManagerWindowTest, EventsReportAWindowBlockGoneWithItsTwin) {
+  constexpr int32_t kBs = 4, kWindow = 6;
+  PrefixCacheEvents log;
+  BlockManager bm(8, kBs, true, WindowGroupConfig{5, kWindow});
+  bm.set_events(&log);
+  auto held = [&](const std::vector<int32_t>& tokens, int32_t i, CacheGroup g) {
+    const BlockHash h = ChainBlockHashes("", tokens, kBs)[static_cast<size_t>(i)];
+    const CacheEventsPage p = log.Since(0, 0, 0);  // a reset: the held sets
+    const std::vector<BlockHash>& set = g == CacheGroup::kWindow ? p.window_blocks : p.blocks;
+    return std::find(set.begin(), set.end(), h) != set.end();
+  };
+  std::vector<int32_t> prompt(12);
+  for (int32_t i = 0; i < 12; ++i) prompt[static_cast<size_t>(i)] = i;
+  // A computes 12 tokens: full and window blocks 0-2 published; window 0 leaves.
+  Sequence a = MakeSeq(prompt);
+  Admit(bm, a, 12);
+  Compute(bm, a, 12);
+  bm.Free(a);
+  EXPECT_TRUE(held(prompt, 0, CacheGroup::kWindow));
+  // E takes 3 window blocks: 2 free and the oldest cached one, A's window 0.
+  Sequence e = MakeSeq(std::vector<int32_t>(12, 90));
+  Admit(bm, e, 12);
+  bm.Free(e);
+  EXPECT_FALSE(held(prompt, 0, CacheGroup::kWindow));
+  EXPECT_TRUE(held(prompt, 0, CacheGroup::kFull));
+  // B shares blocks 0-1 but misses (window 0 is gone) and recomputes them:
+  // its private block 0's window block is published with twin A's block 0.
+  std::vector<int32_t> b_tokens(prompt.begin(), prompt.begin() + 8);
+  b_tokens.insert(b_tokens.end(), {70, 71});
+  Sequence b = MakeSeq(b_tokens);
+  EXPECT_TRUE(bm.MatchPrefix(b).block_ids.empty());
+  Admit(bm, b, 8);
+  Compute(bm, b, 8);
+  EXPECT_TRUE(held(prompt, 0, CacheGroup::kWindow));
+  // D grows to 6 full blocks (a window's worth of window blocks at a time):
+  // the 3 free ones, then A's 2, 1 and 0, the twin of B's window block 0.
+  Sequence d = MakeSeq(std::vector<int32_t>(24, 91));
+  Admit(bm, d, 8);
+  Compute(bm, d, 8);
+  for (int32_t n = 12; n <= 24; n += 4) {
+    ASSERT_TRUE(bm.CanAppend(d, n));
+    bm.Append(d, n);
+    Compute(bm, d, n);
+  }
+  EXPECT_FALSE(held(prompt, 0, CacheGroup::kFull));
+  EXPECT_FALSE(held(prompt, 0, CacheGroup::kWindow)) << "its twin is gone; B still holds the window block";
+  bm.Free(d);
+  // T publishes block 0 again; B's window block, still in use, keeps the
+  // hash in the window group's index, but no hit can verify it.
+  std::vector<int32_t> t_tokens(prompt.begin(), prompt.begin() + 4);
+  t_tokens.insert(t_tokens.end(), {50, 51, 52, 53, 54});
+  Sequence t = MakeSeq(t_tokens);
+  Admit(bm, t, 9);
+  Compute(bm, t, 9);
+  bm.Free(t);
+  EXPECT_TRUE(held(prompt, 0, CacheGroup::kFull));
+  EXPECT_FALSE(held(prompt, 0, CacheGroup::kWindow));
+  EXPECT_GE(bm.pool(KvGroup::kWindow).Find(ChainBlockHashes("", prompt, kBs)[0]), 0);
+  std::vector<int32_t> probe_tokens(prompt.begin(), prompt.begin() + 4);
+  probe_tokens.insert(probe_tokens.end(), {60, 61, 62, 63, 64});
+  Sequence probe = MakeSeq(probe_tokens);
+  EXPECT_TRUE(bm.MatchPrefix(probe).block_ids.empty()) << "what the events say: no hit";
+  bm.Free(b);
+  EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
 TEST(BlockManagerWindowTest, WindowBlockOfACollidingPrefixIsNeverAHit) {
   BlockManager bm(3, 2, true, WindowGroupConfig{8, 3});
   bm.TEST_SetHashFunction(&CollidingHash);

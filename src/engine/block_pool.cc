@@ -28,7 +28,7 @@ int32_t BlockPool::Take() {
     LruRemove(id);
     Block& b = blocks_[static_cast<size_t>(id)];
     hash_to_block_.erase(*b.hash);
-    if (events_) events_->Evicted(*b.hash);
+    if (events_) events_->Evicted(*b.hash, group_);
     b.hash.reset();
     b.salt.clear();
   }
@@ -80,7 +80,7 @@ void BlockPool::Publish(int32_t id, const BlockHash& h, int32_t link, uint64_t l
   b.tokens.assign(tokens.begin(), tokens.end());
   b.salt = salt;
   hash_to_block_.emplace(h, id);
-  if (events_) events_->Stored(h);
+  if (events_) events_->Stored(h, group_);
 }
 
 void BlockPool::Unpublish(int32_t id) {
@@ -88,7 +88,7 @@ void BlockPool::Unpublish(int32_t id) {
   KVS_CHECK(b.ref_count == 0 && b.hash.has_value());
   LruRemove(id);
   hash_to_block_.erase(*b.hash);
-  if (events_) events_->Evicted(*b.hash);
+  if (events_) events_->Evicted(*b.hash, group_);
   b.hash.reset();
   b.salt.clear();
   b.freed_at = Clock::now();

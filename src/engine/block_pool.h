@@ -93,14 +93,22 @@ class BlockPool {
   // Recounts every state; "" when consistent, else what is wrong.
   std::string CheckInvariants() const;
 
-  // Reports every published and evicted hash to `events` (nullptr: none).
-  void set_events(PrefixCacheEvents* events) { events_ = events; }
+  // Reports every published and evicted hash to `events` (nullptr: none)
+  // as events of `group`.
+  void set_events(PrefixCacheEvents* events, CacheGroup group) {
+    events_ = events;
+    group_ = group;
+  }
+  // The block the next Take evicts (the oldest cached one when none is
+  // free); -1 when it takes a free block.
+  int32_t next_evicted() const { return free_ids_.empty() ? lru_head_ : -1; }
 
  private:
   void LruPushBack(int32_t id);
   void LruRemove(int32_t id);
 
   PrefixCacheEvents* events_ = nullptr;
+  CacheGroup group_ = CacheGroup::kFull;
   std::vector<Block> blocks_;
   std::vector<int32_t> free_ids_;  // stack; dirty entries are in freed_at order
   size_t clean_below_ = 0;         // free_ids_[0, clean_below_) are all clean

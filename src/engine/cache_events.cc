@@ -16,27 +16,27 @@ uint64_t RandomEpoch() {
 
 PrefixCacheEvents::PrefixCacheEvents(size_t capacity) : capacity_(capacity < 1 ? 1 : capacity), epoch_(RandomEpoch()) {}
 
-void PrefixCacheEvents::Append(bool stored, const BlockHash& h) {
-  log_.push_back({stored, h});
+void PrefixCacheEvents::Append(bool stored, const BlockHash& h, CacheGroup g) {
+  log_.push_back({stored, h, g});
   ++last_seq_;
   if (log_.size() > capacity_) log_.pop_front();
 }
 
-void PrefixCacheEvents::Stored(const BlockHash& h) {
+void PrefixCacheEvents::Stored(const BlockHash& h, CacheGroup g) {
   std::lock_guard<std::mutex> lock(mu_);
-  held_.insert(h);
-  Append(true, h);
+  held(g).insert(h);
+  Append(true, h, g);
 }
 
-void PrefixCacheEvents::Evicted(const BlockHash& h) {
+void PrefixCacheEvents::Evicted(const BlockHash& h, CacheGroup g) {
   std::lock_guard<std::mutex> lock(mu_);
-  held_.erase(h);
-  Append(false, h);
+  held(g).erase(h);
+  Append(false, h, g);
 }
 
-size_t PrefixCacheEvents::num_held() const {
+size_t PrefixCacheEvents::num_held(CacheGroup g) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return held_.size();
+  return g == CacheGroup::kWindow ? window_held_.size() : held_.size();
 }
 
 CacheEventsPage PrefixCacheEvents::Since(uint64_t epoch, uint64_t since, size_t max_events) const {
@@ -49,6 +49,7 @@ CacheEventsPage PrefixCacheEvents::Since(uint64_t epoch, uint64_t since, size_t 
     p.reset = true;
     p.seq = last_seq_;
     p.blocks.assign(held_.begin(), held_.end());
+    p.window_blocks.assign(window_held_.begin(), window_held_.end());
     return p;
   }
   const uint64_t n = std::min<uint64_t>(last_seq_ - since, max_events);

@@ -3,8 +3,17 @@
 //
 // The BlockManager reports every block hash it publishes (Stored) and every
 // published block it evicts (Evicted); each event gets the next sequence
-// number (1, 2, ...). A reader polls Since(epoch, seq it has applied) and gets the
-// events after it, in order, or -- when it is new, restarted (other epoch),
+// number (1, 2, ...). Events are of one of two groups: kFull (the global
+// layers' blocks, the chain a hit walks) and, for a model with sliding
+// layers, kWindow: the hashes whose window block a hit may use, i.e. a
+// published window block whose twin (block_manager.h) is still the kFull
+// block published under that hash. A hit of L blocks needs kFull hashes
+// 0..L-1 and the kWindow hashes of blocks [FirstWindowBlock(L * bs), L);
+// a reader with both sets computes what MatchPrefix would hit. A hash may
+// be reported evicted from kWindow twice (its twin went, then the block);
+// the held sets are sets, so that changes nothing.
+// A reader polls Since(epoch, seq it has applied) and gets the events
+// after it, in order, or -- when it is new, restarted (other epoch),
 // or so far behind that the log no longer holds what it missed -- a reset:
 // the whole set of hashes held now, with the sequence number it is current
 // at. Applying a reset then every later page reproduces the held set
@@ -12,7 +21,7 @@
 //
 // `epoch` is random per log: a replica that restarted numbers from 1 again,
 // and a reader that compares epochs never mixes the two histories.
-// Memory: the held set (16 bytes a block) plus at most `capacity` events.
+// Memory: the held sets (16 bytes a block) plus at most `capacity` events.
 // Thread-safety: every method is thread-safe (one mutex; the engine thread
 // writes, HTTP threads read).
 #pragma once
@@ -30,9 +39,12 @@
 
 namespace kvs::engine {
 
+enum class CacheGroup : uint8_t { kFull = 0, kWindow = 1 };
+
 struct CacheEvent {
   bool stored = true;  // false: evicted
   BlockHash hash;
+  CacheGroup group = CacheGroup::kFull;
 };
 
 struct CacheEventsPage {
@@ -40,25 +52,29 @@ struct CacheEventsPage {
   uint64_t seq = 0;      // the reader is current up to this event after applying the page
   bool reset = false;    // `blocks` is the whole held set; forget what was known
   bool more = false;     // events after `seq` were left for the next page
-  std::vector<BlockHash> blocks;    // reset only
-  std::vector<CacheEvent> events;   // !reset: events (since, seq], in order
+  std::vector<BlockHash> blocks;         // reset only: the kFull held set
+  std::vector<BlockHash> window_blocks;  // reset only: the kWindow held set
+  std::vector<CacheEvent> events;        // !reset: events (since, seq] of both groups, in order
 };
 
 class PrefixCacheEvents {
  public:
   explicit PrefixCacheEvents(size_t capacity = 1 << 16);
 
-  void Stored(const BlockHash& h);
-  void Evicted(const BlockHash& h);
+  void Stored(const BlockHash& h, CacheGroup g = CacheGroup::kFull);
+  void Evicted(const BlockHash& h, CacheGroup g = CacheGroup::kFull);
 
   // Events after `since` of log `epoch` (at most max_events of them), or a
   // reset when `epoch` is not this log's (0: the reader knows nothing yet).
   CacheEventsPage Since(uint64_t epoch, uint64_t since, size_t max_events) const;
   uint64_t epoch() const { return epoch_; }
-  size_t num_held() const;
+  size_t num_held(CacheGroup g = CacheGroup::kFull) const;
 
  private:
-  void Append(bool stored, const BlockHash& h);  // REQUIRES: mu_ held
+  void Append(bool stored, const BlockHash& h, CacheGroup g);  // REQUIRES: mu_ held
+  std::unordered_set<BlockHash, BlockHashHasher>& held(CacheGroup g) {  // REQUIRES: mu_ held
+    return g == CacheGroup::kWindow ? window_held_ : held_;
+  }
 
   const size_t capacity_;
   const uint64_t epoch_;
@@ -66,6 +82,7 @@ class PrefixCacheEvents {
   std::deque<CacheEvent> log_;                                 // guarded by mu_; events (next_seq_ - size, next_seq_)
   uint64_t last_seq_ = 0;                                      // guarded by mu_
   std::unordered_set<BlockHash, BlockHashHasher> held_;        // guarded by mu_
+  std::unordered_set<BlockHash, BlockHashHasher> window_held_; // guarded by mu_
 };
 
 // 32 lowercase hex digits: hi then lo (the wire form of a block hash).

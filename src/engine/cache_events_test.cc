@@ -2,11 +2,14 @@
 // a reader ahead), paging with `more`, the wire form of hashes; and wired to
 // a BlockManager, a reader that applies the pages holds exactly the hashes
 // the manager publishes -- the same ChainBlockHashes a router computes from
-// the token ids and the salt.
+// the token ids and the salt; with a window group, the two held sets
+// predict exactly what MatchPrefix hits.
 #include "engine/cache_events.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
 #include <random>
 #include <set>
 #include <tuple>
@@ -23,7 +26,7 @@ using HashSet = std::set<std::pair<uint64_t, uint64_t>>;
 // A reader as a router keeps it: applies pages until current.
 struct Reader {
   uint64_t epoch = 0, seq = 0;
-  HashSet held;
+  HashSet held, window_held;
   int resets = 0;
   void Poll(const PrefixCacheEvents& log, size_t page_size = 1000) {
     for (;;) {
@@ -31,13 +34,16 @@ struct Reader {
       if (p.reset) {
         ++resets;
         held.clear();
+        window_held.clear();
         for (const auto& h : p.blocks) held.insert({h.lo, h.hi});
+        for (const auto& h : p.window_blocks) window_held.insert({h.lo, h.hi});
       }
       for (const auto& e : p.events) {
+        HashSet& set = e.group == CacheGroup::kWindow ? window_held : held;
         if (e.stored) {
-          held.insert({e.hash.lo, e.hash.hi});
+          set.insert({e.hash.lo, e.hash.hi});
         } else {
-          held.erase({e.hash.lo, e.hash.hi});
+          set.erase({e.hash.lo, e.hash.hi});
         }
       }
       epoch = p.epoch;
@@ -79,6 +85,33 @@ TEST(CacheEventsTest, PagesResetsAndPaging) {
   EXPECT_TRUE(log.Since(r.epoch + 1, 38, 10).reset);
   EXPECT_FALSE(log.Since(r.epoch, 38, 10).reset);
   EXPECT_TRUE(log.Since(r.epoch, 38, 10).events.empty());
+}
+
+TEST(CacheEventsTest, WindowGroupIsASecondSetInTheSameLog) {
+  PrefixCacheEvents log(8);
+  Reader r;
+  r.Poll(log);
+  log.Stored(H(1));
+  log.Stored(H(1), CacheGroup::kWindow);
+  log.Stored(H(2), CacheGroup::kWindow);
+  log.Evicted(H(2), CacheGroup::kWindow);
+  log.Evicted(H(2), CacheGroup::kWindow);  // twin gone, then the block: a no-op
+  EXPECT_EQ(log.num_held(), 1u);
+  EXPECT_EQ(log.num_held(CacheGroup::kWindow), 1u);
+  CacheEventsPage p = log.Since(r.epoch, r.seq, 3);
+  ASSERT_EQ(p.events.size(), 3u);  // one sequence of numbers, both groups, in order
+  EXPECT_EQ(p.events[0].group, CacheGroup::kFull);
+  EXPECT_EQ(p.events[1].group, CacheGroup::kWindow);
+  EXPECT_TRUE(p.more);
+  r.Poll(log, 2);
+  EXPECT_EQ(r.held, (HashSet{{H(1).lo, H(1).hi}}));
+  EXPECT_EQ(r.window_held, (HashSet{{H(1).lo, H(1).hi}}));
+  // A reset carries both sets.
+  const CacheEventsPage reset = log.Since(0, 0, 10);
+  ASSERT_TRUE(reset.reset);
+  EXPECT_EQ(reset.blocks.size(), 1u);
+  ASSERT_EQ(reset.window_blocks.size(), 1u);
+  EXPECT_EQ(reset.window_blocks[0], H(1));
 }
 
 TEST(CacheEventsTest, HexRoundTrip) {
@@ -129,6 +162,144 @@ TEST(CacheEventsTest, ReaderMirrorsTheBlockManagersPublishedHashes) {
   for (const auto& h : fast.held) EXPECT_TRUE(predicted_ever.count(h)) << h.first;
   EXPECT_EQ(static_cast<int32_t>(fast.held.size()), bm.num_cached());
   EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
+// What a router predicts from the two held sets (the rule of
+// BlockManager::MatchWindow, as the gateway's PrefixIndex applies it): the
+// longest L of leading full hashes held whose window blocks [first(L), L)
+// are held too. Never the block holding the last token.
+// `max_blocks` caps the run of full hashes (see VerifiedFullRun).
+int32_t PredictedHit(const Reader& r, const std::string& salt, const std::vector<int32_t>& tokens, int32_t bs,
+                     int32_t window, int32_t max_blocks) {
+  const std::vector<BlockHash> h = ChainBlockHashes(salt, tokens, bs);
+  max_blocks = std::min(max_blocks, static_cast<int32_t>((tokens.size() - 1) / static_cast<size_t>(bs)));
+  int32_t full = 0;
+  while (full < max_blocks && r.held.count({h[static_cast<size_t>(full)].lo, h[static_cast<size_t>(full)].hi})) ++full;
+  for (int32_t len = full; len > 0; --len) {
+    const int32_t first = std::max(0, len * bs - window + 1) / bs;
+    bool all = true;
+    for (int32_t i = first; i < len; ++i) {
+      all = all && r.window_held.count({h[static_cast<size_t>(i)].lo, h[static_cast<size_t>(i)].hi});
+    }
+    if (all) return len;
+  }
+  return 0;
+}
+
+// How many leading published full blocks still chain to each other (the
+// parent a block was published with is the block published now at i - 1,
+// same generation). The full group's events cannot show a block whose
+// parent was evicted and published again while it stayed cached (or one
+// published after a private copy of its parent): its hash is held, yet no
+// hit reaches it. That gap is the full group's own, with or without a
+// window; this test caps the full run by it to check the window group.
+int32_t VerifiedFullRun(const BlockManager& bm, const std::string& salt, const std::vector<int32_t>& tokens) {
+  const BlockPool& pool = bm.pool(KvGroup::kFull);
+  int32_t prev = -1, n = 0;
+  for (const BlockHash& h : ChainBlockHashes(salt, tokens, bm.block_size())) {
+    const int32_t id = pool.Find(h);
+    if (id < 0 || pool.block(id).link != prev ||
+        (prev >= 0 && pool.block(id).link_generation != pool.block(prev).generation)) {
+      break;
+    }
+    prev = id;
+    ++n;
+  }
+  return n;
+}
+
+// With a window group, sequences computed in chunks (window blocks leave
+// mid-sequence), some held across rounds, and both pools small enough to
+// evict (window blocks alone, and full blocks under cached window twins):
+// after every round the reader's prediction (its full run capped as
+// VerifiedFullRun says) is exactly MatchPrefix's hit for every prompt seen
+// so far, and its full set is exactly the published full hashes.
+TEST(CacheEventsTest, ReaderPredictsTheBlockManagersHitsWithAWindowGroup) {
+  constexpr int32_t kBlock = 4, kWindow = 6, kChunk = 8;
+  PrefixCacheEvents log(32);
+  BlockManager bm(14, kBlock, true, WindowGroupConfig{10, kWindow});
+  bm.set_events(&log);
+  Reader reader;
+  std::mt19937 rng(11);
+  std::vector<std::pair<std::string, std::vector<int32_t>>> seen;
+  std::vector<std::unique_ptr<Sequence>> live;
+  int hits = 0, window_cut = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::vector<int32_t> tokens;
+    const int32_t sys = static_cast<int32_t>(rng() % 3);
+    const size_t prefix = 4 + rng() % 13;
+    for (size_t i = 0; i < prefix; ++i) tokens.push_back(100 * sys + static_cast<int32_t>(i));
+    const size_t tail = 1 + rng() % 6;
+    for (size_t i = 0; i < tail; ++i) tokens.push_back(static_cast<int32_t>(1000 + rng() % 3));
+    const std::string salt = rng() % 5 == 0 ? "tenant-b" : "";
+    // Sometimes two copies admitted in the same step: the second one's
+    // blocks are private duplicates whose window twins are the first's.
+    const int copies = rng() % 3 == 0 ? 2 : 1;
+    std::vector<std::pair<std::unique_ptr<Sequence>, int32_t>> step;  // sequence, target
+    const auto n = static_cast<int32_t>(tokens.size());
+    for (int c = 0; c < copies; ++c) {
+      auto s = std::make_unique<Sequence>(round * 2 + c, "r", tokens, SamplingParams{});
+      s->cache_salt = salt;
+      PrefixMatch m = bm.MatchPrefix(*s);
+      const int32_t target = std::min(n, m.num_tokens(kBlock) + kChunk);
+      if (!bm.CanAllocate(m, target)) continue;
+      bm.Allocate(*s, m, target);
+      step.emplace_back(std::move(s), target);
+    }
+    if (!step.empty()) seen.emplace_back(salt, tokens);
+    // Chunk by chunk, every copy in turn; a copy may stop part-way (it stays
+    // live holding window blocks) or when its next chunk does not fit.
+    for (bool running = !step.empty(); running;) {
+      running = false;
+      for (auto& [s, target] : step) {
+        if (s->num_computed_tokens == target && target > 0) continue;  // stopped
+        s->num_computed_tokens = target;
+        bm.CommitComputed(*s);
+      }
+      for (auto& [s, target] : step) {
+        if (target == n || rng() % 4 == 0) continue;
+        const int32_t next = std::min(n, target + kChunk);
+        if (!bm.CanAppend(*s, next)) continue;
+        bm.Append(*s, next);
+        target = next;
+        running = true;
+      }
+    }
+    for (auto& [s, target] : step) live.push_back(std::move(s));
+    // Keep up to two sequences holding blocks between rounds.
+    while (live.size() > rng() % 3) {
+      bm.Free(*live.front());
+      live.erase(live.begin());
+    }
+    ASSERT_EQ(bm.CheckInvariants(), "");
+    reader.Poll(log, 1 + rng() % 8);
+    ASSERT_EQ(reader.held.size(), log.num_held());
+    ASSERT_EQ(static_cast<int32_t>(reader.held.size()), bm.num_cached() + [&] {
+      int32_t used_published = 0;
+      for (int32_t id = 0; id < bm.num_blocks(); ++id) {
+        const auto& b = bm.pool(KvGroup::kFull).block(id);
+        used_published += b.ref_count > 0 && b.hash.has_value();
+      }
+      return used_published;
+    }());
+    for (const auto& [probe_salt, probe_tokens] : seen) {
+      Sequence probe(-1, "p", probe_tokens, SamplingParams{});
+      probe.cache_salt = probe_salt;
+      const auto actual = static_cast<int32_t>(bm.MatchPrefix(probe).block_ids.size());
+      const int32_t verified = VerifiedFullRun(bm, probe_salt, probe_tokens);
+      const int32_t predicted = PredictedHit(reader, probe_salt, probe_tokens, kBlock, kWindow, verified);
+      ASSERT_EQ(predicted, actual) << "round " << round << ", a prompt of " << probe_tokens.size();
+      hits += actual > 0;
+      Reader full_only = reader;
+      full_only.window_held = full_only.held;  // what a reader ignoring the window group assumes
+      window_cut += PredictedHit(full_only, probe_salt, probe_tokens, kBlock, kWindow, verified) > actual;
+    }
+  }
+  // Both kinds of prefix occurred: hits, and full blocks whose window
+  // blocks were gone (which a reader of the full group alone overcounts).
+  EXPECT_GT(hits, 100);
+  EXPECT_GT(window_cut, 10);
+  EXPECT_GT(log.num_held(CacheGroup::kWindow), 0u);
 }
 
 TEST(CacheEventsTest, NamespaceMatchesTheServersDefinition) {

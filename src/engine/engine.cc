@@ -63,8 +63,7 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
   if (std::isnan(kv_release_idle_s)) return InvalidArgument("kv_release_idle_s must be a number");
   if (runner.window() > 0) {
     // One sequence alone must always fit its window plus a whole chunk.
-    const int32_t need = NumBlocksFor(static_cast<int64_t>(runner.window()) - 1 + max_num_batched_tokens,
-                                      runner.block_size()) + 1;
+    const int32_t need = WindowBlocksPerSequence(runner.window(), max_num_batched_tokens, runner.block_size());
     if (runner.num_window_blocks() < need) {
       return InvalidArgument(
           "the sliding-window KV group has {} blocks, fewer than the {} one sequence needs (window {} + "
@@ -397,6 +396,7 @@ void Engine::PublishStats() {
     s.num_window_blocks_cached = w.num_cached();
     s.num_window_blocks_free = w.num_free();
   }
+  s.max_admissible_tokens = block_manager_.MaxAdmissibleTokens(config_.max_num_batched_tokens);
   s.prefix_query_tokens = block_manager_.num_query_tokens();
   s.prefix_hit_tokens = block_manager_.num_hit_tokens();
   s.num_preemptions = scheduler_.num_preemptions();

@@ -104,6 +104,10 @@ struct EngineStats {
   int32_t num_window_blocks_free = 0;
   int32_t num_window_blocks_used_peak = 0;
   int64_t num_window_blocks_released = 0;
+  // The longest request (prompt + output) whose KV fits in the blocks of
+  // every group available now (BlockManager::MaxAdmissibleTokens), before
+  // any cap on the context length.
+  int64_t max_admissible_tokens = 0;
   // Prefix cache.
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;

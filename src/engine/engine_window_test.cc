@@ -105,5 +105,36 @@ TEST(EngineWindowTest, TightWindowGroupPreemptsAndStaysCorrect) {
   EXPECT_GT(t.engine->GetStats().num_preemptions, 0);
 }
 
+// EngineStats::max_admissible_tokens (the server's max_admissible_context
+// before the context cap) counts the window group: while a running sequence
+// leaves fewer window blocks than one sequence's worst case (8 here), it is
+// what the available window blocks hold, else what the global ones hold.
+TEST(EngineWindowTest, MaxAdmissibleTokensCountsTheWindowGroup) {
+  auto t = MakeEngine(WindowOpts(8), WindowConfig());
+  const int32_t per_seq = WindowBlocksPerSequence(kWindow, kStepTokens, kBs);
+  ASSERT_EQ(per_seq, 8);
+  EXPECT_EQ(t.engine->GetStats().max_admissible_tokens, 256 * kBs);
+  auto stream = t.engine->Submit(Greedy(MakePrompt(22, 1, 64), 20)).value();
+  int tight_steps = 0;
+  while (t.engine->Step()) {
+    const EngineStats s = t.engine->GetStats();
+    const int64_t full = static_cast<int64_t>(s.num_blocks_free + s.num_blocks_cached) * kBs;
+    const int32_t window = s.num_window_blocks_free + s.num_window_blocks_cached;
+    if (window < per_seq) {
+      ++tight_steps;
+      ASSERT_EQ(s.max_admissible_tokens, std::min<int64_t>(full, window * kBs));
+    } else {
+      ASSERT_EQ(s.max_admissible_tokens, full);
+    }
+  }
+  // Holding 3 of the 8 window blocks (its window plus the next token's) is
+  // enough to make the window group the tight one.
+  EXPECT_GT(tight_steps, 0);
+  Drain(*stream);
+  const EngineStats s = t.engine->GetStats();
+  EXPECT_EQ(s.num_window_blocks_used, 0);
+  EXPECT_EQ(s.max_admissible_tokens, 256 * kBs);
+}
+
 }  // namespace window_test
 }  // namespace kvs::engine::testing

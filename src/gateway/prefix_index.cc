@@ -1,5 +1,10 @@
 #include "gateway/prefix_index.h"
 
+#include <algorithm>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "engine/cache_events.h"
@@ -15,6 +20,30 @@ std::string PrefixIndex::NextQuery() const {
   return fmt::format("epoch={}&since={}", epoch_.empty() ? "0" : epoch_, seq_);
 }
 
+namespace {
+
+// Hex hashes ("<32 hex>"), or events ("+<32 hex>" / "-<32 hex>") when
+// `signed_events`; false when anything is malformed.
+bool ParseHashes(const nlohmann::json& list, bool signed_events, std::vector<std::pair<bool, engine::BlockHash>>* out) {
+  if (!list.is_array()) return false;
+  for (const auto& e : list) {
+    if (!e.is_string()) return false;
+    std::string_view s = e.get_ref<const std::string&>();
+    bool stored = true;
+    if (signed_events) {
+      if (s.empty() || (s[0] != '+' && s[0] != '-')) return false;
+      stored = s[0] == '+';
+      s.remove_prefix(1);
+    }
+    engine::BlockHash h;
+    if (!engine::ParseBlockHashHex(s, &h)) return false;
+    out->emplace_back(stored, h);
+  }
+  return true;
+}
+
+}  // namespace
+
 bool PrefixIndex::Apply(const nlohmann::json& page, Clock::time_point now, bool* more) {
   *more = false;
   if (!page.is_object() || !page.contains("epoch") || !page["epoch"].is_string() || !page.contains("seq") ||
@@ -25,49 +54,52 @@ bool PrefixIndex::Apply(const nlohmann::json& page, Clock::time_point now, bool*
     return false;
   }
   const bool reset = page.value("reset", false);
+  // A sliding-window replica also sends its window and the window group's
+  // sets (engine/cache_events_json.h); an older replica or a model without
+  // sliding layers sends neither: window 0, the full group alone.
+  int32_t window = 0;
+  if (page.contains("window")) {
+    const auto& w = page["window"];
+    if (!w.is_number_integer() || w.get<int64_t>() < 0 || w.get<int64_t>() > (int64_t{1} << 30)) {
+      MarkFailed();
+      return false;
+    }
+    window = w.get<int32_t>();
+  }
   // Parse everything first: a malformed page changes nothing.
-  std::vector<BlockHash> blocks;
-  std::vector<std::pair<bool, BlockHash>> events;
-  if (reset) {
-    if (!page.contains("blocks") || !page["blocks"].is_array()) {
-      MarkFailed();
-      return false;
-    }
-    for (const auto& b : page["blocks"]) {
-      BlockHash h;
-      if (!b.is_string() || !engine::ParseBlockHashHex(b.get_ref<const std::string&>(), &h)) {
-        MarkFailed();
-        return false;
+  std::vector<std::pair<bool, BlockHash>> blocks, events, window_blocks, window_events;
+  bool ok = ParseHashes(page["events"], true, &events);
+  if (ok && reset) ok = page.contains("blocks") && ParseHashes(page["blocks"], false, &blocks);
+  if (ok && window > 0) {
+    if (reset) ok = page.contains("window_blocks") && ParseHashes(page["window_blocks"], false, &window_blocks);
+    if (ok && page.contains("window_events")) ok = ParseHashes(page["window_events"], true, &window_events);
+  }
+  if (!ok) {
+    MarkFailed();
+    return false;
+  }
+  auto apply = [](std::unordered_set<BlockHash, engine::BlockHashHasher>& held,
+                  const std::vector<std::pair<bool, BlockHash>>& evs) {
+    for (const auto& [stored, h] : evs) {
+      if (stored) {
+        held.insert(h);
+      } else {
+        held.erase(h);
       }
-      blocks.push_back(h);
     }
-  }
-  for (const auto& e : page["events"]) {
-    BlockHash h;
-    if (!e.is_string()) {
-      MarkFailed();
-      return false;
-    }
-    const std::string& s = e.get_ref<const std::string&>();
-    if (s.size() != 33 || (s[0] != '+' && s[0] != '-') || !engine::ParseBlockHashHex(std::string_view(s).substr(1), &h)) {
-      MarkFailed();
-      return false;
-    }
-    events.emplace_back(s[0] == '+', h);
-  }
+  };
   std::lock_guard<std::mutex> lock(mu_);
   if (reset) {
     held_.clear();
-    held_.insert(blocks.begin(), blocks.end());
+    window_held_.clear();
+    apply(held_, blocks);
+    apply(window_held_, window_blocks);
     ++resyncs_;
   }
-  for (const auto& [stored, h] : events) {
-    if (stored) {
-      held_.insert(h);
-    } else {
-      held_.erase(h);
-    }
-  }
+  apply(held_, events);
+  apply(window_held_, window_events);
+  if (window == 0) window_held_.clear();
+  window_ = window;
   epoch_ = page["epoch"].get<std::string>();
   seq_ = page["seq"].get<uint64_t>();
   block_size_ = page["block_size"].get<int32_t>();
@@ -125,6 +157,7 @@ PrefixIndex::Match PrefixIndex::Longest(std::span<const BlockHash> hashes, Clock
     while (replica < static_cast<int64_t>(hashes.size()) && held_.count(hashes[static_cast<size_t>(replica)])) {
       ++replica;
     }
+    if (window_ > 0) replica = LongestWithWindow(hashes, replica);
   }
   int64_t routed = 0;
   for (; routed < static_cast<int64_t>(hashes.size()); ++routed) {
@@ -139,6 +172,23 @@ PrefixIndex::Match PrefixIndex::Longest(std::span<const BlockHash> hashes, Clock
     m.source = Source::kRouted;
   }
   return m;
+}
+
+int64_t PrefixIndex::LongestWithWindow(std::span<const BlockHash> hashes, int64_t full) const {
+  // The engine's rule (BlockManager::MatchWindow): a hit of L blocks needs
+  // the window blocks of [first(L), L), first(L) = max(0, L * bs - W + 1) / bs.
+  // run: how many consecutive blocks up to i have their window block held.
+  std::vector<int64_t> run(static_cast<size_t>(full), 0);
+  for (int64_t i = 0; i < full; ++i) {
+    if (window_held_.count(hashes[static_cast<size_t>(i)])) run[static_cast<size_t>(i)] = (i > 0 ? run[static_cast<size_t>(i - 1)] : 0) + 1;
+  }
+  const int64_t bs = block_size_, w = window_;
+  int64_t len = full;
+  for (; len > 0; --len) {
+    const int64_t first = std::max<int64_t>(0, len * bs - w + 1) / bs;
+    if (first >= len || run[static_cast<size_t>(len - 1)] >= len - first) break;
+  }
+  return len;
 }
 
 size_t PrefixIndex::num_replica_blocks() const {

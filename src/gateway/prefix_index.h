@@ -8,6 +8,14 @@
 //     order, or a reset with the whole set when the gateway is new, the
 //     replica restarted, or the gateway fell behind the replica's log).
 //     It is "fresh" while the last poll succeeded within `stale_after`.
+//     With a sliding-window model the page also carries the window (W
+//     tokens) and the hashes whose window blocks a hit can use (the window
+//     group's set, engine/cache_events_json.h): a hit of L blocks then also
+//     needs the window blocks of [max(0, L * bs - W + 1) / bs, L), the
+//     engine's own rule (engine/block_manager.h), so the index never counts
+//     a prefix whose window blocks the replica no longer has. Pages without
+//     a window (older replicas, models without sliding layers) count the
+//     full blocks alone, as before.
 //   * the gateway's own record of the prompts it sent there (Routed), kept
 //     for routed_prefix_ttl_seconds (eviction by age): the fallback when the
 //     replica's index is stale or missing (an older replica, a failing
@@ -69,15 +77,20 @@ class PrefixIndex {
 
  private:
   void PruneRouted(Clock::time_point now, Clock::duration ttl);  // REQUIRES: mu_ held
+  // The longest L <= full (hashes[0, full) held) whose needed window
+  // blocks are held too. REQUIRES: mu_ held, window_ > 0.
+  int64_t LongestWithWindow(std::span<const BlockHash> hashes, int64_t full) const;
 
   mutable std::mutex mu_;
   std::string epoch_;  // hex, as the replica sends it ("" : none yet)
   uint64_t seq_ = 0;
   int32_t block_size_ = 0;
+  int32_t window_ = 0;  // the replica's sliding window (tokens); 0: none, or an older replica
   bool failed_ = true;
   Clock::time_point synced_at_{};
   uint64_t resyncs_ = 0;
   std::unordered_set<BlockHash, engine::BlockHashHasher> held_;
+  std::unordered_set<BlockHash, engine::BlockHashHasher> window_held_;  // window group's hits (window_ > 0)
   std::unordered_map<BlockHash, Clock::time_point, engine::BlockHashHasher> routed_;
 };
 

@@ -1,7 +1,8 @@
 // Routing policies: cache-aware scoring (affinity while it pays, load when
 // it does not, limits, the routing record when the replica's index is stale,
 // a hot prefix spread over replicas), PrefixIndex paging and malformed pages,
-// round robin.
+// a sliding-window replica's window blocks (pages from the server's own
+// encoder), round robin.
 #include "gateway/routing.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <map>
 
 #include "engine/cache_events.h"
+#include "engine/cache_events_json.h"
 
 namespace kvs::gateway {
 namespace {
@@ -179,6 +181,103 @@ TEST(PrefixIndexTest, EventsAfterResetAndMalformedPagesChangeNothing) {
   EXPECT_EQ(idx.num_replica_blocks(), 2u);     // ...and changes nothing
   EXPECT_FALSE(idx.Apply(nlohmann::json::parse("[1,2]"), Clock::now(), &more));
   EXPECT_EQ(idx.resyncs(), 1u);
+}
+
+// A sliding-window replica (window 40, blocks of 16): its page, encoded by
+// the server's own encoder (engine::CacheBlocksJson), holds `full` of the
+// prompt's full blocks and `window` of their window blocks. A hit of L
+// blocks needs window blocks [max(0, 16 L - 39) / 16, L).
+nlohmann::json WindowPage(const std::vector<engine::BlockHash>& h, const std::vector<int>& full,
+                          const std::vector<int>& window, uint64_t seq = 1) {
+  engine::CacheEventsPage p;
+  p.epoch = 0xabc;
+  p.seq = seq;
+  p.reset = true;
+  for (int i : full) p.blocks.push_back(h[static_cast<size_t>(i)]);
+  for (int i : window) p.window_blocks.push_back(h[static_cast<size_t>(i)]);
+  return engine::CacheBlocksJson(p, 16, 40);
+}
+
+TEST(PrefixIndexTest, WindowBlocksLimitTheMatchLikeTheEngine) {
+  const auto h = engine::ChainBlockHashes("", Prompt(3, 160, 5), 16);
+  ASSERT_EQ(h.size(), 10u);
+  PrefixIndex idx;
+  bool more = false;
+  const auto now = Clock::now();
+  // All ten full blocks; window blocks 6 and 7 gone. L = 10 needs 7-9, 9 needs
+  // 6-8, 8 needs 5-7, 7 needs 4-6: the longest hit is 6 (needs 3-5).
+  const nlohmann::json page = WindowPage(h, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {0, 1, 2, 3, 4, 5, 8, 9});
+  EXPECT_EQ(page["window"], 40);
+  ASSERT_TRUE(idx.Apply(page, now, &more));
+  EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 6);
+  EXPECT_EQ(idx.Longest(std::span(h.data(), 5), now, 10s, 10s).blocks, 5) << "a shorter prompt needs 2-4 only";
+  // Events of both groups (the encoder splits them into two lists).
+  engine::CacheEventsPage ev;
+  ev.epoch = 0xabc;
+  ev.seq = 4;
+  ev.events = {{true, h[6], engine::CacheGroup::kWindow},
+               {true, h[7], engine::CacheGroup::kWindow},
+               {false, h[9], engine::CacheGroup::kWindow}};
+  const nlohmann::json events_page = engine::CacheBlocksJson(ev, 16, 40);
+  EXPECT_EQ(events_page["events"].size(), 0u);
+  EXPECT_EQ(events_page["window_events"].size(), 3u);
+  ASSERT_TRUE(idx.Apply(events_page, now, &more));
+  EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 9) << "10 needs window block 9";
+  ev.seq = 5;
+  ev.events = {{false, h[3], engine::CacheGroup::kFull}};
+  ASSERT_TRUE(idx.Apply(engine::CacheBlocksJson(ev, 16, 40), now, &more));
+  EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 3) << "full blocks are contiguous from 0; 3 needs 0-2";
+
+  // Malformed window parts change nothing.
+  nlohmann::json bad = WindowPage(h, {0, 1}, {0, 1}, 9);
+  bad.erase("window_blocks");
+  EXPECT_FALSE(idx.Apply(bad, now, &more)) << "a reset with a window must carry its window set";
+  bad = events_page;
+  bad["window_events"] = {"+" + engine::BlockHashHex(h[0]), "*zz"};
+  EXPECT_FALSE(idx.Apply(bad, now, &more));
+  bad = events_page;
+  bad["window"] = -1;
+  EXPECT_FALSE(idx.Apply(bad, now, &more));
+  EXPECT_EQ(idx.Longest(h, Clock::now(), 10s, 10s).blocks, 0) << "stale after a bad page";
+  ev.seq = 6;
+  ev.events.clear();
+  ASSERT_TRUE(idx.Apply(engine::CacheBlocksJson(ev, 16, 40), now, &more));
+  EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 3);
+
+  // A page without a window (an older replica, a model without sliding
+  // layers): the full blocks alone, exactly as before.
+  nlohmann::json old = WindowPage(h, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {}, 10);
+  old.erase("window");
+  old.erase("window_blocks");
+  old.erase("window_events");
+  ASSERT_TRUE(idx.Apply(old, now, &more));
+  EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 10);
+  engine::CacheEventsPage plain;
+  plain.epoch = 0xabc;
+  plain.reset = true;
+  const nlohmann::json plain_page = engine::CacheBlocksJson(plain, 16, 0);
+  EXPECT_FALSE(plain_page.contains("window"));
+  EXPECT_FALSE(plain_page.contains("window_events"));
+}
+
+TEST(CacheAwareTest, RoutesToTheReplicaWhoseWindowBlocksMakeTheHit) {
+  Env e("cache_aware");
+  const auto prompt = Prompt(5, 320, 50, 1);
+  const auto h = engine::ChainBlockHashes("", prompt, 16);
+  std::vector<int> all, most;
+  for (int i = 0; i < 20; ++i) all.push_back(i);
+  for (int i = 0; i < 12; ++i) most.push_back(i);
+  bool more = false;
+  // Replica 0 holds all 20 full blocks but only the first 12 window blocks:
+  // a hit there is 12 blocks (13 would need 11-12). Replica 2 holds 16
+  // blocks of each group: 16.
+  std::vector<int> sixteen(all.begin(), all.begin() + 16);
+  ASSERT_TRUE(e.rep(0)->prefix_index().Apply(WindowPage(h, all, most), Clock::now(), &more));
+  ASSERT_TRUE(e.rep(2)->prefix_index().Apply(WindowPage(h, sixteen, sixteen), Clock::now(), &more));
+  RouteInput in;
+  EXPECT_EQ(e.Pick(prompt, &in), e.rep(2));
+  EXPECT_EQ(in.prediction.cached_tokens, 16 * 16);
+  EXPECT_EQ(in.prediction.best_cached_tokens, 16 * 16);
 }
 
 TEST(RoundRobinTest, TakesTurns) {

@@ -226,9 +226,9 @@ BackendStats EngineBackend::Stats() {
   BackendStats s;
   s.engine = engine_->GetStats();
   s.memory = memory_;
-  s.max_admissible_context =
-      std::min<int64_t>(info_.limits.max_context_length,
-                        static_cast<int64_t>(s.engine.num_blocks_free + s.engine.num_blocks_cached) * s.engine.block_size);
+  // Every KV group counts (a sliding-window model's window group too): the
+  // engine computes it with the rule its admission follows.
+  s.max_admissible_context = std::min<int64_t>(info_.limits.max_context_length, s.engine.max_admissible_tokens);
   return s;
 }
 

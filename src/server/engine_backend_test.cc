@@ -59,6 +59,13 @@ TEST(EngineBackendTest, GeneratesCancelsAndShutsDown) {
   EngineBackend& be = **b;
   EXPECT_EQ(be.Info().limits.max_context_length, 2048);  // the model's, below the config's 32768
   EXPECT_EQ(be.Info().limits.vocab_size, 512);
+  {
+    // Idle: every block is available; the context length caps the figure.
+    const BackendStats st = be.Stats();
+    EXPECT_EQ(st.engine.max_admissible_tokens,
+              static_cast<int64_t>(st.engine.num_blocks_free + st.engine.num_blocks_cached) * st.engine.block_size);
+    EXPECT_EQ(st.max_admissible_context, std::min<int64_t>(2048, st.engine.max_admissible_tokens));
+  }
 
   auto ids = be.Tokenize("Once upon a time", true);
   ASSERT_TRUE(ids.ok());

@@ -328,6 +328,11 @@ void FakeBackend::Loop() {
   }
 }
 
+std::optional<engine::CacheEventsPage> FakeBackend::CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) {
+  if (opt_.cache_events == nullptr) return std::nullopt;
+  return opt_.cache_events->Since(epoch, since, max_events);
+}
+
 BackendStats FakeBackend::Stats() {
   std::lock_guard<std::mutex> lock(mu_);
   BackendStats s;
@@ -340,6 +345,7 @@ BackendStats FakeBackend::Stats() {
   e.num_blocks_cached =
       static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(prefix_blocks_.size()), e.num_blocks_total - e.num_blocks_used));
   e.num_blocks_free = e.num_blocks_total - e.num_blocks_used - e.num_blocks_cached;
+  e.window = opt_.window;
   e.prefix_query_tokens = queried_tokens_;
   e.prefix_hit_tokens = hit_tokens_;
   std::error_code ec;
@@ -349,7 +355,8 @@ BackendStats FakeBackend::Stats() {
   }
   s.memory.kv_pool_bytes = static_cast<uint64_t>(opt_.num_blocks * opt_.block_size) * 1024;
   s.memory.activation_bytes = uint64_t{1} << 20;
-  s.max_admissible_context = std::min(opt_.max_context_length, (opt_.num_blocks - e.num_blocks_used) * opt_.block_size);
+  e.max_admissible_tokens = static_cast<int64_t>(opt_.num_blocks - e.num_blocks_used) * opt_.block_size;
+  s.max_admissible_context = std::min<int64_t>(opt_.max_context_length, e.max_admissible_tokens);
   return s;
 }
 

@@ -16,6 +16,7 @@
 #include "metrics/status_page.h"
 #include "base/sha256.h"
 #include "base/random_id.h"
+#include "engine/cache_events_json.h"
 
 namespace kvs::server {
 
@@ -406,9 +407,9 @@ bool QueryUint(std::string_view query, std::string_view name, int base, uint64_t
 }  // namespace
 
 // The prefix cache's block hashes for a router: events after `since` of log
-// `epoch`, or (unknown epoch, too far behind) the whole held set. Hashes
-// and the epoch are hex strings (a JSON number cannot hold 64 bits for
-// every client).
+// `epoch`, or (unknown epoch, too far behind) the whole held set, in the
+// format of engine/cache_events_json.h (with a sliding-window model, also
+// the window group's).
 void Service::HandleCacheBlocks(Ctx& ctx) {
   InferenceBackend* b = backend_.load();
   const std::string& target = ctx.ex->request().target;
@@ -429,17 +430,8 @@ void Service::HandleCacheBlocks(Ctx& ctx) {
     return ReplyError(ctx, MakeError(404, "this server publishes no prefix-cache blocks (prefix caching is off)",
                                      "not_found_error", "prefix_cache_disabled"));
   }
-  json events = json::array(), blocks = json::array();
-  for (const auto& ev : page->events) events.push_back((ev.stored ? "+" : "-") + engine::BlockHashHex(ev.hash));
-  for (const auto& h : page->blocks) blocks.push_back(engine::BlockHashHex(h));
-  json out = {{"object", "cache.blocks"},
-              {"block_size", b->Stats().engine.block_size},
-              {"epoch", fmt::format("{:x}", page->epoch)},
-              {"seq", page->seq},
-              {"reset", page->reset},
-              {"more", page->more}};
-  if (page->reset) out["blocks"] = std::move(blocks);
-  out["events"] = std::move(events);
+  const engine::EngineStats stats = b->Stats().engine;
+  const json out = engine::CacheBlocksJson(*page, stats.block_size, stats.window);
   Reply(ctx, 200, out);
 }
 

@@ -465,6 +465,48 @@ TEST(ServiceTest, EachApiKeyIsItsOwnPrefixCacheNamespace) {
 
 // The status page and its document, with a sampler thread adding history
 // while requests run (as RunServe does), so TSan sees the sharing.
+// GET /v1/cache/blocks: the event log's pages in the wire form of
+// engine/cache_events_json.h; with a sliding window, the window group's
+// set and events under their own keys (an older gateway ignores them).
+TEST(ServiceTest, CacheBlocksPagesCarryTheWindowGroupUnderTheirOwnKeys) {
+  const engine::BlockHash a{1, 2}, b{3, 4};
+  {
+    FakeBackendOptions fo = Fast();
+    Harness h(ServeConfig{}, fo);
+    EXPECT_EQ(Send(h.port(), bhttp::verb::get, "/v1/cache/blocks").status, 404);
+  }
+  engine::PrefixCacheEvents log;
+  log.Stored(a);
+  log.Stored(a, engine::CacheGroup::kWindow);
+  FakeBackendOptions fo = Fast();
+  fo.cache_events = &log;
+  fo.window = 4096;
+  Harness h(ServeConfig{}, fo);
+  Reply r = Send(h.port(), bhttp::verb::get, "/v1/cache/blocks");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = r.Json();
+  EXPECT_EQ(j["object"], "cache.blocks");
+  EXPECT_EQ(j["block_size"], 16);
+  EXPECT_EQ(j["reset"], true);
+  EXPECT_EQ(j["seq"], 2);
+  EXPECT_EQ(j["blocks"], json::array({engine::BlockHashHex(a)}));
+  EXPECT_EQ(j["events"], json::array());
+  EXPECT_EQ(j["window"], 4096);
+  EXPECT_EQ(j["window_blocks"], json::array({engine::BlockHashHex(a)}));
+  EXPECT_EQ(j["window_events"], json::array());
+  log.Stored(b);
+  log.Evicted(a, engine::CacheGroup::kWindow);
+  r = Send(h.port(), bhttp::verb::get, "/v1/cache/blocks?epoch=" + j["epoch"].get<std::string>() + "&since=2");
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = r.Json();
+  EXPECT_EQ(j["reset"], false);
+  EXPECT_FALSE(j.contains("blocks"));
+  EXPECT_FALSE(j.contains("window_blocks"));
+  EXPECT_EQ(j["seq"], 4);
+  EXPECT_EQ(j["events"], json::array({"+" + engine::BlockHashHex(b)}));
+  EXPECT_EQ(j["window_events"], json::array({"-" + engine::BlockHashHex(a)}));
+}
+
 TEST(ServiceTest, StatusPageAndDocumentAgreeWithMetrics) {
   Harness h(ServeConfig{}, Fast());
   std::atomic<bool> stop{false};
