@@ -13,7 +13,8 @@
 //
 // Layouts (all bf16 as uint16_t):
 //   xb     [m][cp]            the activations, cp = cols rounded up to 32,
-//                             zero beyond cols (so tails add 0 x 0)
+//                             zero beyond cols (so tails add 0 x 0);
+//                             converted once per MatMul call (Bf16Acts)
 //   panel  [npairs][32] u32   pair p of 32 weight rows: columns k0 + 2p and
 //                             k0 + 2p + 1 of row r in u32 r (low half first,
 //                             as in memory), zero beyond the matrix
@@ -23,6 +24,7 @@
 // loads and 12 pair broadcasts per 2 columns).
 #include <algorithm>
 
+#include "base/status.h"
 #include "kernels/avx512_util.h"
 #include "kernels/isa_decls.h"
 #include "kernels/scratch.h"
@@ -185,14 +187,16 @@ void PanelTile(const TileArgs& t, const uint16_t* xb, int64_t cp) {
 
 }  // namespace
 
+void Bf16Acts(const float* x, int64_t ldx, int64_t m, int64_t cols, uint16_t* xb) {
+  ConvertActs(x, ldx, m, cols, (cols + 31) / 32 * 32, xb);
+}
+
 void TileBF16(const TileArgs& t) {
   if (t.rows <= 0 || t.m <= 0) return;
-  // Each tile converts the activations it reads (m x cols; small next to
-  // the tile's m x cols x rows multiply-adds).
+  // MatMul converts the activations once per call (KernelTable::bf16_acts).
+  KVS_CHECK_MSG(t.xb != nullptr, "avx512bf16 TileBF16 without bf16 activations");
   const int64_t cp = (t.cols + 31) / 32 * 32;
-  auto* xb = reinterpret_cast<uint16_t*>(
-      ThreadScratch(ScratchSlot::kTranscode, static_cast<size_t>(t.m * cp) * sizeof(uint16_t)));
-  ConvertActs(t.x, t.ldx, t.m, t.cols, cp, xb);
+  const uint16_t* xb = t.xb;
   if (t.m < kPanelMinM) {
     DirectTile(t, xb, cp);
   } else {

@@ -68,6 +68,7 @@ KernelTable MakeAvx512Bf16Table() {
   KernelTable t = MakeAvx512Table();
   t.isa = Isa::kAvx512Bf16;
   t.tile[static_cast<int>(WType::kBF16)] = avx512bf16::TileBF16;
+  t.bf16_acts = avx512bf16::Bf16Acts;
   return t;
 }
 

@@ -108,6 +108,9 @@ struct TileArgs {
   int64_t m = 0;
   const float* x = nullptr;        // [m, ldx] f32 activations (float weight types)
   int64_t ldx = 0;
+  // [m, RoundUp32(cols)] x as bf16, zero padded (KernelTable::bf16_acts),
+  // or null: a BF16 tile that wants it converts x itself.
+  const uint16_t* xb = nullptr;
   const uint8_t* acts = nullptr;   // [m, layout.row_stride] (quantized types)
   const ActLayout* layout = nullptr;
   float* y = nullptr;              // [m, ldy], pointing at column 0 of the tile
@@ -124,6 +127,9 @@ struct KernelTable {
   bool reads_packed = false;
   TileFn tile[kNumWTypes] = {};
   // x [m, ldx] -> buf [m, layout.row_stride]
+  // Set when the BF16 tile reads bf16 activations (avx512bf16): x [m, ldx]
+  // -> xb [m, RoundUp32(cols)], converted once per MatMul call.
+  void (*bf16_acts)(const float* x, int64_t ldx, int64_t m, int64_t cols, uint16_t* xb) = nullptr;
   void (*quantize_acts)(const ActLayout& layout, const float* x, int64_t ldx, int64_t m,
                         uint8_t* buf) = nullptr;
   void (*rms_norm)(const float* x, const float* w, float* out, int64_t n, float eps) = nullptr;

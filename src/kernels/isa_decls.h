@@ -44,6 +44,7 @@ KVS_DECLARE_ISA_KERNELS(avx2)
 KVS_DECLARE_ISA_KERNELS(avx512)
 namespace avx512bf16 {
 void TileBF16(const TileArgs& a);
+void Bf16Acts(const float* x, int64_t ldx, int64_t m, int64_t cols, uint16_t* xb);
 }  // namespace avx512bf16
 }  // namespace kvs::kernels
 

@@ -127,6 +127,18 @@ void MatMulImpl(const KernelTable& k, const MatView* ws, float* const* ys, int n
     }
   }
 
+  // bf16 activations for the BF16 matrices, once (avx512bf16).
+  uint16_t* xb = nullptr;
+  if (k.bf16_acts != nullptr && std::any_of(wt, wt + n, [](WType w) { return w == WType::kBF16; })) {
+    const int64_t cp = (cols + 31) / 32 * 32;
+    xb = reinterpret_cast<uint16_t*>(ThreadScratch(ScratchSlot::kBf16Acts, static_cast<size_t>(m * cp) * 2));
+    if (nth > 1 && m >= kMinParallelQuantRows * nth) {
+      pool.ParallelFor(m, [&](int64_t b, int64_t e) { k.bf16_acts(x + b * cols, cols, e - b, cols, xb + b * cp); });
+    } else {
+      k.bf16_acts(x, cols, m, cols, xb);
+    }
+  }
+
   Job job;
   job.n = n;
   job.granule = k.row_granule;
@@ -142,6 +154,7 @@ void MatMulImpl(const KernelTable& k, const MatView* ws, float* const* ys, int n
     a.m = m;
     a.x = x;
     a.ldx = cols;
+    if (wt[j] == WType::kBF16) a.xb = xb;
     a.y = ys[j];
     a.ldy = ws[j].rows;
     if (IsQuantized(wt[j])) {
