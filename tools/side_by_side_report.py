@@ -82,30 +82,28 @@ def order(key):
     return (size, tests.index(test) if test in tests else 99, types.index(wt) if wt in types else 99, wt)
 
 
+def peer_table(rows, kv_label):
+    """Markdown lines of the table of native-style rows (rows_of)."""
+    lines = [f"| model | test | {kv_label} | llama.cpp t/s | ik_llama.cpp t/s | ik -rtr 1 t/s | vs llama.cpp | vs ik best |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for key in sorted(rows, key=order):
+        e = rows[key]
+        gl, gi = goals(key[1], False)
+        lines.append(f"| {key[0]} | {key[1]} | {fmt(e['kv'])} | {fmt(e.get('llama.cpp'))} | {fmt(e.get('ik'))} | "
+                     f"{fmt(e.get('ik-rtr'))} | {mark(e.get('r_llama.cpp'), gl)} | {mark(e.get('r_ik'), gi)} |")
+    return lines + [""]
+
+
 def markdown(data, meta):
     lines = ["# kvserve side by side", "", "```", meta.strip(), "```", ""]
     native = rows_of(data)
     if native:
-        lines += ["| model | test | kvserve t/s | llama.cpp t/s | ik_llama.cpp t/s | ik -rtr 1 t/s | vs llama.cpp | vs ik best |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|"]
-        for key in sorted(native, key=order):
-            e = native[key]
-            gl, gi = goals(key[1], False)
-            lines.append(f"| {key[0]} | {key[1]} | {fmt(e['kv'])} | {fmt(e.get('llama.cpp'))} | {fmt(e.get('ik'))} | "
-                         f"{fmt(e.get('ik-rtr'))} | {mark(e.get('r_llama.cpp'), gl)} | {mark(e.get('r_ik'), gi)} |")
-        lines.append("")
+        lines += peer_table(native, "kvserve t/s")
     converted = rows_of(data, bf16=True)
     if converted:
         lines += ["F16 models with `kvserve bench --dtype bf16` (F16 matrices converted to BF16 at load, bf16 dot "
-                  "products; ik_llama.cpp's -rtr 1 does the same):", "",
-                  "| model | test | kvserve bf16 t/s | llama.cpp t/s | ik_llama.cpp t/s | ik -rtr 1 t/s | vs llama.cpp | vs ik best |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|"]
-        for key in sorted(converted, key=order):
-            e = converted[key]
-            gl, gi = goals(key[1], False)
-            lines.append(f"| {key[0]} | {key[1]} | {fmt(e['kv'])} | {fmt(e.get('llama.cpp'))} | {fmt(e.get('ik'))} | "
-                         f"{fmt(e.get('ik-rtr'))} | {mark(e.get('r_llama.cpp'), gl)} | {mark(e.get('r_ik'), gi)} |")
-        lines.append("")
+                  "products; ik_llama.cpp's -rtr 1 does the same):", ""]
+        lines += peer_table(converted, "kvserve bf16 t/s")
     avx2 = data.get(("avx2", "llama.cpp-avx2"))
     if avx2:
         lines += ["Forced AVX2 path (`KVSERVE_ISA=avx2`) against llama.cpp built with `-DGGML_NATIVE=OFF -DGGML_AVX2=ON "

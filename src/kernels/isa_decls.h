@@ -1,5 +1,6 @@
 // Declarations of the functions each instruction-set variant defines
-// (namespaces scalar, avx2, avx512). dispatch.cc puts them into the
+// (namespaces scalar, avx2, avx512; avx512bf16 only its BF16 tile and
+// activation converter). dispatch.cc puts them into the
 // KernelTables; the AVX variants live in files compiled with per-file ISA
 // flags and must only be called when the CPU supports them.
 #pragma once
