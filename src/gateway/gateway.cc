@@ -396,7 +396,16 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
                cfg.model.path, cfg.pools.size(), (*parts).limiter->name());
   if ((*parts).auth->anonymous()) spdlog::warn("gateway: no key file: requests are not authenticated");
   Gateway gw(cfg, std::move(*parts));
+  // SIGTERM/SIGINT/SIGHUP stay blocked (pending) from before the gateway
+  // answers until their handlers are installed below (threads started
+  // meanwhile inherit the mask), so a signal sent as soon as the port
+  // answers is handled, not fatal.
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&handled, sig);
+  pthread_sigmask(SIG_BLOCK, &handled, nullptr);
   if (Status s = gw.Start(); !s.ok()) {
+    pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
     spdlog::error("kvserve gateway: {}", s.message());
     return 1;
   }
@@ -426,6 +435,7 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
     }
     gw.ReloadConfig(*fresh);
   });
+  pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return signals > 0; });
   spdlog::info("gateway: draining ({} requests in flight)", gw.in_flight());
