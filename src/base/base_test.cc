@@ -12,6 +12,7 @@
 #include "base/json_depth.h"
 #include "base/line_file.h"
 #include "base/random_id.h"
+#include "base/signal_block.h"
 #include "base/status.h"
 #include "base/test_util.h"
 #include "base/thread_pool.h"
@@ -133,6 +134,43 @@ TEST(ThreadPoolTest, RunsEveryThreadAndCoversRanges) {
     pool.Run([&](int, int nth) { EXPECT_EQ(nth, n); calls++; });
     EXPECT_EQ(calls.load(), n);
   }
+}
+
+bool Blocked(int sig) {
+  sigset_t now;
+  pthread_sigmask(SIG_BLOCK, nullptr, &now);
+  return sigismember(&now, sig) == 1;
+}
+
+// A signal raised while blocked stays pending (the default action would
+// end this process); Release and destruction unblock, once.
+TEST(SignalBlockTest, HoldsSignalsPendingUntilReleased) {
+  ASSERT_FALSE(Blocked(SIGUSR1));
+  {
+    SignalBlock block({SIGUSR1, SIGUSR2});
+    EXPECT_TRUE(Blocked(SIGUSR1));
+    EXPECT_TRUE(Blocked(SIGUSR2));
+    ASSERT_EQ(raise(SIGUSR1), 0);
+    sigset_t pending;
+    sigpending(&pending);
+    EXPECT_EQ(sigismember(&pending, SIGUSR1), 1);
+    // Take it while still blocked, so releasing delivers nothing.
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, SIGUSR1);
+    const timespec zero{0, 0};
+    EXPECT_EQ(sigtimedwait(&one, nullptr, &zero), SIGUSR1);
+    block.Release();
+    EXPECT_FALSE(Blocked(SIGUSR1));
+    EXPECT_FALSE(Blocked(SIGUSR2));
+    block.Release();  // a second release changes nothing
+    EXPECT_FALSE(Blocked(SIGUSR1));
+  }
+  {
+    SignalBlock block({SIGUSR2});
+    EXPECT_TRUE(Blocked(SIGUSR2));
+  }
+  EXPECT_FALSE(Blocked(SIGUSR2));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "api/error.h"
 #include "api/routes.h"
 #include "base/random_id.h"
+#include "base/signal_block.h"
 #include "gateway/proxy.h"
 #include "gateway/redis_limiter.h"
 #include "metrics/status_page.h"
@@ -396,16 +397,10 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
                cfg.model.path, cfg.pools.size(), (*parts).limiter->name());
   if ((*parts).auth->anonymous()) spdlog::warn("gateway: no key file: requests are not authenticated");
   Gateway gw(cfg, std::move(*parts));
-  // SIGTERM/SIGINT/SIGHUP stay blocked (pending) from before the gateway
-  // answers until their handlers are installed below (threads started
-  // meanwhile inherit the mask), so a signal sent as soon as the port
-  // answers is handled, not fatal.
-  sigset_t handled;
-  sigemptyset(&handled);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&handled, sig);
-  pthread_sigmask(SIG_BLOCK, &handled, nullptr);
+  // A signal sent as soon as the port answers stays pending, not fatal,
+  // until its handler is installed below.
+  SignalBlock handled({SIGTERM, SIGINT, SIGHUP});
   if (Status s = gw.Start(); !s.ok()) {
-    pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
     spdlog::error("kvserve gateway: {}", s.message());
     return 1;
   }
@@ -435,7 +430,7 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
     }
     gw.ReloadConfig(*fresh);
   });
-  pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
+  handled.Release();
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return signals > 0; });
   spdlog::info("gateway: draining ({} requests in flight)", gw.in_flight());

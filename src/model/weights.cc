@@ -242,9 +242,8 @@ void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
   const std::vector<std::pair<kernels::MatView*, bool>> todo = Matrices();
   // One huge-page region for all panels (base/huge_buffer.h says why), each
   // panel 64-byte aligned inside it.
-  auto padded = [](int64_t n) { return (n + 63) / 64 * 64; };
   int64_t total = 0;
-  for (const auto& [m, release] : todo) total += padded(kernels::PackedBytes(m->type, m->rows, m->cols));
+  for (const auto& [m, release] : todo) total += Padded64(kernels::PackedBytes(m->type, m->rows, m->cols));
   if (total == 0) return;
   packed_ = HugeBuffer(static_cast<size_t>(total));
 
@@ -255,7 +254,7 @@ void ModelWeights::PackMatrices(const gguf::GgufFile& f) {
     if (n == 0) continue;
     kernels::PackWeights(*m, next, pool);
     m->packed = next;
-    next += padded(n);
+    next += Padded64(n);
     packed_bytes += static_cast<uint64_t>(n);
     if (release) DropPages(f, m->data, RowBytes(m->type, m->cols) * m->rows);
   }

@@ -17,6 +17,7 @@
 #include "server/access_log.h"
 #include "server/service.h"
 #include "base/sha256.h"
+#include "base/signal_block.h"
 #include "server/warm.h"
 
 namespace kvs::server {
@@ -118,19 +119,11 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   ho.max_connections = static_cast<int>(config.server.max_connections);
   ho.max_connections_per_client = static_cast<int>(config.server.max_connections_per_client);
   http::HttpServer server(ho);
-  // SIGTERM/SIGINT are blocked from before the server answers (its io
-  // threads inherit the mask) until their handler is installed: a client
-  // that sees /ready answered and signals at once must not hit the default
-  // action (death by signal) in between. A signal in that window stays
-  // pending and is handled once this thread unblocks it.
-  sigset_t term_signals;
-  sigemptyset(&term_signals);
-  sigaddset(&term_signals, SIGTERM);
-  sigaddset(&term_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &term_signals, nullptr);
+  // A client that sees /ready answered may signal at once: SIGTERM/SIGINT
+  // stay pending, not fatal, until their handler is installed below.
+  SignalBlock term_signals({SIGTERM, SIGINT});
   if (Status s = server.Start([&service](std::shared_ptr<http::Exchange> ex) { service.Handle(std::move(ex)); });
       !s.ok()) {
-    pthread_sigmask(SIG_UNBLOCK, &term_signals, nullptr);
     spdlog::error("{}", s.message());
     return 1;
   }
@@ -143,7 +136,7 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     ++ev.signals;
     ev.cv.notify_all();
   });
-  pthread_sigmask(SIG_UNBLOCK, &term_signals, nullptr);
+  term_signals.Release();
 
   std::unique_ptr<InferenceBackend> backend;
   std::mutex backend_mu;
