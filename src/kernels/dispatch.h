@@ -32,6 +32,18 @@ inline constexpr int kNumWTypes = 14;
 // False for types MatMul does not support.
 bool ToWType(DType t, WType* out);
 
+// The SIMD variants multiply Q4_1, IQ4_XS and Q2_K weights by this many
+// activation rows or more as dequantized f32 rows times the f32 activations
+// (the float GEMM; rowdot_q_impl.h), below it with the integer row kernels
+// on the activations' Q8 codes. Measured crossover (kernels_bench, one
+// core): the float path is ahead from 16 rows on AVX-512 and from 32-64 on
+// AVX2, where its per-row dequantization weighs more.
+inline constexpr int64_t kDequantGemmMinM = 32;
+inline bool UsesDequantGemm(Isa isa, DType t, int64_t m) {
+  return isa != Isa::kScalar && m >= kDequantGemmMinM &&
+         (t == DType::kQ4_1 || t == DType::kIQ4_XS || t == DType::kQ2_K);
+}
+
 // Activation rows quantized for the integer dot product of one weight type.
 // Every row occupies `row_stride` bytes (a multiple of 64) of one buffer:
 //   [qs_off]  int8  qs[cols]           Q8_0 values (32-element weight

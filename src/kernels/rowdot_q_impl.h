@@ -16,7 +16,8 @@
 // decoded to bytes once per group of up to four activation rows and
 // multiplied by Q8_0 / Q8_K activation codes (ggml's scheme). For prefill,
 // Q5_0 / IQ4_NL / Q3_K rows are rewritten losslessly as Q8_0 / Q6_K and go
-// through those types' panel kernels (see RdTileOrTranscode). The codes'
+// through those types' panel kernels (see RdTileOrTranscode); Q4_1, IQ4_XS
+// and Q2_K rows are dequantized to f32 for the float GEMM (RdTileOrDequant). The codes'
 // offsets and the Q4_1 / Q2_K mins use the activation sums the activation
 // quantizer precomputed (ActLayout's aux terms).
 #ifndef KVS_ROWDOT_ISA
@@ -382,22 +383,56 @@ void RdTileOrTranscode(const TileArgs& t, int64_t units, TileFn target) {
   }
 }
 
+// The tile through the row kernels (few activation rows) or, for prefill,
+// for the types no packed layout can hold losslessly (Q4_1's per-block
+// offset, IQ4_XS's product of two scales, Q2_K's per-16 offsets): 32 rows
+// at a time dequantized to f32 (the reference's floats) and multiplied by
+// the f32 activations with the variant's float GEMM (TileF32). The row
+// kernels run at ~30 GFLOP/s a core for any m; the float GEMM at ~180
+// (kernels_bench MatMul/<isa>/Q4_1/gate_up/m:512). The products then use
+// the f32 activations rather than their Q8 codes: more accurate, and
+// within float rounding of dequant(W) . x.
+template <RdRowFn F1, RdRowFn F2, RdRowFn F3, RdRowFn F4>
+void RdTileOrDequant(const TileArgs& t, int64_t units, DType type) {
+  if (t.m < kDequantGemmMinM) {  // see UsesDequantGemm
+    RdTile<F1, F2, F3, F4>(t, units);
+    return;
+  }
+  constexpr int64_t kRows = 32;  // the float GEMM's panel height
+  // [kRows, cols] f32
+  auto* rows = reinterpret_cast<float*>(
+      ThreadScratch(ScratchSlot::kTranscode, static_cast<size_t>(kRows * t.cols) * sizeof(float)));
+  for (int64_t r0 = 0; r0 < t.rows; r0 += kRows) {
+    const int64_t n = std::min<int64_t>(kRows, t.rows - r0);
+    for (int64_t r = 0; r < n; ++r) DequantizeRow(type, t.w + (r0 + r) * t.row_bytes, rows + r * t.cols, t.cols);
+    TileArgs a = t;
+    a.w = reinterpret_cast<const uint8_t*>(rows);
+    a.packed = false;
+    a.row_bytes = t.cols * static_cast<int64_t>(sizeof(float));
+    a.rows = n;
+    a.y = t.y + r0;
+    TileF32(a);
+  }
+}
+
 #define KVS_ROWDOT_TILE(K, units) RdTile<K<1>, K<2>, K<3>, K<4>>(a, units)
+#define KVS_ROWDOT_TILE_D(K, units, type) RdTileOrDequant<K<1>, K<2>, K<3>, K<4>>(a, units, type)
 #define KVS_ROWDOT_TILE_T(K, units, conv, to, target) \
   RdTileOrTranscode<K<1>, K<2>, K<3>, K<4>, conv, to>(a, units, target)
 
 }  // namespace
 
 void TileQ5_0(const TileArgs& a) { KVS_ROWDOT_TILE_T(RowQ5_0, a.cols / 32, Q5_0ToQ8_0, DType::kQ8_0, TileQ8_0); }
-void TileQ4_1(const TileArgs& a) { KVS_ROWDOT_TILE(RowQ4_1, a.cols / 32); }
+void TileQ4_1(const TileArgs& a) { KVS_ROWDOT_TILE_D(RowQ4_1, a.cols / 32, DType::kQ4_1); }
 void TileIQ4_NL(const TileArgs& a) {
   KVS_ROWDOT_TILE_T(RowIQ4_NL, a.cols / 32, IQ4_NLToQ8_0, DType::kQ8_0, TileQ8_0);
 }
-void TileIQ4_XS(const TileArgs& a) { KVS_ROWDOT_TILE(RowIQ4_XS, a.cols / 256); }
+void TileIQ4_XS(const TileArgs& a) { KVS_ROWDOT_TILE_D(RowIQ4_XS, a.cols / 256, DType::kIQ4_XS); }
 void TileQ3_K(const TileArgs& a) { KVS_ROWDOT_TILE_T(RowQ3_K, a.cols / 256, Q3_KToQ6_K, DType::kQ6_K, TileQ6_K); }
-void TileQ2_K(const TileArgs& a) { KVS_ROWDOT_TILE(RowQ2_K, a.cols / 256); }
+void TileQ2_K(const TileArgs& a) { KVS_ROWDOT_TILE_D(RowQ2_K, a.cols / 256, DType::kQ2_K); }
 
 #undef KVS_ROWDOT_TILE
 #undef KVS_ROWDOT_TILE_T
+#undef KVS_ROWDOT_TILE_D
 
 }  // namespace kvs::kernels::KVS_ROWDOT_ISA
