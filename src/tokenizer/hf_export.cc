@@ -1,5 +1,7 @@
 // ExportHuggingFaceJson: a tokenizer.json equivalent of a Tokenizer.
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -137,10 +139,17 @@ StatusOr<std::string> ExportHuggingFaceJson(const Tokenizer& tok) {
     j["decoder"] = {{"type", "Sequence"}, {"decoders", d}};
   }
 
-  json vocab = json::object();
+  // First id of each distinct piece, in id order. Appended to the ordered
+  // map's vector directly: its operator[] and contains() search linearly,
+  // which made exporting a 65K-entry vocabulary quadratic.
+  json::object_t vocab_entries;
+  std::unordered_set<std::string_view> seen;
   for (size_t i = 0; i < s.tokens.size(); ++i) {
-    if (!s.tokens[i].empty() && !vocab.contains(s.tokens[i])) vocab[s.tokens[i]] = i;
+    if (!s.tokens[i].empty() && seen.insert(s.tokens[i]).second) {
+      static_cast<json::object_t::Container&>(vocab_entries).emplace_back(s.tokens[i], i);
+    }
   }
+  json vocab(std::move(vocab_entries));
   const auto merges = s.model == ModelKind::kSentencePiece ? MergesFromScores(s) : s.merges;
   json jm = json::array();
   for (const auto& [a, b] : merges) jm.push_back(json::array({a, b}));
