@@ -238,6 +238,15 @@ std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
     return BadRequest(fmt::format("the body nests arrays and objects more than {} levels deep (the limit)", kMaxJsonDepth),
                       std::nullopt, "invalid_json");
   }
+  if (const kvs::JsonMembers m = CountJsonObjectMembers(body); m.largest > kMaxObjectMembers) {
+    return BadRequest(fmt::format("an object in the body has {} members; the limit is {} per object", m.largest,
+                                  kMaxObjectMembers),
+                      std::nullopt, "invalid_json");
+  } else if (m.total > kMaxBodyMembers) {
+    return BadRequest(fmt::format("the body's objects have {} members in all; the limit is {}", m.total,
+                                  kMaxBodyMembers),
+                      std::nullopt, "invalid_json");
+  }
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     // Parse again with exceptions only for the message (where it failed).

@@ -114,14 +114,21 @@ inline constexpr size_t kMaxCacheSaltBytes = 256;
 // Arrays and objects nested deeper than this are refused before parsing
 // (every endpoint's body goes through ParseJsonObject).
 inline constexpr size_t kMaxJsonDepth = 64;
+// Members of one object, and of all the body's objects: parsing an object
+// costs its members squared (base/json_depth.h), so these bound a body's
+// parse to ~0.3 s at worst (a logit_bias of 2,048 tokens still fits).
+inline constexpr size_t kMaxObjectMembers = 2048;
+inline constexpr size_t kMaxBodyMembers = 131072;
 inline constexpr size_t kMaxStops = 16;
 inline constexpr size_t kMaxPrompts = 128;
 
 // Parses a request body into a JSON object (400 invalid_json otherwise,
-// also when it nests deeper than kMaxJsonDepth).
+// also when it nests deeper than kMaxJsonDepth or its objects hold more
+// members than kMaxObjectMembers / kMaxBodyMembers).
 std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out);
 // JsonNestingDepth (base/json_depth.h) is part of this API's vocabulary.
 using ::kvs::JsonNestingDepth;
+using ::kvs::CountJsonObjectMembers;
 // "a string", "an array", ...: how error messages name a JSON value's type.
 const char* JsonTypeName(const Json& j);
 // At most max_bytes of s (cut on a UTF-8 boundary, "..." appended when cut):

@@ -1,5 +1,6 @@
 #include "api/openai_request.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace kvs::api {
@@ -253,6 +254,34 @@ TEST(OpenAiRequestTest, DeepNestingIsRefusedNamingTheLimit) {
                    std::string(kMaxJsonDepth - 1, ']') + "}";
   EXPECT_FALSE(ParseJsonObject(ok, &j).has_value());
   EXPECT_EQ(JsonNestingDepth(R"(["\"[", {"a":[1]}])", 100), 3u);
+}
+
+// An object of 100,000 members took ordered_json's parser 10 s (each key is
+// found by a linear search of its object): refused before parsing, naming
+// the limit; a logit_bias at the limit still parses.
+std::string ObjectOfMembers(size_t n, const char* key_prefix) {
+  std::string s = "{";
+  for (size_t i = 0; i < n; ++i) s += fmt::format("{}\"{}{}\":0", i > 0 ? "," : "", key_prefix, i);
+  return s + "}";
+}
+
+TEST(OpenAiRequestTest, ObjectsWithTooManyMembersAreRefusedNamingTheLimit) {
+  json j;
+  const std::string ok = R"({"model":"m","logit_bias":)" + ObjectOfMembers(kMaxObjectMembers, "") + "}";
+  EXPECT_FALSE(ParseJsonObject(ok, &j).has_value());
+  EXPECT_EQ(j["logit_bias"].size(), kMaxObjectMembers);
+  const std::string big = R"({"model":"m","metadata":)" + ObjectOfMembers(100000, "k") + "}";
+  auto e = ParseJsonObject(big, &j);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find("100000 members"), std::string::npos) << e->message;
+  EXPECT_NE(e->message.find(std::to_string(kMaxObjectMembers)), std::string::npos) << e->message;
+  // Many objects each under the limit: bounded in all.
+  std::string many = R"({"model":"m","x":[)";
+  for (size_t i = 0; i * 1000 <= kMaxBodyMembers; ++i) many += (i > 0 ? "," : "") + ObjectOfMembers(1000, "k");
+  e = ParseJsonObject(many + "]}", &j);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->message.find(std::to_string(kMaxBodyMembers)), std::string::npos) << e->message;
 }
 
 TEST(OpenAiRequestTest, ErrorMessagesNeverQuoteAValueWhole) {

@@ -79,6 +79,21 @@ TEST(JsonDepthTest, CountsBracketsOutsideStrings) {
   EXPECT_EQ(kvs::JsonNestingDepth(std::string(1000, '['), 5), 6u);
 }
 
+TEST(JsonDepthTest, CountsObjectMembersPerLevelOutsideStrings) {
+  const kvs::JsonMembers none = kvs::CountJsonObjectMembers("[1, 2, [3]]");
+  EXPECT_EQ(none.largest, 0u);
+  EXPECT_EQ(none.total, 0u);
+  // Two objects of 3 and 2 members; the colons in strings (escaped quotes
+  // too) and the nested object's do not count toward the outer one.
+  const kvs::JsonMembers m =
+      kvs::CountJsonObjectMembers(R"({"a:b":1, "c\\":":2", "d":{"e":"::","f":[{}]}, "g":[1]})");
+  EXPECT_EQ(m.largest, 4u);
+  EXPECT_EQ(m.total, 6u);
+  const kvs::JsonMembers n = kvs::CountJsonObjectMembers(R"([{"a\":":1,"b":2},{"c":3}])");
+  EXPECT_EQ(n.largest, 2u);
+  EXPECT_EQ(n.total, 3u);
+}
+
 TEST(RandomIdTest, HexDigitsOfTheAskedLengthThatDiffer) {
   const std::string a = kvs::RandomHex(24), b = kvs::RandomHex(24);
   EXPECT_EQ(a.size(), 24u);

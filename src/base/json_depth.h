@@ -1,6 +1,6 @@
-// The nesting depth of JSON text, counted on the raw text, so that parsers
-// with recursive descent (nlohmann's) can refuse deep input before they see
-// it. Used by the HTTP API's body parser and the templates' from_json.
+// The nesting depth of JSON text and the members of its objects, counted
+// on the raw text, so that parsers with recursive descent (nlohmann's) or
+// linear key lookup (ordered_json) can refuse such input before they see it. Used by the HTTP API's body parser and the templates' from_json.
 // Thread-safety: a pure function.
 #pragma once
 
@@ -14,5 +14,17 @@ namespace kvs {
 // Counting stops once the depth exceeds stop_after (the result is then
 // stop_after + 1). The text need not be valid JSON.
 size_t JsonNestingDepth(std::string_view text, size_t stop_after);
+
+// Members of the largest object and of all objects together, counted on the
+// raw text as the colons outside strings at each nesting level (exact for
+// valid JSON, a bound otherwise). Why: nlohmann::ordered_json finds each new
+// key by a linear search of its object, so parsing an object of n members
+// costs n^2 / 2 key comparisons (100,000 members: 10 s of CPU); callers
+// refuse input whose objects would make the parse quadratic.
+struct JsonMembers {
+  size_t largest = 0;
+  size_t total = 0;
+};
+JsonMembers CountJsonObjectMembers(std::string_view text);
 
 }  // namespace kvs

@@ -105,6 +105,10 @@ StatusOr<Value> ParseJsonText(std::string_view text, bool content, const JsonLim
   // Reject deep nesting before nlohmann's recursive parser sees it.
   const size_t max_depth = JsonNestingDepth(text, kMaxJsonDepth);
   if (max_depth > static_cast<size_t>(kMaxJsonDepth)) return InvalidArgument("JSON nested deeper than {} levels", kMaxJsonDepth);
+  const size_t max_members = std::min(limits.max_items, kMaxJsonObjectMembers);
+  if (const JsonMembers m = CountJsonObjectMembers(text); m.largest > max_members) {
+    return ResourceExhausted("from_json: an object of {} members (the limit is {})", m.largest, max_members);
+  }
   auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument("from_json: the string is not valid JSON");
   return FromJson(j, content, limits);

@@ -21,6 +21,9 @@ namespace kvs::tmpl {
 
 // Deepest JSON nesting accepted as template input.
 inline constexpr int kMaxJsonDepth = 128;
+// Members of any one object in JSON text parsed for a template (from_json):
+// ordered_json's parse costs an object's members squared.
+inline constexpr size_t kMaxJsonObjectMembers = 4096;
 
 // Bounds of one conversion (a request's messages can be megabytes): any one
 // array or object, and the bytes of the values made (strings plus a Value

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "template/chat_template.h"
+#include "template/json.h"
 #include "template/template.h"
 
 namespace kvs::tmpl {
@@ -185,6 +186,16 @@ TEST(TemplateBudgetTest, JsonInputIsBounded) {
   EXPECT_EXHAUSTED(chat->Render(request, Patient().limits));
   EXPECT_EXHAUSTED(Render("{{ ('[' ~ ('0,' * 2000000) ~ '0]') | from_json | length }}"));
   EXPECT_RENDERS(Render("{{ ('[' ~ ('0,' * 2000) ~ '0]') | from_json | length }}"), "2001");
+  // An object's members are bounded before parsing (ordered_json's parse is
+  // quadratic in them: 100,000 members took 10 s).
+  auto object_of = [](size_t n) {
+    std::string s = "{";
+    for (size_t i = 0; i < n; ++i) s += (i > 0 ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+    return s + "}";
+  };
+  EXPECT_RENDERS(Render("{{ s | from_json | length }}", Patient(), ordered_json{{"s", object_of(kMaxJsonObjectMembers)}}),
+                 std::to_string(kMaxJsonObjectMembers));
+  EXPECT_EXHAUSTED(Render("{{ s | from_json | length }}", Patient(), ordered_json{{"s", object_of(100000)}}));
 }
 
 // Dicts with many keys are indexed: building one is not quadratic.
