@@ -9,13 +9,22 @@ function(kvs_add_test)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS;ISAS;ISA_ARGS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main Threads::Threads)
+  if(CMAKE_BUILD_TYPE STREQUAL "Release")
+    # The tests' own code (GoogleTest macros, fixtures, references) compiles
+    # ~20 % faster at -O1 and runs no slower for it; the code under test is
+    # in the libraries, at the build's -O2.
+    target_compile_options(${T_NAME} PRIVATE -O1)
+  endif()
   set(env "KVSERVE_SHARED_DIR=${KVSERVE_SHARED_DIR};KVSERVE_SOURCE_DIR=${KVSERVE_SOURCE_DIR};KVSERVE_BINARY_DIR=${CMAKE_BINARY_DIR}")
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
   set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${env}" LABELS "${T_LABELS}" TIMEOUT 900)
   foreach(isa IN LISTS T_ISAS)
     add_test(NAME ${T_NAME}_isa_${isa} COMMAND ${T_NAME} ${T_ISA_ARGS})
-    set_tests_properties(${T_NAME}_isa_${isa} PROPERTIES ENVIRONMENT "${env};KVSERVE_ISA=${isa}" LABELS "${T_LABELS}"
-                         TIMEOUT 900)
+    # Label isa_variant: the sanitizer stage of scripts/test.sh leaves these
+    # reruns out (kernels_test and paged_attention_test run every variant's
+    # kernels under the sanitizers; the Release stage runs these reruns).
+    set_tests_properties(${T_NAME}_isa_${isa} PROPERTIES ENVIRONMENT "${env};KVSERVE_ISA=${isa}"
+                         LABELS "${T_LABELS};isa_variant" TIMEOUT 900)
   endforeach()
 endfunction()
 
