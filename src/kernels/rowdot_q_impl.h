@@ -241,31 +241,59 @@ void RowQ3_K(const uint8_t* wrow, int64_t nsb, const RdAct* act, float* out) {
   for (int i = 0; i < A; ++i) out[i] = sum[i];
 }
 
+// Q2_K's 16 4-bit scales (low nibbles) or mins (high nibbles) of a
+// super-block as int32: groups 0-7 in v[0], 8-15 in v[1].
+inline void RdNibbles16(const uint8_t* p, bool high, __m256i v[2]) {
+  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if (high) b = _mm_srli_epi16(b, 4);
+  b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
+  v[0] = _mm256_cvtepu8_epi32(b);
+  v[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
+}
+
+// The sums of u x s over 32 bytes with lanes 0-3 scaled by group 2k of
+// sc (int32 scales of 8 groups) and lanes 4-7 by group 2k + 1.
+inline __m256i RdDotScaledPair(__m256i u, __m256i s, __m256i sc, int k) {
+  const __m256i idx = _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1);
+  const __m256i pair = _mm256_permutevar8x32_epi32(sc, idx);
+#if KVS_ROWDOT_VNNI
+  return _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s), pair);
+#else
+  // As int16 pairs: the scale in both halves of each int32 lane.
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_or_si256(pair, _mm256_slli_epi32(pair, 16)));
+#endif
+}
+
 template <int A>
 void RowQ2_K(const uint8_t* wrow, int64_t nsb, const RdAct* act, float* out) {
   const auto* w = reinterpret_cast<const BlockQ2_K*>(wrow);
   float sum[A] = {};
   for (int64_t b = 0; b < nsb; ++b) {
+    // The scales and mins as vectors once per super-block (integer sums:
+    // the same int32 totals as a scalar loop, so the same floats).
+    __m256i sc[2], mn[2];
+    RdNibbles16(w[b].scales, false, sc);
+    RdNibbles16(w[b].scales, true, mn);
     __m256i isum[A];
     for (int i = 0; i < A; ++i) isum[i] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = RdLoad32(w[b].qs + 32 * h);
       for (int k = 0; k < 4; ++k) {
         const __m256i codes = RdCodes2(qs, k);
-        const int g = 8 * h + 2 * k;
-        const int s0 = w[b].scales[g] & 0xF, s1 = w[b].scales[g + 1] & 0xF;
         for (int i = 0; i < A; ++i) {
           const __m256i x = RdLoad32(act[i].qs + 256 * b + 128 * h + 32 * k);
-          isum[i] = _mm256_add_epi32(isum[i], RdDotScaled(codes, x, s0, s1));
+          isum[i] = _mm256_add_epi32(isum[i], RdDotScaledPair(codes, x, sc[h], k));
         }
       }
     }
     const float dw = RdHalf(w[b].d), dmin = RdHalf(w[b].dmin);
     for (int i = 0; i < A; ++i) {
-      int32_t mins = 0;  // sum over groups of min * sum(x)
-      for (int g = 0; g < 16; ++g) mins += (w[b].scales[g] >> 4) * act[i].aux_i(16 * b + g);
+      // sum over groups of min * sum(x)
+      const uint8_t* aux = act[i].aux + 4 * 16 * b;
+      const __m256i m = _mm256_add_epi32(_mm256_mullo_epi32(mn[0], RdLoad32(aux)),
+                                         _mm256_mullo_epi32(mn[1], RdLoad32(aux + 32)));
       sum[i] += act[i].d[b] * dw * static_cast<float>(RdHSumI(isum[i])) -
-                act[i].d[b] * dmin * static_cast<float>(mins);
+                act[i].d[b] * dmin * static_cast<float>(RdHSumI(m));
     }
   }
   for (int i = 0; i < A; ++i) out[i] = sum[i];
