@@ -4,9 +4,12 @@
 #include <vector>
 
 namespace kvs {
+namespace {
 
-size_t JsonNestingDepth(std::string_view text, size_t stop_after) {
-  size_t depth = 0, max_depth = 0;
+// Calls f(c) for every character of text outside JSON strings (escapes
+// honoured; the quotes themselves are not passed); stops when f returns false.
+template <typename F>
+void ForEachOutsideStrings(std::string_view text, F&& f) {
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
@@ -17,19 +20,26 @@ size_t JsonNestingDepth(std::string_view text, size_t stop_after) {
       } else if (c == '"') {
         in_string = false;
       }
-      continue;
-    }
-    if (c == '"') {
+    } else if (c == '"') {
       in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) {
-        max_depth = depth;
-        if (max_depth > stop_after) return max_depth;
-      }
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
+    } else if (!f(c)) {
+      return;
     }
   }
+}
+
+}  // namespace
+
+size_t JsonNestingDepth(std::string_view text, size_t stop_after) {
+  size_t depth = 0, max_depth = 0;
+  ForEachOutsideStrings(text, [&](char c) {
+    if (c == '[' || c == '{') {
+      if (++depth > max_depth) max_depth = depth;
+      return max_depth <= stop_after;
+    }
+    if ((c == ']' || c == '}') && depth > 0) --depth;
+    return true;
+  });
   return max_depth;
 }
 
@@ -37,21 +47,8 @@ JsonMembers CountJsonObjectMembers(std::string_view text) {
   JsonMembers m;
   std::vector<size_t> colons;  // per open bracket: colons seen directly inside it
   size_t top_level = 0;        // colons outside any bracket (invalid JSON)
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
+  ForEachOutsideStrings(text, [&](char c) {
+    if (c == '[' || c == '{') {
       colons.push_back(0);
     } else if ((c == ']' || c == '}') && !colons.empty()) {
       colons.pop_back();
@@ -60,7 +57,8 @@ JsonMembers CountJsonObjectMembers(std::string_view text) {
       m.largest = std::max(m.largest, ++n);
       ++m.total;
     }
-  }
+    return true;
+  });
   return m;
 }
 
