@@ -1,5 +1,5 @@
-// AVX2 quantized MatMul (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K weights) over the
-// 16-row interleaved panels of packed.h (weights packed at load are read in
+// AVX2 quantized MatMul (Q8_0, Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K
+// weights) over the 16-row interleaved panels of packed.h (weights packed at load are read in
 // place; unpacked weights are packed one panel at a time into scratch).
 //
 // A 64-byte chunk holds 4 codes of each of 16 rows; AVX2 takes it as two
@@ -10,7 +10,8 @@
 // the madd multiplies by the sub-block scale at the same time (int16 pairs
 // of (sc, sc)), so Q4_K/Q5_K accumulate a whole super-block in integers.
 // Q8_0 codes are made signed again and use the abs/sign trick (an unsigned
-// 8-bit code times 127 twice overflows maddubs' int16). The codes' offsets
+// 8-bit code times 127 twice overflows maddubs' int16); so do the IQ4 grid
+// values (one pshufb per chunk half from the nibble indices). The codes' offsets
 // (Q4_0's 8, Q6_K's 32, the K-quant mins) come from the activation sums the
 // activation quantizer precomputed (ActLayout's aux terms).
 #include <algorithm>
@@ -24,23 +25,30 @@
 namespace kvs::kernels::avx2 {
 namespace {
 
-enum class QMode { kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
+enum class QMode { kQ8_0, kQ4_0, kQ4_1, kIQ4_NL, kIQ4_XS, kQ4_K, kQ5_K, kQ6_K };
 
 template <QMode M>
-constexpr DType kDType = M == QMode::kQ8_0   ? DType::kQ8_0
-                         : M == QMode::kQ4_0 ? DType::kQ4_0
-                         : M == QMode::kQ4_K ? DType::kQ4_K
-                         : M == QMode::kQ5_K ? DType::kQ5_K
-                                             : DType::kQ6_K;
+constexpr DType kDType = M == QMode::kQ8_0     ? DType::kQ8_0
+                         : M == QMode::kQ4_0   ? DType::kQ4_0
+                         : M == QMode::kQ4_1   ? DType::kQ4_1
+                         : M == QMode::kIQ4_NL ? DType::kIQ4_NL
+                         : M == QMode::kIQ4_XS ? DType::kIQ4_XS
+                         : M == QMode::kQ4_K   ? DType::kQ4_K
+                         : M == QMode::kQ5_K   ? DType::kQ5_K
+                                               : DType::kQ6_K;
+// The 32-element block types (one f16 scale per block and row).
+template <QMode M>
+constexpr bool kB32 = M == QMode::kQ8_0 || M == QMode::kQ4_0 || M == QMode::kQ4_1 || M == QMode::kIQ4_NL;
 template <QMode M>
 constexpr bool kAffineK = M == QMode::kQ4_K || M == QMode::kQ5_K;
-// Bytes per 32-element block (Q8_0/Q4_0 codes) or per super-block (K-quants).
+// Bytes per 32-element block (codes only) or per super-block.
 template <QMode M>
-constexpr int64_t kUnitBytes = M == QMode::kQ8_0   ? 512
-                               : M == QMode::kQ4_0 ? 256
-                               : M == QMode::kQ4_K ? kQ4KUnitBytes
-                               : M == QMode::kQ5_K ? kQ5KUnitBytes
-                                                   : kQ6KUnitBytes;
+constexpr int64_t kUnitBytes = M == QMode::kQ8_0     ? 512
+                               : kB32<M>             ? 256
+                               : M == QMode::kIQ4_XS ? kIQ4XSUnitBytes
+                               : M == QMode::kQ4_K   ? kQ4KUnitBytes
+                               : M == QMode::kQ5_K   ? kQ5KUnitBytes
+                                                     : kQ6KUnitBytes;
 
 constexpr int kMaxA = 4;  // activation rows per microkernel call
 
@@ -71,6 +79,19 @@ inline __m256i Dot4(__m256i w, __m256i x, __m256i scale) {
 // kernels add that many before widening with one madd.
 inline __m256i Pairs(__m256i w, __m256i x) { return _mm256_maddubs_epi16(w, x); }
 inline __m256i Add16(__m256i a, __m256i b) { return _mm256_add_epi16(a, b); }
+
+// The IQ4 grid values (signed) in both 128-bit lanes: pshufb's table for
+// nibble indices.
+inline __m256i IQ4Table() {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+  return _mm256_set_m128i(t, t);
+}
+// Signed weight bytes v (|v| <= 127) times activation bytes x, pairwise
+// int16 sums: |v| times x with v's sign (at most 2 * 127 * 127 per pair, so
+// each must be widened before the next is added).
+inline __m256i SignedPairs(__m256i v, __m256i x) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v));
+}
 
 // The 8 bytes at p (one per row of the half) as int32 lanes.
 inline __m256i Bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
@@ -113,11 +134,14 @@ inline void Store(const __m256 (&sum)[A], float* y, int64_t ldy, int valid) {
   }
 }
 
-// ---- Q8_0 / Q4_0
+// ---- 32-element blocks (Q4_1 adds its offset times the activation block's
+// sum)
 template <QMode M, int A>
 void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
   const uint8_t* dw = panel + nblk * kUnitBytes<M>;
+  const uint8_t* mw = dw + 32 * nblk;  // Q4_1's offsets
   const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i lut = IQ4Table();
   __m256 sum[A];
   KVS_UNROLL
   for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
@@ -136,6 +160,22 @@ void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, fl
           acc[i] = _mm256_add_epi32(acc[i], Dot4(aw, _mm256_sign_epi8(Bcast4(act[i].qs + 32 * b + 4 * c), w), ones));
         }
       }
+    } else if constexpr (M == QMode::kIQ4_NL) {  // signed grid values, one widening per chunk half
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) acc[i] = _mm256_setzero_si256();
+      KVS_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        const __m256i w = Load(p + 64 * c, h8);
+        const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(w, m4));
+        const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4));
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const __m256i s = _mm256_add_epi32(
+              _mm256_madd_epi16(SignedPairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)), ones),
+              _mm256_madd_epi16(SignedPairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)), ones));
+          acc[i] = _mm256_add_epi32(acc[i], s);
+        }
+      }
     } else {  // 8 nibble products per row summed in int16, widened once
       __m256i s16[A];
       KVS_UNROLL
@@ -151,13 +191,58 @@ void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, fl
       }
       KVS_UNROLL
       for (int i = 0; i < A; ++i) {
-        acc[i] = _mm256_add_epi32(_mm256_set1_epi32(act[i].aux_i()[b]), _mm256_madd_epi16(s16[i], ones));
+        acc[i] = _mm256_madd_epi16(s16[i], ones);
+        if constexpr (M == QMode::kQ4_0) acc[i] = _mm256_add_epi32(_mm256_set1_epi32(act[i].aux_i()[b]), acc[i]);
       }
     }
     const __m256 d = Halves8(dw + 32 * b + 16 * h8);
     KVS_UNROLL
     for (int i = 0; i < A; ++i) {
       sum[i] = _mm256_fmadd_ps(ToF(acc[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[b])), sum[i]);
+      if constexpr (M == QMode::kQ4_1) {
+        sum[i] = _mm256_fmadd_ps(Halves8(mw + 32 * b + 16 * h8), _mm256_set1_ps(act[i].aux_f()[b]), sum[i]);
+      }
+    }
+  }
+  Store<A>(sum, y, ldy, valid);
+}
+
+// ---- IQ4_XS: the block scale rides in the madd (int16 pairs (sc, sc)), a
+// super-block sums in int32, then times d.
+template <int A>
+void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+  const uint8_t* dw = panel + nsb * kIQ4XSUnitBytes;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), lut = IQ4Table();
+  __m256 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kIQ4XSUnitBytes;
+    __m256i isum[A];
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) isum[i] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i sc = _mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kIQ4XSScalesOff + 16 * j + 8 * h8)));
+      const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+      KVS_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        const __m256i w = Load(p + (4 * j + c) * 64, h8);
+        const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(w, m4));
+        const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4));
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const int8_t* x = act[i].qs + 256 * sb + 32 * j + 4 * c;
+          const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(SignedPairs(lo, Bcast4(x)), sc2),
+                                             _mm256_madd_epi16(SignedPairs(hi, Bcast4(x + 16)), sc2));
+          isum[i] = _mm256_add_epi32(isum[i], s);
+        }
+      }
+    }
+    const __m256 d = Halves8(dw + 32 * sb + 16 * h8);
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) {
+      sum[i] = _mm256_fmadd_ps(ToF(isum[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[sb])), sum[i]);
     }
   }
   Store<A>(sum, y, ldy, valid);
@@ -252,8 +337,10 @@ void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, flo
 
 template <QMode M, int A>
 void Micro(const uint8_t* panel, int64_t units, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
-  if constexpr (M == QMode::kQ8_0 || M == QMode::kQ4_0) {
+  if constexpr (kB32<M>) {
     MicroB32<M, A>(panel, units, h8, act, y, ldy, valid);
+  } else if constexpr (M == QMode::kIQ4_XS) {
+    MicroIQ4XS<A>(panel, units, h8, act, y, ldy, valid);
   } else if constexpr (kAffineK<M>) {
     MicroK4<M, A>(panel, units, h8, act, y, ldy, valid);
   } else {
@@ -266,7 +353,7 @@ void TileQ(const TileArgs& t) {
   constexpr DType kT = kDType<M>;
   const ActLayout& l = *t.layout;
   const int64_t pb = PanelBytes(kT, t.cols);
-  const int64_t units = M == QMode::kQ8_0 || M == QMode::kQ4_0 ? t.cols / 32 : t.cols / 256;
+  const int64_t units = kB32<M> ? t.cols / 32 : t.cols / 256;
   uint8_t* pack_buf = t.packed ? nullptr : ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(pb));
   for (int64_t r0 = 0; r0 < t.rows; r0 += kPanelRows) {
     const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, t.rows - r0));
@@ -303,6 +390,9 @@ void TileQ(const TileArgs& t) {
 
 void TileQ8_0(const TileArgs& a) { TileQ<QMode::kQ8_0>(a); }
 void TileQ4_0(const TileArgs& a) { TileQ<QMode::kQ4_0>(a); }
+void TileQ4_1(const TileArgs& a) { TileQ<QMode::kQ4_1>(a); }
+void TileIQ4_NL(const TileArgs& a) { TileQ<QMode::kIQ4_NL>(a); }
+void TileIQ4_XS(const TileArgs& a) { TileQ<QMode::kIQ4_XS>(a); }
 void TileQ4_K(const TileArgs& a) { TileQ<QMode::kQ4_K>(a); }
 void TileQ5_K(const TileArgs& a) { TileQ<QMode::kQ5_K>(a); }
 void TileQ6_K(const TileArgs& a) { TileQ<QMode::kQ6_K>(a); }

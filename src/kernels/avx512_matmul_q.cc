@@ -1,12 +1,15 @@
-// AVX-512 VNNI quantized MatMul (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K weights) over
+// AVX-512 VNNI quantized MatMul (Q8_0, Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q4_K,
+// Q5_K, Q6_K weights) over
 // the 16-row interleaved panels of packed.h: weights packed at load are read
 // in place; unpacked weights are packed one panel at a time into scratch.
 //
 // One vpdpbusd multiplies a 64-byte chunk (16 rows x 4 unsigned codes) by 4
 // broadcast activation codes and accumulates into the 16 rows' int32 lanes,
 // so no horizontal sums are needed. The codes' offsets (Q8_0's +128, Q4_0's
-// 8, Q6_K's 32, the K-quant mins) come from the per-group activation sums
-// the activation quantizer precomputes (ActLayout's aux terms).
+// 8, Q6_K's 32, the IQ4 grid values' +128, the Q4_1 / K-quant mins) come
+// from the per-group activation sums the activation quantizer precomputes
+// (ActLayout's aux terms). IQ4_NL / IQ4_XS nibbles are grid indices: one
+// vpshufb per chunk half turns them into grid values + 128.
 //
 // Two kernel shapes:
 //   decode (m <= kDecodeMaxM): every activation row at once over the panel,
@@ -26,20 +29,27 @@
 namespace kvs::kernels::avx512 {
 namespace {
 
-enum class QMode { kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
+enum class QMode { kQ8_0, kQ4_0, kQ4_1, kIQ4_NL, kIQ4_XS, kQ4_K, kQ5_K, kQ6_K };
 
 template <QMode M>
-constexpr DType kDType = M == QMode::kQ8_0   ? DType::kQ8_0
-                         : M == QMode::kQ4_0 ? DType::kQ4_0
-                         : M == QMode::kQ4_K ? DType::kQ4_K
-                         : M == QMode::kQ5_K ? DType::kQ5_K
-                                             : DType::kQ6_K;
+constexpr DType kDType = M == QMode::kQ8_0     ? DType::kQ8_0
+                         : M == QMode::kQ4_0   ? DType::kQ4_0
+                         : M == QMode::kQ4_1   ? DType::kQ4_1
+                         : M == QMode::kIQ4_NL ? DType::kIQ4_NL
+                         : M == QMode::kIQ4_XS ? DType::kIQ4_XS
+                         : M == QMode::kQ4_K   ? DType::kQ4_K
+                         : M == QMode::kQ5_K   ? DType::kQ5_K
+                                               : DType::kQ6_K;
+// The 32-element block types (one f16 scale per block and row).
+template <QMode M>
+constexpr bool kB32 = M == QMode::kQ8_0 || M == QMode::kQ4_0 || M == QMode::kQ4_1 || M == QMode::kIQ4_NL;
 template <QMode M>
 constexpr bool kAffineK = M == QMode::kQ4_K || M == QMode::kQ5_K;
-// Bytes per 32-element block (Q8_0/Q4_0 codes) or per super-block (K-quants).
+// Bytes per 32-element block (codes only) or per super-block.
 template <QMode M>
 constexpr int64_t kUnitBytes = M == QMode::kQ8_0   ? 512
-                               : M == QMode::kQ4_0 ? 256
+                               : kB32<M>           ? 256
+                               : M == QMode::kIQ4_XS ? kIQ4XSUnitBytes
                                : M == QMode::kQ4_K ? kQ4KUnitBytes
                                : M == QMode::kQ5_K ? kQ5KUnitBytes
                                                    : kQ6KUnitBytes;
@@ -83,6 +93,24 @@ inline __m512 ToF(__m512i v) { return _mm512_cvtepi32_ps(v); }
 inline __m512i Bit4(__m512i h, int s) {
   const __m512i b4 = _mm512_set1_epi8(0x10);
   return _mm512_and_si512(s <= 4 ? _mm512_slli_epi16(h, 4 - s) : _mm512_srli_epi16(h, s - 4), b4);
+}
+
+// The IQ4 grid values + 128 (unsigned), in every 128-bit lane: vpshufb's
+// table for nibble indices.
+inline __m512i IQ4Table() {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
+  return _mm512_broadcast_i32x4(_mm_xor_si128(t, _mm_set1_epi8(static_cast<char>(0x80))));
+}
+// Low and high nibbles of the chunk w: as they are, or (kLut) as grid values.
+template <bool kLut>
+inline void Nibbles(__m512i w, __m512i lut, __m512i* lo, __m512i* hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  *lo = _mm512_and_si512(w, m4);
+  *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+  if constexpr (kLut) {
+    *lo = _mm512_shuffle_epi8(lut, *lo);
+    *hi = _mm512_shuffle_epi8(lut, *hi);
+  }
 }
 
 // (a & b) | c
@@ -156,12 +184,14 @@ inline __m512i SumAcc(const __m512i (&acc)[S]) {
   else return _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
 }
 
-// ---- Q8_0 / Q4_0: one kernel for every m (the block scale is one f16 per row).
+// ---- 32-element blocks: one kernel for every m (the block scale is one
+// f16 per row; Q4_1 adds its offset times the activation block's sum).
 template <QMode M, int A>
 void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
   constexpr int S = kSplit<A>;
   const uint8_t* dw = panel + nblk * kUnitBytes<M>;
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const uint8_t* mw = dw + 32 * nblk;  // Q4_1's offsets
+  const __m512i lut = IQ4Table();
   __m512 sum[A];
   KVS_UNROLL
   for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
@@ -170,8 +200,10 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
     if (A <= kDecodeMaxM) PrefetchAhead<kUnitBytes<M>>(p);
     __m512i acc[A][S];
     ZeroAcc(acc);
-    KVS_UNROLL
-    for (int i = 0; i < A; ++i) acc[i][0] = _mm512_set1_epi32(act[i].aux_i()[b]);
+    if constexpr (M != QMode::kQ4_1) {  // the codes' offset
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) acc[i][0] = _mm512_set1_epi32(act[i].aux_i()[b]);
+    }
     if constexpr (M == QMode::kQ8_0) {
       KVS_UNROLL
       for (int c = 0; c < 8; ++c) {
@@ -184,8 +216,8 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
     } else {
       KVS_UNROLL
       for (int c = 0; c < 4; ++c) {
-        const __m512i w = Load(p + 64 * c);
-        const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+        __m512i lo, hi;
+        Nibbles<M == QMode::kIQ4_NL>(Load(p + 64 * c), lut, &lo, &hi);
         KVS_UNROLL
         for (int i = 0; i < A; ++i) {
           acc[i][(2 * c) % S] = _mm512_dpbusd_epi32(acc[i][(2 * c) % S], lo, Bcast4(act[i].qs + 32 * b + 4 * c));
@@ -198,7 +230,53 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
     KVS_UNROLL
     for (int i = 0; i < A; ++i) {
       sum[i] = _mm512_fmadd_ps(ToF(SumAcc(acc[i])), _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[b])), sum[i]);
+      if constexpr (M == QMode::kQ4_1) {
+        sum[i] = _mm512_fmadd_ps(Halves(mw + 32 * b), _mm512_set1_ps(act[i].aux_f()[b]), sum[i]);
+      }
     }
+  }
+  Store<A>(sum, y, ldy, mask);
+}
+
+// ---- IQ4_XS: 32-element blocks as IQ4_NL's, each block's int32 sum times
+// its 6-bit scale, the super-block's sum times d; one kernel for every m.
+template <int A>
+void MicroIQ4XS(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
+  constexpr int S = kSplit<A>;
+  const uint8_t* dw = panel + nsb * kIQ4XSUnitBytes;
+  const __m512i lut = IQ4Table();
+  __m512 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kIQ4XSUnitBytes;
+    if (A <= kDecodeMaxM) PrefetchAhead<kIQ4XSUnitBytes>(p);
+    __m512 t[A];
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) t[i] = _mm512_setzero_ps();
+    for (int j = 0; j < 8; ++j) {
+      __m512i acc[A][S];
+      ZeroAcc(acc);
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) acc[i][0] = _mm512_set1_epi32(act[i].aux_i()[8 * sb + j]);
+      KVS_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        __m512i lo, hi;
+        Nibbles<true>(Load(p + (4 * j + c) * 64), lut, &lo, &hi);
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const int8_t* x = act[i].qs + 256 * sb + 32 * j + 4 * c;
+          acc[i][(2 * c) % S] = _mm512_dpbusd_epi32(acc[i][(2 * c) % S], lo, Bcast4(x));
+          acc[i][(2 * c + 1) % S] = _mm512_dpbusd_epi32(acc[i][(2 * c + 1) % S], hi, Bcast4(x + 16));
+        }
+      }
+      const __m512 sc = SignedBytes16(p + kIQ4XSScalesOff + 16 * j);
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) t[i] = _mm512_fmadd_ps(ToF(SumAcc(acc[i])), sc, t[i]);
+    }
+    const __m512 d = Halves(dw + 32 * sb);
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) sum[i] = _mm512_fmadd_ps(t[i], _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[sb])), sum[i]);
   }
   Store<A>(sum, y, ldy, mask);
 }
@@ -450,9 +528,10 @@ void TileQ(const TileArgs& t) {
   constexpr DType kT = kDType<M>;
   const ActLayout& l = *t.layout;
   const int64_t pb = PanelBytes(kT, t.cols);
-  const int64_t units = M == QMode::kQ8_0 || M == QMode::kQ4_0 ? t.cols / 32 : t.cols / 256;
+  const int64_t units = kB32<M> ? t.cols / 32 : t.cols / 256;
   uint8_t* pack_buf = t.packed ? nullptr : ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(pb));
-  constexpr bool kK = M != QMode::kQ8_0 && M != QMode::kQ4_0;
+  // The K-quants' batch path expands scales and decodes codes per panel.
+  constexpr bool kK = !kB32<M> && M != QMode::kIQ4_XS;
   float* expanded = nullptr;
   uint8_t* codes = nullptr;
   if (kK && t.m > kDecodeMaxM) {
@@ -482,8 +561,12 @@ void TileQ(const TileArgs& t) {
                   row + l.aux_off};
       }
       float* y = t.y + i0 * t.ldy + r0;
-      if constexpr (!kK) {
+      if constexpr (kB32<M>) {
 #define KVS_CALL(A) MicroB32<M, A>(panel, units, act, y, t.ldy, mask)
+        KVS_DISPATCH_A(na, KVS_CALL)
+#undef KVS_CALL
+      } else if constexpr (M == QMode::kIQ4_XS) {
+#define KVS_CALL(A) MicroIQ4XS<A>(panel, units, act, y, t.ldy, mask)
         KVS_DISPATCH_A(na, KVS_CALL)
 #undef KVS_CALL
       } else if (expanded == nullptr) {
@@ -512,6 +595,9 @@ void TileQ(const TileArgs& t) {
 
 void TileQ8_0(const TileArgs& a) { TileQ<QMode::kQ8_0>(a); }
 void TileQ4_0(const TileArgs& a) { TileQ<QMode::kQ4_0>(a); }
+void TileQ4_1(const TileArgs& a) { TileQ<QMode::kQ4_1>(a); }
+void TileIQ4_NL(const TileArgs& a) { TileQ<QMode::kIQ4_NL>(a); }
+void TileIQ4_XS(const TileArgs& a) { TileQ<QMode::kIQ4_XS>(a); }
 void TileQ4_K(const TileArgs& a) { TileQ<QMode::kQ4_K>(a); }
 void TileQ5_K(const TileArgs& a) { TileQ<QMode::kQ5_K>(a); }
 void TileQ6_K(const TileArgs& a) { TileQ<QMode::kQ6_K>(a); }

@@ -44,6 +44,9 @@ bool HasPackedLayout(DType t) {
   switch (t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: return true;
@@ -56,26 +59,39 @@ constexpr int64_t kK4Chunks = kQ4KUnitBytes / kChunk, kK5Chunks = kQ5KUnitBytes 
 
 namespace {
 
-// Where the fields of a Q8_0 / Q4_0 row lie, and where a panel puts them:
-// `chunks` quant chunks per block (block b's chunk c at panel chunk
-// b * chunks + c, XOR `flip`: Q8_0 stores offset binary), then the blocks'
-// scales, 16 f16 per block, at `scales`. PackPanel and UnpackPanelRow share
-// it so that the two stay inverse.
+// Where the fields of a Q8_0 / Q4_0 / Q4_1 / IQ4_NL row lie, and where a
+// panel puts them: `chunks` quant chunks per block (block b's chunk c at
+// panel chunk b * chunks + c, XOR `flip`: Q8_0 stores offset binary), then
+// the blocks' scales, 16 f16 per block, at `scales`, then for Q4_1 the
+// offsets likewise at `mins`. PackPanel and UnpackPanelRow share it so that
+// the two stay inverse.
 struct Q0Layout {
   Q0Layout(DType t, int64_t cols)
       : q8(t == DType::kQ8_0),
+        q41(t == DType::kQ4_1),
         nblk(cols / kQK0),
-        bs(q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0)),
+        bs(static_cast<int64_t>(q8 ? sizeof(BlockQ8_0) : q41 ? sizeof(BlockQ4_1) : sizeof(BlockQ4_0))),
+        qs_off(q41 ? 4 : 2),
         chunks(q8 ? 8 : 4),
         flip(static_cast<uint8_t>(q8 ? 0x80 : 0)),
-        scales(nblk * chunks * kChunk) {}
-  bool q8;
+        scales(nblk * chunks * kChunk),
+        mins(scales + 32 * nblk),
+        end(mins + (q41 ? 32 * nblk : 0)) {}
+  bool q8, q41;
   int64_t nblk;    // blocks per row
   int64_t bs;      // bytes per block in a row
+  int64_t qs_off;  // offset of the quants in a block
   int chunks;      // quant chunks per block
   uint8_t flip;    // XOR on the quant bytes
   int64_t scales;  // panel offset of the scales
+  int64_t mins;    // panel offset of Q4_1's offsets
+  int64_t end;     // bytes used; the panel's rest is zero
 };
+
+// IQ4_XS: a row's sub-block scale s (6 bits) of super-block `blk`.
+inline int IQ4XSScale(const BlockIQ4_XS& blk, int s) {
+  return ((blk.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((blk.scales_h >> (2 * s)) & 3) << 4);
+}
 
 // The same for a Q4_K / Q5_K row: super-block sb at panel offset
 // sb * sb_bytes; its quants at qs_off in the row's block.
@@ -95,6 +111,7 @@ struct K45Layout {
 
 int64_t PanelBytes(DType t, int64_t cols) {
   switch (t) {
+    case DType::kIQ4_XS: return RoundUp64(cols / kQKK * (kIQ4XSUnitBytes + 32));
     case DType::kQ4_K: return cols / kQKK * kK4Chunks * kChunk;
     case DType::kQ5_K: return cols / kQKK * kK5Chunks * kChunk;
     default: return RoundUp64(kPanelRows * RowBytes(t, cols));
@@ -106,16 +123,43 @@ void PackPanel(DType t, const uint8_t* rows, int64_t row_bytes, int valid, int64
   const int64_t pb = PanelBytes(t, cols);
   switch (t) {
     case DType::kQ8_0:
-    case DType::kQ4_0: {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kIQ4_NL: {
       const Q0Layout q(t, cols);
-      uint8_t* d = panel + q.scales;
       for (int64_t b = 0; b < q.nblk; ++b) {
         for (int c = 0; c < q.chunks; ++c) {
-          GatherChunk(rows, row_bytes, valid, b * q.bs + 2 + 4 * c, q.flip, panel + (b * q.chunks + c) * kChunk);
+          GatherChunk(rows, row_bytes, valid, b * q.bs + q.qs_off + 4 * c, q.flip,
+                      panel + (b * q.chunks + c) * kChunk);
         }
-        GatherHalves(rows, row_bytes, valid, b * q.bs, d + 32 * b);
+        GatherHalves(rows, row_bytes, valid, b * q.bs, panel + q.scales + 32 * b);
+        if (q.q41) GatherHalves(rows, row_bytes, valid, b * q.bs + 2, panel + q.mins + 32 * b);
       }
-      std::memset(d + 32 * q.nblk, 0, static_cast<size_t>(pb - (d + 32 * q.nblk - panel)));
+      std::memset(panel + q.end, 0, static_cast<size_t>(pb - q.end));
+      return;
+    }
+    case DType::kIQ4_XS: {
+      const int64_t nsb = cols / kQKK;
+      uint8_t* d = panel + nsb * kIQ4XSUnitBytes;
+      std::memset(panel, 0, static_cast<size_t>(pb));
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        uint8_t* out = panel + sb * kIQ4XSUnitBytes;
+        const int64_t base = sb * static_cast<int64_t>(sizeof(BlockIQ4_XS));
+        for (int j = 0; j < 8; ++j) {
+          for (int c = 0; c < 4; ++c) {
+            GatherChunk(rows, row_bytes, valid, base + offsetof(BlockIQ4_XS, qs) + 16 * j + 4 * c, 0,
+                        out + (4 * j + c) * kChunk);
+          }
+        }
+        for (int r = 0; r < kPanelRows; ++r) {
+          BlockIQ4_XS blk{};
+          if (r < valid) std::memcpy(&blk, rows + r * row_bytes + base, sizeof(blk));
+          for (int j = 0; j < 8; ++j) {
+            out[kIQ4XSScalesOff + 16 * j + r] = static_cast<uint8_t>(static_cast<int8_t>(IQ4XSScale(blk, j) - 32));
+          }
+        }
+        GatherHalves(rows, row_bytes, valid, base, d + 32 * sb);
+      }
       return;
     }
     case DType::kQ4_K:
@@ -180,12 +224,36 @@ void PackPanel(DType t, const uint8_t* rows, int64_t row_bytes, int valid, int64
 void UnpackPanelRow(DType t, const uint8_t* panel, int r, int64_t cols, uint8_t* row) {
   switch (t) {
     case DType::kQ8_0:
-    case DType::kQ4_0: {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kIQ4_NL: {
       const Q0Layout q(t, cols);
-      const uint8_t* d = panel + q.scales;
       for (int64_t b = 0; b < q.nblk; ++b) {
-        for (int c = 0; c < q.chunks; ++c) ScatterChunk(panel + (b * q.chunks + c) * kChunk, r, b * q.bs + 2 + 4 * c, q.flip, row);
-        std::memcpy(row + b * q.bs, d + 32 * b + 2 * r, 2);
+        for (int c = 0; c < q.chunks; ++c) {
+          ScatterChunk(panel + (b * q.chunks + c) * kChunk, r, b * q.bs + q.qs_off + 4 * c, q.flip, row);
+        }
+        std::memcpy(row + b * q.bs, panel + q.scales + 32 * b + 2 * r, 2);
+        if (q.q41) std::memcpy(row + b * q.bs + 2, panel + q.mins + 32 * b + 2 * r, 2);
+      }
+      return;
+    }
+    case DType::kIQ4_XS: {
+      const int64_t nsb = cols / kQKK;
+      const uint8_t* d = panel + nsb * kIQ4XSUnitBytes;
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* in = panel + sb * kIQ4XSUnitBytes;
+        BlockIQ4_XS blk{};
+        for (int j = 0; j < 8; ++j) {
+          for (int c = 0; c < 4; ++c) {
+            ScatterChunk(in + (4 * j + c) * kChunk, r, offsetof(BlockIQ4_XS, qs) + 16 * j + 4 * c, 0,
+                         reinterpret_cast<uint8_t*>(&blk));
+          }
+          const int ls = static_cast<int8_t>(in[kIQ4XSScalesOff + 16 * j + r]) + 32;
+          blk.scales_l[j / 2] = static_cast<uint8_t>(blk.scales_l[j / 2] | ((ls & 0xF) << (4 * (j % 2))));
+          blk.scales_h = static_cast<uint16_t>(blk.scales_h | ((ls >> 4) << (2 * j)));
+        }
+        std::memcpy(&blk.d, d + 32 * sb + 2 * r, 2);
+        std::memcpy(row + sb * static_cast<int64_t>(sizeof(BlockIQ4_XS)), &blk, sizeof(blk));
       }
       return;
     }

@@ -8,10 +8,10 @@
 // 4 codes against 4 broadcast activation codes, with no horizontal sums and
 // no per-call repacking; the panel is one contiguous stream per thread.
 // Packing happens once, at model load (PackWeights). A packed matrix takes
-// the bytes of the original rows (Q8_0, Q4_0, Q6_K; rounded up to whole
-// panels of 16 rows and to 64 bytes per panel) or 2-3 % more (Q4_K, Q5_K,
-// whose 6-bit sub-block scales are stored as bytes so the kernels need not
-// unpack them).
+// the bytes of the original rows (Q8_0, Q4_0, Q4_1, IQ4_NL, Q6_K; rounded
+// up to whole panels of 16 rows and to 64 bytes per panel) or 1.5-3 % more
+// (Q4_K, Q5_K, IQ4_XS, whose 6-bit sub-block scales are stored as bytes so
+// the kernels need not unpack them).
 //
 // A panel holds rows [16p, 16p + 16) (rows past the matrix are zero). A
 // "chunk" is 64 bytes: 4 bytes for each of the 16 rows, row r at bytes
@@ -22,6 +22,13 @@
 //   Q4_0  [nblk][4 chunks]    chunk c: bytes qs[4c..4c+3] of each row: low
 //                             nibbles are elements 4c.., high 16+4c..
 //         [nblk][16 x f16]    d
+//   Q4_1  as Q4_0, then [nblk][16 x f16] m (the blocks' offsets)
+//   IQ4_NL as Q4_0 (the nibbles are indices into kIQ4NLValues)
+//   IQ4_XS per super-block: [32 chunks codes][2 chunks scales]
+//         codes chunk 4j + c: as Q4_0's chunk c of 32-element block j
+//         scales: byte 16j + r = the 6-bit scale of block j, row r, minus 32
+//                (int8; padding rows -32, so they unpack to zero bytes)
+//         after all super-blocks: [nsb][16 x f16] d
 //   Q4_K  per super-block: [5 chunks header][32 chunks codes]
 //         header chunk 0: each row's f16 d | f16 dmin << 16
 //                bytes 64 + 16s + r: the 6-bit scale of sub-block s, row r
@@ -56,8 +63,10 @@ inline constexpr int64_t kQ4KUnitBytes = 37 * kChunkBytes, kQ5KUnitBytes = 45 * 
 inline constexpr int64_t kK4ScalesOff = 64, kK4MinsOff = 192, kK4CodesOff = 5 * kChunkBytes,
                          kK5HighOff = 37 * kChunkBytes;
 inline constexpr int64_t kQ6KUnitBytes = 52 * kChunkBytes, kQ6KScalesOff = 48 * kChunkBytes;
+inline constexpr int64_t kIQ4XSUnitBytes = 34 * kChunkBytes, kIQ4XSScalesOff = 32 * kChunkBytes;
 
-// True for the types with a packed layout (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K).
+// True for the types with a packed layout (Q8_0, Q4_0, Q4_1, IQ4_NL,
+// IQ4_XS, Q4_K, Q5_K, Q6_K).
 bool HasPackedLayout(DType t);
 // Bytes of one panel (a multiple of 64).
 int64_t PanelBytes(DType t, int64_t cols);

@@ -1,5 +1,5 @@
 // Row-at-a-time SIMD MatMul tiles for the weight types without a packed
-// panel layout (Q5_0, Q4_1, IQ4_NL, IQ4_XS, Q3_K, Q2_K). Written once with
+// panel layout (Q5_0, Q3_K, Q2_K). Written once with
 // 256-bit integer intrinsics and included by avx2_matmul_q2.cc and
 // avx512_matmul_q2.cc, which define KVS_ROWDOT_ISA (the variant's namespace)
 // and KVS_ROWDOT_VNNI (1: vpdpbusd replaces maddubs + madd). Everything
@@ -15,11 +15,12 @@
 // panels would each need their own packing; one weight row's blocks are
 // decoded to bytes once per group of up to four activation rows and
 // multiplied by Q8_0 / Q8_K activation codes (ggml's scheme). For prefill,
-// Q5_0 / IQ4_NL / Q3_K rows are rewritten losslessly as Q8_0 / Q6_K and go
-// through those types' panel kernels (see RdTileOrTranscode); Q4_1, IQ4_XS
-// and Q2_K rows are dequantized to f32 for the float GEMM (RdTileOrDequant). The codes'
-// offsets and the Q4_1 / Q2_K mins use the activation sums the activation
-// quantizer precomputed (ActLayout's aux terms).
+// Q5_0 / Q3_K rows are rewritten losslessly as Q8_0 / Q6_K and go through
+// those types' panel kernels (see RdTileOrTranscode); Q2_K rows are
+// dequantized to f32 for the float GEMM (RdTileOrDequant). The codes'
+// offsets and the Q2_K mins use the activation sums the activation
+// quantizer precomputed (ActLayout's aux terms). (Q4_1, IQ4_NL and IQ4_XS
+// have packed panels: avx*_matmul_q.cc.)
 #ifndef KVS_ROWDOT_ISA
 #error "define KVS_ROWDOT_ISA (avx2 or avx512) before including rowdot_q_impl.h"
 #endif
@@ -108,12 +109,6 @@ inline __m256i RdBit4(const uint8_t* qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel), _mm256_set1_epi8(0x10));
 }
 
-// Grid values of 32 IQ4 indices (nibbles at p), as signed bytes.
-inline __m256i RdIQ4Values(const uint8_t* p) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues));
-  return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), RdNibbles(p));
-}
-
 // Signed weight bytes w (|w| <= 127) times activation bytes: with VNNI as
 // the unsigned w + 128 (the caller adds the -128 * sum(x) aux), otherwise
 // as |w| times x with w's sign.
@@ -145,61 +140,7 @@ void RowQ5_0(const uint8_t* wrow, int64_t nblk, const RdAct* act, float* out) {
   for (int i = 0; i < A; ++i) out[i] = sum[i];
 }
 
-template <int A>
-void RowQ4_1(const uint8_t* wrow, int64_t nblk, const RdAct* act, float* out) {
-  const auto* w = reinterpret_cast<const BlockQ4_1*>(wrow);
-  float sum[A] = {};
-  for (int64_t b = 0; b < nblk; ++b) {
-    const __m256i codes = RdNibbles(w[b].qs);
-    const float dw = RdHalf(w[b].d), mw = RdHalf(w[b].m);
-    for (int i = 0; i < A; ++i) {
-      const int32_t isum = RdHSumI(RdDot(_mm256_setzero_si256(), codes, RdLoad32(act[i].qs + 32 * b)));
-      sum[i] += static_cast<float>(isum) * (dw * act[i].d[b]) + mw * act[i].aux_f(b);
-    }
-  }
-  for (int i = 0; i < A; ++i) out[i] = sum[i];
-}
-
-template <int A>
-void RowIQ4_NL(const uint8_t* wrow, int64_t nblk, const RdAct* act, float* out) {
-  const auto* w = reinterpret_cast<const BlockIQ4_NL*>(wrow);
-  float sum[A] = {};
-  for (int64_t b = 0; b < nblk; ++b) {
-    const __m256i vals = RdIQ4Values(w[b].qs);
-    const float dw = RdHalf(w[b].d);
-    for (int i = 0; i < A; ++i) {
-      const int32_t off = kRdSignedUsesAux ? act[i].aux_i(b) : 0;
-      const int32_t isum = off + RdHSumI(RdDotSigned(_mm256_setzero_si256(), vals, RdLoad32(act[i].qs + 32 * b)));
-      sum[i] += static_cast<float>(isum) * (dw * act[i].d[b]);
-    }
-  }
-  for (int i = 0; i < A; ++i) out[i] = sum[i];
-}
-
 // ---- 256-element super-blocks (Q8_K activations)
-
-template <int A>
-void RowIQ4_XS(const uint8_t* wrow, int64_t nsb, const RdAct* act, float* out) {
-  const auto* w = reinterpret_cast<const BlockIQ4_XS*>(wrow);
-  float sum[A] = {};
-  for (int64_t b = 0; b < nsb; ++b) {
-    __m256i isum[A];
-    int32_t off[A] = {};
-    for (int i = 0; i < A; ++i) isum[i] = _mm256_setzero_si256();
-    for (int s = 0; s < 8; ++s) {
-      const int ls = (((w[b].scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((w[b].scales_h >> (2 * s)) & 3) << 4)) - 32;
-      const __m256i vals = RdIQ4Values(w[b].qs + 16 * s);
-      for (int i = 0; i < A; ++i) {
-        if (kRdSignedUsesAux) off[i] += ls * act[i].aux_i(8 * b + s);
-        const __m256i p = RdDotSigned(_mm256_setzero_si256(), vals, RdLoad32(act[i].qs + 256 * b + 32 * s));
-        isum[i] = _mm256_add_epi32(isum[i], _mm256_mullo_epi32(p, _mm256_set1_epi32(ls)));
-      }
-    }
-    const float dw = RdHalf(w[b].d);
-    for (int i = 0; i < A; ++i) sum[i] += act[i].d[b] * dw * static_cast<float>(off[i] + RdHSumI(isum[i]));
-  }
-  for (int i = 0; i < A; ++i) out[i] = sum[i];
-}
 
 // Codes of elements 128h + 32k + l (l < 32) of a Q2_K / Q3_K super-block:
 // bits 2k of the 32 qs bytes of half h.
@@ -329,7 +270,7 @@ void RdTile(const TileArgs& t, int64_t units) {
   }
 }
 
-// ---- Prefill: Q5_0 and IQ4_NL blocks are Q8_0 blocks (the same f16 d and
+// ---- Prefill: Q5_0 blocks are Q8_0 blocks (the same f16 d and
 // signed 8-bit values), and Q3_K super-blocks are Q6_K ones (the same d,
 // 6-bit scales sc - 32, codes v + 32 for v in [-4, 3]); with more than
 // kRowMaxA activation rows, 16 rows at a time are rewritten losslessly in
@@ -345,15 +286,6 @@ void Q5_0ToQ8_0(const uint8_t* src, int64_t nblk, uint8_t* dst) {
         _mm256_sub_epi8(_mm256_or_si256(RdNibbles(in[b].qs), RdBit4(in[b].qh)), _mm256_set1_epi8(16));
     o[b].d = in[b].d;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[b].qs), codes);
-  }
-}
-
-void IQ4_NLToQ8_0(const uint8_t* src, int64_t nblk, uint8_t* dst) {
-  const auto* in = reinterpret_cast<const BlockIQ4_NL*>(src);
-  auto* o = reinterpret_cast<BlockQ8_0*>(dst);
-  for (int64_t b = 0; b < nblk; ++b) {
-    o[b].d = in[b].d;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[b].qs), RdIQ4Values(in[b].qs));
   }
 }
 
@@ -412,12 +344,11 @@ void RdTileOrTranscode(const TileArgs& t, int64_t units, TileFn target) {
 }
 
 // The tile through the row kernels (few activation rows) or, for prefill,
-// for the types no packed layout can hold losslessly (Q4_1's per-block
-// offset, IQ4_XS's product of two scales, Q2_K's per-16 offsets): 32 rows
+// for Q2_K (no packed layout yet: its per-16 offsets): 32 rows
 // at a time dequantized to f32 (the reference's floats) and multiplied by
 // the f32 activations with the variant's float GEMM (TileF32). The row
 // kernels run at ~30 GFLOP/s a core for any m; the float GEMM at ~180
-// (kernels_bench MatMul/<isa>/Q4_1/gate_up/m:512). The products then use
+// (kernels_bench MatMul/<isa>/Q2_K/gate_up/m:512). The products then use
 // the f32 activations rather than their Q8 codes: more accurate, and
 // within float rounding of dequant(W) . x.
 template <RdRowFn F1, RdRowFn F2, RdRowFn F3, RdRowFn F4>
@@ -452,11 +383,6 @@ void RdTileOrDequant(const TileArgs& t, int64_t units, DType type) {
 }  // namespace
 
 void TileQ5_0(const TileArgs& a) { KVS_ROWDOT_TILE_T(RowQ5_0, a.cols / 32, Q5_0ToQ8_0, DType::kQ8_0, TileQ8_0); }
-void TileQ4_1(const TileArgs& a) { KVS_ROWDOT_TILE_D(RowQ4_1, a.cols / 32, DType::kQ4_1); }
-void TileIQ4_NL(const TileArgs& a) {
-  KVS_ROWDOT_TILE_T(RowIQ4_NL, a.cols / 32, IQ4_NLToQ8_0, DType::kQ8_0, TileQ8_0);
-}
-void TileIQ4_XS(const TileArgs& a) { KVS_ROWDOT_TILE_D(RowIQ4_XS, a.cols / 256, DType::kIQ4_XS); }
 void TileQ3_K(const TileArgs& a) { KVS_ROWDOT_TILE_T(RowQ3_K, a.cols / 256, Q3_KToQ6_K, DType::kQ6_K, TileQ6_K); }
 void TileQ2_K(const TileArgs& a) { KVS_ROWDOT_TILE_D(RowQ2_K, a.cols / 256, DType::kQ2_K); }
 
