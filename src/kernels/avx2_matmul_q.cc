@@ -1,5 +1,5 @@
-// AVX2 quantized MatMul (Q8_0, Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K
-// weights) over the 16-row interleaved panels of packed.h (weights packed at load are read in
+// AVX2 quantized MatMul (every quantized weight type: Q8_0, Q4_0, Q4_1,
+// Q5_0, IQ4_NL, IQ4_XS, Q2_K .. Q6_K) over the 16-row interleaved panels of packed.h (weights packed at load are read in
 // place; unpacked weights are packed one panel at a time into scratch).
 //
 // A 64-byte chunk holds 4 codes of each of 16 rows; AVX2 takes it as two
@@ -25,27 +25,35 @@
 namespace kvs::kernels::avx2 {
 namespace {
 
-enum class QMode { kQ8_0, kQ4_0, kQ4_1, kIQ4_NL, kIQ4_XS, kQ4_K, kQ5_K, kQ6_K };
+enum class QMode { kQ8_0, kQ4_0, kQ4_1, kIQ4_NL, kQ5_0, kIQ4_XS, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K };
 
 template <QMode M>
 constexpr DType kDType = M == QMode::kQ8_0     ? DType::kQ8_0
                          : M == QMode::kQ4_0   ? DType::kQ4_0
                          : M == QMode::kQ4_1   ? DType::kQ4_1
                          : M == QMode::kIQ4_NL ? DType::kIQ4_NL
+                         : M == QMode::kQ5_0   ? DType::kQ5_0
                          : M == QMode::kIQ4_XS ? DType::kIQ4_XS
+                         : M == QMode::kQ2_K   ? DType::kQ2_K
+                         : M == QMode::kQ3_K   ? DType::kQ3_K
                          : M == QMode::kQ4_K   ? DType::kQ4_K
                          : M == QMode::kQ5_K   ? DType::kQ5_K
                                                : DType::kQ6_K;
 // The 32-element block types (one f16 scale per block and row).
 template <QMode M>
-constexpr bool kB32 = M == QMode::kQ8_0 || M == QMode::kQ4_0 || M == QMode::kQ4_1 || M == QMode::kIQ4_NL;
+constexpr bool kB32 =
+    M == QMode::kQ8_0 || M == QMode::kQ4_0 || M == QMode::kQ4_1 || M == QMode::kIQ4_NL || M == QMode::kQ5_0;
 template <QMode M>
 constexpr bool kAffineK = M == QMode::kQ4_K || M == QMode::kQ5_K;
-// Bytes per 32-element block (codes only) or per super-block.
+// Bytes per 32-element block (codes; Q5_0 with its 5th bits) or per
+// super-block.
 template <QMode M>
 constexpr int64_t kUnitBytes = M == QMode::kQ8_0     ? 512
+                               : M == QMode::kQ5_0   ? 320
                                : kB32<M>             ? 256
                                : M == QMode::kIQ4_XS ? kIQ4XSUnitBytes
+                               : M == QMode::kQ2_K   ? kQ2KUnitBytes
+                               : M == QMode::kQ3_K   ? kQ3KUnitBytes
                                : M == QMode::kQ4_K   ? kQ4KUnitBytes
                                : M == QMode::kQ5_K   ? kQ5KUnitBytes
                                                      : kQ6KUnitBytes;
@@ -176,6 +184,31 @@ void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, fl
           acc[i] = _mm256_add_epi32(acc[i], s);
         }
       }
+    } else if constexpr (M == QMode::kQ5_0) {  // 5-bit codes: 4 products per int16 sum (see Pairs)
+      const __m256i hb = Load(p + 256, h8), b4 = _mm256_set1_epi8(0x10);
+      auto bit4 = [&](int s) {  // bit s of every byte of hb moved to bit 4
+        return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(hb, 4 - s) : _mm256_srli_epi16(hb, s - 4), b4);
+      };
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) acc[i] = _mm256_set1_epi32(act[i].aux_i()[b] / 8);  // -16 * sum(x)
+      KVS_UNROLL
+      for (int c0 = 0; c0 < 4; c0 += 2) {
+        __m256i s16[A];
+        KVS_UNROLL
+        for (int c = c0; c < c0 + 2; ++c) {
+          const __m256i w = Load(p + 64 * c, h8);
+          const __m256i lo = _mm256_or_si256(_mm256_and_si256(w, m4), bit4(2 * c));
+          const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bit4(2 * c + 1));
+          KVS_UNROLL
+          for (int i = 0; i < A; ++i) {
+            const __m256i pr = Add16(Pairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)),
+                                     Pairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)));
+            s16[i] = c == c0 ? pr : Add16(s16[i], pr);
+          }
+        }
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s16[i], ones));
+      }
     } else {  // 8 nibble products per row summed in int16, widened once
       __m256i s16[A];
       KVS_UNROLL
@@ -243,6 +276,85 @@ void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, f
     KVS_UNROLL
     for (int i = 0; i < A; ++i) {
       sum[i] = _mm256_fmadd_ps(ToF(isum[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[sb])), sum[i]);
+    }
+  }
+  Store<A>(sum, y, ldy, valid);
+}
+
+// ---- Q2_K / Q3_K: per 16-group (elements 128h + 32k + 16 half ..), the
+// 2-bit codes of plane k (bits 2k..2k+1 of a chunk's bytes; Q3_K ORs in its
+// 3rd bit) summed in int16 over the group's 4 chunks, widened by one madd
+// with the group's scale pairs (sc, sc). Q3_K's values are the codes minus
+// 4: -4 * sum(x) (the aux term / 8) rides in the low int16 of each pair
+// (|sum| <= 4 * 1778 + 8128). Q2_K's mins: float, per group.
+template <QMode M, int A>
+void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+  constexpr bool kQ3 = M == QMode::kQ3_K;
+  constexpr int64_t kCodes = kQ3 ? 0 : kQ2KCodesOff, kScales = kQ3 ? kQ3KScalesOff : kQ2KScalesOff;
+  const __m256i m3 = _mm256_set1_epi8(0x03), b2 = _mm256_set1_epi8(0x04);
+  const uint8_t* dw = panel + nsb * kUnitBytes<M>;  // Q3_K's d
+  __m256 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kUnitBytes<M>;
+    __m256i isum[A];
+    __m256 msum[A];
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) {
+      isum[i] = _mm256_setzero_si256();
+      msum[i] = _mm256_setzero_ps();
+    }
+    for (int g = 0; g < 16; ++g) {
+      const int h = g / 8, k = (g / 2) % 4, half = g % 2;
+      const __m256i s8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kScales + 16 * g + 8 * h8)));
+      const __m256i sc = kQ3 ? _mm256_sub_epi32(_mm256_xor_si256(s8, _mm256_set1_epi32(0x80)), _mm256_set1_epi32(0x80))
+                             : _mm256_and_si256(s8, _mm256_set1_epi32(0xF));
+      const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+      __m256i s16[A];
+      KVS_UNROLL
+      for (int cc = 0; cc < 4; ++cc) {
+        const int c = 4 * half + cc;
+        __m256i q = _mm256_and_si256(_mm256_srli_epi16(Load(p + kCodes + (8 * h + c) * 64, h8), 2 * k), m3);
+        if constexpr (kQ3) {
+          const int b = 4 * h + k;
+          const __m256i hb = Load(p + kQ3KHighOff + 64 * c, h8);
+          q = _mm256_or_si256(q, _mm256_and_si256(b >= 2 ? _mm256_srli_epi16(hb, b - 2) : _mm256_slli_epi16(hb, 2 - b), b2));
+        }
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const __m256i pr = Pairs(q, Bcast4(act[i].qs + 256 * sb + 128 * h + 32 * k + 4 * c));
+          s16[i] = cc == 0 ? pr : Add16(s16[i], pr);
+        }
+      }
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        const int32_t aux = act[i].aux_i()[16 * sb + g];
+        if constexpr (kQ3) s16[i] = Add16(s16[i], _mm256_set1_epi32((aux >> 3) & 0xFFFF));
+        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc2));
+        if constexpr (!kQ3) {
+          msum[i] = _mm256_fmadd_ps(ToF(_mm256_srli_epi32(s8, 4)), _mm256_set1_ps(static_cast<float>(aux)), msum[i]);
+        }
+      }
+    }
+    if constexpr (kQ3) {
+      const __m256 d = Halves8(dw + 32 * sb + 16 * h8);
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        sum[i] = _mm256_fmadd_ps(ToF(isum[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[sb])), sum[i]);
+      }
+    } else {
+      const __m256i dd = Load(p, h8);
+      const __m256i lo16 = _mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF));
+      const __m256 d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo16), _mm256_extracti128_si256(lo16, 1)));
+      const __m256i hi16 = _mm256_srli_epi32(dd, 16);
+      const __m256 dmin = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(hi16), _mm256_extracti128_si256(hi16, 1)));
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        const __m256 da = _mm256_set1_ps(act[i].d[sb]);
+        sum[i] = _mm256_fmadd_ps(ToF(isum[i]), _mm256_mul_ps(d, da), sum[i]);
+        sum[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), msum[i], sum[i]);
+      }
     }
   }
   Store<A>(sum, y, ldy, valid);
@@ -341,6 +453,8 @@ void Micro(const uint8_t* panel, int64_t units, int h8, const ActRows* act, floa
     MicroB32<M, A>(panel, units, h8, act, y, ldy, valid);
   } else if constexpr (M == QMode::kIQ4_XS) {
     MicroIQ4XS<A>(panel, units, h8, act, y, ldy, valid);
+  } else if constexpr (M == QMode::kQ2_K || M == QMode::kQ3_K) {
+    MicroLow2<M, A>(panel, units, h8, act, y, ldy, valid);
   } else if constexpr (kAffineK<M>) {
     MicroK4<M, A>(panel, units, h8, act, y, ldy, valid);
   } else {
@@ -391,8 +505,11 @@ void TileQ(const TileArgs& t) {
 void TileQ8_0(const TileArgs& a) { TileQ<QMode::kQ8_0>(a); }
 void TileQ4_0(const TileArgs& a) { TileQ<QMode::kQ4_0>(a); }
 void TileQ4_1(const TileArgs& a) { TileQ<QMode::kQ4_1>(a); }
+void TileQ5_0(const TileArgs& a) { TileQ<QMode::kQ5_0>(a); }
 void TileIQ4_NL(const TileArgs& a) { TileQ<QMode::kIQ4_NL>(a); }
 void TileIQ4_XS(const TileArgs& a) { TileQ<QMode::kIQ4_XS>(a); }
+void TileQ2_K(const TileArgs& a) { TileQ<QMode::kQ2_K>(a); }
+void TileQ3_K(const TileArgs& a) { TileQ<QMode::kQ3_K>(a); }
 void TileQ4_K(const TileArgs& a) { TileQ<QMode::kQ4_K>(a); }
 void TileQ5_K(const TileArgs& a) { TileQ<QMode::kQ5_K>(a); }
 void TileQ6_K(const TileArgs& a) { TileQ<QMode::kQ6_K>(a); }

@@ -1,5 +1,5 @@
-// AVX-512 VNNI quantized MatMul (Q8_0, Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q4_K,
-// Q5_K, Q6_K weights) over
+// AVX-512 VNNI quantized MatMul (every quantized weight type: Q8_0, Q4_0,
+// Q4_1, Q5_0, IQ4_NL, IQ4_XS, Q2_K .. Q6_K) over
 // the 16-row interleaved panels of packed.h: weights packed at load are read
 // in place; unpacked weights are packed one panel at a time into scratch.
 //
@@ -29,27 +29,35 @@
 namespace kvs::kernels::avx512 {
 namespace {
 
-enum class QMode { kQ8_0, kQ4_0, kQ4_1, kIQ4_NL, kIQ4_XS, kQ4_K, kQ5_K, kQ6_K };
+enum class QMode { kQ8_0, kQ4_0, kQ4_1, kIQ4_NL, kQ5_0, kIQ4_XS, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K };
 
 template <QMode M>
 constexpr DType kDType = M == QMode::kQ8_0     ? DType::kQ8_0
                          : M == QMode::kQ4_0   ? DType::kQ4_0
                          : M == QMode::kQ4_1   ? DType::kQ4_1
                          : M == QMode::kIQ4_NL ? DType::kIQ4_NL
+                         : M == QMode::kQ5_0   ? DType::kQ5_0
                          : M == QMode::kIQ4_XS ? DType::kIQ4_XS
+                         : M == QMode::kQ2_K   ? DType::kQ2_K
+                         : M == QMode::kQ3_K   ? DType::kQ3_K
                          : M == QMode::kQ4_K   ? DType::kQ4_K
                          : M == QMode::kQ5_K   ? DType::kQ5_K
                                                : DType::kQ6_K;
 // The 32-element block types (one f16 scale per block and row).
 template <QMode M>
-constexpr bool kB32 = M == QMode::kQ8_0 || M == QMode::kQ4_0 || M == QMode::kQ4_1 || M == QMode::kIQ4_NL;
+constexpr bool kB32 =
+    M == QMode::kQ8_0 || M == QMode::kQ4_0 || M == QMode::kQ4_1 || M == QMode::kIQ4_NL || M == QMode::kQ5_0;
 template <QMode M>
 constexpr bool kAffineK = M == QMode::kQ4_K || M == QMode::kQ5_K;
-// Bytes per 32-element block (codes only) or per super-block.
+// Bytes per 32-element block (codes; Q5_0 with its 5th bits) or per
+// super-block.
 template <QMode M>
 constexpr int64_t kUnitBytes = M == QMode::kQ8_0   ? 512
+                               : M == QMode::kQ5_0   ? 320
                                : kB32<M>           ? 256
                                : M == QMode::kIQ4_XS ? kIQ4XSUnitBytes
+                               : M == QMode::kQ2_K ? kQ2KUnitBytes
+                               : M == QMode::kQ3_K ? kQ3KUnitBytes
                                : M == QMode::kQ4_K ? kQ4KUnitBytes
                                : M == QMode::kQ5_K ? kQ5KUnitBytes
                                                    : kQ6KUnitBytes;
@@ -200,9 +208,11 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
     if (A <= kDecodeMaxM) PrefetchAhead<kUnitBytes<M>>(p);
     __m512i acc[A][S];
     ZeroAcc(acc);
-    if constexpr (M != QMode::kQ4_1) {  // the codes' offset
+    if constexpr (M != QMode::kQ4_1) {  // the codes' offset (Q5_0's 16: an eighth of Q8_0's 128)
       KVS_UNROLL
-      for (int i = 0; i < A; ++i) acc[i][0] = _mm512_set1_epi32(act[i].aux_i()[b]);
+      for (int i = 0; i < A; ++i) {
+        acc[i][0] = _mm512_set1_epi32(M == QMode::kQ5_0 ? act[i].aux_i()[b] / 8 : act[i].aux_i()[b]);
+      }
     }
     if constexpr (M == QMode::kQ8_0) {
       KVS_UNROLL
@@ -218,6 +228,11 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
       for (int c = 0; c < 4; ++c) {
         __m512i lo, hi;
         Nibbles<M == QMode::kIQ4_NL>(Load(p + 64 * c), lut, &lo, &hi);
+        if constexpr (M == QMode::kQ5_0) {
+          const __m512i h = Load(p + 256);
+          lo = _mm512_or_si512(lo, Bit4(h, 2 * c));
+          hi = _mm512_or_si512(hi, Bit4(h, 2 * c + 1));
+        }
         KVS_UNROLL
         for (int i = 0; i < A; ++i) {
           acc[i][(2 * c) % S] = _mm512_dpbusd_epi32(acc[i][(2 * c) % S], lo, Bcast4(act[i].qs + 32 * b + 4 * c));
@@ -277,6 +292,103 @@ void MicroIQ4XS(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y,
     const __m512 d = Halves(dw + 32 * sb);
     KVS_UNROLL
     for (int i = 0; i < A; ++i) sum[i] = _mm512_fmadd_ps(t[i], _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[sb])), sum[i]);
+  }
+  Store<A>(sum, y, ldy, mask);
+}
+
+// ---- Q2_K / Q3_K: 2-bit code planes (plane k of a chunk: bits 2k..2k+1
+// of each byte, elements 128h + 32k + 4c + i), plus Q3_K's 3rd bits; 16-
+// groups 8h + 2k + c / 4, each group's int32 sum times its scale. Q3_K's
+// values are the codes minus 4: the accumulators start at -4 * sum(x), the
+// aux term / 8. One kernel for every m; with few activation rows the four
+// planes of a chunk run side by side.
+// Bit b of every byte of h moved to bit 2 (other bits cleared).
+inline __m512i Bit2(__m512i h, int b) {
+  const __m512i b2 = _mm512_set1_epi8(0x04);
+  return _mm512_and_si512(b >= 2 ? _mm512_srli_epi16(h, b - 2) : _mm512_slli_epi16(h, 2 - b), b2);
+}
+template <QMode M, int A>
+void MicroLow2(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
+  constexpr bool kQ3 = M == QMode::kQ3_K;
+  constexpr int J = A <= 4 ? 4 : 1;  // planes per pass (registers: J x A accumulators)
+  constexpr int64_t kCodes = kQ3 ? 0 : kQ2KCodesOff, kScales = kQ3 ? kQ3KScalesOff : kQ2KScalesOff;
+  const __m512i m3 = _mm512_set1_epi8(0x03);
+  const uint8_t* dw = panel + nsb * kUnitBytes<M>;  // Q3_K's d
+  __m512 sum[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* p = panel + sb * kUnitBytes<M>;
+    if (A <= kDecodeMaxM) PrefetchAhead<kUnitBytes<M>>(p);
+    __m512 t[A], msum[A];
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) t[i] = msum[i] = _mm512_setzero_ps();
+    for (int hq = 0; hq < 4; ++hq) {  // h = hq / 2, chunks c = 4 (hq % 2) ..
+      const int h = hq / 2, half = hq % 2;
+      KVS_UNROLL
+      for (int k0 = 0; k0 < 4; k0 += J) {
+        __m512i acc[J][A];
+        KVS_UNROLL
+        for (int j = 0; j < J; ++j) {
+          KVS_UNROLL
+          for (int i = 0; i < A; ++i) {
+            acc[j][i] = kQ3 ? _mm512_srai_epi32(_mm512_set1_epi32(act[i].aux_i()[16 * sb + 8 * h + 2 * (k0 + j) + half]), 3)
+                            : _mm512_setzero_si512();
+          }
+        }
+        KVS_UNROLL
+        for (int cc = 0; cc < 4; ++cc) {
+          const int c = 4 * half + cc;
+          const __m512i w = Load(p + kCodes + (8 * h + c) * 64);
+          __m512i hb;
+          if constexpr (kQ3) hb = Load(p + kQ3KHighOff + 64 * c);
+          KVS_UNROLL
+          for (int j = 0; j < J; ++j) {
+            const int k = k0 + j;
+            const __m512i lo = k == 0 ? w : _mm512_srli_epi16(w, 2 * k);
+            __m512i q;
+            if constexpr (kQ3) q = AndOr(lo, m3, Bit2(hb, 4 * h + k));
+            else q = _mm512_and_si512(lo, m3);
+            KVS_UNROLL
+            for (int i = 0; i < A; ++i) {
+              acc[j][i] = _mm512_dpbusd_epi32(acc[j][i], q, Bcast4(act[i].qs + 256 * sb + 128 * h + 32 * k + 4 * c));
+            }
+          }
+        }
+        KVS_UNROLL
+        for (int j = 0; j < J; ++j) {
+          const int g = 8 * h + 2 * (k0 + j) + half;
+          if constexpr (kQ3) {
+            const __m512 sc = SignedBytes16(p + kScales + 16 * g);
+            KVS_UNROLL
+            for (int i = 0; i < A; ++i) t[i] = _mm512_fmadd_ps(ToF(acc[j][i]), sc, t[i]);
+          } else {
+            const __m512i b = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p + kScales + 16 * g)));
+            const __m512 sc = ToF(_mm512_and_si512(b, _mm512_set1_epi32(0xF))), mn = ToF(_mm512_srli_epi32(b, 4));
+            KVS_UNROLL
+            for (int i = 0; i < A; ++i) {
+              t[i] = _mm512_fmadd_ps(ToF(acc[j][i]), sc, t[i]);
+              msum[i] = _mm512_fmadd_ps(mn, _mm512_set1_ps(static_cast<float>(act[i].aux_i()[16 * sb + g])), msum[i]);
+            }
+          }
+        }
+      }
+    }
+    if constexpr (kQ3) {
+      const __m512 d = Halves(dw + 32 * sb);
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) sum[i] = _mm512_fmadd_ps(t[i], _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[sb])), sum[i]);
+    } else {
+      const __m512i dd = Load(p);
+      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+      const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        const __m512 da = _mm512_set1_ps(act[i].d[sb]);
+        sum[i] = _mm512_fmadd_ps(t[i], _mm512_mul_ps(d, da), sum[i]);
+        sum[i] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), msum[i], sum[i]);
+      }
+    }
   }
   Store<A>(sum, y, ldy, mask);
 }
@@ -531,7 +643,8 @@ void TileQ(const TileArgs& t) {
   const int64_t units = kB32<M> ? t.cols / 32 : t.cols / 256;
   uint8_t* pack_buf = t.packed ? nullptr : ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(pb));
   // The K-quants' batch path expands scales and decodes codes per panel.
-  constexpr bool kK = !kB32<M> && M != QMode::kIQ4_XS;
+  constexpr bool kLow2 = M == QMode::kQ2_K || M == QMode::kQ3_K;
+  constexpr bool kK = !kB32<M> && M != QMode::kIQ4_XS && !kLow2;
   float* expanded = nullptr;
   uint8_t* codes = nullptr;
   if (kK && t.m > kDecodeMaxM) {
@@ -569,6 +682,10 @@ void TileQ(const TileArgs& t) {
 #define KVS_CALL(A) MicroIQ4XS<A>(panel, units, act, y, t.ldy, mask)
         KVS_DISPATCH_A(na, KVS_CALL)
 #undef KVS_CALL
+      } else if constexpr (kLow2) {
+#define KVS_CALL(A) MicroLow2<M, A>(panel, units, act, y, t.ldy, mask)
+        KVS_DISPATCH_A(na, KVS_CALL)
+#undef KVS_CALL
       } else if (expanded == nullptr) {
         switch (na) {
 #define KVS_CALL(A)                                                             \
@@ -596,8 +713,11 @@ void TileQ(const TileArgs& t) {
 void TileQ8_0(const TileArgs& a) { TileQ<QMode::kQ8_0>(a); }
 void TileQ4_0(const TileArgs& a) { TileQ<QMode::kQ4_0>(a); }
 void TileQ4_1(const TileArgs& a) { TileQ<QMode::kQ4_1>(a); }
+void TileQ5_0(const TileArgs& a) { TileQ<QMode::kQ5_0>(a); }
 void TileIQ4_NL(const TileArgs& a) { TileQ<QMode::kIQ4_NL>(a); }
 void TileIQ4_XS(const TileArgs& a) { TileQ<QMode::kIQ4_XS>(a); }
+void TileQ2_K(const TileArgs& a) { TileQ<QMode::kQ2_K>(a); }
+void TileQ3_K(const TileArgs& a) { TileQ<QMode::kQ3_K>(a); }
 void TileQ4_K(const TileArgs& a) { TileQ<QMode::kQ4_K>(a); }
 void TileQ5_K(const TileArgs& a) { TileQ<QMode::kQ5_K>(a); }
 void TileQ6_K(const TileArgs& a) { TileQ<QMode::kQ6_K>(a); }

@@ -32,18 +32,6 @@ inline constexpr int kNumWTypes = 14;
 // False for types MatMul does not support.
 bool ToWType(DType t, WType* out);
 
-// The SIMD variants multiply Q2_K weights by this many
-// activation rows or more as dequantized f32 rows times the f32 activations
-// (the float GEMM; rowdot_q_impl.h), below it with the integer row kernels
-// on the activations' Q8 codes. Measured crossover (kernels_bench, one
-// core): the float path is ahead from 16 rows on AVX-512 and from 32-64 on
-// AVX2, where its per-row dequantization weighs more.
-inline constexpr int64_t kDequantGemmMinM = 32;
-inline bool UsesDequantGemm(Isa isa, DType t, int64_t m) {
-  return isa != Isa::kScalar && m >= kDequantGemmMinM &&
-         t == DType::kQ2_K;
-}
-
 // Activation rows quantized for the integer dot product of one weight type.
 // Every row occupies `row_stride` bytes (a multiple of 64) of one buffer:
 //   [qs_off]  int8  qs[cols]           Q8_0 values (32-element weight
@@ -55,13 +43,12 @@ inline bool UsesDequantGemm(Isa isa, DType t, int64_t m) {
 //      Q4_0 weights: int32 [cols/32]  -8 * sum(qs of the block)
 //      Q6_K weights: int32 [cols/16]  -32 * sum(qs of the 16-group)
 //      Q4_K, Q5_K:   float [cols/32]  d * sum(qs of the 32-group)
-//      Q5_0:         as Q8_0 (its prefill tiles transcode the weights to
-//                    Q8_0 and run its kernels on the same activations)
+//      Q5_0:         as Q8_0 (the kernels take an eighth: -16 * sum)
 //      IQ4_NL:       as Q8_0 (the grid values are stored + 128)
 //      Q4_1 weights: float [cols/32]  d * sum(qs of the block) (ggml's q8_1 s)
 //      IQ4_XS:       int32 [cols/32]  -128 * sum(qs of the 32-group) (as
 //                    IQ4_NL; the AVX2 kernels use signed values, no aux)
-//      Q3_K weights: as Q6_K (transcoded to Q6_K for prefill likewise)
+//      Q3_K weights: as Q6_K (the kernels take an eighth: -4 * sum)
 //      Q2_K weights: int32 [cols/16]  sum(qs of the 16-group)
 // (The -c * sum terms let a kernel use unsigned codes q + c for signed ones.)
 // All variants produce identical bytes for identical input.

@@ -158,7 +158,7 @@ TEST_P(MatMulTypeTest, RandomInputsWithinRoundingBound) {
     const int64_t max_rows = 257;
     const std::vector<uint8_t> w_all = testing::RandomWeights(t, max_rows, cols, rng);
     const double bound_factor = static_cast<double>(testing::MaxFloatAdds(t, cols) + 8) * kU;
-    for (int64_t m : {1, 3, 8, 33}) {  // 33: past kDequantGemmMinM
+    for (int64_t m : {1, 3, 8, 33}) {
       const std::vector<float> x = testing::RandomActs(m, cols, rng);
       const testing::Reference ref_f32 = ComputeReference(t, w_all.data(), max_rows, cols, x.data(), m);
       // The avx512bf16 variant rounds the activations of BF16 weights to
@@ -166,26 +166,11 @@ TEST_P(MatMulTypeTest, RandomInputsWithinRoundingBound) {
       std::vector<float> x_bf16(x.size());
       for (size_t i = 0; i < x.size(); ++i) x_bf16[i] = BF16ToF32(F32ToBF16(x[i]));
       const testing::Reference ref_bf16 = ComputeReference(t, w_all.data(), max_rows, cols, x_bf16.data(), m);
-      // Variants that multiply dequantized weights by the f32 activations
-      // (UsesDequantGemm) against the float reference: one rounding per
-      // element, and x not quantized.
-      testing::Reference ref_deq;
-      if (UsesDequantGemm(Isa::kAvx2, t, m)) {
-        std::vector<float> wd(static_cast<size_t>(max_rows * cols));
-        for (int64_t r = 0; r < max_rows; ++r) {
-          DequantizeRow(t, w_all.data() + r * RowBytes(t, cols), wd.data() + r * cols, cols);
-        }
-        ref_deq = ComputeReference(DType::kF32, reinterpret_cast<const uint8_t*>(wd.data()), max_rows, cols,
-                                   x.data(), m);
-      }
-      const double deq_bound_factor = static_cast<double>(cols + 8) * kU;
       for (int64_t rows : {3, 64, 257}) {
         for (const KernelTable* k : AvailableVariants()) {
           ++off;
-          const bool deq = UsesDequantGemm(k->isa, t, m);
-          const testing::Reference& ref =
-              deq ? ref_deq : (k->isa == Isa::kAvx512Bf16 && t == DType::kBF16 ? ref_bf16 : ref_f32);
-          const double factor = deq ? deq_bound_factor : bound_factor;
+          const testing::Reference& ref = k->isa == Isa::kAvx512Bf16 && t == DType::kBF16 ? ref_bf16 : ref_f32;
+          const double factor = bound_factor;
           const std::vector<float> y =
               RunMatMul(*k, t, w_all, rows, cols, x, m, pool, 1 + off % 7, off % 3, off % 2 == 0);
           for (int64_t i = 0; i < m; ++i) {
@@ -249,10 +234,11 @@ TEST_P(MatMulTypeTest, PackedWeightsMatchUnpacked) {
       EXPECT_EQ(PackedBytes(t, rows, cols), ActiveKernels().reads_packed ? PackedLayoutBytes(t, rows, cols) : 0);
       EXPECT_EQ(PanelBytes(t, cols) % 64, 0);
       // The original bytes (up to 64 bytes of padding); Q4_K/Q5_K add one
-      // chunk per super-block (their scales as bytes), IQ4_XS half a chunk.
-      const int64_t extra = t == DType::kQ4_K || t == DType::kQ5_K ? 64 * (cols / 256)
-                            : t == DType::kIQ4_XS                  ? 32 * (cols / 256)
-                                                                   : 0;
+      // chunk per super-block (their scales as bytes), Q3_K one (its scales
+      // and d), IQ4_XS half a chunk.
+      const int64_t extra = t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ3_K ? 64 * (cols / 256)
+                            : t == DType::kIQ4_XS                                     ? 32 * (cols / 256)
+                                                                                      : 0;
       EXPECT_LE(PanelBytes(t, cols), 16 * rb + 63 + extra);
       std::vector<uint8_t> row(static_cast<size_t>(rb));
       for (int64_t r = 0; r < NumPanels(rows) * kPanelRows; ++r) {

@@ -46,7 +46,10 @@ bool HasPackedLayout(DType t) {
     case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kIQ4_NL:
+    case DType::kQ5_0:
     case DType::kIQ4_XS:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: return true;
@@ -59,34 +62,61 @@ constexpr int64_t kK4Chunks = kQ4KUnitBytes / kChunk, kK5Chunks = kQ5KUnitBytes 
 
 namespace {
 
-// Where the fields of a Q8_0 / Q4_0 / Q4_1 / IQ4_NL row lie, and where a
-// panel puts them: `chunks` quant chunks per block (block b's chunk c at
-// panel chunk b * chunks + c, XOR `flip`: Q8_0 stores offset binary), then
-// the blocks' scales, 16 f16 per block, at `scales`, then for Q4_1 the
-// offsets likewise at `mins`. PackPanel and UnpackPanelRow share it so that
-// the two stay inverse.
+// Where the fields of a Q8_0 / Q4_0 / Q4_1 / IQ4_NL / Q5_0 row lie, and
+// where a panel puts them: `unit` chunks per block, of which the first
+// `chunks` hold quants (block b's chunk c at panel chunk b * unit + c, XOR
+// `flip`: Q8_0 stores offset binary) and Q5_0's last its 5th bits; then the
+// blocks' scales, 16 f16 per block, at `scales`, then for Q4_1 the offsets
+// likewise at `mins`. PackPanel and UnpackPanelRow share it so that the two
+// stay inverse.
 struct Q0Layout {
   Q0Layout(DType t, int64_t cols)
       : q8(t == DType::kQ8_0),
         q41(t == DType::kQ4_1),
+        q5(t == DType::kQ5_0),
         nblk(cols / kQK0),
-        bs(static_cast<int64_t>(q8 ? sizeof(BlockQ8_0) : q41 ? sizeof(BlockQ4_1) : sizeof(BlockQ4_0))),
-        qs_off(q41 ? 4 : 2),
+        bs(static_cast<int64_t>(q8 ? sizeof(BlockQ8_0) : q41 ? sizeof(BlockQ4_1) : q5 ? sizeof(BlockQ5_0) : sizeof(BlockQ4_0))),
+        qs_off(q41 ? 4 : q5 ? 6 : 2),
         chunks(q8 ? 8 : 4),
+        unit(chunks + (q5 ? 1 : 0)),
         flip(static_cast<uint8_t>(q8 ? 0x80 : 0)),
-        scales(nblk * chunks * kChunk),
+        scales(nblk * unit * kChunk),
         mins(scales + 32 * nblk),
         end(mins + (q41 ? 32 * nblk : 0)) {}
-  bool q8, q41;
+  bool q8, q41, q5;
   int64_t nblk;    // blocks per row
   int64_t bs;      // bytes per block in a row
   int64_t qs_off;  // offset of the quants in a block
   int chunks;      // quant chunks per block
+  int unit;        // panel chunks per block
   uint8_t flip;    // XOR on the quant bytes
   int64_t scales;  // panel offset of the scales
   int64_t mins;    // panel offset of Q4_1's offsets
   int64_t end;     // bytes used; the panel's rest is zero
 };
+
+// Q5_0's 5th bits (qh, bit j for element j) as a panel row's 4 bytes: byte
+// i, bit 2c: element 4c + i; bit 2c + 1: element 16 + 4c + i.
+inline uint32_t Q5HighToPanel(uint32_t qh) {
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) {
+    for (int c = 0; c < 4; ++c) {
+      out |= ((qh >> (4 * c + i)) & 1u) << (8 * i + 2 * c);
+      out |= ((qh >> (16 + 4 * c + i)) & 1u) << (8 * i + 2 * c + 1);
+    }
+  }
+  return out;
+}
+inline uint32_t Q5HighFromPanel(uint32_t v) {
+  uint32_t qh = 0;
+  for (int i = 0; i < 4; ++i) {
+    for (int c = 0; c < 4; ++c) {
+      qh |= ((v >> (8 * i + 2 * c)) & 1u) << (4 * c + i);
+      qh |= ((v >> (8 * i + 2 * c + 1)) & 1u) << (16 + 4 * c + i);
+    }
+  }
+  return qh;
+}
 
 // IQ4_XS: a row's sub-block scale s (6 bits) of super-block `blk`.
 inline int IQ4XSScale(const BlockIQ4_XS& blk, int s) {
@@ -112,6 +142,8 @@ struct K45Layout {
 int64_t PanelBytes(DType t, int64_t cols) {
   switch (t) {
     case DType::kIQ4_XS: return RoundUp64(cols / kQKK * (kIQ4XSUnitBytes + 32));
+    case DType::kQ3_K: return RoundUp64(cols / kQKK * (kQ3KUnitBytes + 32));
+    case DType::kQ2_K: return cols / kQKK * kQ2KUnitBytes;
     case DType::kQ4_K: return cols / kQKK * kK4Chunks * kChunk;
     case DType::kQ5_K: return cols / kQKK * kK5Chunks * kChunk;
     default: return RoundUp64(kPanelRows * RowBytes(t, cols));
@@ -125,17 +157,71 @@ void PackPanel(DType t, const uint8_t* rows, int64_t row_bytes, int valid, int64
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_1:
-    case DType::kIQ4_NL: {
+    case DType::kIQ4_NL:
+    case DType::kQ5_0: {
       const Q0Layout q(t, cols);
       for (int64_t b = 0; b < q.nblk; ++b) {
         for (int c = 0; c < q.chunks; ++c) {
           GatherChunk(rows, row_bytes, valid, b * q.bs + q.qs_off + 4 * c, q.flip,
-                      panel + (b * q.chunks + c) * kChunk);
+                      panel + (b * q.unit + c) * kChunk);
+        }
+        if (q.q5) {
+          uint8_t* hc = panel + (b * q.unit + 4) * kChunk;
+          std::memset(hc, 0, kChunk);
+          for (int r = 0; r < valid; ++r) {
+            uint32_t qh;
+            std::memcpy(&qh, rows + r * row_bytes + b * q.bs + 2, 4);
+            const uint32_t v = Q5HighToPanel(qh);
+            std::memcpy(hc + 4 * r, &v, 4);
+          }
         }
         GatherHalves(rows, row_bytes, valid, b * q.bs, panel + q.scales + 32 * b);
         if (q.q41) GatherHalves(rows, row_bytes, valid, b * q.bs + 2, panel + q.mins + 32 * b);
       }
       std::memset(panel + q.end, 0, static_cast<size_t>(pb - q.end));
+      return;
+    }
+    case DType::kQ3_K: {
+      const int64_t nsb = cols / kQKK;
+      uint8_t* d = panel + nsb * kQ3KUnitBytes;
+      std::memset(panel, 0, static_cast<size_t>(pb));
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        uint8_t* out = panel + sb * kQ3KUnitBytes;
+        const int64_t base = sb * static_cast<int64_t>(sizeof(BlockQ3_K));
+        for (int c = 0; c < 16; ++c) {
+          GatherChunk(rows, row_bytes, valid, base + offsetof(BlockQ3_K, qs) + 4 * c, 0, out + c * kChunk);
+        }
+        for (int c = 0; c < 8; ++c) {
+          GatherChunk(rows, row_bytes, valid, base + offsetof(BlockQ3_K, hmask) + 4 * c, 0,
+                      out + kQ3KHighOff + c * kChunk);
+        }
+        for (int r = 0; r < kPanelRows; ++r) {
+          const uint8_t* scales = rows + r * row_bytes + base + offsetof(BlockQ3_K, scales);
+          for (int g = 0; g < 16; ++g) {
+            const int sc = r < valid ? GetScaleQ3K(g, scales) : 0;
+            out[kQ3KScalesOff + 16 * g + r] = static_cast<uint8_t>(static_cast<int8_t>(sc - 32));
+          }
+        }
+        GatherHalves(rows, row_bytes, valid, base + offsetof(BlockQ3_K, d), d + 32 * sb);
+      }
+      return;
+    }
+    case DType::kQ2_K: {
+      for (int64_t sb = 0; sb < cols / kQKK; ++sb) {
+        uint8_t* out = panel + sb * kQ2KUnitBytes;
+        const int64_t base = sb * static_cast<int64_t>(sizeof(BlockQ2_K));
+        GatherChunk(rows, row_bytes, valid, base + offsetof(BlockQ2_K, d), 0, out);  // d, dmin
+        for (int c = 0; c < 16; ++c) {
+          GatherChunk(rows, row_bytes, valid, base + offsetof(BlockQ2_K, qs) + 4 * c, 0,
+                      out + kQ2KCodesOff + c * kChunk);
+        }
+        std::memset(out + kQ2KScalesOff, 0, 4 * kChunk);
+        for (int r = 0; r < valid; ++r) {
+          for (int g = 0; g < 16; ++g) {
+            out[kQ2KScalesOff + 16 * g + r] = rows[r * row_bytes + base + offsetof(BlockQ2_K, scales) + g];
+          }
+        }
+      }
       return;
     }
     case DType::kIQ4_XS: {
@@ -226,14 +312,54 @@ void UnpackPanelRow(DType t, const uint8_t* panel, int r, int64_t cols, uint8_t*
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_1:
-    case DType::kIQ4_NL: {
+    case DType::kIQ4_NL:
+    case DType::kQ5_0: {
       const Q0Layout q(t, cols);
       for (int64_t b = 0; b < q.nblk; ++b) {
         for (int c = 0; c < q.chunks; ++c) {
-          ScatterChunk(panel + (b * q.chunks + c) * kChunk, r, b * q.bs + q.qs_off + 4 * c, q.flip, row);
+          ScatterChunk(panel + (b * q.unit + c) * kChunk, r, b * q.bs + q.qs_off + 4 * c, q.flip, row);
+        }
+        if (q.q5) {
+          uint32_t v;
+          std::memcpy(&v, panel + (b * q.unit + 4) * kChunk + 4 * r, 4);
+          const uint32_t qh = Q5HighFromPanel(v);
+          std::memcpy(row + b * q.bs + 2, &qh, 4);
         }
         std::memcpy(row + b * q.bs, panel + q.scales + 32 * b + 2 * r, 2);
         if (q.q41) std::memcpy(row + b * q.bs + 2, panel + q.mins + 32 * b + 2 * r, 2);
+      }
+      return;
+    }
+    case DType::kQ3_K: {
+      const int64_t nsb = cols / kQKK;
+      const uint8_t* d = panel + nsb * kQ3KUnitBytes;
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* in = panel + sb * kQ3KUnitBytes;
+        BlockQ3_K blk{};
+        auto* b = reinterpret_cast<uint8_t*>(&blk);
+        for (int c = 0; c < 16; ++c) ScatterChunk(in + c * kChunk, r, offsetof(BlockQ3_K, qs) + 4 * c, 0, b);
+        for (int c = 0; c < 8; ++c) {
+          ScatterChunk(in + kQ3KHighOff + c * kChunk, r, offsetof(BlockQ3_K, hmask) + 4 * c, 0, b);
+        }
+        for (int g = 0; g < 16; ++g) {  // the inverse of GetScaleQ3K
+          const int sc = static_cast<int8_t>(in[kQ3KScalesOff + 16 * g + r]) + 32;
+          blk.scales[g % 8] = static_cast<uint8_t>(blk.scales[g % 8] | ((sc & 0xF) << (g < 8 ? 0 : 4)));
+          blk.scales[8 + g % 4] = static_cast<uint8_t>(blk.scales[8 + g % 4] | ((sc >> 4) << (2 * (g / 4))));
+        }
+        std::memcpy(&blk.d, d + 32 * sb + 2 * r, 2);
+        std::memcpy(row + sb * static_cast<int64_t>(sizeof(BlockQ3_K)), &blk, sizeof(blk));
+      }
+      return;
+    }
+    case DType::kQ2_K: {
+      for (int64_t sb = 0; sb < cols / kQKK; ++sb) {
+        const uint8_t* in = panel + sb * kQ2KUnitBytes;
+        const int64_t base = sb * static_cast<int64_t>(sizeof(BlockQ2_K));
+        ScatterChunk(in, r, base + offsetof(BlockQ2_K, d), 0, row);
+        for (int c = 0; c < 16; ++c) {
+          ScatterChunk(in + kQ2KCodesOff + c * kChunk, r, base + offsetof(BlockQ2_K, qs) + 4 * c, 0, row);
+        }
+        for (int g = 0; g < 16; ++g) row[base + offsetof(BlockQ2_K, scales) + g] = in[kQ2KScalesOff + 16 * g + r];
       }
       return;
     }

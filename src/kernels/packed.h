@@ -8,10 +8,10 @@
 // 4 codes against 4 broadcast activation codes, with no horizontal sums and
 // no per-call repacking; the panel is one contiguous stream per thread.
 // Packing happens once, at model load (PackWeights). A packed matrix takes
-// the bytes of the original rows (Q8_0, Q4_0, Q4_1, IQ4_NL, Q6_K; rounded
+// the bytes of the original rows (Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q2_K, Q6_K; rounded
 // up to whole panels of 16 rows and to 64 bytes per panel) or 1.5-3 % more
-// (Q4_K, Q5_K, IQ4_XS, whose 6-bit sub-block scales are stored as bytes so
-// the kernels need not unpack them).
+// (Q4_K, Q5_K, IQ4_XS, Q3_K, whose 6-bit sub-block scales are stored as
+// bytes so the kernels need not unpack them).
 //
 // A panel holds rows [16p, 16p + 16) (rows past the matrix are zero). A
 // "chunk" is 64 bytes: 4 bytes for each of the 16 rows, row r at bytes
@@ -24,11 +24,26 @@
 //         [nblk][16 x f16]    d
 //   Q4_1  as Q4_0, then [nblk][16 x f16] m (the blocks' offsets)
 //   IQ4_NL as Q4_0 (the nibbles are indices into kIQ4NLValues)
+//   Q5_0  [nblk][4 chunks as Q4_0's][1 chunk 5th bits: byte i, bit 2c:
+//         element 4c + i; bit 2c + 1: element 16 + 4c + i], then d as Q4_0
 //   IQ4_XS per super-block: [32 chunks codes][2 chunks scales]
 //         codes chunk 4j + c: as Q4_0's chunk c of 32-element block j
 //         scales: byte 16j + r = the 6-bit scale of block j, row r, minus 32
 //                (int8; padding rows -32, so they unpack to zero bytes)
 //         after all super-blocks: [nsb][16 x f16] d
+//   Q3_K  per super-block: [16 chunks low bits][8 chunks high bits]
+//                          [4 chunks scales]
+//         low chunk 8h + c: bytes qs[32h + 4c .. +3] (bits 2k..2k+1: low
+//                bits of element 128h + 32k + 4c + i, as GGUF stores them)
+//         high chunk c: bytes hmask[4c .. +3] (bit 4h + k: 3rd bit of that
+//                element)
+//         scales: byte 16g + r = the 6-bit scale of 16-group g, row r,
+//                minus 32 (int8; padding rows -32)
+//         after all super-blocks: [nsb][16 x f16] d
+//   Q2_K  per super-block: [1 chunk header][16 chunks codes][4 chunks scales]
+//         header: each row's f16 d | f16 dmin << 16
+//         codes chunk 8h + c: bytes qs[32h + 4c .. +3] (as Q3_K's low bits)
+//         scales: byte 16g + r = scales[g] of row r (sc | m << 4)
 //   Q4_K  per super-block: [5 chunks header][32 chunks codes]
 //         header chunk 0: each row's f16 d | f16 dmin << 16
 //                bytes 64 + 16s + r: the 6-bit scale of sub-block s, row r
@@ -63,10 +78,14 @@ inline constexpr int64_t kQ4KUnitBytes = 37 * kChunkBytes, kQ5KUnitBytes = 45 * 
 inline constexpr int64_t kK4ScalesOff = 64, kK4MinsOff = 192, kK4CodesOff = 5 * kChunkBytes,
                          kK5HighOff = 37 * kChunkBytes;
 inline constexpr int64_t kQ6KUnitBytes = 52 * kChunkBytes, kQ6KScalesOff = 48 * kChunkBytes;
+inline constexpr int64_t kQ3KUnitBytes = 28 * kChunkBytes, kQ3KHighOff = 16 * kChunkBytes,
+                         kQ3KScalesOff = 24 * kChunkBytes;
+inline constexpr int64_t kQ2KUnitBytes = 21 * kChunkBytes, kQ2KCodesOff = kChunkBytes,
+                         kQ2KScalesOff = 17 * kChunkBytes;
 inline constexpr int64_t kIQ4XSUnitBytes = 34 * kChunkBytes, kIQ4XSScalesOff = 32 * kChunkBytes;
 
-// True for the types with a packed layout (Q8_0, Q4_0, Q4_1, IQ4_NL,
-// IQ4_XS, Q4_K, Q5_K, Q6_K).
+// True for the types with a packed layout: every quantized weight type
+// MatMul supports (Q8_0, Q4_0, Q4_1, Q5_0, IQ4_NL, IQ4_XS, Q2_K .. Q6_K).
 bool HasPackedLayout(DType t);
 // Bytes of one panel (a multiple of 64).
 int64_t PanelBytes(DType t, int64_t cols);

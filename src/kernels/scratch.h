@@ -9,8 +9,8 @@
 
 namespace kvs::kernels {
 
-enum class ScratchSlot { kActivations = 0, kPanel = 1, kAux = 2, kCodes = 3, kTranscode = 4, kBf16Acts = 5 };
-inline constexpr int kNumScratchSlots = 6;
+enum class ScratchSlot { kActivations = 0, kPanel = 1, kAux = 2, kCodes = 3, kBf16Acts = 4 };
+inline constexpr int kNumScratchSlots = 5;
 
 // A 64-byte aligned buffer of at least `bytes` bytes; contents are
 // unspecified. Valid until the next call with the same slot on this thread.
