@@ -60,6 +60,16 @@ constexpr int64_t kUnitBytes = M == QMode::kQ8_0     ? 512
 
 constexpr int kMaxA = 4;  // activation rows per microkernel call
 
+// Decode (m <= kMaxA) streams each panel from memory once, in the first of
+// its two half passes (the second finds it in L2): that pass prefetches
+// this many bytes ahead of the stream.
+constexpr int64_t kPrefetchDistance = 4096;
+template <int64_t kBytes>
+inline void PrefetchAhead(const uint8_t* p) {
+#pragma GCC unroll 64
+  for (int64_t o = 0; o < kBytes; o += 64) Prefetch(p + kPrefetchDistance + o);
+}
+
 struct ActRows {
   const int8_t* qs;
   const float* d;
@@ -145,7 +155,8 @@ inline void Store(const __m256 (&sum)[A], float* y, int64_t ldy, int valid) {
 // ---- 32-element blocks (Q4_1 adds its offset times the activation block's
 // sum)
 template <QMode M, int A>
-void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+              bool stream) {
   const uint8_t* dw = panel + nblk * kUnitBytes<M>;
   const uint8_t* mw = dw + 32 * nblk;  // Q4_1's offsets
   const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -155,6 +166,7 @@ void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, fl
   for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nblk; ++b) {
     const uint8_t* p = panel + b * kUnitBytes<M>;
+    if (stream) PrefetchAhead<kUnitBytes<M>>(p);
     __m256i acc[A];
     if constexpr (M == QMode::kQ8_0) {
       KVS_UNROLL
@@ -243,7 +255,8 @@ void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, fl
 // ---- IQ4_XS: the block scale rides in the madd (int16 pairs (sc, sc)), a
 // super-block sums in int32, then times d.
 template <int A>
-void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+                bool stream) {
   const uint8_t* dw = panel + nsb * kIQ4XSUnitBytes;
   const __m256i m4 = _mm256_set1_epi8(0x0F), lut = IQ4Table();
   __m256 sum[A];
@@ -251,6 +264,7 @@ void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, f
   for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* p = panel + sb * kIQ4XSUnitBytes;
+    if (stream) PrefetchAhead<kIQ4XSUnitBytes>(p);
     __m256i isum[A];
     KVS_UNROLL
     for (int i = 0; i < A; ++i) isum[i] = _mm256_setzero_si256();
@@ -288,7 +302,8 @@ void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, f
 // 4: -4 * sum(x) (the aux term / 8) rides in the low int16 of each pair
 // (|sum| <= 4 * 1778 + 8128). Q2_K's mins: float, per group.
 template <QMode M, int A>
-void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+               bool stream) {
   constexpr bool kQ3 = M == QMode::kQ3_K;
   constexpr int64_t kCodes = kQ3 ? 0 : kQ2KCodesOff, kScales = kQ3 ? kQ3KScalesOff : kQ2KScalesOff;
   const __m256i m3 = _mm256_set1_epi8(0x03), b2 = _mm256_set1_epi8(0x04);
@@ -298,6 +313,7 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, fl
   for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* p = panel + sb * kUnitBytes<M>;
+    if (stream) PrefetchAhead<kUnitBytes<M>>(p);
     __m256i isum[A];
     __m256 msum[A];
     KVS_UNROLL
@@ -362,12 +378,14 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, fl
 
 // ---- Q4_K / Q5_K: the scale rides in the madd, a super-block sums in int32.
 template <QMode M, int A>
-void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+             bool stream) {
   __m256 sum[A];
   KVS_UNROLL
   for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* p = panel + sb * kUnitBytes<M>;
+    if (stream) PrefetchAhead<kUnitBytes<M>>(p);
     const __m256i dd = Load(p, h8);
     __m256i isum[A];
     __m256 msum[A];
@@ -410,7 +428,8 @@ void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, floa
 
 // ---- Q6_K: int32 per 16-group, then its float scale.
 template <int A>
-void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+              bool stream) {
   const uint8_t* dw = panel + nsb * kUnitBytes<QMode::kQ6_K>;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 sum[A];
@@ -418,6 +437,7 @@ void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, flo
   for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* p = panel + sb * kUnitBytes<QMode::kQ6_K>;
+    if (stream) PrefetchAhead<kUnitBytes<QMode::kQ6_K>>(p);
     const __m256 d = Halves8(dw + 32 * sb + 16 * h8);
     __m256 t[A];
     KVS_UNROLL
@@ -448,17 +468,18 @@ void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, flo
 }
 
 template <QMode M, int A>
-void Micro(const uint8_t* panel, int64_t units, int h8, const ActRows* act, float* y, int64_t ldy, int valid) {
+void Micro(const uint8_t* panel, int64_t units, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+           bool stream) {
   if constexpr (kB32<M>) {
-    MicroB32<M, A>(panel, units, h8, act, y, ldy, valid);
+    MicroB32<M, A>(panel, units, h8, act, y, ldy, valid, stream);
   } else if constexpr (M == QMode::kIQ4_XS) {
-    MicroIQ4XS<A>(panel, units, h8, act, y, ldy, valid);
+    MicroIQ4XS<A>(panel, units, h8, act, y, ldy, valid, stream);
   } else if constexpr (M == QMode::kQ2_K || M == QMode::kQ3_K) {
-    MicroLow2<M, A>(panel, units, h8, act, y, ldy, valid);
+    MicroLow2<M, A>(panel, units, h8, act, y, ldy, valid, stream);
   } else if constexpr (kAffineK<M>) {
-    MicroK4<M, A>(panel, units, h8, act, y, ldy, valid);
+    MicroK4<M, A>(panel, units, h8, act, y, ldy, valid, stream);
   } else {
-    MicroQ6K<A>(panel, units, h8, act, y, ldy, valid);
+    MicroQ6K<A>(panel, units, h8, act, y, ldy, valid, stream);
   }
 }
 
@@ -480,6 +501,7 @@ void TileQ(const TileArgs& t) {
     }
     for (int h8 = 0; h8 < 2 && 8 * h8 < valid; ++h8) {
       const int hv = std::min(8, valid - 8 * h8);
+      const bool stream = t.packed && h8 == 0 && t.m <= kMaxA;
       for (int64_t i0 = 0; i0 < t.m; i0 += kMaxA) {
         const int na = static_cast<int>(std::min<int64_t>(kMaxA, t.m - i0));
         ActRows act[kMaxA];
@@ -490,10 +512,10 @@ void TileQ(const TileArgs& t) {
         }
         float* y = t.y + i0 * t.ldy + r0 + 8 * h8;
         switch (na) {
-          case 1: Micro<M, 1>(panel, units, h8, act, y, t.ldy, hv); break;
-          case 2: Micro<M, 2>(panel, units, h8, act, y, t.ldy, hv); break;
-          case 3: Micro<M, 3>(panel, units, h8, act, y, t.ldy, hv); break;
-          default: Micro<M, 4>(panel, units, h8, act, y, t.ldy, hv); break;
+          case 1: Micro<M, 1>(panel, units, h8, act, y, t.ldy, hv, stream); break;
+          case 2: Micro<M, 2>(panel, units, h8, act, y, t.ldy, hv, stream); break;
+          case 3: Micro<M, 3>(panel, units, h8, act, y, t.ldy, hv, stream); break;
+          default: Micro<M, 4>(panel, units, h8, act, y, t.ldy, hv, stream); break;
         }
       }
     }
