@@ -321,6 +321,7 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, fl
       isum[i] = _mm256_setzero_si256();
       msum[i] = _mm256_setzero_ps();
     }
+    KVS_UNROLL  // constant shifts and chunk offsets
     for (int g = 0; g < 16; ++g) {
       const int h = g / 8, k = (g / 2) % 4, half = g % 2;
       const __m256i s8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kScales + 16 * g + 8 * h8)));
@@ -394,6 +395,7 @@ void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, floa
       isum[i] = _mm256_setzero_si256();
       msum[i] = _mm256_setzero_ps();
     }
+    KVS_UNROLL  // constant shifts and chunk offsets
     for (int s = 0; s < 8; ++s) {
       const __m256i sc = Bytes8(p + kK4ScalesOff + 16 * s + 8 * h8), mn = Bytes8(p + kK4MinsOff + 16 * s + 8 * h8);
       const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));  // (sc, sc) int16 pairs
@@ -442,6 +444,7 @@ void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, flo
     __m256 t[A];
     KVS_UNROLL
     for (int i = 0; i < A; ++i) t[i] = _mm256_setzero_ps();
+    KVS_UNROLL  // constant shifts and chunk offsets
     for (int g = 0; g < 16; ++g) {
       const int h = g / 8, k = (g / 2) % 4, half = g % 2;  // elements 128h + 32k + 16half ..
       __m256i acc[A];

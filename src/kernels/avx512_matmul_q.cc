@@ -323,6 +323,7 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, 
     __m512 t[A], msum[A];
     KVS_UNROLL
     for (int i = 0; i < A; ++i) t[i] = msum[i] = _mm512_setzero_ps();
+    KVS_UNROLL  // constant shifts and chunk offsets
     for (int hq = 0; hq < 4; ++hq) {  // h = hq / 2, chunks c = 4 (hq % 2) ..
       const int h = hq / 2, half = hq % 2;
       KVS_UNROLL
