@@ -153,103 +153,130 @@ inline void Store(const __m256 (&sum)[A], float* y, int64_t ldy, int valid) {
 }
 
 // ---- 32-element blocks (Q4_1 adds its offset times the activation block's
-// sum)
+// sum). Block b of the panel at p, rows of half h8, added into sum.
+template <QMode M, int A>
+inline void BlockB32(const uint8_t* p, const uint8_t* dw, const uint8_t* mw, int64_t b, int h8, const ActRows* act,
+                     __m256 (&sum)[A]) {
+  const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i lut = IQ4Table();
+  __m256i acc[A];
+  if constexpr (M == QMode::kQ8_0) {
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) acc[i] = _mm256_setzero_si256();
+    KVS_UNROLL
+    for (int c = 0; c < 8; ++c) {
+      const __m256i w = _mm256_xor_si256(Load(p + 64 * c, h8), bias);  // the signed codes
+      const __m256i aw = _mm256_abs_epi8(w);
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        acc[i] = _mm256_add_epi32(acc[i], Dot4(aw, _mm256_sign_epi8(Bcast4(act[i].qs + 32 * b + 4 * c), w), ones));
+      }
+    }
+  } else if constexpr (M == QMode::kIQ4_NL) {  // signed grid values, one widening per chunk half
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) acc[i] = _mm256_setzero_si256();
+    KVS_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const __m256i w = Load(p + 64 * c, h8);
+      const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(w, m4));
+      const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4));
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        const __m256i s = _mm256_add_epi32(
+            _mm256_madd_epi16(SignedPairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)), ones),
+            _mm256_madd_epi16(SignedPairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)), ones));
+        acc[i] = _mm256_add_epi32(acc[i], s);
+      }
+    }
+  } else if constexpr (M == QMode::kQ5_0) {  // 5-bit codes: 4 products per int16 sum (see Pairs)
+    const __m256i hb = Load(p + 256, h8), b4 = _mm256_set1_epi8(0x10);
+    auto bit4 = [&](int s) {  // bit s of every byte of hb moved to bit 4
+      return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(hb, 4 - s) : _mm256_srli_epi16(hb, s - 4), b4);
+    };
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) acc[i] = _mm256_set1_epi32(act[i].aux_i()[b] / 8);  // -16 * sum(x)
+    KVS_UNROLL
+    for (int c0 = 0; c0 < 4; c0 += 2) {
+      __m256i s16[A];
+      KVS_UNROLL
+      for (int c = c0; c < c0 + 2; ++c) {
+        const __m256i w = Load(p + 64 * c, h8);
+        const __m256i lo = _mm256_or_si256(_mm256_and_si256(w, m4), bit4(2 * c));
+        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bit4(2 * c + 1));
+        KVS_UNROLL
+        for (int i = 0; i < A; ++i) {
+          const __m256i pr = Add16(Pairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)),
+                                   Pairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)));
+          s16[i] = c == c0 ? pr : Add16(s16[i], pr);
+        }
+      }
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s16[i], ones));
+    }
+  } else {  // 8 nibble products per row summed in int16, widened once
+    __m256i s16[A];
+    KVS_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const __m256i w = Load(p + 64 * c, h8);
+      const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        const __m256i pr = Add16(Pairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)),
+                                 Pairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)));
+        s16[i] = c == 0 ? pr : Add16(s16[i], pr);
+      }
+    }
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) {
+      acc[i] = _mm256_madd_epi16(s16[i], ones);
+      if constexpr (M == QMode::kQ4_0) acc[i] = _mm256_add_epi32(_mm256_set1_epi32(act[i].aux_i()[b]), acc[i]);
+    }
+  }
+  const __m256 d = Halves8(dw + 32 * b + 16 * h8);
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) {
+    sum[i] = _mm256_fmadd_ps(ToF(acc[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[b])), sum[i]);
+    if constexpr (M == QMode::kQ4_1) {
+      sum[i] = _mm256_fmadd_ps(Halves8(mw + 32 * b + 16 * h8), _mm256_set1_ps(act[i].aux_f()[b]), sum[i]);
+    }
+  }
+}
+
 template <QMode M, int A>
 void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
               bool stream) {
   const uint8_t* dw = panel + nblk * kUnitBytes<M>;
   const uint8_t* mw = dw + 32 * nblk;  // Q4_1's offsets
-  const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i lut = IQ4Table();
   __m256 sum[A];
   KVS_UNROLL
   for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nblk; ++b) {
     const uint8_t* p = panel + b * kUnitBytes<M>;
     if (stream) PrefetchAhead<kUnitBytes<M>>(p);
-    __m256i acc[A];
-    if constexpr (M == QMode::kQ8_0) {
-      KVS_UNROLL
-      for (int i = 0; i < A; ++i) acc[i] = _mm256_setzero_si256();
-      KVS_UNROLL
-      for (int c = 0; c < 8; ++c) {
-        const __m256i w = _mm256_xor_si256(Load(p + 64 * c, h8), bias);  // the signed codes
-        const __m256i aw = _mm256_abs_epi8(w);
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) {
-          acc[i] = _mm256_add_epi32(acc[i], Dot4(aw, _mm256_sign_epi8(Bcast4(act[i].qs + 32 * b + 4 * c), w), ones));
-        }
-      }
-    } else if constexpr (M == QMode::kIQ4_NL) {  // signed grid values, one widening per chunk half
-      KVS_UNROLL
-      for (int i = 0; i < A; ++i) acc[i] = _mm256_setzero_si256();
-      KVS_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        const __m256i w = Load(p + 64 * c, h8);
-        const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(w, m4));
-        const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4));
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) {
-          const __m256i s = _mm256_add_epi32(
-              _mm256_madd_epi16(SignedPairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)), ones),
-              _mm256_madd_epi16(SignedPairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)), ones));
-          acc[i] = _mm256_add_epi32(acc[i], s);
-        }
-      }
-    } else if constexpr (M == QMode::kQ5_0) {  // 5-bit codes: 4 products per int16 sum (see Pairs)
-      const __m256i hb = Load(p + 256, h8), b4 = _mm256_set1_epi8(0x10);
-      auto bit4 = [&](int s) {  // bit s of every byte of hb moved to bit 4
-        return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(hb, 4 - s) : _mm256_srli_epi16(hb, s - 4), b4);
-      };
-      KVS_UNROLL
-      for (int i = 0; i < A; ++i) acc[i] = _mm256_set1_epi32(act[i].aux_i()[b] / 8);  // -16 * sum(x)
-      KVS_UNROLL
-      for (int c0 = 0; c0 < 4; c0 += 2) {
-        __m256i s16[A];
-        KVS_UNROLL
-        for (int c = c0; c < c0 + 2; ++c) {
-          const __m256i w = Load(p + 64 * c, h8);
-          const __m256i lo = _mm256_or_si256(_mm256_and_si256(w, m4), bit4(2 * c));
-          const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bit4(2 * c + 1));
-          KVS_UNROLL
-          for (int i = 0; i < A; ++i) {
-            const __m256i pr = Add16(Pairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)),
-                                     Pairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)));
-            s16[i] = c == c0 ? pr : Add16(s16[i], pr);
-          }
-        }
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s16[i], ones));
-      }
-    } else {  // 8 nibble products per row summed in int16, widened once
-      __m256i s16[A];
-      KVS_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        const __m256i w = Load(p + 64 * c, h8);
-        const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
-        KVS_UNROLL
-        for (int i = 0; i < A; ++i) {
-          const __m256i pr = Add16(Pairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)),
-                                   Pairs(hi, Bcast4(act[i].qs + 32 * b + 16 + 4 * c)));
-          s16[i] = c == 0 ? pr : Add16(s16[i], pr);
-        }
-      }
-      KVS_UNROLL
-      for (int i = 0; i < A; ++i) {
-        acc[i] = _mm256_madd_epi16(s16[i], ones);
-        if constexpr (M == QMode::kQ4_0) acc[i] = _mm256_add_epi32(_mm256_set1_epi32(act[i].aux_i()[b]), acc[i]);
-      }
-    }
-    const __m256 d = Halves8(dw + 32 * b + 16 * h8);
-    KVS_UNROLL
-    for (int i = 0; i < A; ++i) {
-      sum[i] = _mm256_fmadd_ps(ToF(acc[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[b])), sum[i]);
-      if constexpr (M == QMode::kQ4_1) {
-        sum[i] = _mm256_fmadd_ps(Halves8(mw + 32 * b + 16 * h8), _mm256_set1_ps(act[i].aux_f()[b]), sum[i]);
-      }
-    }
+    BlockB32<M, A>(p, dw, mw, b, h8, act, sum);
   }
   Store<A>(sum, y, ldy, valid);
+}
+
+// Decode with one or two activation rows: both halves of each block in one
+// pass, so every 64-byte line is used whole as it arrives from memory (the
+// two-pass kernel above reads each line's first half, then its second from
+// cache).
+template <QMode M, int A>
+void MicroB32Both(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, int64_t ldy, int valid) {
+  const uint8_t* dw = panel + nblk * kUnitBytes<M>;
+  const uint8_t* mw = dw + 32 * nblk;
+  __m256 sum0[A], sum1[A];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) sum0[i] = sum1[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nblk; ++b) {
+    const uint8_t* p = panel + b * kUnitBytes<M>;
+    PrefetchAhead<kUnitBytes<M>>(p);
+    BlockB32<M, A>(p, dw, mw, b, 0, act, sum0);
+    BlockB32<M, A>(p, dw, mw, b, 1, act, sum1);
+  }
+  Store<A>(sum0, y, ldy, std::min(valid, 8));
+  if (valid > 8) Store<A>(sum1, y + 8, ldy, valid - 8);
 }
 
 // ---- IQ4_XS: the block scale rides in the madd (int16 pairs (sc, sc)), a
@@ -501,6 +528,19 @@ void TileQ(const TileArgs& t) {
     } else {
       PackPanel(kT, t.w + r0 * t.row_bytes, t.row_bytes, valid, t.cols, pack_buf);
       panel = pack_buf;
+    }
+    if constexpr (kB32<M>) {
+      if (t.m <= 2) {  // decode: both halves per pass
+        ActRows act[2];
+        for (int i = 0; i < t.m; ++i) {
+          const uint8_t* row = t.acts + i * l.row_stride;
+          act[i] = {reinterpret_cast<const int8_t*>(row + l.qs_off), reinterpret_cast<const float*>(row + l.d_off),
+                    row + l.aux_off};
+        }
+        if (t.m == 1) MicroB32Both<M, 1>(panel, units, act, t.y + r0, t.ldy, valid);
+        else MicroB32Both<M, 2>(panel, units, act, t.y + r0, t.ldy, valid);
+        continue;
+      }
     }
     for (int h8 = 0; h8 < 2 && 8 * h8 < valid; ++h8) {
       const int hv = std::min(8, valid - 8 * h8);
