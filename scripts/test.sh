@@ -5,12 +5,12 @@
 #      (label isa_variant: every variant's kernels are under the sanitizers
 #      in kernels_test and paged_attention_test);
 #   3. TSan build, engine and server tests (label "engine");
-#   4. every libFuzzer target for 20 s each (KVSERVE_FUZZ_SECONDS; scripts/fuzz.sh).
+#   4. every libFuzzer target for 12 s each (KVSERVE_FUZZ_SECONDS; scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 JOBS=${JOBS:-$(nproc)}
-FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-12}
 SOAK_SECONDS=${KVSERVE_SOAK_SECONDS:-45}
 start=$(date +%s)
 stage() { echo "=== $1 ($(( $(date +%s) - start )) s elapsed)"; }

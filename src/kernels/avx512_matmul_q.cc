@@ -1,7 +1,7 @@
 // AVX-512 VNNI quantized MatMul (every quantized weight type: Q8_0, Q4_0,
-// Q4_1, Q5_0, IQ4_NL, IQ4_XS, Q2_K .. Q6_K) over
-// the 16-row interleaved panels of packed.h: weights packed at load are read
-// in place; unpacked weights are packed one panel at a time into scratch.
+// Q4_1, Q5_0, IQ4_NL, IQ4_XS, Q2_K .. Q6_K) over the 16-row interleaved
+// panels of packed.h: weights packed at load are read in place; unpacked
+// weights are packed one panel at a time into scratch.
 //
 // One vpdpbusd multiplies a 64-byte chunk (16 rows x 4 unsigned codes) by 4
 // broadcast activation codes and accumulates into the 16 rows' int32 lanes,
@@ -11,13 +11,15 @@
 // (ActLayout's aux terms). IQ4_NL / IQ4_XS nibbles are grid indices: one
 // vpshufb per chunk half turns them into grid values + 128.
 //
-// Two kernel shapes:
+// Two kernel shapes for Q4_K, Q5_K and Q6_K:
 //   decode (m <= kDecodeMaxM): every activation row at once over the panel,
 //     K-quant scales decoded inline per super-block, so the weights are read
 //     exactly once, as one sequential stream per thread;
 //   batch (larger m): K-quant scales expanded once per panel into float
 //     vectors and codes decoded to bytes, then reused from L1/L2 by groups of
 //     kMaxA activation rows (register tiling: 16 rows x kMaxA accumulators).
+// The other types have one kernel for every m (decode groups of up to
+// kDecodeMaxM rows, batch groups of kMaxA), decoding codes inline.
 #include <algorithm>
 
 #include "kernels/avx512_util.h"
@@ -623,16 +625,13 @@ void BatchK(const uint8_t* codes, int64_t nsb, const float* scales, const ActRow
   Store<A>(sum, y, ldy, mask);
 }
 
-// Runs kernel K<A> with A = n (1..kMax).
+// Runs kernel K<A> with A = n (1..4 or kMaxA: see TileQ's groups).
 #define KVS_DISPATCH_A(n, CALL) \
   switch (n) {                  \
     case 1: CALL(1); break;     \
     case 2: CALL(2); break;     \
     case 3: CALL(3); break;     \
     case 4: CALL(4); break;     \
-    case 5: CALL(5); break;     \
-    case 6: CALL(6); break;     \
-    case 7: CALL(7); break;     \
     default: CALL(8); break;    \
   }
 
@@ -665,9 +664,14 @@ void TileQ(const TileArgs& t) {
     }
     if (expanded != nullptr) ExpandScales<M>(panel, units, expanded);
     if (codes != nullptr) DecodeCodes<M>(panel, units, codes);
-    const int64_t group = t.m <= kDecodeMaxM ? kDecodeMaxM : kMaxA;
-    for (int64_t i0 = 0; i0 < t.m; i0 += group) {
-      const int na = static_cast<int>(std::min<int64_t>(group, t.m - i0));
+    // Groups of kMaxA activation rows, the rest (or all of decode) in
+    // groups of at most kDecodeMaxM: kernels exist for A = 1..4 and 8 only
+    // (fewer instantiations; a 5-7 row rest costs one more pass over a
+    // panel already in cache).
+    int na = 0;
+    for (int64_t i0 = 0; i0 < t.m; i0 += na) {
+      na = static_cast<int>(t.m - i0 >= kMaxA && t.m > kDecodeMaxM ? kMaxA
+                                                                    : std::min<int64_t>(kDecodeMaxM, t.m - i0));
       ActRows act[kMaxA];
       for (int i = 0; i < na; ++i) {
         const uint8_t* row = t.acts + (i0 + i) * l.row_stride;
