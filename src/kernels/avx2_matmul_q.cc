@@ -194,7 +194,7 @@ inline void BlockB32(const uint8_t* p, const uint8_t* dw, const uint8_t* mw, int
       return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(hb, 4 - s) : _mm256_srli_epi16(hb, s - 4), b4);
     };
     KVS_UNROLL
-    for (int i = 0; i < A; ++i) acc[i] = _mm256_set1_epi32(act[i].aux_i()[b] / 8);  // -16 * sum(x)
+    for (int i = 0; i < A; ++i) acc[i] = _mm256_set1_epi32(act[i].aux_i()[b]);  // -16 * sum(x)
     KVS_UNROLL
     for (int c0 = 0; c0 < 4; c0 += 2) {
       __m256i s16[A];
@@ -326,7 +326,7 @@ void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, f
 // 2-bit codes of plane k (bits 2k..2k+1 of a chunk's bytes; Q3_K ORs in its
 // 3rd bit) summed in int16 over the group's 4 chunks, widened by one madd
 // with the group's scale pairs (sc, sc). Q3_K's values are the codes minus
-// 4: -4 * sum(x) (the aux term / 8) rides in the low int16 of each pair
+// 4: -4 * sum(x) (the aux term) rides in the low int16 of each pair
 // (|sum| <= 4 * 1778 + 8128). Q2_K's mins: float, per group.
 template <QMode M, int A>
 void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
@@ -374,7 +374,7 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, fl
       KVS_UNROLL
       for (int i = 0; i < A; ++i) {
         const int32_t aux = act[i].aux_i()[16 * sb + g];
-        if constexpr (kQ3) s16[i] = Add16(s16[i], _mm256_set1_epi32((aux >> 3) & 0xFFFF));
+        if constexpr (kQ3) s16[i] = Add16(s16[i], _mm256_set1_epi32(aux & 0xFFFF));
         isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc2));
         if constexpr (!kQ3) {
           msum[i] = _mm256_fmadd_ps(ToF(_mm256_srli_epi32(s8, 4)), _mm256_set1_ps(static_cast<float>(aux)), msum[i]);

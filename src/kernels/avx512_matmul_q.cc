@@ -210,10 +210,10 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
     if (A <= kDecodeMaxM) PrefetchAhead<kUnitBytes<M>>(p);
     __m512i acc[A][S];
     ZeroAcc(acc);
-    if constexpr (M != QMode::kQ4_1) {  // the codes' offset (Q5_0's 16: an eighth of Q8_0's 128)
+    if constexpr (M != QMode::kQ4_1) {  // the codes' offset (the aux term)
       KVS_UNROLL
       for (int i = 0; i < A; ++i) {
-        acc[i][0] = _mm512_set1_epi32(M == QMode::kQ5_0 ? act[i].aux_i()[b] / 8 : act[i].aux_i()[b]);
+        acc[i][0] = _mm512_set1_epi32(act[i].aux_i()[b]);
       }
     }
     if constexpr (M == QMode::kQ8_0) {
@@ -302,7 +302,7 @@ void MicroIQ4XS(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y,
 // of each byte, elements 128h + 32k + 4c + i), plus Q3_K's 3rd bits; 16-
 // groups 8h + 2k + c / 4, each group's int32 sum times its scale. Q3_K's
 // values are the codes minus 4: the accumulators start at -4 * sum(x), the
-// aux term / 8. One kernel for every m; with few activation rows the four
+// aux term. One kernel for every m; with few activation rows the four
 // planes of a chunk run side by side.
 // Bit b of every byte of h moved to bit 2 (other bits cleared).
 inline __m512i Bit2(__m512i h, int b) {
@@ -335,7 +335,7 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, 
         for (int j = 0; j < J; ++j) {
           KVS_UNROLL
           for (int i = 0; i < A; ++i) {
-            acc[j][i] = kQ3 ? _mm512_srai_epi32(_mm512_set1_epi32(act[i].aux_i()[16 * sb + 8 * h + 2 * (k0 + j) + half]), 3)
+            acc[j][i] = kQ3 ? _mm512_set1_epi32(act[i].aux_i()[16 * sb + 8 * h + 2 * (k0 + j) + half])
                             : _mm512_setzero_si512();
           }
         }

@@ -43,12 +43,12 @@ bool ToWType(DType t, WType* out);
 //      Q4_0 weights: int32 [cols/32]  -8 * sum(qs of the block)
 //      Q6_K weights: int32 [cols/16]  -32 * sum(qs of the 16-group)
 //      Q4_K, Q5_K:   float [cols/32]  d * sum(qs of the 32-group)
-//      Q5_0:         as Q8_0 (the kernels take an eighth: -16 * sum)
+//      Q5_0 weights: int32 [cols/32]  -16 * sum(qs of the block)
 //      IQ4_NL:       as Q8_0 (the grid values are stored + 128)
 //      Q4_1 weights: float [cols/32]  d * sum(qs of the block) (ggml's q8_1 s)
 //      IQ4_XS:       int32 [cols/32]  -128 * sum(qs of the 32-group) (as
 //                    IQ4_NL; the AVX2 kernels use signed values, no aux)
-//      Q3_K weights: as Q6_K (the kernels take an eighth: -4 * sum)
+//      Q3_K weights: int32 [cols/16]  -4 * sum(qs of the 16-group)
 //      Q2_K weights: int32 [cols/16]  sum(qs of the 16-group)
 // (The -c * sum terms let a kernel use unsigned codes q + c for signed ones.)
 // All variants produce identical bytes for identical input.
@@ -74,13 +74,15 @@ inline void WriteActAux(const ActLayout& l, int64_t b, float d, const int32_t* s
   auto* af = reinterpret_cast<float*>(row + l.aux_off);
   switch (l.wtype) {
     case WType::kQ8_0:
-    case WType::kQ5_0:
     case WType::kIQ4_NL: ai[b] = -128 * sums[0]; return;
+    case WType::kQ5_0: ai[b] = -16 * sums[0]; return;
     case WType::kQ4_0: ai[b] = -8 * sums[0]; return;
     case WType::kQ4_1: af[b] = d * static_cast<float>(sums[0]); return;
     case WType::kQ6_K:
-    case WType::kQ3_K:
       for (int g = 0; g < 16; ++g) ai[16 * b + g] = -32 * sums[g];
+      return;
+    case WType::kQ3_K:
+      for (int g = 0; g < 16; ++g) ai[16 * b + g] = -4 * sums[g];
       return;
     case WType::kQ2_K:
       for (int g = 0; g < 16; ++g) ai[16 * b + g] = sums[g];

@@ -243,7 +243,7 @@ float DotQ3_K(const uint8_t* wrow, const ActLayout& l, const uint8_t* act) {
       for (int k = 0; k < 4; ++k) {
         for (int half = 0; half < 2; ++half) {
           const int g = 8 * h + 2 * k + half;
-          int32_t dot = aux[16 * b + g] / 8;  // -4 * sum(x): the codes below are q + 4
+          int32_t dot = aux[16 * b + g];  // -4 * sum(x): the codes below are q + 4
           for (int j = 16 * half; j < 16 * half + 16; ++j) {
             const int code = ((w[b].qs[32 * h + j] >> (2 * k)) & 3) | (((w[b].hmask[j] >> (4 * h + k)) & 1) << 2);
             dot += code * q[256 * b + 128 * h + 32 * k + j];
