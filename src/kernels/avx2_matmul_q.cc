@@ -25,38 +25,13 @@
 namespace kvs::kernels::avx2 {
 namespace {
 
-enum class QMode { kQ8_0, kQ4_0, kQ4_1, kIQ4_NL, kQ5_0, kIQ4_XS, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K };
-
-template <QMode M>
-constexpr DType kDType = M == QMode::kQ8_0     ? DType::kQ8_0
-                         : M == QMode::kQ4_0   ? DType::kQ4_0
-                         : M == QMode::kQ4_1   ? DType::kQ4_1
-                         : M == QMode::kIQ4_NL ? DType::kIQ4_NL
-                         : M == QMode::kQ5_0   ? DType::kQ5_0
-                         : M == QMode::kIQ4_XS ? DType::kIQ4_XS
-                         : M == QMode::kQ2_K   ? DType::kQ2_K
-                         : M == QMode::kQ3_K   ? DType::kQ3_K
-                         : M == QMode::kQ4_K   ? DType::kQ4_K
-                         : M == QMode::kQ5_K   ? DType::kQ5_K
-                                               : DType::kQ6_K;
-// The 32-element block types (one f16 scale per block and row).
-template <QMode M>
-constexpr bool kB32 =
-    M == QMode::kQ8_0 || M == QMode::kQ4_0 || M == QMode::kQ4_1 || M == QMode::kIQ4_NL || M == QMode::kQ5_0;
-template <QMode M>
-constexpr bool kAffineK = M == QMode::kQ4_K || M == QMode::kQ5_K;
-// Bytes per 32-element block (codes; Q5_0 with its 5th bits) or per
-// super-block.
-template <QMode M>
-constexpr int64_t kUnitBytes = M == QMode::kQ8_0     ? 512
-                               : M == QMode::kQ5_0   ? 320
-                               : kB32<M>             ? 256
-                               : M == QMode::kIQ4_XS ? kIQ4XSUnitBytes
-                               : M == QMode::kQ2_K   ? kQ2KUnitBytes
-                               : M == QMode::kQ3_K   ? kQ3KUnitBytes
-                               : M == QMode::kQ4_K   ? kQ4KUnitBytes
-                               : M == QMode::kQ5_K   ? kQ5KUnitBytes
-                                                     : kQ6KUnitBytes;
+template <DType M>
+constexpr bool kAffineK = M == DType::kQ4_K || M == DType::kQ5_K;
+// The panel layout's units (packed.h).
+template <DType M>
+constexpr bool kB32 = PanelHasBlock32Units(M);
+template <DType M>
+constexpr int64_t kUnitBytes = PanelUnitBytes(M);
 
 constexpr int kMaxA = 4;  // activation rows per microkernel call
 
@@ -70,13 +45,6 @@ inline void PrefetchAhead(const uint8_t* p) {
   for (int64_t o = 0; o < kBytes; o += 64) Prefetch(p + kPrefetchDistance + o);
 }
 
-struct ActRows {
-  const int8_t* qs;
-  const float* d;
-  const uint8_t* aux;
-  const int32_t* aux_i() const { return reinterpret_cast<const int32_t*>(aux); }
-  const float* aux_f() const { return reinterpret_cast<const float*>(aux); }
-};
 
 inline __m256i Bcast4(const int8_t* p) { return _mm256_set1_epi32(LoadI32(p)); }
 // Half `h8` (rows 8*h8 .. 8*h8+7) of the chunk at p.
@@ -115,12 +83,12 @@ inline __m256i SignedPairs(__m256i v, __m256i x) {
 inline __m256i Bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 
 // Codes of sub-block s, chunk c of a Q4_K/Q5_K super-block at p, half h8.
-template <QMode M>
+template <DType M>
 inline __m256i CodesK4(const uint8_t* p, int s, int c, int h8) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i w = Load(p + kK4CodesOff + (8 * (s / 2) + c) * 64, h8);
   __m256i q = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(w, 4) : w, m4);
-  if constexpr (M == QMode::kQ5_K) {
+  if constexpr (M == DType::kQ5_K) {
     const __m256i h = Load(p + kK5HighOff + 64 * c, h8);
     const __m256i b = s <= 4 ? _mm256_slli_epi16(h, 4 - s) : _mm256_srli_epi16(h, s - 4);
     q = _mm256_or_si256(q, _mm256_and_si256(b, _mm256_set1_epi8(0x10)));
@@ -154,13 +122,13 @@ inline void Store(const __m256 (&sum)[A], float* y, int64_t ldy, int valid) {
 
 // ---- 32-element blocks (Q4_1 adds its offset times the activation block's
 // sum). Block b of the panel at p, rows of half h8, added into sum.
-template <QMode M, int A>
-inline void BlockB32(const uint8_t* p, const uint8_t* dw, const uint8_t* mw, int64_t b, int h8, const ActRows* act,
+template <DType M, int A>
+inline void BlockB32(const uint8_t* p, const uint8_t* dw, const uint8_t* mw, int64_t b, int h8, const ActRowView* act,
                      __m256 (&sum)[A]) {
   const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i lut = IQ4Table();
   __m256i acc[A];
-  if constexpr (M == QMode::kQ8_0) {
+  if constexpr (M == DType::kQ8_0) {
     KVS_UNROLL
     for (int i = 0; i < A; ++i) acc[i] = _mm256_setzero_si256();
     KVS_UNROLL
@@ -172,7 +140,7 @@ inline void BlockB32(const uint8_t* p, const uint8_t* dw, const uint8_t* mw, int
         acc[i] = _mm256_add_epi32(acc[i], Dot4(aw, _mm256_sign_epi8(Bcast4(act[i].qs + 32 * b + 4 * c), w), ones));
       }
     }
-  } else if constexpr (M == QMode::kIQ4_NL) {  // signed grid values, one widening per chunk half
+  } else if constexpr (M == DType::kIQ4_NL) {  // signed grid values, one widening per chunk half
     KVS_UNROLL
     for (int i = 0; i < A; ++i) acc[i] = _mm256_setzero_si256();
     KVS_UNROLL
@@ -188,7 +156,7 @@ inline void BlockB32(const uint8_t* p, const uint8_t* dw, const uint8_t* mw, int
         acc[i] = _mm256_add_epi32(acc[i], s);
       }
     }
-  } else if constexpr (M == QMode::kQ5_0) {  // 5-bit codes: 4 products per int16 sum (see Pairs)
+  } else if constexpr (M == DType::kQ5_0) {  // 5-bit codes: 4 products per int16 sum (see Pairs)
     const __m256i hb = Load(p + 256, h8), b4 = _mm256_set1_epi8(0x10);
     auto bit4 = [&](int s) {  // bit s of every byte of hb moved to bit 4
       return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(hb, 4 - s) : _mm256_srli_epi16(hb, s - 4), b4);
@@ -229,21 +197,21 @@ inline void BlockB32(const uint8_t* p, const uint8_t* dw, const uint8_t* mw, int
     KVS_UNROLL
     for (int i = 0; i < A; ++i) {
       acc[i] = _mm256_madd_epi16(s16[i], ones);
-      if constexpr (M == QMode::kQ4_0) acc[i] = _mm256_add_epi32(_mm256_set1_epi32(act[i].aux_i()[b]), acc[i]);
+      if constexpr (M == DType::kQ4_0) acc[i] = _mm256_add_epi32(_mm256_set1_epi32(act[i].aux_i()[b]), acc[i]);
     }
   }
   const __m256 d = Halves8(dw + 32 * b + 16 * h8);
   KVS_UNROLL
   for (int i = 0; i < A; ++i) {
     sum[i] = _mm256_fmadd_ps(ToF(acc[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[b])), sum[i]);
-    if constexpr (M == QMode::kQ4_1) {
+    if constexpr (M == DType::kQ4_1) {
       sum[i] = _mm256_fmadd_ps(Halves8(mw + 32 * b + 16 * h8), _mm256_set1_ps(act[i].aux_f()[b]), sum[i]);
     }
   }
 }
 
-template <QMode M, int A>
-void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+template <DType M, int A>
+void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRowView* act, float* y, int64_t ldy, int valid,
               bool stream) {
   const uint8_t* dw = panel + nblk * kUnitBytes<M>;
   const uint8_t* mw = dw + 32 * nblk;  // Q4_1's offsets
@@ -262,8 +230,8 @@ void MicroB32(const uint8_t* panel, int64_t nblk, int h8, const ActRows* act, fl
 // pass, so every 64-byte line is used whole as it arrives from memory (the
 // two-pass kernel above reads each line's first half, then its second from
 // cache).
-template <QMode M, int A>
-void MicroB32Both(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, int64_t ldy, int valid) {
+template <DType M, int A>
+void MicroB32Both(const uint8_t* panel, int64_t nblk, const ActRowView* act, float* y, int64_t ldy, int valid) {
   const uint8_t* dw = panel + nblk * kUnitBytes<M>;
   const uint8_t* mw = dw + 32 * nblk;
   __m256 sum0[A], sum1[A];
@@ -282,7 +250,7 @@ void MicroB32Both(const uint8_t* panel, int64_t nblk, const ActRows* act, float*
 // ---- IQ4_XS: the block scale rides in the madd (int16 pairs (sc, sc)), a
 // super-block sums in int32, then times d.
 template <int A>
-void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act, float* y, int64_t ldy, int valid,
                 bool stream) {
   const uint8_t* dw = panel + nsb * kIQ4XSUnitBytes;
   const __m256i m4 = _mm256_set1_epi8(0x0F), lut = IQ4Table();
@@ -328,10 +296,10 @@ void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, f
 // with the group's scale pairs (sc, sc). Q3_K's values are the codes minus
 // 4: -4 * sum(x) (the aux term) rides in the low int16 of each pair
 // (|sum| <= 4 * 1778 + 8128). Q2_K's mins: float, per group.
-template <QMode M, int A>
-void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+template <DType M, int A>
+void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act, float* y, int64_t ldy, int valid,
                bool stream) {
-  constexpr bool kQ3 = M == QMode::kQ3_K;
+  constexpr bool kQ3 = M == DType::kQ3_K;
   constexpr int64_t kCodes = kQ3 ? 0 : kQ2KCodesOff, kScales = kQ3 ? kQ3KScalesOff : kQ2KScalesOff;
   const __m256i m3 = _mm256_set1_epi8(0x03), b2 = _mm256_set1_epi8(0x04);
   const uint8_t* dw = panel + nsb * kUnitBytes<M>;  // Q3_K's d
@@ -405,8 +373,8 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, fl
 }
 
 // ---- Q4_K / Q5_K: the scale rides in the madd, a super-block sums in int32.
-template <QMode M, int A>
-void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+template <DType M, int A>
+void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act, float* y, int64_t ldy, int valid,
              bool stream) {
   __m256 sum[A];
   KVS_UNROLL
@@ -426,7 +394,7 @@ void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, floa
     for (int s = 0; s < 8; ++s) {
       const __m256i sc = Bytes8(p + kK4ScalesOff + 16 * s + 8 * h8), mn = Bytes8(p + kK4MinsOff + 16 * s + 8 * h8);
       const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));  // (sc, sc) int16 pairs
-      constexpr int kRun = M == QMode::kQ4_K ? 8 : 4;  // chunks summed in int16 (see Pairs)
+      constexpr int kRun = M == DType::kQ4_K ? 8 : 4;  // chunks summed in int16 (see Pairs)
       __m256i s16[A];
       KVS_UNROLL
       for (int c = 0; c < 8; ++c) {
@@ -457,16 +425,16 @@ void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, floa
 
 // ---- Q6_K: int32 per 16-group, then its float scale.
 template <int A>
-void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act, float* y, int64_t ldy, int valid,
               bool stream) {
-  const uint8_t* dw = panel + nsb * kUnitBytes<QMode::kQ6_K>;
+  const uint8_t* dw = panel + nsb * kUnitBytes<DType::kQ6_K>;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 sum[A];
   KVS_UNROLL
   for (int i = 0; i < A; ++i) sum[i] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* p = panel + sb * kUnitBytes<QMode::kQ6_K>;
-    if (stream) PrefetchAhead<kUnitBytes<QMode::kQ6_K>>(p);
+    const uint8_t* p = panel + sb * kUnitBytes<DType::kQ6_K>;
+    if (stream) PrefetchAhead<kUnitBytes<DType::kQ6_K>>(p);
     const __m256 d = Halves8(dw + 32 * sb + 16 * h8);
     __m256 t[A];
     KVS_UNROLL
@@ -497,14 +465,14 @@ void MicroQ6K(const uint8_t* panel, int64_t nsb, int h8, const ActRows* act, flo
   Store<A>(sum, y, ldy, valid);
 }
 
-template <QMode M, int A>
-void Micro(const uint8_t* panel, int64_t units, int h8, const ActRows* act, float* y, int64_t ldy, int valid,
+template <DType M, int A>
+void Micro(const uint8_t* panel, int64_t units, int h8, const ActRowView* act, float* y, int64_t ldy, int valid,
            bool stream) {
   if constexpr (kB32<M>) {
     MicroB32<M, A>(panel, units, h8, act, y, ldy, valid, stream);
-  } else if constexpr (M == QMode::kIQ4_XS) {
+  } else if constexpr (M == DType::kIQ4_XS) {
     MicroIQ4XS<A>(panel, units, h8, act, y, ldy, valid, stream);
-  } else if constexpr (M == QMode::kQ2_K || M == QMode::kQ3_K) {
+  } else if constexpr (M == DType::kQ2_K || M == DType::kQ3_K) {
     MicroLow2<M, A>(panel, units, h8, act, y, ldy, valid, stream);
   } else if constexpr (kAffineK<M>) {
     MicroK4<M, A>(panel, units, h8, act, y, ldy, valid, stream);
@@ -513,11 +481,9 @@ void Micro(const uint8_t* panel, int64_t units, int h8, const ActRows* act, floa
   }
 }
 
-template <QMode M>
+template <DType M>
 void TileQ(const TileArgs& t) {
-  constexpr DType kT = kDType<M>;
-  const ActLayout& l = *t.layout;
-  const int64_t pb = PanelBytes(kT, t.cols);
+  const int64_t pb = PanelBytes(M, t.cols);
   const int64_t units = kB32<M> ? t.cols / 32 : t.cols / 256;
   uint8_t* pack_buf = t.packed ? nullptr : ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(pb));
   for (int64_t r0 = 0; r0 < t.rows; r0 += kPanelRows) {
@@ -526,17 +492,13 @@ void TileQ(const TileArgs& t) {
     if (t.packed) {
       panel = t.w + r0 / kPanelRows * pb;
     } else {
-      PackPanel(kT, t.w + r0 * t.row_bytes, t.row_bytes, valid, t.cols, pack_buf);
+      PackPanel(M, t.w + r0 * t.row_bytes, t.row_bytes, valid, t.cols, pack_buf);
       panel = pack_buf;
     }
     if constexpr (kB32<M>) {
       if (t.m <= 2) {  // decode: both halves per pass
-        ActRows act[2];
-        for (int i = 0; i < t.m; ++i) {
-          const uint8_t* row = t.acts + i * l.row_stride;
-          act[i] = {reinterpret_cast<const int8_t*>(row + l.qs_off), reinterpret_cast<const float*>(row + l.d_off),
-                    row + l.aux_off};
-        }
+        ActRowView act[2];
+        for (int i = 0; i < t.m; ++i) act[i] = ActRowView::At(t, i);
         if (t.m == 1) MicroB32Both<M, 1>(panel, units, act, t.y + r0, t.ldy, valid);
         else MicroB32Both<M, 2>(panel, units, act, t.y + r0, t.ldy, valid);
         continue;
@@ -547,12 +509,8 @@ void TileQ(const TileArgs& t) {
       const bool stream = t.packed && h8 == 0 && t.m <= kMaxA;
       for (int64_t i0 = 0; i0 < t.m; i0 += kMaxA) {
         const int na = static_cast<int>(std::min<int64_t>(kMaxA, t.m - i0));
-        ActRows act[kMaxA];
-        for (int i = 0; i < na; ++i) {
-          const uint8_t* row = t.acts + (i0 + i) * l.row_stride;
-          act[i] = {reinterpret_cast<const int8_t*>(row + l.qs_off), reinterpret_cast<const float*>(row + l.d_off),
-                    row + l.aux_off};
-        }
+        ActRowView act[kMaxA];
+        for (int i = 0; i < na; ++i) act[i] = ActRowView::At(t, i0 + i);
         float* y = t.y + i0 * t.ldy + r0 + 8 * h8;
         switch (na) {
           case 1: Micro<M, 1>(panel, units, h8, act, y, t.ldy, hv, stream); break;
@@ -567,16 +525,16 @@ void TileQ(const TileArgs& t) {
 
 }  // namespace
 
-void TileQ8_0(const TileArgs& a) { TileQ<QMode::kQ8_0>(a); }
-void TileQ4_0(const TileArgs& a) { TileQ<QMode::kQ4_0>(a); }
-void TileQ4_1(const TileArgs& a) { TileQ<QMode::kQ4_1>(a); }
-void TileQ5_0(const TileArgs& a) { TileQ<QMode::kQ5_0>(a); }
-void TileIQ4_NL(const TileArgs& a) { TileQ<QMode::kIQ4_NL>(a); }
-void TileIQ4_XS(const TileArgs& a) { TileQ<QMode::kIQ4_XS>(a); }
-void TileQ2_K(const TileArgs& a) { TileQ<QMode::kQ2_K>(a); }
-void TileQ3_K(const TileArgs& a) { TileQ<QMode::kQ3_K>(a); }
-void TileQ4_K(const TileArgs& a) { TileQ<QMode::kQ4_K>(a); }
-void TileQ5_K(const TileArgs& a) { TileQ<QMode::kQ5_K>(a); }
-void TileQ6_K(const TileArgs& a) { TileQ<QMode::kQ6_K>(a); }
+void TileQ8_0(const TileArgs& a) { TileQ<DType::kQ8_0>(a); }
+void TileQ4_0(const TileArgs& a) { TileQ<DType::kQ4_0>(a); }
+void TileQ4_1(const TileArgs& a) { TileQ<DType::kQ4_1>(a); }
+void TileQ5_0(const TileArgs& a) { TileQ<DType::kQ5_0>(a); }
+void TileIQ4_NL(const TileArgs& a) { TileQ<DType::kIQ4_NL>(a); }
+void TileIQ4_XS(const TileArgs& a) { TileQ<DType::kIQ4_XS>(a); }
+void TileQ2_K(const TileArgs& a) { TileQ<DType::kQ2_K>(a); }
+void TileQ3_K(const TileArgs& a) { TileQ<DType::kQ3_K>(a); }
+void TileQ4_K(const TileArgs& a) { TileQ<DType::kQ4_K>(a); }
+void TileQ5_K(const TileArgs& a) { TileQ<DType::kQ5_K>(a); }
+void TileQ6_K(const TileArgs& a) { TileQ<DType::kQ6_K>(a); }
 
 }  // namespace kvs::kernels::avx2

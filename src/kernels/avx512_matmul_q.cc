@@ -31,38 +31,13 @@
 namespace kvs::kernels::avx512 {
 namespace {
 
-enum class QMode { kQ8_0, kQ4_0, kQ4_1, kIQ4_NL, kQ5_0, kIQ4_XS, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K };
-
-template <QMode M>
-constexpr DType kDType = M == QMode::kQ8_0     ? DType::kQ8_0
-                         : M == QMode::kQ4_0   ? DType::kQ4_0
-                         : M == QMode::kQ4_1   ? DType::kQ4_1
-                         : M == QMode::kIQ4_NL ? DType::kIQ4_NL
-                         : M == QMode::kQ5_0   ? DType::kQ5_0
-                         : M == QMode::kIQ4_XS ? DType::kIQ4_XS
-                         : M == QMode::kQ2_K   ? DType::kQ2_K
-                         : M == QMode::kQ3_K   ? DType::kQ3_K
-                         : M == QMode::kQ4_K   ? DType::kQ4_K
-                         : M == QMode::kQ5_K   ? DType::kQ5_K
-                                               : DType::kQ6_K;
-// The 32-element block types (one f16 scale per block and row).
-template <QMode M>
-constexpr bool kB32 =
-    M == QMode::kQ8_0 || M == QMode::kQ4_0 || M == QMode::kQ4_1 || M == QMode::kIQ4_NL || M == QMode::kQ5_0;
-template <QMode M>
-constexpr bool kAffineK = M == QMode::kQ4_K || M == QMode::kQ5_K;
-// Bytes per 32-element block (codes; Q5_0 with its 5th bits) or per
-// super-block.
-template <QMode M>
-constexpr int64_t kUnitBytes = M == QMode::kQ8_0   ? 512
-                               : M == QMode::kQ5_0   ? 320
-                               : kB32<M>           ? 256
-                               : M == QMode::kIQ4_XS ? kIQ4XSUnitBytes
-                               : M == QMode::kQ2_K ? kQ2KUnitBytes
-                               : M == QMode::kQ3_K ? kQ3KUnitBytes
-                               : M == QMode::kQ4_K ? kQ4KUnitBytes
-                               : M == QMode::kQ5_K ? kQ5KUnitBytes
-                                                   : kQ6KUnitBytes;
+template <DType M>
+constexpr bool kAffineK = M == DType::kQ4_K || M == DType::kQ5_K;
+// The panel layout's units (packed.h).
+template <DType M>
+constexpr bool kB32 = PanelHasBlock32Units(M);
+template <DType M>
+constexpr int64_t kUnitBytes = PanelUnitBytes(M);
 
 constexpr int kMaxA = 8;        // activation rows per batch microkernel call
 constexpr int kDecodeMaxM = 4;  // up to this many rows: the decode kernels
@@ -83,13 +58,6 @@ inline void PrefetchAhead(const uint8_t* p) {
   }
 }
 
-struct ActRows {
-  const int8_t* qs;
-  const float* d;
-  const uint8_t* aux;
-  const int32_t* aux_i() const { return reinterpret_cast<const int32_t*>(aux); }
-  const float* aux_f() const { return reinterpret_cast<const float*>(aux); }
-};
 
 inline __m512i Bcast4(const int8_t* p) { return _mm512_set1_epi32(LoadI32(p)); }
 inline __m512i Load(const uint8_t* p) { return _mm512_load_si512(p); }
@@ -129,13 +97,13 @@ inline __m512i AndOr(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylog
 // The 16 rows' codes of sub-blocks 2g (*lo) and 2g + 1 (*hi), chunk c
 // (elements 32s + 4c ..) of a Q4_K/Q5_K super-block at p. Q4_K's high
 // nibbles stay in place: *hi is 16 x the code (kHiScale undoes it).
-template <QMode M>
-constexpr float kHiScale = M == QMode::kQ4_K ? 1.0f / 16 : 1.0f;
-template <QMode M>
+template <DType M>
+constexpr float kHiScale = M == DType::kQ4_K ? 1.0f / 16 : 1.0f;
+template <DType M>
 inline void CodesK4(const uint8_t* p, int g, int c, __m512i* lo, __m512i* hi) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i w = Load(p + kK4CodesOff + (8 * g + c) * 64);
-  if constexpr (M == QMode::kQ4_K) {
+  if constexpr (M == DType::kQ4_K) {
     *lo = _mm512_and_si512(w, m4);
     *hi = _mm512_andnot_si512(m4, w);
   } else {
@@ -196,8 +164,8 @@ inline __m512i SumAcc(const __m512i (&acc)[S]) {
 
 // ---- 32-element blocks: one kernel for every m (the block scale is one
 // f16 per row; Q4_1 adds its offset times the activation block's sum).
-template <QMode M, int A>
-void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
+template <DType M, int A>
+void MicroB32(const uint8_t* panel, int64_t nblk, const ActRowView* act, float* y, int64_t ldy, __mmask16 mask) {
   constexpr int S = kSplit<A>;
   const uint8_t* dw = panel + nblk * kUnitBytes<M>;
   const uint8_t* mw = dw + 32 * nblk;  // Q4_1's offsets
@@ -210,13 +178,13 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
     if (A <= kDecodeMaxM) PrefetchAhead<kUnitBytes<M>>(p);
     __m512i acc[A][S];
     ZeroAcc(acc);
-    if constexpr (M != QMode::kQ4_1) {  // the codes' offset (the aux term)
+    if constexpr (M != DType::kQ4_1) {  // the codes' offset (the aux term)
       KVS_UNROLL
       for (int i = 0; i < A; ++i) {
         acc[i][0] = _mm512_set1_epi32(act[i].aux_i()[b]);
       }
     }
-    if constexpr (M == QMode::kQ8_0) {
+    if constexpr (M == DType::kQ8_0) {
       KVS_UNROLL
       for (int c = 0; c < 8; ++c) {
         const __m512i w = Load(p + 64 * c);
@@ -229,8 +197,8 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
       KVS_UNROLL
       for (int c = 0; c < 4; ++c) {
         __m512i lo, hi;
-        Nibbles<M == QMode::kIQ4_NL>(Load(p + 64 * c), lut, &lo, &hi);
-        if constexpr (M == QMode::kQ5_0) {
+        Nibbles<M == DType::kIQ4_NL>(Load(p + 64 * c), lut, &lo, &hi);
+        if constexpr (M == DType::kQ5_0) {
           const __m512i h = Load(p + 256);
           lo = _mm512_or_si512(lo, Bit4(h, 2 * c));
           hi = _mm512_or_si512(hi, Bit4(h, 2 * c + 1));
@@ -247,7 +215,7 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
     KVS_UNROLL
     for (int i = 0; i < A; ++i) {
       sum[i] = _mm512_fmadd_ps(ToF(SumAcc(acc[i])), _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[b])), sum[i]);
-      if constexpr (M == QMode::kQ4_1) {
+      if constexpr (M == DType::kQ4_1) {
         sum[i] = _mm512_fmadd_ps(Halves(mw + 32 * b), _mm512_set1_ps(act[i].aux_f()[b]), sum[i]);
       }
     }
@@ -258,7 +226,7 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRows* act, float* y, 
 // ---- IQ4_XS: 32-element blocks as IQ4_NL's, each block's int32 sum times
 // its 6-bit scale, the super-block's sum times d; one kernel for every m.
 template <int A>
-void MicroIQ4XS(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
+void MicroIQ4XS(const uint8_t* panel, int64_t nsb, const ActRowView* act, float* y, int64_t ldy, __mmask16 mask) {
   constexpr int S = kSplit<A>;
   const uint8_t* dw = panel + nsb * kIQ4XSUnitBytes;
   const __m512i lut = IQ4Table();
@@ -309,9 +277,9 @@ inline __m512i Bit2(__m512i h, int b) {
   const __m512i b2 = _mm512_set1_epi8(0x04);
   return _mm512_and_si512(b >= 2 ? _mm512_srli_epi16(h, b - 2) : _mm512_slli_epi16(h, 2 - b), b2);
 }
-template <QMode M, int A>
-void MicroLow2(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
-  constexpr bool kQ3 = M == QMode::kQ3_K;
+template <DType M, int A>
+void MicroLow2(const uint8_t* panel, int64_t nsb, const ActRowView* act, float* y, int64_t ldy, __mmask16 mask) {
+  constexpr bool kQ3 = M == DType::kQ3_K;
   constexpr int J = A <= 4 ? 4 : 1;  // planes per pass (registers: J x A accumulators)
   constexpr int64_t kCodes = kQ3 ? 0 : kQ2KCodesOff, kScales = kQ3 ? kQ3KScalesOff : kQ2KScalesOff;
   const __m512i m3 = _mm512_set1_epi8(0x03);
@@ -398,8 +366,8 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, 
 
 // ---- Q4_K / Q5_K decode: scales read per super-block; sub-blocks 2g and
 // 2g + 1 come from one load of a code chunk and run side by side.
-template <QMode M, int A>
-void DecodeK4(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
+template <DType M, int A>
+void DecodeK4(const uint8_t* panel, int64_t nsb, const ActRowView* act, float* y, int64_t ldy, __mmask16 mask) {
   constexpr int S = (kSplit<A> + 1) / 2;  // accumulators per sub-block
   const __m512 hi_scale = _mm512_set1_ps(kHiScale<M>);
   __m512 sum[A];
@@ -453,14 +421,14 @@ void DecodeK4(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, i
 // ---- Q6_K decode: per half of a 32-element run (4 chunks), the four
 // 16-groups k = 0..3 run side by side.
 template <int A>
-void DecodeQ6K(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, int64_t ldy, __mmask16 mask) {
-  const uint8_t* dw = panel + nsb * kUnitBytes<QMode::kQ6_K>;
+void DecodeQ6K(const uint8_t* panel, int64_t nsb, const ActRowView* act, float* y, int64_t ldy, __mmask16 mask) {
+  const uint8_t* dw = panel + nsb * kUnitBytes<DType::kQ6_K>;
   __m512 sum[A];
   KVS_UNROLL
   for (int i = 0; i < A; ++i) sum[i] = _mm512_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* p = panel + sb * kUnitBytes<QMode::kQ6_K>;
-    PrefetchAhead<kUnitBytes<QMode::kQ6_K>>(p);
+    const uint8_t* p = panel + sb * kUnitBytes<DType::kQ6_K>;
+    PrefetchAhead<kUnitBytes<DType::kQ6_K>>(p);
     __m512 t[A];
     KVS_UNROLL
     for (int i = 0; i < A; ++i) t[i] = _mm512_setzero_ps();
@@ -513,14 +481,14 @@ void DecodeQ6K(const uint8_t* panel, int64_t nsb, const ActRows* act, float* y, 
 
 // Codes of 32-element block j (element 32j + 4c + i of panel row r) at
 // codes[(j * 8 + c) * 64 + 4r + i], values as stored (Q6_K: 0..63).
-template <QMode M>
+template <DType M>
 void DecodeCodes(const uint8_t* panel, int64_t nsb, uint8_t* codes) {
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* p = panel + sb * kUnitBytes<M>;
     uint8_t* o = codes + sb * 8 * 512;
     KVS_UNROLL
     for (int c = 0; c < 8; ++c) {
-      if constexpr (M == QMode::kQ6_K) {
+      if constexpr (M == DType::kQ6_K) {
         KVS_UNROLL
         for (int h = 0; h < 2; ++h) {
           __m512i q[4];
@@ -534,7 +502,7 @@ void DecodeCodes(const uint8_t* panel, int64_t nsb, uint8_t* codes) {
         for (int g = 0; g < 4; ++g) {
           __m512i lo, hi;
           CodesK4<M>(p, g, c, &lo, &hi);
-          if constexpr (M == QMode::kQ4_K) hi = _mm512_srli_epi16(hi, 4);  // the code, not 16 x
+          if constexpr (M == DType::kQ4_K) hi = _mm512_srli_epi16(hi, 4);  // the code, not 16 x
           _mm512_store_si512(o + (2 * g * 8 + c) * 64, lo);
           _mm512_store_si512(o + ((2 * g + 1) * 8 + c) * 64, hi);
         }
@@ -542,10 +510,10 @@ void DecodeCodes(const uint8_t* panel, int64_t nsb, uint8_t* codes) {
     }
   }
 }
-template <QMode M>
+template <DType M>
 constexpr int64_t kExpandFloats = kAffineK<M> ? 8 * 32 : 16 * 16;  // per super-block
 
-template <QMode M>
+template <DType M>
 void ExpandScales(const uint8_t* panel, int64_t nsb, float* out) {
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* p = panel + sb * kUnitBytes<M>;
@@ -568,8 +536,8 @@ void ExpandScales(const uint8_t* panel, int64_t nsb, float* out) {
 }
 
 // `codes`: DecodeCodes' output for the panel.
-template <QMode M, int A>
-void BatchK(const uint8_t* codes, int64_t nsb, const float* scales, const ActRows* act,
+template <DType M, int A>
+void BatchK(const uint8_t* codes, int64_t nsb, const float* scales, const ActRowView* act,
             float* y, int64_t ldy, __mmask16 mask) {
   __m512 sum[A];
   KVS_UNROLL
@@ -635,16 +603,14 @@ void BatchK(const uint8_t* codes, int64_t nsb, const float* scales, const ActRow
     default: CALL(8); break;    \
   }
 
-template <QMode M>
+template <DType M>
 void TileQ(const TileArgs& t) {
-  constexpr DType kT = kDType<M>;
-  const ActLayout& l = *t.layout;
-  const int64_t pb = PanelBytes(kT, t.cols);
+  const int64_t pb = PanelBytes(M, t.cols);
   const int64_t units = kB32<M> ? t.cols / 32 : t.cols / 256;
   uint8_t* pack_buf = t.packed ? nullptr : ThreadScratch(ScratchSlot::kPanel, static_cast<size_t>(pb));
   // The K-quants' batch path expands scales and decodes codes per panel.
-  constexpr bool kLow2 = M == QMode::kQ2_K || M == QMode::kQ3_K;
-  constexpr bool kK = !kB32<M> && M != QMode::kIQ4_XS && !kLow2;
+  constexpr bool kLow2 = M == DType::kQ2_K || M == DType::kQ3_K;
+  constexpr bool kK = !kB32<M> && M != DType::kIQ4_XS && !kLow2;
   float* expanded = nullptr;
   uint8_t* codes = nullptr;
   if (kK && t.m > kDecodeMaxM) {
@@ -659,7 +625,7 @@ void TileQ(const TileArgs& t) {
     if (t.packed) {
       panel = t.w + r0 / kPanelRows * pb;
     } else {
-      PackPanel(kT, t.w + r0 * t.row_bytes, t.row_bytes, valid, t.cols, pack_buf);
+      PackPanel(M, t.w + r0 * t.row_bytes, t.row_bytes, valid, t.cols, pack_buf);
       panel = pack_buf;
     }
     if (expanded != nullptr) ExpandScales<M>(panel, units, expanded);
@@ -672,18 +638,14 @@ void TileQ(const TileArgs& t) {
     for (int64_t i0 = 0; i0 < t.m; i0 += na) {
       na = static_cast<int>(t.m - i0 >= kMaxA && t.m > kDecodeMaxM ? kMaxA
                                                                     : std::min<int64_t>(kDecodeMaxM, t.m - i0));
-      ActRows act[kMaxA];
-      for (int i = 0; i < na; ++i) {
-        const uint8_t* row = t.acts + (i0 + i) * l.row_stride;
-        act[i] = {reinterpret_cast<const int8_t*>(row + l.qs_off), reinterpret_cast<const float*>(row + l.d_off),
-                  row + l.aux_off};
-      }
+      ActRowView act[kMaxA];
+      for (int i = 0; i < na; ++i) act[i] = ActRowView::At(t, i0 + i);
       float* y = t.y + i0 * t.ldy + r0;
       if constexpr (kB32<M>) {
 #define KVS_CALL(A) MicroB32<M, A>(panel, units, act, y, t.ldy, mask)
         KVS_DISPATCH_A(na, KVS_CALL)
 #undef KVS_CALL
-      } else if constexpr (M == QMode::kIQ4_XS) {
+      } else if constexpr (M == DType::kIQ4_XS) {
 #define KVS_CALL(A) MicroIQ4XS<A>(panel, units, act, y, t.ldy, mask)
         KVS_DISPATCH_A(na, KVS_CALL)
 #undef KVS_CALL
@@ -715,16 +677,16 @@ void TileQ(const TileArgs& t) {
 
 }  // namespace
 
-void TileQ8_0(const TileArgs& a) { TileQ<QMode::kQ8_0>(a); }
-void TileQ4_0(const TileArgs& a) { TileQ<QMode::kQ4_0>(a); }
-void TileQ4_1(const TileArgs& a) { TileQ<QMode::kQ4_1>(a); }
-void TileQ5_0(const TileArgs& a) { TileQ<QMode::kQ5_0>(a); }
-void TileIQ4_NL(const TileArgs& a) { TileQ<QMode::kIQ4_NL>(a); }
-void TileIQ4_XS(const TileArgs& a) { TileQ<QMode::kIQ4_XS>(a); }
-void TileQ2_K(const TileArgs& a) { TileQ<QMode::kQ2_K>(a); }
-void TileQ3_K(const TileArgs& a) { TileQ<QMode::kQ3_K>(a); }
-void TileQ4_K(const TileArgs& a) { TileQ<QMode::kQ4_K>(a); }
-void TileQ5_K(const TileArgs& a) { TileQ<QMode::kQ5_K>(a); }
-void TileQ6_K(const TileArgs& a) { TileQ<QMode::kQ6_K>(a); }
+void TileQ8_0(const TileArgs& a) { TileQ<DType::kQ8_0>(a); }
+void TileQ4_0(const TileArgs& a) { TileQ<DType::kQ4_0>(a); }
+void TileQ4_1(const TileArgs& a) { TileQ<DType::kQ4_1>(a); }
+void TileQ5_0(const TileArgs& a) { TileQ<DType::kQ5_0>(a); }
+void TileIQ4_NL(const TileArgs& a) { TileQ<DType::kIQ4_NL>(a); }
+void TileIQ4_XS(const TileArgs& a) { TileQ<DType::kIQ4_XS>(a); }
+void TileQ2_K(const TileArgs& a) { TileQ<DType::kQ2_K>(a); }
+void TileQ3_K(const TileArgs& a) { TileQ<DType::kQ3_K>(a); }
+void TileQ4_K(const TileArgs& a) { TileQ<DType::kQ4_K>(a); }
+void TileQ5_K(const TileArgs& a) { TileQ<DType::kQ5_K>(a); }
+void TileQ6_K(const TileArgs& a) { TileQ<DType::kQ6_K>(a); }
 
 }  // namespace kvs::kernels::avx512

@@ -121,6 +121,22 @@ struct TileArgs {
 };
 using TileFn = void (*)(const TileArgs& args);
 
+// Activation row i of a quantized tile (TileArgs::acts, laid out by
+// *TileArgs::layout): its codes, block scales and aux terms.
+struct ActRowView {
+  const int8_t* qs;
+  const float* d;
+  const uint8_t* aux;
+  const int32_t* aux_i() const { return reinterpret_cast<const int32_t*>(aux); }
+  const float* aux_f() const { return reinterpret_cast<const float*>(aux); }
+  static ActRowView At(const TileArgs& t, int64_t i) {
+    const ActLayout& l = *t.layout;
+    const uint8_t* row = t.acts + i * l.row_stride;
+    return {reinterpret_cast<const int8_t*>(row + l.qs_off), reinterpret_cast<const float*>(row + l.d_off),
+            row + l.aux_off};
+  }
+};
+
 struct KernelTable {
   Isa isa = Isa::kScalar;
   // Rows a tile's row count should be a multiple of, except for the last

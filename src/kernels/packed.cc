@@ -78,7 +78,7 @@ struct Q0Layout {
         bs(static_cast<int64_t>(q8 ? sizeof(BlockQ8_0) : q41 ? sizeof(BlockQ4_1) : q5 ? sizeof(BlockQ5_0) : sizeof(BlockQ4_0))),
         qs_off(q41 ? 4 : q5 ? 6 : 2),
         chunks(q8 ? 8 : 4),
-        unit(chunks + (q5 ? 1 : 0)),
+        unit(static_cast<int>(PanelUnitBytes(t) / kChunk)),
         flip(static_cast<uint8_t>(q8 ? 0x80 : 0)),
         scales(nblk * unit * kChunk),
         mins(scales + 32 * nblk),

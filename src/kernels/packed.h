@@ -84,6 +84,30 @@ inline constexpr int64_t kQ2KUnitBytes = 21 * kChunkBytes, kQ2KCodesOff = kChunk
                          kQ2KScalesOff = 17 * kChunkBytes;
 inline constexpr int64_t kIQ4XSUnitBytes = 34 * kChunkBytes, kIQ4XSScalesOff = 32 * kChunkBytes;
 
+// A panel's code stream is a run of units: 32-element blocks for Q8_0,
+// Q4_0, Q4_1, IQ4_NL and Q5_0 (their f16 scales follow all blocks),
+// super-blocks for the others. The kernels and PackPanel share these.
+constexpr bool PanelHasBlock32Units(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kIQ4_NL || t == DType::kQ5_0;
+}
+// Bytes of one unit (0: no packed layout).
+constexpr int64_t PanelUnitBytes(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return 8 * kChunkBytes;
+    case DType::kQ5_0: return 5 * kChunkBytes;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kIQ4_NL: return 4 * kChunkBytes;
+    case DType::kIQ4_XS: return kIQ4XSUnitBytes;
+    case DType::kQ2_K: return kQ2KUnitBytes;
+    case DType::kQ3_K: return kQ3KUnitBytes;
+    case DType::kQ4_K: return kQ4KUnitBytes;
+    case DType::kQ5_K: return kQ5KUnitBytes;
+    case DType::kQ6_K: return kQ6KUnitBytes;
+    default: return 0;
+  }
+}
+
 // True for the types with a packed layout: every quantized weight type
 // MatMul supports (Q8_0, Q4_0, Q4_1, Q5_0, IQ4_NL, IQ4_XS, Q2_K .. Q6_K).
 bool HasPackedLayout(DType t);
