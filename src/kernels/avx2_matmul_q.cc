@@ -79,6 +79,25 @@ inline __m256i SignedPairs(__m256i v, __m256i x) {
   return _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v));
 }
 
+// Bit `from` of every byte of h moved to bit `to` (other bits cleared);
+// the 16-bit shifts never carry a byte's bits into `to` of its neighbour for
+// the |from - to| <= 5 used here.
+inline __m256i MoveBit(__m256i h, int from, int to) {
+  const __m256i s = from >= to ? _mm256_srli_epi16(h, from - to) : _mm256_slli_epi16(h, to - from);
+  return _mm256_and_si256(s, _mm256_set1_epi8(static_cast<char>(1 << to)));
+}
+// int32 lanes (|v| < 2^15) -> int16 pairs (v, v), madd's per-row multiplier.
+inline __m256i ScalePairs(__m256i v) {
+  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+// Each row's header word (f16 d | f16 dmin << 16) of the half at p -> floats.
+inline void DMin8(const uint8_t* p, int h8, __m256* d, __m256* dmin) {
+  const __m256i dd = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32 * h8));
+  const __m256i lo16 = _mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF)), hi16 = _mm256_srli_epi32(dd, 16);
+  *d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo16), _mm256_extracti128_si256(lo16, 1)));
+  *dmin = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(hi16), _mm256_extracti128_si256(hi16, 1)));
+}
+
 // The 8 bytes at p (one per row of the half) as int32 lanes.
 inline __m256i Bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 
@@ -88,11 +107,7 @@ inline __m256i CodesK4(const uint8_t* p, int s, int c, int h8) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i w = Load(p + kK4CodesOff + (8 * (s / 2) + c) * 64, h8);
   __m256i q = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(w, 4) : w, m4);
-  if constexpr (M == DType::kQ5_K) {
-    const __m256i h = Load(p + kK5HighOff + 64 * c, h8);
-    const __m256i b = s <= 4 ? _mm256_slli_epi16(h, 4 - s) : _mm256_srli_epi16(h, s - 4);
-    q = _mm256_or_si256(q, _mm256_and_si256(b, _mm256_set1_epi8(0x10)));
-  }
+  if constexpr (M == DType::kQ5_K) q = _mm256_or_si256(q, MoveBit(Load(p + kK5HighOff + 64 * c, h8), s, 4));
   return q;
 }
 
@@ -157,10 +172,7 @@ inline void BlockB32(const uint8_t* p, const uint8_t* dw, const uint8_t* mw, int
       }
     }
   } else if constexpr (M == DType::kQ5_0) {  // 5-bit codes: 4 products per int16 sum (see Pairs)
-    const __m256i hb = Load(p + 256, h8), b4 = _mm256_set1_epi8(0x10);
-    auto bit4 = [&](int s) {  // bit s of every byte of hb moved to bit 4
-      return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(hb, 4 - s) : _mm256_srli_epi16(hb, s - 4), b4);
-    };
+    const __m256i hb = Load(p + 256, h8);
     KVS_UNROLL
     for (int i = 0; i < A; ++i) acc[i] = _mm256_set1_epi32(act[i].aux_i()[b]);  // -16 * sum(x)
     KVS_UNROLL
@@ -169,8 +181,8 @@ inline void BlockB32(const uint8_t* p, const uint8_t* dw, const uint8_t* mw, int
       KVS_UNROLL
       for (int c = c0; c < c0 + 2; ++c) {
         const __m256i w = Load(p + 64 * c, h8);
-        const __m256i lo = _mm256_or_si256(_mm256_and_si256(w, m4), bit4(2 * c));
-        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), bit4(2 * c + 1));
+        const __m256i lo = _mm256_or_si256(_mm256_and_si256(w, m4), MoveBit(hb, 2 * c, 4));
+        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), MoveBit(hb, 2 * c + 1, 4));
         KVS_UNROLL
         for (int i = 0; i < A; ++i) {
           const __m256i pr = Add16(Pairs(lo, Bcast4(act[i].qs + 32 * b + 4 * c)),
@@ -266,7 +278,7 @@ void MicroIQ4XS(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act
     for (int j = 0; j < 8; ++j) {
       const __m256i sc = _mm256_cvtepi8_epi32(
           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kIQ4XSScalesOff + 16 * j + 8 * h8)));
-      const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+      const __m256i sc2 = ScalePairs(sc);
       KVS_UNROLL
       for (int c = 0; c < 4; ++c) {
         const __m256i w = Load(p + (4 * j + c) * 64, h8);
@@ -301,7 +313,7 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act,
                bool stream) {
   constexpr bool kQ3 = M == DType::kQ3_K;
   constexpr int64_t kCodes = kQ3 ? 0 : kQ2KCodesOff, kScales = kQ3 ? kQ3KScalesOff : kQ2KScalesOff;
-  const __m256i m3 = _mm256_set1_epi8(0x03), b2 = _mm256_set1_epi8(0x04);
+  const __m256i m3 = _mm256_set1_epi8(0x03);
   const uint8_t* dw = panel + nsb * kUnitBytes<M>;  // Q3_K's d
   __m256 sum[A];
   KVS_UNROLL
@@ -322,17 +334,13 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act,
       const __m256i s8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kScales + 16 * g + 8 * h8)));
       const __m256i sc = kQ3 ? _mm256_sub_epi32(_mm256_xor_si256(s8, _mm256_set1_epi32(0x80)), _mm256_set1_epi32(0x80))
                              : _mm256_and_si256(s8, _mm256_set1_epi32(0xF));
-      const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+      const __m256i sc2 = ScalePairs(sc);
       __m256i s16[A];
       KVS_UNROLL
       for (int cc = 0; cc < 4; ++cc) {
         const int c = 4 * half + cc;
         __m256i q = _mm256_and_si256(_mm256_srli_epi16(Load(p + kCodes + (8 * h + c) * 64, h8), 2 * k), m3);
-        if constexpr (kQ3) {
-          const int b = 4 * h + k;
-          const __m256i hb = Load(p + kQ3KHighOff + 64 * c, h8);
-          q = _mm256_or_si256(q, _mm256_and_si256(b >= 2 ? _mm256_srli_epi16(hb, b - 2) : _mm256_slli_epi16(hb, 2 - b), b2));
-        }
+        if constexpr (kQ3) q = _mm256_or_si256(q, MoveBit(Load(p + kQ3KHighOff + 64 * c, h8), 4 * h + k, 2));
         KVS_UNROLL
         for (int i = 0; i < A; ++i) {
           const __m256i pr = Pairs(q, Bcast4(act[i].qs + 256 * sb + 128 * h + 32 * k + 4 * c));
@@ -356,11 +364,8 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act,
         sum[i] = _mm256_fmadd_ps(ToF(isum[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[sb])), sum[i]);
       }
     } else {
-      const __m256i dd = Load(p, h8);
-      const __m256i lo16 = _mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF));
-      const __m256 d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo16), _mm256_extracti128_si256(lo16, 1)));
-      const __m256i hi16 = _mm256_srli_epi32(dd, 16);
-      const __m256 dmin = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(hi16), _mm256_extracti128_si256(hi16, 1)));
+      __m256 d, dmin;
+      DMin8(p, h8, &d, &dmin);
       KVS_UNROLL
       for (int i = 0; i < A; ++i) {
         const __m256 da = _mm256_set1_ps(act[i].d[sb]);
@@ -382,7 +387,6 @@ void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act, f
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* p = panel + sb * kUnitBytes<M>;
     if (stream) PrefetchAhead<kUnitBytes<M>>(p);
-    const __m256i dd = Load(p, h8);
     __m256i isum[A];
     __m256 msum[A];
     KVS_UNROLL
@@ -393,7 +397,7 @@ void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act, f
     KVS_UNROLL  // constant shifts and chunk offsets
     for (int s = 0; s < 8; ++s) {
       const __m256i sc = Bytes8(p + kK4ScalesOff + 16 * s + 8 * h8), mn = Bytes8(p + kK4MinsOff + 16 * s + 8 * h8);
-      const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));  // (sc, sc) int16 pairs
+      const __m256i sc2 = ScalePairs(sc);  // (sc, sc) int16 pairs
       constexpr int kRun = M == DType::kQ4_K ? 8 : 4;  // chunks summed in int16 (see Pairs)
       __m256i s16[A];
       KVS_UNROLL
@@ -410,10 +414,8 @@ void MicroK4(const uint8_t* panel, int64_t nsb, int h8, const ActRowView* act, f
       KVS_UNROLL
       for (int i = 0; i < A; ++i) msum[i] = _mm256_fmadd_ps(mnf, _mm256_set1_ps(act[i].aux_f()[8 * sb + s]), msum[i]);
     }
-    const __m256i lo16 = _mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF));
-    const __m256 d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo16), _mm256_extracti128_si256(lo16, 1)));
-    const __m256i hi16 = _mm256_srli_epi32(dd, 16);
-    const __m256 dmin = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(hi16), _mm256_extracti128_si256(hi16, 1)));
+    __m256 d, dmin;
+    DMin8(p, h8, &d, &dmin);
     KVS_UNROLL
     for (int i = 0; i < A; ++i) {
       sum[i] = _mm256_fmadd_ps(ToF(isum[i]), _mm256_mul_ps(d, _mm256_set1_ps(act[i].d[sb])), sum[i]);

@@ -67,10 +67,18 @@ inline __m512 Halves(const uint8_t* p) {
 }
 inline __m512 ToF(__m512i v) { return _mm512_cvtepi32_ps(v); }
 
-// Bit s of every byte of h moved to bit 4 (other bits cleared).
-inline __m512i Bit4(__m512i h, int s) {
-  const __m512i b4 = _mm512_set1_epi8(0x10);
-  return _mm512_and_si512(s <= 4 ? _mm512_slli_epi16(h, 4 - s) : _mm512_srli_epi16(h, s - 4), b4);
+// Bit `from` of every byte of h moved to bit `to` (other bits cleared);
+// the 16-bit shifts never carry a byte's bits into `to` of its neighbour for
+// the |from - to| <= 5 used here.
+inline __m512i MoveBit(__m512i h, int from, int to) {
+  const __m512i s = from >= to ? _mm512_srli_epi16(h, from - to) : _mm512_slli_epi16(h, to - from);
+  return _mm512_and_si512(s, _mm512_set1_epi8(static_cast<char>(1 << to)));
+}
+// Each row's header word (f16 d | f16 dmin << 16) at p -> floats.
+inline void DMin16(const uint8_t* p, __m512* d, __m512* dmin) {
+  const __m512i dd = _mm512_load_si512(p);
+  *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+  *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
 }
 
 // The IQ4 grid values + 128 (unsigned), in every 128-bit lane: vpshufb's
@@ -108,8 +116,8 @@ inline void CodesK4(const uint8_t* p, int g, int c, __m512i* lo, __m512i* hi) {
     *hi = _mm512_andnot_si512(m4, w);
   } else {
     const __m512i h = Load(p + kK5HighOff + 64 * c);
-    *lo = AndOr(w, m4, Bit4(h, 2 * g));
-    *hi = AndOr(_mm512_srli_epi16(w, 4), m4, Bit4(h, 2 * g + 1));
+    *lo = AndOr(w, m4, MoveBit(h, 2 * g, 4));
+    *hi = AndOr(_mm512_srli_epi16(w, 4), m4, MoveBit(h, 2 * g + 1, 4));
   }
 }
 
@@ -200,8 +208,8 @@ void MicroB32(const uint8_t* panel, int64_t nblk, const ActRowView* act, float* 
         Nibbles<M == DType::kIQ4_NL>(Load(p + 64 * c), lut, &lo, &hi);
         if constexpr (M == DType::kQ5_0) {
           const __m512i h = Load(p + 256);
-          lo = _mm512_or_si512(lo, Bit4(h, 2 * c));
-          hi = _mm512_or_si512(hi, Bit4(h, 2 * c + 1));
+          lo = _mm512_or_si512(lo, MoveBit(h, 2 * c, 4));
+          hi = _mm512_or_si512(hi, MoveBit(h, 2 * c + 1, 4));
         }
         KVS_UNROLL
         for (int i = 0; i < A; ++i) {
@@ -272,11 +280,6 @@ void MicroIQ4XS(const uint8_t* panel, int64_t nsb, const ActRowView* act, float*
 // values are the codes minus 4: the accumulators start at -4 * sum(x), the
 // aux term. One kernel for every m; with few activation rows the four
 // planes of a chunk run side by side.
-// Bit b of every byte of h moved to bit 2 (other bits cleared).
-inline __m512i Bit2(__m512i h, int b) {
-  const __m512i b2 = _mm512_set1_epi8(0x04);
-  return _mm512_and_si512(b >= 2 ? _mm512_srli_epi16(h, b - 2) : _mm512_slli_epi16(h, 2 - b), b2);
-}
 template <DType M, int A>
 void MicroLow2(const uint8_t* panel, int64_t nsb, const ActRowView* act, float* y, int64_t ldy, __mmask16 mask) {
   constexpr bool kQ3 = M == DType::kQ3_K;
@@ -318,7 +321,7 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, const ActRowView* act, float* 
             const int k = k0 + j;
             const __m512i lo = k == 0 ? w : _mm512_srli_epi16(w, 2 * k);
             __m512i q;
-            if constexpr (kQ3) q = AndOr(lo, m3, Bit2(hb, 4 * h + k));
+            if constexpr (kQ3) q = AndOr(lo, m3, MoveBit(hb, 4 * h + k, 2));
             else q = _mm512_and_si512(lo, m3);
             KVS_UNROLL
             for (int i = 0; i < A; ++i) {
@@ -350,9 +353,8 @@ void MicroLow2(const uint8_t* panel, int64_t nsb, const ActRowView* act, float* 
       KVS_UNROLL
       for (int i = 0; i < A; ++i) sum[i] = _mm512_fmadd_ps(t[i], _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[sb])), sum[i]);
     } else {
-      const __m512i dd = Load(p);
-      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-      const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+      __m512 d, dmin;
+      DMin16(p, &d, &dmin);
       KVS_UNROLL
       for (int i = 0; i < A; ++i) {
         const __m512 da = _mm512_set1_ps(act[i].d[sb]);
@@ -406,9 +408,8 @@ void DecodeK4(const uint8_t* panel, int64_t nsb, const ActRowView* act, float* y
         msum[i] = _mm512_fmadd_ps(mn_hi, _mm512_set1_ps(act[i].aux_f()[8 * sb + 2 * g + 1]), msum[i]);
       }
     }
-    const __m512i dd = Load(p);
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    __m512 d, dmin;
+    DMin16(p, &d, &dmin);
     KVS_UNROLL
     for (int i = 0; i < A; ++i) {
       sum[i] = _mm512_fmadd_ps(t[i], _mm512_mul_ps(d, _mm512_set1_ps(act[i].d[sb])), sum[i]);
@@ -519,9 +520,8 @@ void ExpandScales(const uint8_t* panel, int64_t nsb, float* out) {
     const uint8_t* p = panel + sb * kUnitBytes<M>;
     float* o = out + sb * kExpandFloats<M>;
     if constexpr (kAffineK<M>) {
-      const __m512i dd = Load(p);
-      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-      const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+      __m512 d, dmin;
+      DMin16(p, &d, &dmin);
       KVS_UNROLL
       for (int s = 0; s < 8; ++s) {
         _mm512_store_ps(o + 32 * s, _mm512_mul_ps(d, Bytes16(p + kK4ScalesOff + 16 * s)));
