@@ -22,6 +22,7 @@ function(kvs_add_test)
     # binary links both runtimes.
     target_compile_options(${T_NAME} PRIVATE -fno-sanitize=undefined)
   endif()
+  kvs_fuzz_coverage_off(${T_NAME})
   set(env "KVSERVE_SHARED_DIR=${KVSERVE_SHARED_DIR};KVSERVE_SOURCE_DIR=${KVSERVE_SOURCE_DIR};KVSERVE_BINARY_DIR=${CMAKE_BINARY_DIR}")
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
   set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${env}" LABELS "${T_LABELS}" TIMEOUT 900)
@@ -33,6 +34,16 @@ function(kvs_add_test)
     set_tests_properties(${T_NAME}_isa_${isa} PROPERTIES ENVIRONMENT "${env};KVSERVE_ISA=${isa}"
                          LABELS "${T_LABELS};isa_variant" TIMEOUT 900)
   endforeach()
+endfunction()
+
+# kvs_fuzz_coverage_off(target): in a tree built for both the sanitizer tests
+# and the fuzzers (KVSERVE_FUZZ with KVSERVE_SANITIZE), `target` keeps the
+# sanitizers but not libFuzzer's coverage instrumentation: compute code that
+# no fuzzer drives, where it would only slow the tests.
+function(kvs_fuzz_coverage_off target)
+  if(KVSERVE_FUZZ AND KVSERVE_SANITIZE)
+    target_compile_options(${target} PRIVATE -fno-sanitize=fuzzer-no-link)
+  endif()
 endfunction()
 
 # kvs_add_library(name SOURCES ... DEPS ...)

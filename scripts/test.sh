@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite through ctest:
 #   1. Release build, all tests, then a 45 s soak (scripts/soak.sh; KVSERVE_SOAK_SECONDS);
-#   2. ASan+UBSan build, all tests but the forced-ISA reruns of model_test
-#      (label isa_variant: every variant's kernels are under the sanitizers
-#      in kernels_test and paged_attention_test);
-#   3. TSan build, engine and server tests (label "engine");
-#   4. every libFuzzer target for 12 s each (KVSERVE_FUZZ_SECONDS; scripts/fuzz.sh).
+#   2. ASan+UBSan build (clang), all tests but the forced-ISA reruns of
+#      model_test (label isa_variant: every variant's kernels are under the
+#      sanitizers in kernels_test and paged_attention_test); the same tree
+#      has the libFuzzer targets (-DKVSERVE_FUZZ=ON), so CI builds three
+#      trees, not four;
+#   3. TSan build (g++), engine and server tests (label "engine");
+#   4. every libFuzzer target for 12 s each (KVSERVE_FUZZ_SECONDS;
+#      scripts/fuzz.sh on the ASan+UBSan tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -25,7 +28,8 @@ stage "soak: ${SOAK_SECONDS}s of mixed traffic on the Release server"
 bash scripts/soak.sh "$SOAK_SECONDS"
 
 stage "asan+ubsan build"
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_SANITIZE=address,undefined -DKVSERVE_BENCH=OFF >/dev/null
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+  -DKVSERVE_SANITIZE=address,undefined -DKVSERVE_FUZZ=ON -DKVSERVE_BENCH=OFF >/dev/null
 cmake --build build/asan -j "$JOBS"
 stage "asan+ubsan tests"
 (cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 KVSERVE_SANITIZED=1 ctest --output-on-failure -LE isa_variant -j "$JOBS")
@@ -46,6 +50,6 @@ stage "tsan tests"
 
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   stage "fuzz: every fuzzer for ${FUZZ_SECONDS}s"
-  bash scripts/fuzz.sh "$FUZZ_SECONDS"
+  KVSERVE_FUZZ_BUILD=build/asan bash scripts/fuzz.sh "$FUZZ_SECONDS"
 fi
 stage "all tests passed"
