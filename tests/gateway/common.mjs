@@ -92,7 +92,10 @@ function gatewayYaml({ pools, gateway = {}, model, auditLog }) {
 // Writes a gateway config and starts `kvserve gateway` on a free port.
 // pools: [{name, max_context, replicas: [url or {url, version, ...}], ...pool keys}].
 // gw.reconfigure(pools) rewrites the file with other pools and sends SIGHUP.
-export async function startGateway({ pools, gateway = {}, model, dir = tempDir(), args = [], waitReady = true }) {
+// waitAll: also wait until every listed replica is healthy (the gateway is
+// ready once one per pool is; on a loaded machine the others' first probes can
+// answer late, and until then all traffic goes to the first).
+export async function startGateway({ pools, gateway = {}, model, dir = tempDir(), args = [], waitReady = true, waitAll = false }) {
   const auditLog = path.join(dir, `audit-${Math.random().toString(16).slice(2)}.log`);
   const config = path.join(dir, `gateway-${Math.random().toString(16).slice(2)}.yaml`);
   writeFileSync(config, gatewayYaml({ pools, gateway, model, auditLog }));
@@ -110,6 +113,11 @@ export async function startGateway({ pools, gateway = {}, model, dir = tempDir()
     },
   };
   if (waitReady) await waitFor(async () => (await request(gw, "GET", "/ready")).status === 200, 30000);
+  if (waitAll) {
+    for (const url of pools.flatMap((p) => p.replicas.map((r) => (typeof r === "string" ? r : r.url)))) {
+      await waitFor(async () => (await metricSum(gw, "kvserve_gateway:replica_healthy", { replica: url })) === 1, 30000);
+    }
+  }
   return gw;
 }
 

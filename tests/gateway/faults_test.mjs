@@ -29,6 +29,7 @@ after(async () => {
 // A streamed POST: resolves `first` at the first data event, `done` at the end.
 function openStream(gw, path, body) {
   let text = "";
+  let id = null;
   let resolveFirst;
   const first = new Promise((r) => (resolveFirst = r));
   let req;
@@ -36,12 +37,13 @@ function openStream(gw, path, body) {
     const payload = JSON.stringify(body);
     req = http.request({ host: "127.0.0.1", port: gw.port, method: "POST", path, agent: false,
       headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } }, (res) => {
+      id = res.headers["x-request-id"];
       res.on("data", (c) => {
         text += c;
         if (/data: \{/.test(text)) resolveFirst();
       });
-      res.on("end", () => resolve({ status: res.statusCode, events: parseSse(text) }));
-      res.on("error", () => resolve({ status: res.statusCode, events: parseSse(text), aborted: true }));
+      res.on("end", () => resolve({ id, status: res.statusCode, events: parseSse(text) }));
+      res.on("error", () => resolve({ id, status: res.statusCode, events: parseSse(text), aborted: true }));
     });
     req.on("error", (e) => (e.code === "ECONNRESET" ? resolve({ aborted: true, events: parseSse(text) }) : reject(e)));
     req.end(payload);
@@ -55,6 +57,7 @@ async function start(replicaArgs, n, gateway, pool = {}) {
     model: tokenizer,
     gateway: { allow_anonymous: true, ...gateway },
     pools: [{ name: "main", max_context: 4096, replicas: replicas.map((r) => r.baseURL), ...pool }],
+    waitAll: true,
   });
   cleanup.push(async () => {
     await gw.stop();
@@ -84,11 +87,18 @@ describe("faults", () => {
       assert.equal(r.json.usage.completion_tokens, 120);
     }
     const results = await Promise.all(streams.map((s) => s.done));
+    // Which replica served each stream, from the audit log (the gateway
+    // answers with the id it logs). Routing balances outstanding tokens, but a
+    // probe that is slow under load can take b out for a moment, so the count
+    // on a is not fixed: what is fixed is that exactly the streams on a fail.
+    await waitFor(async () => results.every((r) => gw.audit().some((l) => l.id === r.id)));
+    const replicaOf = (r) => gw.audit().find((l) => l.id === r.id).replica;
     let failed = 0;
     for (const r of results) {
       assert.equal(r.status, 200);
       const err = r.events.find((e) => e.event === "error");
       assert.equal(r.events.at(-1).data, "[DONE]");
+      assert.equal(Boolean(err), replicaOf(r) === a.baseURL, `stream ${r.id} on ${replicaOf(r)} ${err ? "failed" : "did not fail"}`);
       if (err) {
         ++failed;
         assert.equal(JSON.parse(err.data).error.code, "upstream_failed");
@@ -98,7 +108,7 @@ describe("faults", () => {
         assert.ok(text.length > 0);
       }
     }
-    assert.ok(failed >= 1 && failed <= 3, `streams on the killed replica fail in-band (${failed})`);
+    assert.ok(failed >= 1, `streams on the killed replica fail in-band (${failed})`);
     const retried = gw.audit().filter((l) => l.status === 200 && !l.stream && l.retries > 0);
     assert.ok(retried.length >= 1, "non-streaming requests on the killed replica were retried");
     assert.ok(retried.every((l) => l.replica === b.baseURL));

@@ -47,6 +47,7 @@ describe("cache-aware routing over three replicas", () => {
       gateway: { allow_anonymous: true },
       dir: tempDir(),
       pools: [{ name: "main", max_context: 1024, routing: "cache_aware", replicas: replicas.map((r) => r.baseURL) }],
+      waitAll: true,
     });
   });
   after(async () => {
