@@ -137,6 +137,10 @@ struct Pool {
   std::string key_digest;                 // Sha256Hex(config.api_key), "" without one: the replicas' cache namespace
   std::unique_ptr<Canary> canary;         // the release split (disabled without config.canary_version)
   std::unique_ptr<FairQueue> queue = std::make_unique<FairQueue>();  // requests waiting (max_requests_per_replica)
+  // Held from a policy's Pick until the request's outstanding tokens are added
+  // to the replica picked: picks that ran side by side would all see the same
+  // loads and send a burst to one replica.
+  std::mutex route_mu;
 
   // Every available replica has max_requests_per_replica requests in flight (false when that is 0).
   bool saturated() const;

@@ -207,7 +207,9 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     if (finished_) return;
     if (Enqueue()) return;
     Replica* pick = nullptr;
+    std::unique_lock<std::mutex> route_lock;  // pick and reserve as one step (Pool::route_mu)
     for (Pool* p : pools_) {
+      route_lock = std::unique_lock<std::mutex>(p->route_mu);
       route_.prediction = RoutePrediction{};
       // Canary pools: the sticky key's version, else (none of it available) any.
       route_.version_filter = p->canary->enabled() ? (p->canary->ForCanary(StickyKey(*p)) ? 1 : -1) : 0;
@@ -222,6 +224,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
       }
     }
     if (!pick) {
+      if (route_lock) route_lock.unlock();
       if (attempts_ == 0) return FinishWithError(NoReplica());
       return GiveUp();
     }
@@ -238,6 +241,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     // request of the same conversation off the replica that holds it.)
     outstanding_ = std::max<int64_t>(reserved_ - (route_.prediction.made ? route_.prediction.cached_tokens : 0), 0);
     replica_->AddOutstanding(outstanding_, 1);
+    route_lock.unlock();
     gw_->metrics().replica_outstanding_tokens.With({pool_->name(), replica_->name()}).Set(
         static_cast<double>(replica_->outstanding_tokens()));
     ResetAttemptState();
