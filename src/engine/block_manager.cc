@@ -11,6 +11,9 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
       hash_fn_(&ChainBlockHash),
       full_(num_blocks) {
   KVS_CHECK(num_blocks > 0 && block_size > 0);
+  // A full block's link is the previous full block (Verifies): when its KV
+  // goes, the blocks after it go too, and so do their window twins' hits.
+  full_.set_chained([this](int32_t id) { ForgetWindowTwin(id); });
   if (window.window > 0) {
     KVS_CHECK(window.num_blocks > 0);
     window_ = std::make_unique<BlockPool>(window.num_blocks);
@@ -158,17 +161,20 @@ void BlockManager::set_events(PrefixCacheEvents* events) {
   if (window_) window_->set_events(events, CacheGroup::kWindow);
 }
 
-int32_t BlockManager::TakeFull() {
-  if (const int32_t victim = full_.next_evicted(); victim >= 0 && window_ && events_) {
-    // The twin of a window block goes: no hit verifies that window block
-    // again (VerifiesTwin compares the generation), though it stays cached
-    // until it is evicted or replaced.
-    const BlockPool::Block& f = full_.block(victim);
-    const int32_t w = window_->Find(*f.hash);
-    if (w >= 0 && window_->block(w).link == victim && window_->block(w).link_generation == f.generation) {
-      events_->Evicted(*f.hash, CacheGroup::kWindow);
-    }
+void BlockManager::ForgetWindowTwin(int32_t full_id) {
+  if (!window_ || !events_) return;
+  // The twin of a window block goes: no hit verifies that window block again
+  // (VerifiesTwin compares the generation; a hit stops before an unpublished
+  // full block), though it stays cached until it is evicted or replaced.
+  const BlockPool::Block& f = full_.block(full_id);
+  const int32_t w = window_->Find(*f.hash);
+  if (w >= 0 && window_->block(w).link == full_id && window_->block(w).link_generation == f.generation) {
+    events_->Evicted(*f.hash, CacheGroup::kWindow);
   }
+}
+
+int32_t BlockManager::TakeFull() {
+  if (const int32_t victim = full_.next_evicted(); victim >= 0) ForgetWindowTwin(victim);
   return full_.Take();
 }
 
@@ -195,9 +201,12 @@ void BlockManager::CommitComputed(Sequence& seq) {
       const int32_t id = seq.block_table[static_cast<size_t>(i)];
       const std::string& salt = i == 0 ? seq.cache_salt : std::string();
       // The same content computed twice (two sequences prefilled it in the
-      // same step) is published once; the other copy stays private.
-      if (!full_.block(id).hash.has_value() && !full_.IsPublished(h)) {
-        const int32_t parent = i == 0 ? -1 : seq.block_table[static_cast<size_t>(i - 1)];
+      // same step) is published once; the other copy stays private, and so
+      // do the blocks after it (a hit reaches the published copy, so no hit
+      // would verify them).
+      const int32_t parent = i == 0 ? -1 : seq.block_table[static_cast<size_t>(i - 1)];
+      if (!full_.block(id).hash.has_value() && !full_.IsPublished(h) &&
+          (parent < 0 || full_.block(parent).hash == seq.block_hashes[static_cast<size_t>(i - 1)])) {
         full_.Publish(id, h, parent, parent < 0 ? 0 : full_.block(parent).generation, BlockTokens(seq, i), salt);
       }
       if (!window_) continue;

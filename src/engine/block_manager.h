@@ -47,14 +47,14 @@
 // PrefixCacheEvents: kFull reports its published and evicted hashes; kWindow
 // reports a hash as held while its cached window block still verifies
 // against its twin: published, and gone when either the window block or
-// its twin is evicted (a twin is only ever replaced after its eviction, so
-// that is when the window block stops being a hit). A router replaying
-// both sets and the window rule above gets the L MatchPrefix would, with
-// one gap the kFull set had before the window group: a cached block whose
-// parent was evicted (and perhaps published again), or that was published
-// after a private copy of its parent, stays in the set though no hit
-// reaches it (Free releases tails first, so its parent usually outlives
-// it). cache_events_test checks the rest exactly.
+// its twin goes (a twin is only ever replaced after that, so that is when
+// the window block stops being a hit). A full block is published only after
+// the published block before it (not after a private duplicate, which no
+// hit reaches), and when a full block's content goes (evicted or
+// unpublished) the full blocks published after it are unpublished with it
+// (BlockPool's chained mode): so every hash held is reachable, and a router
+// replaying both sets and the window rule above gets exactly the L
+// MatchPrefix would (cache_events_test).
 //
 // Check, then commit: CanAllocate/CanAppend are dry runs over every group;
 // Allocate/Append change state and CHECK that the dry run would have passed.
@@ -211,8 +211,11 @@ class BlockManager {
   void MatchWindow(const Sequence& seq, PrefixMatch& match) const;
   // Drops the window blocks no query will read again.
   void DropOutOfWindow(Sequence& seq);
-  // A full block, evicted to take it: reports the window block twinned
-  // with it (if any) gone from kWindow's hits.
+  // A full block whose content goes (evicted, or unpublished after the block
+  // before it): reports the window block twinned with it (if any) gone from
+  // kWindow's hits.
+  void ForgetWindowTwin(int32_t full_id);
+  // Takes a full block (ForgetWindowTwin on the one it evicts).
   int32_t TakeFull();
   std::span<const int32_t> BlockTokens(const Sequence& seq, int32_t i) const;
 

@@ -206,32 +206,84 @@ BlockHash TwoCollisionsHash(const BlockHash& parent, std::span<const int32_t> to
   return ChainBlockHash(parent, tokens);
 }
 
-// A cached block's parent is named by block id plus generation: when the
-// parent block is handed out again for other KV, the child no longer
-// verifies even though the new content sits in the same block with the same
-// (colliding) hash.
-TEST(BlockManagerTest, ReusedParentBlockInvalidatesItsCachedChildren) {
+// A block computed after a private duplicate of its parent is not
+// published: a hit on the parent's hash reaches the published copy, which
+// that block's KV was not computed after, so no hit could verify it.
+TEST(BlockManagerTest, BlockAfterAPrivateDuplicateIsNotPublished) {
   BlockManager bm(4, 2, true);
   bm.TEST_SetHashFunction(&TwoCollisionsHash);
   Sequence a = MakeSeq({1, 2, 8, 8, 5});
   Admit(bm, a, 5);
   Compute(bm, a, 4);  // a0 publishes hash X
+  const int32_t a0 = a.block_table[0];
   bm.Free(a);
   Sequence c = MakeSeq({7, 7, 3, 4, 5});
   Admit(bm, c, 5);
-  Compute(bm, c, 4);  // c0 is private (X is taken), c1 = X.[3,4] is published with parent c0
-  const int32_t c0 = c.block_table[0], c1 = c.block_table[1];
-  bm.Free(c);         // c0 back to the free list, c1 cached
-  Sequence w = MakeSeq({5, 5, 3, 4, 5});
-  Admit(bm, w, 5);    // takes c0 again and evicts a0, freeing X
-  ASSERT_EQ(w.block_table[0], c0);
-  Compute(bm, w, 4);  // w0 = c0 now publishes X with [5, 5]
-  bm.Free(w);
-  Sequence g = MakeSeq({5, 5, 3, 4, 5});
+  Compute(bm, c, 4);  // c0 is private (X is taken), so c1 = X.[3,4] stays private too
+  const int32_t c1 = c.block_table[1];
+  EXPECT_FALSE(bm.pool(KvGroup::kFull).block(c.block_table[0]).hash.has_value());
+  EXPECT_FALSE(bm.pool(KvGroup::kFull).block(c1).hash.has_value());
+  bm.Free(c);
+  Sequence g = MakeSeq({1, 2, 3, 4, 5});
   const PrefixMatch m = bm.MatchPrefix(g);
-  ASSERT_EQ(m.block_ids.size(), 1u) << "block " << c1 << " holds KV computed after [7, 7], not [5, 5]";
-  EXPECT_EQ(m.block_ids[0], c0);
+  ASSERT_EQ(m.block_ids.size(), 1u) << "block " << c1 << " holds KV computed after [7, 7], not [1, 2]";
+  EXPECT_EQ(m.block_ids[0], a0);
   EXPECT_EQ(bm.CheckInvariants(), "");
+}
+
+// A chained pool (the full group's): when a block's content goes, the
+// blocks published against it go too, down the chain, with their events.
+// (BlockManager releases a sequence's tail first, so a parent normally
+// outlives its children in the LRU; here the pool is driven directly.)
+TEST(BlockPoolTest, EvictingAParentUnpublishesItsChain) {
+  PrefixCacheEvents log(64);
+  BlockPool pool(4);
+  pool.set_events(&log, CacheGroup::kFull);
+  std::vector<int32_t> dropped;
+  pool.set_chained([&](int32_t id) { dropped.push_back(id); });
+  const BlockHash h0{1, 0}, h1{2, 0}, h2{3, 0}, other{4, 0};
+  const std::vector<int32_t> tokens = {1, 2};
+  const int32_t p = pool.Take(), c = pool.Take(), gc = pool.Take(), side = pool.Take();
+  pool.Publish(p, h0, -1, 0, tokens, "");
+  pool.Publish(c, h1, p, pool.block(p).generation, tokens, "");
+  pool.Publish(gc, h2, c, pool.block(c).generation, tokens, "");
+  pool.Publish(side, other, -1, 0, tokens, "");
+  // The parent first into the LRU, so it is the first evicted.
+  for (const int32_t id : {p, side, c, gc}) pool.Release(id);
+  EXPECT_EQ(pool.num_cached(), 4);
+  EXPECT_EQ(log.num_held(), 4u);
+  ASSERT_EQ(pool.next_evicted(), p);
+  const int32_t taken = pool.Take();
+  EXPECT_EQ(taken, p);
+  EXPECT_EQ(dropped, (std::vector<int32_t>{c, gc}));
+  EXPECT_EQ(pool.Find(h1), -1);
+  EXPECT_EQ(pool.Find(h2), -1);
+  EXPECT_EQ(pool.Find(other), side);
+  EXPECT_EQ(pool.num_cached(), 1);  // side
+  EXPECT_EQ(pool.num_free(), 2);    // c and gc
+  EXPECT_EQ(log.num_held(), 1u);
+  EXPECT_EQ(pool.CheckInvariants(), "");
+  // A used dependent keeps its KV and loses its hash; it is freed, not
+  // cached, when released.
+  pool.Release(taken);
+  const int32_t q = pool.Take(), r = pool.Take();
+  pool.Publish(q, h0, -1, 0, tokens, "");
+  pool.Publish(r, h1, q, pool.block(q).generation, tokens, "");
+  pool.Release(q);  // r stays used
+  dropped.clear();
+  while (pool.num_free() > 0) pool.Take();  // use up the free blocks
+  ASSERT_EQ(pool.next_evicted(), side);
+  pool.Take();  // evicts side: nothing depends on it
+  EXPECT_TRUE(dropped.empty());
+  ASSERT_EQ(pool.next_evicted(), q);
+  pool.Take();  // evicts q
+  EXPECT_EQ(dropped, (std::vector<int32_t>{r}));
+  EXPECT_EQ(pool.block(r).ref_count, 1);
+  EXPECT_FALSE(pool.block(r).hash.has_value());
+  EXPECT_EQ(pool.CheckInvariants(), "");
+  const int32_t free_before = pool.num_free();
+  pool.Release(r);
+  EXPECT_EQ(pool.num_free(), free_before + 1);
 }
 
 // The chain hash follows the byte layout documented in block_hash.h, and the

@@ -31,6 +31,7 @@ int32_t BlockPool::Take() {
     if (events_) events_->Evicted(*b.hash, group_);
     b.hash.reset();
     b.salt.clear();
+    if (chained_) DropDependents(id, b.generation);
   }
   Block& b = blocks_[static_cast<size_t>(id)];
   KVS_CHECK(b.ref_count == 0 && !b.hash.has_value());
@@ -81,19 +82,67 @@ void BlockPool::Publish(int32_t id, const BlockHash& h, int32_t link, uint64_t l
   b.salt = salt;
   hash_to_block_.emplace(h, id);
   if (events_) events_->Stored(h, group_);
+  if (chained_ && link >= 0) {
+    const Block& l = blocks_[static_cast<size_t>(link)];
+    KVS_CHECK_MSG(l.hash.has_value() && l.generation == link_generation,
+                  "block {} published against block {}, which is not published with that content", id, link);
+    std::vector<int32_t>& deps = dependents_[static_cast<size_t>(link)];
+    // Drop stale entries now and then (a long-lived block sees many
+    // dependents come and go): amortized O(1) per publish.
+    if (deps.size() >= 8 && (deps.size() & (deps.size() - 1)) == 0) {
+      std::erase_if(deps, [&](int32_t d) {
+        const Block& db = blocks_[static_cast<size_t>(d)];
+        return !db.hash.has_value() || db.link != link || db.link_generation != l.generation;
+      });
+    }
+    deps.push_back(id);
+  }
 }
 
-void BlockPool::Unpublish(int32_t id) {
+void BlockPool::set_chained(std::function<void(int32_t id)> on_dropped) {
+  chained_ = true;
+  on_dropped_ = std::move(on_dropped);
+  dependents_.assign(blocks_.size(), {});
+}
+
+void BlockPool::DropHash(int32_t id) {
   Block& b = blocks_[static_cast<size_t>(id)];
-  KVS_CHECK(b.ref_count == 0 && b.hash.has_value());
-  LruRemove(id);
   hash_to_block_.erase(*b.hash);
   if (events_) events_->Evicted(*b.hash, group_);
   b.hash.reset();
   b.salt.clear();
-  b.freed_at = Clock::now();
-  free_ids_.push_back(id);
-  num_dirty_free_ += b.dirty ? 1 : 0;
+  if (b.ref_count == 0) {  // cached: now free
+    LruRemove(id);
+    b.freed_at = Clock::now();
+    free_ids_.push_back(id);
+    num_dirty_free_ += b.dirty ? 1 : 0;
+  }
+}
+
+void BlockPool::DropDependents(int32_t id, uint64_t generation) {
+  // A worklist, not recursion: a long prompt's chain has one block per block
+  // of context.
+  std::vector<std::pair<int32_t, uint64_t>> work = {{id, generation}};
+  while (!work.empty()) {
+    const auto [parent, gen] = work.back();
+    work.pop_back();
+    std::vector<int32_t> deps = std::move(dependents_[static_cast<size_t>(parent)]);
+    dependents_[static_cast<size_t>(parent)].clear();
+    for (const int32_t d : deps) {
+      const Block& b = blocks_[static_cast<size_t>(d)];
+      if (!b.hash.has_value() || b.link != parent || b.link_generation != gen) continue;  // stale entry
+      if (on_dropped_) on_dropped_(d);
+      DropHash(d);
+      work.emplace_back(d, b.generation);
+    }
+  }
+}
+
+void BlockPool::Unpublish(int32_t id) {
+  const Block& b = blocks_[static_cast<size_t>(id)];
+  KVS_CHECK(b.ref_count == 0 && b.hash.has_value());
+  DropHash(id);
+  if (chained_) DropDependents(id, b.generation);
 }
 
 std::vector<int32_t> BlockPool::TakeIdleFree(Clock::time_point cutoff) {
@@ -184,6 +233,16 @@ std::string BlockPool::CheckInvariants() const {
   if (dirty_free != num_dirty_free_) return fmt::format("{} dirty free blocks, counter says {}", dirty_free, num_dirty_free_);
   for (const auto& [h, id] : hash_to_block_) {
     if (blocks_[static_cast<size_t>(id)].hash != h) return fmt::format("hash map points at block {} wrongly", id);
+  }
+  if (chained_) {
+    for (size_t id = 0; id < blocks_.size(); ++id) {
+      const Block& b = blocks_[id];
+      if (!b.hash.has_value() || b.link < 0) continue;
+      const Block& l = blocks_[static_cast<size_t>(b.link)];
+      if (!l.hash.has_value() || l.generation != b.link_generation) {
+        return fmt::format("published block {} outlived the content of block {} it was published against", id, b.link);
+      }
+    }
   }
   if (used != num_used_ || cached != lru_size_ || walked != lru_size_ ||
       unhashed_free != static_cast<int32_t>(free_ids_.size())) {

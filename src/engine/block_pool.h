@@ -13,6 +13,13 @@
 // Invariant: num_free() + num_cached() + num_used() == num_blocks().
 // A block's generation changes each time it is handed out for new KV, so a
 // (id, generation) pair names one content of a block.
+// Chained pools (set_chained; BlockManager's full group, where a block's link
+// is the previous block of the same pool): when a block's KV stops being
+// published (evicted by Take, or Unpublish), the blocks published against it
+// can never verify again, so they are unpublished too, down the chain
+// (cached ones become free; used ones keep their KV and lose the hash).
+// Invariant there: every published block's link is published and still has
+// the generation the block was published against.
 //
 // Memory: a block handed out may hold committed memory in the runner's
 // storage ("dirty") until TakeIdleFree returns it for release. Free blocks
@@ -22,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -93,6 +101,10 @@ class BlockPool {
   // Recounts every state; "" when consistent, else what is wrong.
   std::string CheckInvariants() const;
 
+  // Makes the pool chained (see above). `on_dropped` (may be empty) hears of
+  // each block unpublished because its link went, before its hash is dropped.
+  void set_chained(std::function<void(int32_t id)> on_dropped);
+
   // Reports every published and evicted hash to `events` (nullptr: none)
   // as events of `group`.
   void set_events(PrefixCacheEvents* events, CacheGroup group) {
@@ -106,6 +118,11 @@ class BlockPool {
  private:
   void LruPushBack(int32_t id);
   void LruRemove(int32_t id);
+  // Drops a block's hash (index, event); a cached block becomes free.
+  void DropHash(int32_t id);
+  // Chained pools: unpublishes the blocks published against block `id` at
+  // generation `generation`, and theirs in turn.
+  void DropDependents(int32_t id, uint64_t generation);
 
   PrefixCacheEvents* events_ = nullptr;
   CacheGroup group_ = CacheGroup::kFull;
@@ -118,6 +135,11 @@ class BlockPool {
   int32_t lru_size_ = 0;
   int32_t num_used_ = 0;
   std::unordered_map<BlockHash, int32_t, BlockHashHasher> hash_to_block_;
+  bool chained_ = false;
+  std::function<void(int32_t)> on_dropped_;
+  // Chained pools: [num_blocks] the blocks published with this one as link
+  // (entries go stale when those are dropped or reused; checked on use).
+  std::vector<std::vector<int32_t>> dependents_;
 };
 
 }  // namespace kvs::engine
