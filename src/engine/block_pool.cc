@@ -120,6 +120,9 @@ void BlockPool::DropHash(int32_t id) {
 }
 
 void BlockPool::DropDependents(int32_t id, uint64_t generation) {
+  // Most evicted blocks have no dependents (a sequence's tail goes first):
+  // no worklist, so no allocation, on the engine step's common path.
+  if (dependents_[static_cast<size_t>(id)].empty()) return;
   // A worklist, not recursion: a long prompt's chain has one block per block
   // of context.
   std::vector<std::pair<int32_t, uint64_t>> work = {{id, generation}};
