@@ -15,12 +15,14 @@
 //   xb     [m][cp]            the activations, cp = cols rounded up to 32,
 //                             zero beyond cols (so tails add 0 x 0);
 //                             converted once per MatMul call (Bf16Acts)
+//                             when m < kPanelMinM
 //   panel  [npairs][32] u32   pair p of 32 weight rows: columns k0 + 2p and
 //                             k0 + 2p + 1 of row r in u32 r (low half first,
 //                             as in memory), zero beyond the matrix
-//   xg     [ceil(m / 12)][cp / 2][12] u32   the activations' pairs, grouped
-//                             by 12 rows (zero past m); built per thread
-//                             once per call (GroupActs)
+//   xg     [ceil(m / 12)][cp / 2][12] u32   for m >= kPanelMinM, instead
+//                             of xb: the activations' pairs grouped by 12
+//                             rows (rows past m unset and never read);
+//                             also written once per MatMul call (Bf16Acts)
 // Small m: each row's 32-column vectors are dotted with every activation row
 // (the weights are read once, memory bound). Larger m: 32-row panels of kKc
 // columns, a 12 x 32 register-blocked microkernel (24 accumulators, 2 weight
@@ -155,31 +157,10 @@ void Micro(const uint32_t* panel, int64_t npairs, const uint32_t* x, float* y, i
   }
 }
 
-// xg[g][q][i] = pair q of activation row kA g + i (zero past m), so the
-// microkernel's broadcasts of a pair step are one contiguous 48 bytes.
-void GroupActs(const uint32_t* xu, int64_t m, int64_t ldx, uint32_t* xg) {
-  for (int64_t g = 0; g * kA < m; ++g) {
-    uint32_t* out = xg + g * ldx * kA;
-    const int a = static_cast<int>(std::min<int64_t>(kA, m - g * kA));
-    for (int i = 0; i < kA; ++i) {
-      const uint32_t* row = xu + (g * kA + i) * ldx;
-      if (i < a) {
-        for (int64_t q = 0; q < ldx; ++q) out[q * kA + i] = row[q];
-      } else {
-        for (int64_t q = 0; q < ldx; ++q) out[q * kA + i] = 0;
-      }
-    }
-  }
-}
-
-void PanelTile(const TileArgs& t, const uint16_t* xb, int64_t cp) {
+// xg: the activations grouped by kA rows (Bf16Acts' layout for m >= kPanelMinM).
+void PanelTile(const TileArgs& t, const uint32_t* xg, int64_t cp) {
   auto* panel = reinterpret_cast<uint32_t*>(ThreadScratch(ScratchSlot::kPanel, kKc / 2 * kR * sizeof(uint32_t)));
-  const auto* xu = reinterpret_cast<const uint32_t*>(xb);  // [m][cp / 2] pairs
-  const int64_t ldx = cp / 2;
-  const int64_t groups = (t.m + kA - 1) / kA;
-  auto* xg = reinterpret_cast<uint32_t*>(
-      ThreadScratch(ScratchSlot::kAux, static_cast<size_t>(groups * ldx * kA) * sizeof(uint32_t)));
-  GroupActs(xu, t.m, ldx, xg);
+  const int64_t ldx = cp / 2;  // pairs per row
   for (int64_t r0 = 0; r0 < t.rows; r0 += kR) {
     const int64_t valid = std::min<int64_t>(kR, t.rows - r0);
     const __mmask16 m0 = TailMask(valid), m1 = TailMask(std::max<int64_t>(0, valid - 16));
@@ -215,8 +196,23 @@ void PanelTile(const TileArgs& t, const uint16_t* xb, int64_t cp) {
 
 }  // namespace
 
-void Bf16Acts(const float* x, int64_t ldx, int64_t m, int64_t cols, uint16_t* xb) {
-  ConvertActs(x, ldx, m, cols, (cols + 31) / 32 * 32, xb);
+static_assert(kBf16ActsRows == kA, "Bf16Acts groups rows as the microkernel takes them");
+
+void Bf16Acts(const float* x, int64_t ldx, int64_t m, int64_t i0, int64_t i1, int64_t cols, uint16_t* xb) {
+  const int64_t cp = (cols + 31) / 32 * 32;
+  if (m < kPanelMinM) {  // DirectTile reads rows: xb [m][cp]
+    ConvertActs(x + i0 * ldx, ldx, i1 - i0, cols, cp, xb + i0 * cp);
+    return;
+  }
+  // Grouped: row i's pair q goes to u32 (i / kA) * cp / 2 * kA + q * kA + i % kA.
+  auto* row = reinterpret_cast<uint16_t*>(ThreadScratch(ScratchSlot::kAux, static_cast<size_t>(cp) * 2));
+  const auto* pairs = reinterpret_cast<const uint32_t*>(row);
+  auto* xg = reinterpret_cast<uint32_t*>(xb);
+  for (int64_t i = i0; i < i1; ++i) {
+    ConvertActs(x + i * ldx, ldx, 1, cols, cp, row);
+    uint32_t* out = xg + i / kA * (cp / 2) * kA + i % kA;
+    for (int64_t q = 0; q < cp / 2; ++q) out[q * kA] = pairs[q];
+  }
 }
 
 void TileBF16(const TileArgs& t) {
@@ -224,11 +220,10 @@ void TileBF16(const TileArgs& t) {
   // MatMul converts the activations once per call (KernelTable::bf16_acts).
   KVS_CHECK_MSG(t.xb != nullptr, "avx512bf16 TileBF16 without bf16 activations");
   const int64_t cp = (t.cols + 31) / 32 * 32;
-  const uint16_t* xb = t.xb;
   if (t.m < kPanelMinM) {
-    DirectTile(t, xb, cp);
+    DirectTile(t, t.xb, cp);
   } else {
-    PanelTile(t, xb, cp);
+    PanelTile(t, reinterpret_cast<const uint32_t*>(t.xb), cp);
   }
 }
 

@@ -69,6 +69,7 @@ KernelTable MakeAvx512Bf16Table() {
   t.isa = Isa::kAvx512Bf16;
   t.tile[static_cast<int>(WType::kBF16)] = avx512bf16::TileBF16;
   t.bf16_acts = avx512bf16::Bf16Acts;
+  t.bf16_acts_rows = avx512bf16::kBf16ActsRows;
   return t;
 }
 

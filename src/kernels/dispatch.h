@@ -111,8 +111,8 @@ struct TileArgs {
   int64_t m = 0;
   const float* x = nullptr;        // [m, ldx] f32 activations (float weight types)
   int64_t ldx = 0;
-  // [m, RoundUp32(cols)] x as bf16, zero padded (KernelTable::bf16_acts),
-  // or null: a BF16 tile that wants it converts x itself.
+  // x as bf16 in the layout the variant's BF16 tile reads
+  // (KernelTable::bf16_acts), or null for variants without one.
   const uint16_t* xb = nullptr;
   const uint8_t* acts = nullptr;   // [m, layout.row_stride] (quantized types)
   const ActLayout* layout = nullptr;
@@ -146,9 +146,14 @@ struct KernelTable {
   bool reads_packed = false;
   TileFn tile[kNumWTypes] = {};
   // x [m, ldx] -> buf [m, layout.row_stride]
-  // Set when the BF16 tile reads bf16 activations (avx512bf16): x [m, ldx]
-  // -> xb [m, RoundUp32(cols)], converted once per MatMul call.
-  void (*bf16_acts)(const float* x, int64_t ldx, int64_t m, int64_t cols, uint16_t* xb) = nullptr;
+  // Set when the BF16 tile reads bf16 activations (avx512bf16), converted
+  // once per MatMul call: rows [i0, i1) of x [m, ldx] into xb, in the
+  // layout the tile reads for an m-row call. xb holds
+  // RoundUp(m, bf16_acts_rows) x RoundUp32(cols) values; threads split the
+  // rows at multiples of bf16_acts_rows (rows of one group share lines).
+  void (*bf16_acts)(const float* x, int64_t ldx, int64_t m, int64_t i0, int64_t i1, int64_t cols,
+                    uint16_t* xb) = nullptr;
+  int64_t bf16_acts_rows = 1;
   void (*quantize_acts)(const ActLayout& layout, const float* x, int64_t ldx, int64_t m,
                         uint8_t* buf) = nullptr;
   void (*rms_norm)(const float* x, const float* w, float* out, int64_t n, float eps) = nullptr;

@@ -45,7 +45,9 @@ KVS_DECLARE_ISA_KERNELS(avx2)
 KVS_DECLARE_ISA_KERNELS(avx512)
 namespace avx512bf16 {
 void TileBF16(const TileArgs& a);
-void Bf16Acts(const float* x, int64_t ldx, int64_t m, int64_t cols, uint16_t* xb);
+void Bf16Acts(const float* x, int64_t ldx, int64_t m, int64_t i0, int64_t i1, int64_t cols, uint16_t* xb);
+// Activation rows per group of Bf16Acts' layout.
+inline constexpr int64_t kBf16ActsRows = 12;
 }  // namespace avx512bf16
 }  // namespace kvs::kernels
 

@@ -127,15 +127,17 @@ void MatMulImpl(const KernelTable& k, const MatView* ws, float* const* ys, int n
     }
   }
 
-  // bf16 activations for the BF16 matrices, once (avx512bf16).
+  // bf16 activations for the BF16 matrices, once (avx512bf16), in the
+  // layout the BF16 tile reads.
   uint16_t* xb = nullptr;
   if (k.bf16_acts != nullptr && std::any_of(wt, wt + n, [](WType w) { return w == WType::kBF16; })) {
+    const int64_t g = k.bf16_acts_rows, groups = (m + g - 1) / g;
     const int64_t cp = (cols + 31) / 32 * 32;
-    xb = reinterpret_cast<uint16_t*>(ThreadScratch(ScratchSlot::kBf16Acts, static_cast<size_t>(m * cp) * 2));
+    xb = reinterpret_cast<uint16_t*>(ThreadScratch(ScratchSlot::kBf16Acts, static_cast<size_t>(groups * g * cp) * 2));
     if (nth > 1 && m >= kMinParallelQuantRows * nth) {
-      pool.ParallelFor(m, [&](int64_t b, int64_t e) { k.bf16_acts(x + b * cols, cols, e - b, cols, xb + b * cp); });
+      pool.ParallelFor(groups, [&](int64_t b, int64_t e) { k.bf16_acts(x, cols, m, b * g, std::min(m, e * g), cols, xb); });
     } else {
-      k.bf16_acts(x, cols, m, cols, xb);
+      k.bf16_acts(x, cols, m, 0, m, cols, xb);
     }
   }
 
