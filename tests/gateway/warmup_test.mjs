@@ -111,6 +111,9 @@ describe("warm-up of joining replicas", () => {
       for (const r of [...replicas, ...extra]) await r.stop("SIGKILL");
     });
     const [a, b] = replicas;
+    // Both first warm-ups done before b is killed: one still replaying when
+    // b dies ends "failed", and b's completed count below would be 1, not 2.
+    await waitFor(async () => (await metricSum(gw, "kvserve_gateway:replica_warmups_total", { outcome: "completed" })) === 2, 20000);
     await b.stop("SIGKILL");
     await waitFor(async () => (await metricSum(gw, "kvserve_gateway:replica_healthy", { replica: b.baseURL })) === 0, 10000);
     const b2 = await startReplica({ port: b.port, args });
