@@ -385,6 +385,12 @@ void Gateway::HandleModels(std::shared_ptr<http::Exchange> ex, const std::string
 }
 
 int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()> reload) {
+  // A signal sent as soon as the port answers stays pending, not fatal,
+  // until its handler is installed below. Blocked before any thread starts
+  // (health checks, rate-limit counters, io threads): each thread inherits
+  // the mask, and a signal the kernel hands to a thread not blocking it
+  // would take its default action while no handler is installed.
+  SignalBlock handled({SIGTERM, SIGINT, SIGHUP});
   // Logs go to stderr; stdout is the audit log's by default.
   if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
   spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
@@ -397,9 +403,6 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
                cfg.model.path, cfg.pools.size(), (*parts).limiter->name());
   if ((*parts).auth->anonymous()) spdlog::warn("gateway: no key file: requests are not authenticated");
   Gateway gw(cfg, std::move(*parts));
-  // A signal sent as soon as the port answers stays pending, not fatal,
-  // until its handler is installed below.
-  SignalBlock handled({SIGTERM, SIGINT, SIGHUP});
   if (Status s = gw.Start(); !s.ok()) {
     spdlog::error("kvserve gateway: {}", s.message());
     return 1;

@@ -80,6 +80,13 @@ std::string ServedModelName(const ServeConfig& config) {
 }
 
 int RunServe(const ServeConfig& config, const BackendFactory& factory, const ServeOptions& options) {
+  // A client that sees /ready answered may signal at once: SIGTERM/SIGINT
+  // stay pending, not fatal, until their handler is installed below. The
+  // block comes before any thread starts (the service's pools, the io
+  // threads), since every thread inherits it: the kernel delivers a
+  // process-directed signal to any thread that does not block it, and with
+  // no handler installed yet its default action ends the process.
+  SignalBlock term_signals({SIGTERM, SIGINT});
   // Logs go to stderr; stdout is left to the access log.
   if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
   spdlog::set_level(spdlog::level::from_str(config.logging.level));
@@ -119,9 +126,6 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   ho.max_connections = static_cast<int>(config.server.max_connections);
   ho.max_connections_per_client = static_cast<int>(config.server.max_connections_per_client);
   http::HttpServer server(ho);
-  // A client that sees /ready answered may signal at once: SIGTERM/SIGINT
-  // stay pending, not fatal, until their handler is installed below.
-  SignalBlock term_signals({SIGTERM, SIGINT});
   if (Status s = server.Start([&service](std::shared_ptr<http::Exchange> ex) { service.Handle(std::move(ex)); });
       !s.ok()) {
     spdlog::error("{}", s.message());
