@@ -3,7 +3,7 @@
 // Small m: each weight row is converted on the fly and dotted with all
 // activation rows at once (memory bound; the row is read once).
 // Larger m: a register-blocked GEMM. Weight panels of 16 rows x kKc columns
-// are converted to f32 once and transposed to [k][16] so the 6x16
+// are converted to f32 once and transposed to [k][16], kNb at a time; the 6x16
 // microkernel keeps 12 accumulators in registers, loading 2 weight vectors
 // and broadcasting 6 activations per k.
 #include <algorithm>
@@ -20,7 +20,8 @@ enum class FKind { kF32, kF16, kBF16 };
 
 constexpr int kR = 16;          // weight rows per panel (2 vectors)
 constexpr int kA = 6;           // activation rows per microkernel call
-constexpr int64_t kKc = 256;    // columns per panel
+constexpr int64_t kKc = 256;    // columns per panel (16 KiB of f32)
+constexpr int kNb = 4;          // panels packed together (64 KiB, in L2)
 constexpr int64_t kPanelMinM = 4;
 
 template <FKind K>
@@ -150,27 +151,42 @@ void MicroF(const float* panel, int64_t kn, const float* x, int64_t ldx, float* 
   }
 }
 
+// Loop order (as in the AVX-512 GEMM): kNb weight panels are packed
+// together and each 6-row activation group runs against all of them in
+// turn, so its kKc columns (6 KiB) stay in L1 for kNb microkernel calls
+// instead of being read afresh from L2/L3 by every call. kernels_bench
+// Model/M/avx2/F16/m:512, one thread rated by CPU time, 3 interleaved
+// rounds: 98-100 -> 107 GFLOP/s (kKc 128 with 4 or 8 panels: the same;
+// 2 panels: 102-103).
 template <FKind K>
 void PanelTile(const TileArgs& t) {
-  auto* panel = reinterpret_cast<float*>(ThreadScratch(ScratchSlot::kPanel, kKc * kR * sizeof(float)));
-  for (int64_t r0 = 0; r0 < t.rows; r0 += kR) {
-    const int valid = static_cast<int>(std::min<int64_t>(kR, t.rows - r0));
-    const uint8_t* rows[kR];
-    for (int r = 0; r < kR; ++r) rows[r] = t.w + std::min<int64_t>(r0 + r, t.rows - 1) * t.row_bytes;
+  auto* panels = reinterpret_cast<float*>(ThreadScratch(ScratchSlot::kPanel, kNb * kKc * kR * sizeof(float)));
+  for (int64_t r1 = 0; r1 < t.rows; r1 += kNb * kR) {
+    const int nb = static_cast<int>(std::min<int64_t>(kNb, (t.rows - r1 + kR - 1) / kR));
+    int valid[kNb];
     for (int64_t k0 = 0; k0 < t.cols; k0 += kKc) {
       const int64_t kn = std::min(kKc, t.cols - k0);
-      PackPanel<K>(rows, k0, kn, panel);
+      const bool acc = k0 > 0;
+      for (int j = 0; j < nb; ++j) {
+        const int64_t r0 = r1 + j * kR;
+        valid[j] = static_cast<int>(std::min<int64_t>(kR, t.rows - r0));
+        const uint8_t* rows[kR];
+        for (int r = 0; r < kR; ++r) rows[r] = t.w + std::min<int64_t>(r0 + r, t.rows - 1) * t.row_bytes;
+        PackPanel<K>(rows, k0, kn, panels + j * kKc * kR);
+      }
       for (int64_t i0 = 0; i0 < t.m; i0 += kA) {
         const float* x = t.x + i0 * t.ldx + k0;
-        float* y = t.y + i0 * t.ldy + r0;
-        const bool acc = k0 > 0;
-        switch (std::min<int64_t>(kA, t.m - i0)) {
-          case 1: MicroF<1>(panel, kn, x, t.ldx, y, t.ldy, valid, acc); break;
-          case 2: MicroF<2>(panel, kn, x, t.ldx, y, t.ldy, valid, acc); break;
-          case 3: MicroF<3>(panel, kn, x, t.ldx, y, t.ldy, valid, acc); break;
-          case 4: MicroF<4>(panel, kn, x, t.ldx, y, t.ldy, valid, acc); break;
-          case 5: MicroF<5>(panel, kn, x, t.ldx, y, t.ldy, valid, acc); break;
-          default: MicroF<6>(panel, kn, x, t.ldx, y, t.ldy, valid, acc); break;
+        for (int j = 0; j < nb; ++j) {
+          const float* panel = panels + j * kKc * kR;
+          float* y = t.y + i0 * t.ldy + r1 + j * kR;
+          switch (std::min<int64_t>(kA, t.m - i0)) {
+            case 1: MicroF<1>(panel, kn, x, t.ldx, y, t.ldy, valid[j], acc); break;
+            case 2: MicroF<2>(panel, kn, x, t.ldx, y, t.ldy, valid[j], acc); break;
+            case 3: MicroF<3>(panel, kn, x, t.ldx, y, t.ldy, valid[j], acc); break;
+            case 4: MicroF<4>(panel, kn, x, t.ldx, y, t.ldy, valid[j], acc); break;
+            case 5: MicroF<5>(panel, kn, x, t.ldx, y, t.ldy, valid[j], acc); break;
+            default: MicroF<6>(panel, kn, x, t.ldx, y, t.ldy, valid[j], acc); break;
+          }
         }
       }
     }
