@@ -28,6 +28,7 @@ struct RunOptions {
   int threads = 0;
   int ctx = 0;
   std::string kv_dtype = "f16";
+  std::string dtype = "auto";
   bool ignore_eos = false;
   bool chat = false;
   std::string system;
@@ -65,7 +66,7 @@ int RunGenerate(RunOptions o) {
   }
   auto kv = DTypeFromName(o.kv_dtype);
   if (!kv) return Fail(InvalidArgument("unknown --kv-dtype '{}' (f32, f16, bf16, q8_0)", o.kv_dtype));
-  auto model_or = model::LlamaModel::Load(o.model);
+  auto model_or = model::LlamaModel::Load(o.model, model::LoadOptions::ForDtype(o.dtype));
   if (!model_or.ok()) return Fail(model_or.status());
   auto tok_or = tok::Tokenizer::FromGguf((*model_or)->file());
   if (!tok_or.ok()) return Fail(tok_or.status().WithContext("tokenizer"));
@@ -158,6 +159,10 @@ const Registrar kRegister_run({"run", "Generate text for a prompt", [](CLI::App*
                  app->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
                  app->add_option("-c,--ctx-size", o->ctx, "Context length (0: the model's)")->check(CLI::NonNegativeNumber);
                  app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
+                 app->add_option("--dtype", o->dtype,
+                                 "auto (F16 matrices to BF16 on CPUs with AVX512_BF16), bf16 (F32 and F16 "
+                                 "matrices to BF16), f32 or f16 (as stored); as serve's --dtype")
+                     ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
                  app->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after end-of-sequence");
                  app->add_flag("--chat", o->chat,
                                "Treat -p as a user message: apply the model's chat template and print only the reply");

@@ -95,4 +95,9 @@ void ConvertRowFromF32(DType t, const float* x, void* y, int64_t n);
 // Name of the kernel variant in use ("avx512bf16", "avx512", "avx2" or "scalar"), for logs.
 const char* KernelVariantName();
 
+// Whether the kernel variant in use multiplies BF16 matrices with native
+// bf16 dot products (AVX512_BF16), i.e. twice the f32 multiply-adds per
+// instruction; elsewhere BF16 matrices are widened to f32 and gain nothing.
+bool NativeBf16Dot();
+
 }  // namespace kvs::kernels

@@ -222,5 +222,6 @@ void Softmax(float* x, int64_t n) { ActiveKernels().softmax(x, n); }
 int64_t ArgMax(const float* x, int64_t n) { return ActiveKernels().argmax(x, n); }
 
 const char* KernelVariantName() { return IsaName(ActiveKernels().isa); }
+bool NativeBf16Dot() { return ActiveKernels().bf16_acts != nullptr; }
 
 }  // namespace kvs::kernels

@@ -352,7 +352,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ArchCase{"gemma3", DType::kF32}, ArchCase{"gemma3", DType::kQ8_0}),
     [](const auto& info) { return std::string(info.param.arch) + "_" + DTypeName(info.param.type); });
 
-// --dtype bf16 (LoadOptions::float_matrices_as_bf16): every F32 / F16
+// --dtype bf16 (LoadOptions::ForDtype("bf16")): every F32 / F16
 // matrix but the embeddings becomes BF16 (about 8 significant bits), so the
 // logits move a little from the reference's and from the model as stored,
 // and the next-token choices stay.
@@ -379,6 +379,37 @@ TEST(ModelTest, DtypeBf16ConvertsFloatMatricesNearReference) {
     EXPECT_GT(MaxRelativeDeviation(got, as_stored, c.vocab), 0.0);  // the weights did change
     EXPECT_LT(MaxRelativeDeviation(got, ref, c.vocab), 2e-2);
     EXPECT_GE(ArgmaxAgreement(got, ref, c.vocab), 0.95);
+  }
+}
+
+// --dtype auto (the default): F16 matrices become BF16 where the kernels
+// multiply BF16 natively (AVX512_BF16), as vLLM serves float16 as bfloat16
+// on CPUs; F32 matrices stay, and so does everything under a kernel variant
+// without bf16 dot products (KVSERVE_ISA=avx2, scalar). f32 and f16 never
+// convert.
+TEST(ModelTest, DtypeAutoConvertsF16MatricesOnlyWithNativeBf16) {
+  EXPECT_FALSE(LoadOptions::ForDtype("f16").converts());
+  EXPECT_FALSE(LoadOptions::ForDtype("f32").converts());
+  EXPECT_TRUE(LoadOptions::ForDtype("bf16").f32_matrices_as_bf16);
+  EXPECT_FALSE(LoadOptions::ForDtype("auto").f32_matrices_as_bf16);
+  EXPECT_EQ(LoadOptions::ForDtype("auto").f16_matrices_as_bf16, kernels::NativeBf16Dot());
+  for (DType type : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(type));
+    auto dir = kvs::testing::TempDir(std::string("dtype_auto_") + DTypeName(type));
+    const std::string path = (dir / "m.gguf").string();
+    RandomModelSpec spec;
+    spec.weight_type = type;
+    ASSERT_TRUE(WriteRandomModel(spec, path, (dir / "twin.gguf").string()).ok());
+    auto model = LlamaModel::Load(path, LoadOptions::ForDtype("auto"));
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const ModelConfig& c = (*model)->config();
+    const int64_t per_layer = c.hidden * (2 * c.q_dim() + 2 * c.kv_dim()) + 3 * c.hidden * c.ffn;
+    const bool converts = type == DType::kF16 && kernels::NativeBf16Dot();
+    EXPECT_EQ((*model)->bf16_weight_bytes(),
+              converts ? static_cast<uint64_t>(2 * (c.n_layers * per_layer + c.vocab * c.hidden)) : 0u);
+    auto exact = LlamaModel::Load(path, LoadOptions::ForDtype("f16"));
+    ASSERT_TRUE(exact.ok());
+    EXPECT_EQ((*exact)->bf16_weight_bytes(), 0u);
   }
 }
 

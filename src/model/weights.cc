@@ -164,7 +164,7 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
       KVS_ASSIGN_OR_RETURN(L.w_down, matrix(p + "ffn_down.weight", c.hidden, c.ffn));
     }
   }
-  if (options.float_matrices_as_bf16) w->ConvertToBf16(f);
+  if (options.converts()) w->ConvertToBf16(f, options);
   w->PackMatrices(f);
   return w;
 }
@@ -207,12 +207,23 @@ std::vector<std::pair<kernels::MatView*, bool>> ModelWeights::Matrices() {
   return todo;
 }
 
-void ModelWeights::ConvertToBf16(const gguf::GgufFile& f) {
+LoadOptions LoadOptions::ForDtype(const std::string& dtype) {
+  LoadOptions o;
+  o.f32_matrices_as_bf16 = dtype == "bf16";
+  o.f16_matrices_as_bf16 = dtype == "bf16" || (dtype == "auto" && kernels::NativeBf16Dot());
+  return o;
+}
+
+void ModelWeights::ConvertToBf16(const gguf::GgufFile& f, const LoadOptions& options) {
   std::vector<kernels::MatView*> todo;
   int64_t total = 0;
   for (const auto& [m, release] : Matrices()) {
     // A tied output stays as token_embd is (a copy would cost its bytes again).
-    if (!release || (m->type != DType::kF32 && m->type != DType::kF16)) continue;
+    if (!release) continue;
+    if (!(m->type == DType::kF32 && options.f32_matrices_as_bf16) &&
+        !(m->type == DType::kF16 && options.f16_matrices_as_bf16)) {
+      continue;
+    }
     todo.push_back(m);
     total += Padded64(m->rows * m->cols * 2);
   }

@@ -6,11 +6,12 @@
 // memory, and the rows are read back from the file only if a scalar path or
 // an embedding lookup asks for them. Every tensor's shape and type is
 // checked at load; a missing or misshapen tensor is refused by name.
-// With LoadOptions::float_matrices_as_bf16 (`--dtype bf16`), F32 and F16
+// With `--dtype bf16` (LoadOptions::f32/f16_matrices_as_bf16), F32 and F16
 // matrices (not the embeddings) are converted to BF16 at load (owned here),
 // as vLLM's --dtype bfloat16 and ik_llama.cpp's -rtr do: CPUs with
 // AVX512_BF16 then multiply them with bf16 dot products (twice the f32 FMA
-// rate in prefill); each weight keeps 8 significant bits.
+// rate in prefill); each weight keeps 8 significant bits. `--dtype auto`
+// (the default) does so for F16 matrices on those CPUs only.
 // Mixture-of-experts layers keep each expert of the 3-D expert tensors
 // ([n_experts, rows, cols], GGUF dims [cols, rows, n_experts]) as a MatView
 // of its own rows, packed separately, so that a token reads only the
@@ -30,15 +31,20 @@
 namespace kvs::model {
 
 struct LoadOptions {
-  bool float_matrices_as_bf16 = false;
+  // Stored float matrices converted to BF16 at load (ModelWeights::ConvertToBf16).
+  bool f32_matrices_as_bf16 = false;
+  bool f16_matrices_as_bf16 = false;
 
-  // From a --dtype / model.dtype value: "bf16" converts; auto, f32 and f16
-  // keep the weights as stored.
-  static LoadOptions ForDtype(const std::string& dtype) {
-    LoadOptions o;
-    o.float_matrices_as_bf16 = dtype == "bf16";
-    return o;
-  }
+  // From a --dtype / model.dtype value:
+  //   bf16: F32 and F16 matrices become BF16.
+  //   auto: F16 matrices become BF16 where the kernels have native bf16 dot
+  //         products (kernels::NativeBf16Dot: twice the f32 multiply-adds per
+  //         instruction), as vLLM serves float16 models as bfloat16 on CPUs;
+  //         F32 stays F32, and every matrix stays as stored elsewhere.
+  //   f32, f16: every matrix as stored; float weights multiplied in f32.
+  static LoadOptions ForDtype(const std::string& dtype);
+
+  bool converts() const { return f32_matrices_as_bf16 || f16_matrices_as_bf16; }
 };
 
 // A layer's mixture-of-experts FFN (ModelConfig::is_moe()).
@@ -89,8 +95,8 @@ struct ModelWeights {
   // The matrices the kernels multiply, and whether their file pages may be
   // dropped once they are packed or converted.
   std::vector<std::pair<kernels::MatView*, bool>> Matrices();
-  // Converts F32 / F16 matrices to BF16 (LoadOptions::float_matrices_as_bf16).
-  void ConvertToBf16(const gguf::GgufFile& file);
+  // Converts the F32 / F16 matrices `options` names to BF16.
+  void ConvertToBf16(const gguf::GgufFile& file, const LoadOptions& options);
   // Packs every matrix the active kernels read packed (see above).
   void PackMatrices(const gguf::GgufFile& file);
 

@@ -231,8 +231,9 @@ const std::vector<KeyDef>& Table() {
                           "a string; \"\": the file name without .gguf", "Model id clients send and /v1/models lists"));
     t.push_back(EnumKey("model.dtype", "dtype", [](ServeConfig& c) -> std::string& { return c.model.dtype; },
                         {"auto", "f32", "f16", "bf16"},
-                        "bf16: F32/F16 weight matrices converted to BF16 at load (bf16 dot products on CPUs with "
-                        "AVX512_BF16); auto, f32, f16: weights as stored"));
+                        "auto: F16 weight matrices converted to BF16 at load on CPUs with AVX512_BF16 (bf16 dot "
+                        "products, twice the f32 rate; as vLLM on CPU), else as stored; bf16: F32 and F16 matrices "
+                        "converted; f32, f16: weights as stored, float matrices multiplied exactly in f32"));
     t.push_back(IntKey("model.max_context_length", "max-context-length",
                        [](ServeConfig& c) -> int64_t& { return c.model.max_context_length; }, 16, int64_t{1} << 24,
                        "Most tokens (prompt + output) of one request; capped at the model's trained context"));

@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backend/cpu_engine.h"
-#include "base/cpu.h"
+#include "kernels/kernels.h"
 #include "model/llama.h"
 #include "plan/device.h"
 #include "plan/plan.h"
@@ -34,14 +34,13 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   auto tok = tok::Tokenizer::FromGguf(model->file());
   if (!tok.ok()) return tok.status().WithContext("tokenizer");
   b->tok_ = std::move(*tok);
-  if (config.model.dtype == "f32" || config.model.dtype == "f16") {
-    spdlog::warn("model.dtype {} is not used by the CPU backend (weights as stored, f32 activations); bf16 "
-                 "converts F32/F16 matrices to BF16",
-                 config.model.dtype);
-  } else if (model->bf16_weight_bytes() > 0) {
-    spdlog::info("model.dtype bf16: {} bytes of F32/F16 matrices converted to BF16{}", model->bf16_weight_bytes(),
-                 GetCpuFeatures().avx512bf16 ? " (AVX512_BF16 dot products)"
-                                             : "; this CPU has no AVX512_BF16, so they are widened to f32");
+  if (model->bf16_weight_bytes() > 0) {
+    spdlog::info("model.dtype {}: {} bytes of {} matrices converted to BF16{}", config.model.dtype,
+                 model->bf16_weight_bytes(), config.model.dtype == "auto" ? "F16" : "F32/F16",
+                 kernels::NativeBf16Dot() ? " (AVX512_BF16 dot products; model.dtype f16 keeps F16 exact)"
+                                          : "; this CPU has no AVX512_BF16, so they are widened to f32");
+  } else if (config.model.dtype == "f32" || config.model.dtype == "f16") {
+    spdlog::info("model.dtype {}: weights as stored, float matrices multiplied in f32", config.model.dtype);
   }
 
   KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*b->tok_));
