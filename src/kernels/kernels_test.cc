@@ -119,9 +119,10 @@ TEST_P(MatMulTypeTest, ExactInputsEveryVariantExact) {
     // Under the sanitizers (slow, and looking for memory errors rather than
     // arithmetic) one m and one row count per code path: decode with one and
     // with the most activation rows, the batch kernels, the dequantizing
-    // GEMM; one row, a partial panel, several panels with a tail.
+    // GEMM; one row, a partial panel, several panels with a tail. m = 517
+    // takes two passes of MatMul (kMaxPassRows).
     const std::vector<int64_t> ms = ::kvs::testing::Sanitized() ? std::vector<int64_t>{1, 4, 5, 33}
-                                                                 : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 8, 16, 33};
+                                                                 : std::vector<int64_t>{1, 2, 3, 4, 5, 7, 8, 16, 33, 517};
     const std::vector<int64_t> row_counts = ::kvs::testing::Sanitized() ? std::vector<int64_t>{1, 31, 257}
                                                                          : std::vector<int64_t>{1, 3, 16, 31, 64, 257};
     for (int64_t m : ms) {
