@@ -359,10 +359,7 @@ const Registrar kRegister_bench({"bench",
                  app->add_option("-r,--repetitions", o->reps, "Repetitions (median reported)")->check(CLI::PositiveNumber);
                  app->add_option("-d,--depth", o->depth, "KV cache depth (tokens already cached) for the tests");
                  app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
-                 app->add_option("--dtype", o->dtype,
-                                 "auto (F16 matrices to BF16 on CPUs with AVX512_BF16), bf16 (F32 and F16 "
-                                 "matrices to BF16), f32 or f16 (as stored); as serve's --dtype")
-                     ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+                 AddDtypeOption(app, &o->dtype);
                  app->add_option("-c,--concurrency", o->concurrency,
                                  "Sequences decoding at once through the engine, e.g. 1,4,16,64: prints the aggregate "
                                  "generation tokens/s (tgN xC) instead of ppN/tgN; with --url: requests in flight "

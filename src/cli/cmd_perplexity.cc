@@ -118,10 +118,7 @@ const Registrar kRegister_perplexity(
        app->add_option("-b,--batch-size", a->batch, "Most tokens per forward pass")->check(CLI::PositiveNumber);
        app->add_option("-t,--threads", a->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
        app->add_option("--kv-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
-       app->add_option("--dtype", a->dtype,
-                       "auto (F16 matrices to BF16 on CPUs with AVX512_BF16), bf16 (F32 and F16 matrices to BF16), "
-                       "f32 or f16 (as stored); as serve's --dtype")
-           ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+       AddDtypeOption(app, &a->dtype);
        return [a] { return RunPerplexity(*a); };
      }});
 

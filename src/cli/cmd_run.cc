@@ -159,10 +159,7 @@ const Registrar kRegister_run({"run", "Generate text for a prompt", [](CLI::App*
                  app->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
                  app->add_option("-c,--ctx-size", o->ctx, "Context length (0: the model's)")->check(CLI::NonNegativeNumber);
                  app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
-                 app->add_option("--dtype", o->dtype,
-                                 "auto (F16 matrices to BF16 on CPUs with AVX512_BF16), bf16 (F32 and F16 "
-                                 "matrices to BF16), f32 or f16 (as stored); as serve's --dtype")
-                     ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+                 AddDtypeOption(app, &o->dtype);
                  app->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after end-of-sequence");
                  app->add_flag("--chat", o->chat,
                                "Treat -p as a user message: apply the model's chat template and print only the reply");
