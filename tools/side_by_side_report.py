@@ -2,6 +2,7 @@
 """Table (Markdown) and plot (SVG) of a scripts/bench_side_by_side.sh run.
 
   python3 tools/side_by_side_report.py OUT_DIR
+  python3 tools/side_by_side_report.py OUT_DIR --merge RUN_DIR[:SET,...] [RUN_DIR[:SET,...] ...]
 
 Reads OUT_DIR/<set>-<peer>.json (written by ../shared/tools/perf_side_by_side.py: one row per model and
 test with kvserve's and the peer's median t/s, measured alternately in one run) and OUT_DIR/meta.txt;
@@ -9,6 +10,11 @@ writes OUT_DIR/report.md and OUT_DIR/side_by_side.svg. Ratios are kvserve / peer
 runs; "ik best" is the better of ik_llama.cpp's default and -rtr 1. Goals (issue 18): pp >= 1.3x
 llama.cpp and >= 1.0x ik best; tg128 >= 1.1x llama.cpp and >= 1.0x ik best; tg128 at depth >= 1.3x
 llama.cpp; the forced AVX2 path >= 1.0x llama.cpp built for AVX2.
+
+With --merge, the table and plot are made from several runs (oldest first): each (set, peer, model, test)
+row is taken from the last run that has it (of the sets named after its colon, if any), the table gains a column naming the runs of each row, and
+OUT_DIR/meta.txt lists the runs (date and kvserve commit of each). A status picture, not one run: the ratio
+in each row still comes from one run, where kvserve and the peer ran in turn.
 """
 import glob
 import html
@@ -21,14 +27,19 @@ PEERS = ["llama.cpp", "ik", "ik-rtr"]
 LABEL = {"llama.cpp": "llama.cpp", "ik": "ik_llama.cpp", "ik-rtr": "ik -rtr 1", "llama.cpp-avx2": "llama.cpp AVX2"}
 
 
-def load(out):
-    data = {}  # (set, peer) -> {(model, test): row}
+def load(out, run=None, data=None, sets=None):
+    """(set, peer) -> {(model, test): row} of OUT's JSON files (of `sets` only, if given), added to (and
+    overriding rows of) data; each row records `run` (its run's number in a merge) as "run"."""
+    data = {} if data is None else data
     for path in sorted(glob.glob(os.path.join(out, "*.json"))):
         name = os.path.basename(path)[:-5]
         for peer in sorted(list(LABEL), key=len, reverse=True):
             if name.endswith("-" + peer):
-                rows = json.load(open(path))
-                data[(name[: -len(peer) - 1], peer)] = {(r["model"], r["test"]): r for r in rows}
+                if sets is not None and name[: -len(peer) - 1] not in sets:
+                    break
+                rows = data.setdefault((name[: -len(peer) - 1], peer), {})
+                for r in json.load(open(path)):
+                    rows[(r["model"], r["test"])] = dict(r, run=run)
                 break
     return data
 
@@ -62,8 +73,10 @@ def rows_of(data, bf16=False):
         if set_ == "avx2" or (set_ == "bf16") != bf16:
             continue
         for key, r in rows.items():
-            e = out.setdefault(key, {"kv": []})
+            e = out.setdefault(key, {"kv": [], "runs": set()})
             e["kv"].append(r["kvserve"])
+            if r.get("run") is not None:
+                e["runs"].add(r["run"])
             e[peer] = r["llamacpp"]
             e["r_" + peer] = r["ratio"]
     for e in out.values():
@@ -82,36 +95,44 @@ def order(key):
     return (size, tests.index(test) if test in tests else 99, types.index(wt) if wt in types else 99, wt)
 
 
-def peer_table(rows, kv_label):
+def runs_cell(runs):
+    return ", ".join(str(r) for r in sorted(runs))
+
+
+def peer_table(rows, kv_label, merged=False):
     """Markdown lines of the table of native-style rows (rows_of)."""
-    lines = [f"| model | test | {kv_label} | llama.cpp t/s | ik_llama.cpp t/s | ik -rtr 1 t/s | vs llama.cpp | vs ik best |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    extra, extra_rule = (" runs |", "---|") if merged else ("", "")
+    lines = [f"| model | test | {kv_label} | llama.cpp t/s | ik_llama.cpp t/s | ik -rtr 1 t/s | vs llama.cpp | vs ik best |"
+             + extra, "|---|---|---:|---:|---:|---:|---:|---:|" + extra_rule]
     for key in sorted(rows, key=order):
         e = rows[key]
         gl, gi = goals(key[1], False)
         lines.append(f"| {key[0]} | {key[1]} | {fmt(e['kv'])} | {fmt(e.get('llama.cpp'))} | {fmt(e.get('ik'))} | "
-                     f"{fmt(e.get('ik-rtr'))} | {mark(e.get('r_llama.cpp'), gl)} | {mark(e.get('r_ik'), gi)} |")
+                     f"{fmt(e.get('ik-rtr'))} | {mark(e.get('r_llama.cpp'), gl)} | {mark(e.get('r_ik'), gi)} |"
+                     + (f" {runs_cell(e['runs'])} |" if merged else ""))
     return lines + [""]
 
 
-def markdown(data, meta):
+def markdown(data, meta, merged=False):
     lines = ["# kvserve side by side", "", "```", meta.strip(), "```", ""]
     native = rows_of(data)
     if native:
-        lines += peer_table(native, "kvserve t/s")
+        lines += peer_table(native, "kvserve t/s", merged)
     converted = rows_of(data, bf16=True)
     if converted:
         lines += ["F16 models with `kvserve bench --dtype bf16` (F16 matrices converted to BF16 at load, bf16 dot "
                   "products; ik_llama.cpp's -rtr 1 does the same):", ""]
-        lines += peer_table(converted, "kvserve bf16 t/s")
+        lines += peer_table(converted, "kvserve bf16 t/s", merged)
     avx2 = data.get(("avx2", "llama.cpp-avx2"))
     if avx2:
         lines += ["Forced AVX2 path (`KVSERVE_ISA=avx2`) against llama.cpp built with `-DGGML_NATIVE=OFF -DGGML_AVX2=ON "
                   "-DGGML_FMA=ON -DGGML_F16C=ON`:", "",
-                  "| model | test | kvserve AVX2 t/s | llama.cpp AVX2 t/s | ratio |", "|---|---|---:|---:|---:|"]
+                  "| model | test | kvserve AVX2 t/s | llama.cpp AVX2 t/s | ratio |" + (" run |" if merged else ""),
+                  "|---|---|---:|---:|---:|" + ("---|" if merged else "")]
         for key in sorted(avx2, key=order):
             r = avx2[key]
-            lines.append(f"| {key[0]} | {key[1]} | {fmt(r['kvserve'])} | {fmt(r['llamacpp'])} | {mark(r['ratio'], 1.0)} |")
+            lines.append(f"| {key[0]} | {key[1]} | {fmt(r['kvserve'])} | {fmt(r['llamacpp'])} | {mark(r['ratio'], 1.0)} |"
+                         + (f" {r.get('run')} |" if merged else ""))
         lines.append("")
     lines.append("✗: below the issue's goal for that row.")
     return "\n".join(lines) + "\n"
@@ -166,16 +187,46 @@ def svg(data):
     return "\n".join(out) + "\n"
 
 
+def read_meta(run_dir):
+    path = os.path.join(run_dir, "meta.txt")
+    return open(path).read() if os.path.exists(path) else ""
+
+
+def meta_field(meta, name):
+    for line in meta.splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) == 2:
+        out, merged = argv[1], False
+        data = load(out)
+        meta = read_meta(out)
+    elif len(argv) >= 4 and argv[2] == "--merge":
+        out, merged = argv[1], True
+        data, lines = {}, ["merged from these runs (a row comes from the last run that has it):"]
+        run_dirs = [arg.split(":")[0] for arg in argv[3:]]
+        for i, arg in enumerate(argv[3:], 1):
+            run_dir, _, sets = arg.partition(":")
+            if not glob.glob(os.path.join(run_dir, "*.json")):
+                sys.exit(f"no <set>-<peer>.json files in {run_dir}")
+            load(run_dir, i, data, sets.split(",") if sets else None)
+            m = read_meta(run_dir)
+            lines.append(f"run {i}: {os.path.basename(os.path.normpath(run_dir))}{' (sets ' + sets + ')' if sets else ''}, "
+                         f"{meta_field(m, 'date')}, kvserve {meta_field(m, 'kvserve')}, threads {meta_field(m, 'threads')}")
+        first = read_meta(run_dirs[0])
+        lines += [f"cpu: {meta_field(first, 'cpu')}", f"llama.cpp: {meta_field(first, 'llama.cpp')}",
+                  f"ik_llama.cpp: {meta_field(first, 'ik_llama.cpp')}"]
+        meta = "\n".join(lines) + "\n"
+        os.makedirs(out, exist_ok=True)
+        open(os.path.join(out, "meta.txt"), "w").write(meta)
+    else:
         sys.exit(__doc__)
-    out = argv[1]
-    data = load(out)
     if not data:
         sys.exit(f"no <set>-<peer>.json files in {out}")
-    meta_path = os.path.join(out, "meta.txt")
-    meta = open(meta_path).read() if os.path.exists(meta_path) else ""
-    open(os.path.join(out, "report.md"), "w").write(markdown(data, meta))
+    open(os.path.join(out, "report.md"), "w").write(markdown(data, meta, merged))
     open(os.path.join(out, "side_by_side.svg"), "w").write(svg(data))
 
 

@@ -46,6 +46,7 @@ class LlamaModel {
   uint64_t weight_bytes() const { return weights_->total_bytes; }
   // Bytes of the BF16 copies of float matrices (LoadOptions), 0 without.
   uint64_t bf16_weight_bytes() const { return weights_->bf16_bytes; }
+  uint64_t float_copy_weight_bytes() const { return weights_->float_copy_bytes; }
   // Mixture-of-experts models: routings per expert so far (moe.h); empty otherwise.
   const std::vector<int64_t>& expert_counts() const { return moe_.expert_counts(); }
 

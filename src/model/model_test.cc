@@ -405,11 +405,16 @@ TEST(ModelTest, DtypeAutoConvertsF16MatricesOnlyWithNativeBf16) {
     const ModelConfig& c = (*model)->config();
     const int64_t per_layer = c.hidden * (2 * c.q_dim() + 2 * c.kv_dim()) + 3 * c.hidden * c.ffn;
     const bool converts = type == DType::kF16 && kernels::NativeBf16Dot();
-    EXPECT_EQ((*model)->bf16_weight_bytes(),
-              converts ? static_cast<uint64_t>(2 * (c.n_layers * per_layer + c.vocab * c.hidden)) : 0u);
+    const auto elements = static_cast<uint64_t>(c.n_layers * per_layer + c.vocab * c.hidden);
+    const uint64_t stored_bytes = elements * (type == DType::kF32 ? 4 : 2);
+    EXPECT_EQ((*model)->bf16_weight_bytes(), converts ? 2 * elements : 0u);
+    // What is not converted is copied as stored into huge pages (weights.cc
+    // says why): every matrix is in exactly one of the two.
+    EXPECT_EQ((*model)->float_copy_weight_bytes(), converts ? 0u : stored_bytes);
     auto exact = LlamaModel::Load(path, LoadOptions::ForDtype("f16"));
     ASSERT_TRUE(exact.ok());
     EXPECT_EQ((*exact)->bf16_weight_bytes(), 0u);
+    EXPECT_EQ((*exact)->float_copy_weight_bytes(), stored_bytes);
   }
 }
 

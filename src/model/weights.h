@@ -31,7 +31,7 @@
 namespace kvs::model {
 
 struct LoadOptions {
-  // Stored float matrices converted to BF16 at load (ModelWeights::ConvertToBf16).
+  // Stored float matrices converted to BF16 at load (ModelWeights::PlaceFloatMatrices).
   bool f32_matrices_as_bf16 = false;
   bool f16_matrices_as_bf16 = false;
 
@@ -87,6 +87,7 @@ struct ModelWeights {
   uint64_t total_bytes = 0;           // bytes of all tensors used
   uint64_t packed_bytes = 0;          // bytes of the packed copies
   uint64_t bf16_bytes = 0;            // bytes of the BF16 copies (LoadOptions)
+  uint64_t float_copy_bytes = 0;      // bytes of float matrices copied as stored into huge pages
 
   static StatusOr<std::unique_ptr<ModelWeights>> Load(const gguf::GgufFile& file, const ModelConfig& config,
                                                       const LoadOptions& options = {});
@@ -95,14 +96,15 @@ struct ModelWeights {
   // The matrices the kernels multiply, and whether their file pages may be
   // dropped once they are packed or converted.
   std::vector<std::pair<kernels::MatView*, bool>> Matrices();
-  // Converts the F32 / F16 matrices `options` names to BF16.
-  void ConvertToBf16(const gguf::GgufFile& file, const LoadOptions& options);
+  // Converts the F32 / F16 matrices `options` names to BF16, and copies the
+  // other float matrices of a mapped file as they are; both into huge pages.
+  void PlaceFloatMatrices(const gguf::GgufFile& file, const LoadOptions& options);
   // Packs every matrix the active kernels read packed (see above).
   void PackMatrices(const gguf::GgufFile& file);
 
   std::vector<std::vector<float>> owned_;  // f32 copies of non-f32 vectors
   HugeBuffer packed_;  // every packed panel, each 64-byte aligned
-  HugeBuffer bf16_;    // the BF16 copies, each 64-byte aligned
+  HugeBuffer floats_;  // the BF16 and as-stored float copies, each 64-byte aligned
 };
 
 }  // namespace kvs::model
