@@ -14,6 +14,10 @@ echo "$out"
 echo "$out" | grep -Eq '^pp32: [0-9.]+$' || { echo "FAIL: no pp32 line"; exit 1; }
 echo "$out" | grep -Eq '^tg8: [0-9.]+$' || { echo "FAIL: no tg8 line"; exit 1; }
 echo "$out" | grep -Eq '^peak_rss_mib: [0-9.]+$' || { echo "FAIL: no peak memory line"; exit 1; }
+# Without the warm-up runs, and at a depth.
+out=$("$KVSERVE_BIN" bench --offline -m "$dir/q8.gguf" -p 32 -n 4 -d 48 -t 2 -r 1 --no-warmup 2>/dev/null)
+echo "$out" | grep -Eq '^pp32 @ d48: [0-9.]+$' || { echo "FAIL: no pp32 @ d48 line: $out"; exit 1; }
+echo "$out" | grep -Eq '^tg4 @ d48: [0-9.]+$' || { echo "FAIL: no tg4 @ d48 line: $out"; exit 1; }
 gen=$("$KVSERVE_BIN" run -m "$dir/q8.gguf" -p "Once upon a time" -n 16 --temp 0 2>/dev/null)
 case "$gen" in "Once upon a time"?*) ;; *) echo "FAIL: quantized model generated nothing"; exit 1 ;; esac
 # A mixture-of-experts model (qwen3moe, 4 experts of 256, 2 a token):
