@@ -130,7 +130,11 @@ describe("weighted fair queueing across tenants", () => {
     const keyFile = `${dir}/keys.yaml`;
     bulkKey = addKey(keyFile, "bulk");
     chatKey = addKey(keyFile, "chat", { weight: 2, priority: 0 });
-    replica = await startReplica({ model: modelPath, args: ["--max-context-length", "1024"] });
+    // A fake replica at 10 ms a step: the real bundled model generates
+    // thousands of tokens a second, so its first bulk request could end
+    // (and the next start) before a loaded machine saw five queued, and the
+    // wait in the test timed out in CI.
+    replica = await startReplica({ args: ["--max-context-length", "1024", "--fake-step-ms", "10"] });
     gw = await startGateway({
       model: modelPath, gateway: { key_file: keyFile }, dir,
       pools: [{ name: "main", max_context: 1024, max_requests_per_replica: 1, queue_timeout_seconds: 20,
@@ -143,7 +147,9 @@ describe("weighted fair queueing across tenants", () => {
   });
 
   test("a burst of one tenant does not starve another; order by fair share", async () => {
-    const long = { model: MODEL, prompt: STORY.repeat(3), max_tokens: 120, temperature: 0, ignore_eos: true };
+    // Each bulk request runs 1 s (100 steps), so the other five are still
+    // queued behind the first when the wait below sees them.
+    const long = { model: "fake-model", prompt: STORY.repeat(3), max_tokens: 100, temperature: 0, ignore_eos: true };
     const done = [];
     const bulk = Array.from({ length: 6 }, (_, i) =>
       request(gw, "POST", "/v1/completions", long, auth(bulkKey)).then((r) => { done.push(`bulk${i}`); return r; }));
