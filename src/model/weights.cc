@@ -244,7 +244,11 @@ void ModelWeights::PlaceFloatMatrices(const gguf::GgufFile& f, const LoadOptions
   floats_ = HugeBuffer(static_cast<size_t>(total));
   ThreadPool pool(0);  // load time only: every core converts or copies
   uint8_t* next = floats_.data();
-  for (const auto& [m, convert] : todo) {
+  for (const Todo& t : todo) {
+    // Named copies: lambdas cannot capture structured bindings before C++20
+    // clang 16, and the ASan build uses clang.
+    kernels::MatView* const m = t.m;
+    const bool convert = t.convert;
     const int64_t row_in = RowBytes(m->type, m->cols), row_out = convert ? m->cols * 2 : row_in;
     const auto* src = static_cast<const uint8_t*>(m->data);
     pool.ParallelFor(m->rows, [&](int64_t r0, int64_t r1) {
