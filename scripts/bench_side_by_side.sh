@@ -22,6 +22,9 @@
 #   "llama.cpp ik ik-rtr"), REPS (3), PASSES (2), THREADS (2), LLAMA_CPP_COMMIT / IK_COMMIT (recorded in
 #   meta.txt). The full run takes hours on 2 cores (pp16384 on M alone is tens of minutes per peer): use
 #   --quick for a look, e.g. after a change to the kernels or attention.
+#   NO_WARMUP=1: kvserve and llama.cpp run without their untimed warm-up, which repeats the whole ppN test
+#   (ik_llama.cpp's llama-bench warms up with one token only, so it is left as is). For the long prompts,
+#   where the warm-up doubles a row's time and the first-touch page faults it absorbs are well under 1 %.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ ${1:-} == --quick ]]; then
@@ -66,6 +69,13 @@ peer_bin() {
   esac
 }
 
+no_warmup() {  # binary name -> a wrapper that adds --no-warmup
+  local w=$WRAP/nowarmup-$2
+  printf '#!/bin/sh\nexec "%s" "$@" --no-warmup\n' "$1" >"$w"
+  chmod +x "$w"
+  echo "$w"
+}
+
 # The peers' trees are extracted without .git (make_peer_ref.sh), so their commits come from the caller:
 # LLAMA_CPP_COMMIT / IK_COMMIT (e.g. `git --git-dir MIRROR rev-parse --short HEAD` of the copies given to
 # make_peer_ref.sh).
@@ -76,6 +86,7 @@ peer_bin() {
   echo "llama.cpp: commit ${LLAMA_CPP_COMMIT:-unknown (set LLAMA_CPP_COMMIT)}"
   echo "ik_llama.cpp: commit ${IK_COMMIT:-unknown (set IK_COMMIT)}"
   echo "threads: ${THREADS:-2}, reps: ${REPS:-3}, passes: ${PASSES:-2}"
+  [[ -z ${NO_WARMUP:-} ]] || echo "no warm-up: kvserve and llama.cpp with --no-warmup"
 } >"$OUT/meta.txt"
 
 run_set() {  # set peer
@@ -98,6 +109,10 @@ run_set() {  # set peer
   if [[ -z $models ]]; then
     echo "## $set vs $peer: skipped (no F16 model in MODELS)" | tee -a "$OUT/meta.txt"
     return 0
+  fi
+  if [[ -n ${NO_WARMUP:-} ]]; then
+    kv=$(no_warmup "$kv" "kvserve-$set")
+    if [[ $peer == llama.cpp* ]]; then bin=$(no_warmup "$bin" "$peer"); fi
   fi
   local args=("${COMMON[@]}" --models "$models" --tests "$tests" --json "$OUT/$set-$peer.json")
   [[ $depth -gt 0 ]] && args+=(--depth "$depth")

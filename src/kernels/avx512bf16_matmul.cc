@@ -23,6 +23,11 @@
 //                             of xb: the activations' pairs grouped by 12
 //                             rows (rows past m unset and never read);
 //                             also written once per MatMul call (Bf16Acts)
+//   packed [cp / 2][16] u32 per 16 rows: the BF16 panels of packed.h,
+//                             written once at load (TileArgs::packed); the
+//                             microkernel then reads two of them (rows 0-15
+//                             and 16-31) in place of a per-call panel, and
+//                             small m reads them too
 // Small m: each row's 32-column vectors are dotted with every activation row
 // (the weights are read once, memory bound). Larger m: 32-row panels of kKc
 // columns, a 12 x 32 register-blocked microkernel (24 accumulators, 2 weight
@@ -129,15 +134,17 @@ void PackPanel(const uint16_t* const rows[kR], int64_t k0, int64_t kn, uint32_t*
 }
 
 // x: [npairs][kA] pairs of the A activation rows (GroupActs' layout).
-template <int A>
-void Micro(const uint32_t* panel, int64_t npairs, const uint32_t* x, float* y, int64_t ldy,
+// w0 / w1: pair p of weight rows 0..15 / 16..31 at u32 p * WS (WS = kR in
+// a panel packed per call, 16 in the BF16 panels packed at load).
+template <int A, int WS>
+void Micro(const uint32_t* w0p, const uint32_t* w1p, int64_t npairs, const uint32_t* x, float* y, int64_t ldy,
            __mmask16 m0, __mmask16 m1, bool accumulate) {
   __m512 acc[A][2];
   KVS_UNROLL
   for (int i = 0; i < A; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < npairs; ++p) {
-    const __m512bh w0 = AsBh(_mm512_load_si512(panel + p * kR));
-    const __m512bh w1 = AsBh(_mm512_load_si512(panel + p * kR + 16));
+    const __m512bh w0 = AsBh(_mm512_load_si512(w0p + p * WS));
+    const __m512bh w1 = AsBh(_mm512_load_si512(w1p + p * WS));
     KVS_UNROLL
     for (int i = 0; i < A; ++i) {
       const __m512bh xb = AsBh(_mm512_set1_epi32(static_cast<int>(x[p * kA + i])));
@@ -157,6 +164,26 @@ void Micro(const uint32_t* panel, int64_t npairs, const uint32_t* x, float* y, i
   }
 }
 
+// Micro over activation rows [i0, i0 + min(kA, m - i0)) of xg.
+template <int WS>
+void MicroRows(const uint32_t* w0p, const uint32_t* w1p, int64_t npairs, const uint32_t* x, int64_t rows_left,
+               float* y, int64_t ldy, __mmask16 m0, __mmask16 m1, bool acc) {
+  switch (std::min<int64_t>(kA, rows_left)) {
+    case 1: Micro<1, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 2: Micro<2, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 3: Micro<3, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 4: Micro<4, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 5: Micro<5, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 6: Micro<6, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 7: Micro<7, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 8: Micro<8, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 9: Micro<9, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 10: Micro<10, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    case 11: Micro<11, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+    default: Micro<12, WS>(w0p, w1p, npairs, x, y, ldy, m0, m1, acc); break;
+  }
+}
+
 // xg: the activations grouped by kA rows (Bf16Acts' layout for m >= kPanelMinM).
 void PanelTile(const TileArgs& t, const uint32_t* xg, int64_t cp) {
   auto* panel = reinterpret_cast<uint32_t*>(ThreadScratch(ScratchSlot::kPanel, kKc / 2 * kR * sizeof(uint32_t)));
@@ -172,25 +199,92 @@ void PanelTile(const TileArgs& t, const uint32_t* xg, int64_t cp) {
       const int64_t kn = std::min(kKc, t.cols - k0), npairs = (kn + 1) / 2;
       PackPanel(rows, k0, kn, panel);
       for (int64_t i0 = 0; i0 < t.m; i0 += kA) {
-        const uint32_t* x = xg + i0 * ldx + k0 / 2 * kA;
-        float* y = t.y + i0 * t.ldy + r0;
-        const bool acc = k0 > 0;
-        switch (std::min<int64_t>(kA, t.m - i0)) {
-          case 1: Micro<1>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 2: Micro<2>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 3: Micro<3>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 4: Micro<4>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 5: Micro<5>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 6: Micro<6>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 7: Micro<7>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 8: Micro<8>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 9: Micro<9>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 10: Micro<10>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          case 11: Micro<11>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-          default: Micro<12>(panel, npairs, x, y, t.ldy, m0, m1, acc); break;
-        }
+        MicroRows<kR>(panel, panel + 16, npairs, xg + i0 * ldx + k0 / 2 * kA, t.m - i0, t.y + i0 * t.ldy + r0,
+                      t.ldy, m0, m1, k0 > 0);
       }
     }
+  }
+}
+
+// The same over BF16 panels packed at load (t.w: the tile's first panel):
+// the same sums in the same order, without the per-call packing.
+void PackedPanelTile(const TileArgs& t, const uint32_t* xg, int64_t cp) {
+  const int64_t ldx = cp / 2;           // pairs per activation row
+  const int64_t panel_u32 = cp / 2 * 16;  // u32 per 16-row panel
+  const auto* w = reinterpret_cast<const uint32_t*>(t.w);
+  for (int64_t r0 = 0; r0 < t.rows; r0 += kR) {
+    const int64_t valid = std::min<int64_t>(kR, t.rows - r0);
+    const __mmask16 m0 = TailMask(valid), m1 = TailMask(std::max<int64_t>(0, valid - 16));
+    const uint32_t* w0 = w + r0 / 16 * panel_u32;
+    const uint32_t* w1 = valid > 16 ? w0 + panel_u32 : w0;  // a lone last panel: its products go unstored
+    for (int64_t k0 = 0; k0 < t.cols; k0 += kKc) {
+      const int64_t kn = std::min(kKc, t.cols - k0), npairs = (kn + 1) / 2;
+      for (int64_t i0 = 0; i0 < t.m; i0 += kA) {
+        MicroRows<16>(w0 + k0 / 2 * 16, w1 + k0 / 2 * 16, npairs, xg + i0 * ldx + k0 / 2 * kA, t.m - i0,
+                      t.y + i0 * t.ldy + r0, t.ldy, m0, m1, k0 > 0);
+      }
+    }
+  }
+}
+
+// Small m over BF16 panels: xb [m][cp] rows (Bf16Acts' layout for m <
+// kPanelMinM); each panel pair is read once for all A rows. Two pairs a
+// step in separate sums, so that one row's dot products do not wait on
+// each other's latency.
+template <int A>
+void PackedDot(const uint32_t* w0p, const uint32_t* w1p, int64_t npairs, const uint16_t* xb, int64_t cp, float* y,
+               int64_t ldy, __mmask16 m0, __mmask16 m1) {
+  const uint32_t* x[A];
+  __m512 acc[A][2][2];
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) {
+    x[i] = reinterpret_cast<const uint32_t*>(xb + i * cp);
+    acc[i][0][0] = acc[i][0][1] = acc[i][1][0] = acc[i][1][1] = _mm512_setzero_ps();
+  }
+  int64_t p = 0;
+  for (; p + 2 <= npairs; p += 2) {
+    KVS_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const __m512bh w0 = AsBh(_mm512_load_si512(w0p + (p + u) * 16));
+      const __m512bh w1 = AsBh(_mm512_load_si512(w1p + (p + u) * 16));
+      KVS_UNROLL
+      for (int i = 0; i < A; ++i) {
+        const __m512bh xv = AsBh(_mm512_set1_epi32(static_cast<int>(x[i][p + u])));
+        acc[i][u][0] = _mm512_dpbf16_ps(acc[i][u][0], w0, xv);
+        acc[i][u][1] = _mm512_dpbf16_ps(acc[i][u][1], w1, xv);
+      }
+    }
+  }
+  for (; p < npairs; ++p) {
+    const __m512bh w0 = AsBh(_mm512_load_si512(w0p + p * 16));
+    const __m512bh w1 = AsBh(_mm512_load_si512(w1p + p * 16));
+    KVS_UNROLL
+    for (int i = 0; i < A; ++i) {
+      const __m512bh xv = AsBh(_mm512_set1_epi32(static_cast<int>(x[i][p])));
+      acc[i][0][0] = _mm512_dpbf16_ps(acc[i][0][0], w0, xv);
+      acc[i][0][1] = _mm512_dpbf16_ps(acc[i][0][1], w1, xv);
+    }
+  }
+  KVS_UNROLL
+  for (int i = 0; i < A; ++i) {
+    _mm512_mask_storeu_ps(y + i * ldy, m0, _mm512_add_ps(acc[i][0][0], acc[i][1][0]));
+    _mm512_mask_storeu_ps(y + i * ldy + 16, m1, _mm512_add_ps(acc[i][0][1], acc[i][1][1]));
+  }
+}
+
+void PackedDirectTile(const TileArgs& t, const uint16_t* xb, int64_t cp) {
+  const int64_t panel_u32 = cp / 2 * 16, npairs = cp / 2;  // pairs past cols are zero in both
+  const auto* w = reinterpret_cast<const uint32_t*>(t.w);
+  for (int64_t r0 = 0; r0 < t.rows; r0 += kR) {
+    const int64_t valid = std::min<int64_t>(kR, t.rows - r0);
+    const __mmask16 m0 = TailMask(valid), m1 = TailMask(std::max<int64_t>(0, valid - 16));
+    const uint32_t* w0 = w + r0 / 16 * panel_u32;
+    const uint32_t* w1 = valid > 16 ? w0 + panel_u32 : w0;
+    float* y = t.y + r0;
+    int64_t i = 0;
+    for (; i + 3 <= t.m; i += 3) PackedDot<3>(w0, w1, npairs, xb + i * cp, cp, y + i * t.ldy, t.ldy, m0, m1);
+    if (t.m - i == 2) PackedDot<2>(w0, w1, npairs, xb + i * cp, cp, y + i * t.ldy, t.ldy, m0, m1);
+    if (t.m - i == 1) PackedDot<1>(w0, w1, npairs, xb + i * cp, cp, y + i * t.ldy, t.ldy, m0, m1);
   }
 }
 
@@ -220,7 +314,13 @@ void TileBF16(const TileArgs& t) {
   // MatMul converts the activations once per call (KernelTable::bf16_acts).
   KVS_CHECK_MSG(t.xb != nullptr, "avx512bf16 TileBF16 without bf16 activations");
   const int64_t cp = (t.cols + 31) / 32 * 32;
-  if (t.m < kPanelMinM) {
+  if (t.packed) {
+    if (t.m < kPanelMinM) {
+      PackedDirectTile(t, t.xb, cp);
+    } else {
+      PackedPanelTile(t, reinterpret_cast<const uint32_t*>(t.xb), cp);
+    }
+  } else if (t.m < kPanelMinM) {
     DirectTile(t, t.xb, cp);
   } else {
     PanelTile(t, reinterpret_cast<const uint32_t*>(t.xb), cp);

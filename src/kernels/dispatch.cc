@@ -70,6 +70,7 @@ KernelTable MakeAvx512Bf16Table() {
   t.tile[static_cast<int>(WType::kBF16)] = avx512bf16::TileBF16;
   t.bf16_acts = avx512bf16::Bf16Acts;
   t.bf16_acts_rows = avx512bf16::kBf16ActsRows;
+  t.reads_packed_bf16 = true;
   return t;
 }
 

@@ -144,6 +144,9 @@ struct KernelTable {
   int row_granule = 1;
   // The quantized tiles accept packed panels (MatView::packed).
   bool reads_packed = false;
+  // The BF16 tile reads BF16 panels (kernels/packed.h) when a matrix has
+  // them, and needs no rows then.
+  bool reads_packed_bf16 = false;
   TileFn tile[kNumWTypes] = {};
   // x [m, ldx] -> buf [m, layout.row_stride]
   // Set when the BF16 tile reads bf16 activations (avx512bf16), converted

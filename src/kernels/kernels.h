@@ -48,6 +48,14 @@ int64_t PackedBytes(DType t, int64_t rows, int64_t cols);
 // Writes w's packed copy to out (PackedBytes bytes, 64-byte aligned), split
 // over the pool. Decode reads weights at memory speed only when packed.
 void PackWeights(const MatView& w, void* out, ThreadPool& pool);
+// BF16 matrices have panels of their own (kernels/packed.h), read by the
+// avx512bf16 variant only: bytes of a [rows, cols] matrix's panels, or 0
+// when the active kernels read BF16 rows.
+int64_t PackedBf16Bytes(int64_t rows, int64_t cols);
+// Writes one such panel (Bf16PanelBytes(cols) bytes, 64-byte aligned): rows
+// [16q, 16q + 16) of the matrix, given as `valid` (1..16) pointers to bf16
+// rows of cols values; the panels of a matrix follow each other.
+void PackBf16Panel(const uint16_t* const* rows, int valid, int64_t cols, void* panel);
 
 // y[m, w.rows] = x[m, w.cols] · W^T. x and y are dense row-major f32 and
 // must not overlap. Activations are converted internally to what the weight

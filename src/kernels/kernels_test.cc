@@ -72,18 +72,29 @@ std::vector<int64_t> ColsFor(DType t, bool exact) {
   }
 }
 
-// The packed copy of w [rows, cols] (PackWeights), in 64-byte aligned storage.
+// The packed copy of w [rows, cols] (PackWeights; for BF16 the panels of
+// PackBf16Panel), in 64-byte aligned storage.
 struct Packed {
   std::vector<uint8_t> buf;
   const uint8_t* data = nullptr;
 };
 Packed Pack(DType t, const uint8_t* w, int64_t rows, int64_t cols, ThreadPool& pool) {
   Packed p;
-  const int64_t n = PackedLayoutBytes(t, rows, cols);
+  const int64_t n = t == DType::kBF16 ? NumPanels(rows) * Bf16PanelBytes(cols) : PackedLayoutBytes(t, rows, cols);
   if (n == 0) return p;
   p.buf.assign(static_cast<size_t>(n + 64), 0xEE);
   auto* aligned = p.buf.data() + (64 - reinterpret_cast<uintptr_t>(p.buf.data()) % 64) % 64;
-  PackWeights(MatView{t, w, rows, cols}, aligned, pool);
+  if (t == DType::kBF16) {
+    const auto* bf16 = reinterpret_cast<const uint16_t*>(w);
+    for (int64_t q = 0; q < NumPanels(rows); ++q) {
+      const uint16_t* panel_rows[kPanelRows];
+      const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, rows - q * kPanelRows));
+      for (int r = 0; r < valid; ++r) panel_rows[r] = bf16 + (q * kPanelRows + r) * cols;
+      PackBf16Panel(panel_rows, valid, cols, aligned + q * Bf16PanelBytes(cols));
+    }
+  } else {
+    PackWeights(MatView{t, w, rows, cols}, aligned, pool);
+  }
   p.data = aligned;
   return p;
 }
@@ -267,6 +278,70 @@ TEST_P(MatMulTypeTest, PackedWeightsMatchUnpacked) {
             const std::vector<float> b = RunMatMul(*k, t, w, rows, cols, x, m, tp, 0, 0, true);
             ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
                 << IsaName(k->isa) << " m=" << m << " rows=" << rows << " cols=" << cols << " threads=" << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
+// BF16 panels (packed.h): the layout holds every weight (zero past the
+// rows and columns), and the avx512bf16 kernels read them with the same
+// bits as the rows for batches (the same sums in the same order) and within
+// float rounding of the rows for m < 4 (sums in another order); the other
+// variants ignore them. Odd and partial column counts, lone last panels,
+// one and two passes of MatMul, 1-3 threads.
+TEST(Bf16PanelTest, PanelsHoldTheRowsAndMatchThem) {
+  std::mt19937 rng(2024);
+  for (int64_t cols : {1, 7, 32, 33, 300, 2048}) {
+    const int64_t max_rows = 70;
+    const std::vector<uint8_t> w = testing::RandomWeights(DType::kBF16, max_rows, cols, rng);
+    const auto* bf16 = reinterpret_cast<const uint16_t*>(w.data());
+    for (int64_t rows : {1, 15, 16, 17, 33, 70}) {
+      ThreadPool pool(2);
+      const Packed p = Pack(DType::kBF16, w.data(), rows, cols, pool);
+      const auto* u32 = reinterpret_cast<const uint32_t*>(p.data);
+      const int64_t cp = (cols + 31) / 32 * 32;
+      ASSERT_EQ(Bf16PanelBytes(cols), cp * kPanelRows * 2);
+      EXPECT_EQ(PackedBf16Bytes(rows, cols), ActiveKernels().reads_packed_bf16 ? NumPanels(rows) * Bf16PanelBytes(cols) : 0);
+      for (int64_t q = 0; q < NumPanels(rows); ++q) {
+        for (int64_t pr = 0; pr < cp / 2; ++pr) {
+          for (int r = 0; r < kPanelRows; ++r) {
+            const int64_t row = q * kPanelRows + r, c = 2 * pr;
+            uint32_t want = 0;
+            if (row < rows && c < cols) want = bf16[row * cols + c];
+            if (row < rows && c + 1 < cols) want |= static_cast<uint32_t>(bf16[row * cols + c + 1]) << 16;
+            ASSERT_EQ(u32[(q * cp / 2 + pr) * kPanelRows + r], want) << "panel " << q << " pair " << pr << " row " << r;
+          }
+        }
+      }
+      for (int64_t m : {1, 2, 3, 4, 5, 13, 40, 517}) {
+        if (m == 517 && (cols > 300 || ::kvs::testing::Sanitized())) continue;  // two passes; the scalar variant is slow
+        const std::vector<float> x = testing::RandomActs(m, cols, rng);
+        for (const KernelTable* k : AvailableVariants()) {
+          for (int threads : {1, 2, 3}) {
+            ThreadPool tp(threads);
+            const std::vector<float> a = RunMatMul(*k, DType::kBF16, w, rows, cols, x, m, tp, 0, 0, false);
+            const std::vector<float> b = RunMatMul(*k, DType::kBF16, w, rows, cols, x, m, tp, 0, 0, true);
+            if (m >= 4 || !k->reads_packed_bf16) {
+              ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+                  << IsaName(k->isa) << " m=" << m << " rows=" << rows << " cols=" << cols << " threads=" << threads;
+              continue;
+            }
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t r = 0; r < rows; ++r) {
+                // Both sum the same exact products (bf16 x bf16) in float.
+                double mag = 0;
+                for (int64_t c = 0; c < cols; ++c) {
+                  mag += std::fabs(static_cast<double>(BF16ToF32(bf16[r * cols + c])) *
+                                   BF16ToF32(F32ToBF16(x[static_cast<size_t>(i * cols + c)])));
+                }
+                const size_t at = static_cast<size_t>(i * rows + r);
+                ASSERT_LE(std::fabs(a[at] - b[at]), 2.0 * static_cast<double>(cols + 8) * kU * mag + 1e-30)
+                    << IsaName(k->isa) << " m=" << m << " rows=" << rows << " cols=" << cols << " at [" << i << ","
+                    << r << "]";
+              }
+            }
           }
         }
       }

@@ -166,10 +166,13 @@ void MatMulImpl(const KernelTable& k, const MatView* ws, float* const* ys, int n
   for (int j = 0; j < n; ++j) {
     TileArgs& a = job.args[j];
     job.types[j] = ws[j].type;
-    a.packed = ws[j].packed != nullptr && k.reads_packed && IsQuantized(wt[j]);
+    a.packed = ws[j].packed != nullptr &&
+               (wt[j] == WType::kBF16 ? k.reads_packed_bf16 : k.reads_packed && IsQuantized(wt[j]));
     a.w = static_cast<const uint8_t*>(a.packed ? ws[j].packed : ws[j].data);
     a.row_bytes = RowBytes(ws[j].type, cols);
     a.rows = std::max<int64_t>(ws[j].rows, 0);
+    KVS_CHECK_MSG(a.rows == 0 || a.w != nullptr, "MatMul: a {} matrix without rows under the {} kernels (its rows "
+                  "were packed for another variant at load)", DTypeName(ws[j].type), IsaName(k.isa));
     a.cols = cols;
     a.m = m;
     a.x = x;

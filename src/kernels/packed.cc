@@ -141,6 +141,7 @@ struct K45Layout {
 
 int64_t PanelBytes(DType t, int64_t cols) {
   switch (t) {
+    case DType::kBF16: return Bf16PanelBytes(cols);
     case DType::kIQ4_XS: return RoundUp64(cols / kQKK * (kIQ4XSUnitBytes + 32));
     case DType::kQ3_K: return RoundUp64(cols / kQKK * (kQ3KUnitBytes + 32));
     case DType::kQ2_K: return cols / kQKK * kQ2KUnitBytes;
@@ -451,6 +452,29 @@ int64_t PackedLayoutBytes(DType t, int64_t rows, int64_t cols) {
 
 int64_t PackedBytes(DType t, int64_t rows, int64_t cols) {
   return ActiveKernels().reads_packed ? PackedLayoutBytes(t, rows, cols) : 0;
+}
+
+int64_t PackedBf16Bytes(int64_t rows, int64_t cols) {
+  if (!ActiveKernels().reads_packed_bf16 || rows <= 0 || cols <= 0) return 0;
+  return NumPanels(rows) * Bf16PanelBytes(cols);
+}
+
+void PackBf16Panel(const uint16_t* const* rows, int valid, int64_t cols, void* panel) {
+  KVS_CHECK(valid >= 1 && valid <= kPanelRows);
+  KVS_CHECK_MSG(reinterpret_cast<uintptr_t>(panel) % 64 == 0, "PackBf16Panel: panel not 64-byte aligned");
+  auto* out = static_cast<uint32_t*>(panel);
+  const int64_t npairs = (cols + 31) / 32 * 16;
+  for (int64_t p = 0; p < npairs; ++p) {
+    const int64_t c = 2 * p;
+    for (int r = 0; r < kPanelRows; ++r) {
+      uint32_t v = 0;
+      if (r < valid && c < cols) {
+        v = rows[r][c];
+        if (c + 1 < cols) v |= static_cast<uint32_t>(rows[r][c + 1]) << 16;
+      }
+      out[p * kPanelRows + r] = v;
+    }
+  }
 }
 
 void PackWeights(const MatView& w, void* out, ThreadPool& pool) {

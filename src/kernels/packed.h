@@ -125,4 +125,14 @@ void PackPanel(DType t, const uint8_t* rows, int64_t row_bytes, int valid, int64
 // The inverse for tests: row r (< 16) of a panel, in the GGUF layout.
 void UnpackPanelRow(DType t, const uint8_t* panel, int r, int64_t cols, uint8_t* row);
 
+// BF16 panels, read by the avx512bf16 variant only (its tile packed the
+// same layout per call before; packing at load spares that, ~10 % of the
+// GEMM's time at m = 512). Panel q holds rows [16q, 16q + 16):
+//   [cp / 2][16] u32   pair p of row r at u32 16p + r: columns 2p and
+//                      2p + 1 (low half first, as in memory); cp = cols
+//                      rounded up to 32, zero past cols and past the rows
+// Not a HasPackedLayout type: the other variants keep reading the rows, and
+// a matrix converted to BF16 at load may have none (MatView::data null).
+inline int64_t Bf16PanelBytes(int64_t cols) { return (cols + 31) / 32 * 32 * kPanelRows * 2; }
+
 }  // namespace kvs::kernels

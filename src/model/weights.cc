@@ -227,7 +227,8 @@ LoadOptions LoadOptions::ForDtype(const std::string& dtype) {
 void ModelWeights::PlaceFloatMatrices(const gguf::GgufFile& f, const LoadOptions& options) {
   struct Todo {
     kernels::MatView* m;
-    bool convert;  // to BF16; else copied as stored
+    bool convert;    // to BF16; else copied as stored
+    int64_t panels;  // bytes of its BF16 panels (kernels::PackedBf16Bytes), or 0: rows
   };
   std::vector<Todo> todo;
   int64_t total = 0;
@@ -236,21 +237,59 @@ void ModelWeights::PlaceFloatMatrices(const gguf::GgufFile& f, const LoadOptions
     if (!release || !IsFloat(m->type)) continue;
     const bool convert = (m->type == DType::kF32 && options.f32_matrices_as_bf16) ||
                          (m->type == DType::kF16 && options.f16_matrices_as_bf16);
-    if (!convert && !f.mapped()) continue;  // already in memory of its own
-    todo.push_back({m, convert});
-    total += Padded64(convert ? m->rows * m->cols * 2 : RowBytes(m->type, m->cols) * m->rows);
+    const int64_t panels = convert || m->type == DType::kBF16 ? kernels::PackedBf16Bytes(m->rows, m->cols) : 0;
+    if (!convert && panels == 0 && !f.mapped()) continue;  // already in memory of its own
+    todo.push_back({m, convert, panels});
+    total += Padded64(panels > 0 ? panels : convert ? m->rows * m->cols * 2 : RowBytes(m->type, m->cols) * m->rows);
   }
   if (total == 0) return;
   floats_ = HugeBuffer(static_cast<size_t>(total));
   ThreadPool pool(0);  // load time only: every core converts or copies
   uint8_t* next = floats_.data();
   for (const Todo& t : todo) {
-    // Named copies: lambdas cannot capture structured bindings before C++20
-    // clang 16, and the ASan build uses clang.
+    // Plain locals, not structured bindings: clang before 16 (the ASan build
+    // uses clang 14) cannot capture a structured binding in a lambda.
     kernels::MatView* const m = t.m;
     const bool convert = t.convert;
     const int64_t row_in = RowBytes(m->type, m->cols), row_out = convert ? m->cols * 2 : row_in;
     const auto* src = static_cast<const uint8_t*>(m->data);
+    if (t.panels > 0) {
+      // BF16 panels in place of rows (the avx512bf16 kernels' layout): the
+      // tile no longer packs them on every call.
+      const int64_t rows_per = 16, panel_bytes = t.panels / ((m->rows + rows_per - 1) / rows_per);
+      pool.ParallelFor((m->rows + rows_per - 1) / rows_per, [&](int64_t q0, int64_t q1) {
+        std::vector<float> row(convert ? static_cast<size_t>(m->cols) : 0);
+        std::vector<uint16_t> bf16(convert ? static_cast<size_t>(rows_per * m->cols) : 0);
+        const uint16_t* rows[16];
+        for (int64_t q = q0; q < q1; ++q) {
+          const int valid = static_cast<int>(std::min(rows_per, m->rows - q * rows_per));
+          for (int r = 0; r < valid; ++r) {
+            const uint8_t* in = src + (q * rows_per + r) * row_in;
+            if (convert) {
+              kernels::DequantizeRow(m->type, in, row.data(), m->cols);
+              kernels::ConvertRowFromF32(DType::kBF16, row.data(), bf16.data() + r * m->cols, m->cols);
+              rows[r] = bf16.data() + r * m->cols;
+            } else {
+              rows[r] = reinterpret_cast<const uint16_t*>(in);
+            }
+          }
+          kernels::PackBf16Panel(rows, valid, m->cols, next + q * panel_bytes);
+        }
+      });
+      DropPages(f, m->data, row_in * m->rows);
+      // The bytes of the matrix as BF16 rows (the panels add at most one
+      // panel's padding of rows and 31 columns).
+      if (convert) {
+        bf16_bytes += static_cast<uint64_t>(row_out * m->rows);
+        m->type = DType::kBF16;
+        m->data = nullptr;  // no BF16 rows exist; only kernels that read panels may use it
+      } else {
+        float_copy_bytes += static_cast<uint64_t>(row_out * m->rows);
+      }
+      m->packed = next;
+      next += Padded64(t.panels);
+      continue;
+    }
     pool.ParallelFor(m->rows, [&](int64_t r0, int64_t r1) {
       if (!convert) {
         std::memcpy(next + r0 * row_out, src + r0 * row_in, static_cast<size_t>((r1 - r0) * row_in));

@@ -11,7 +11,10 @@
 // as vLLM's --dtype bfloat16 and ik_llama.cpp's -rtr do: CPUs with
 // AVX512_BF16 then multiply them with bf16 dot products (twice the f32 FMA
 // rate in prefill); each weight keeps 8 significant bits. `--dtype auto`
-// (the default) does so for F16 matrices on those CPUs only.
+// (the default) does so for F16 matrices on those CPUs only. There, BF16
+// matrices (converted or stored) are kept as the avx512bf16 kernels' BF16
+// panels (MatView::packed) instead of rows; a converted one then has no
+// rows at all (MatView::data null), which only those kernels accept.
 // Mixture-of-experts layers keep each expert of the 3-D expert tensors
 // ([n_experts, rows, cols], GGUF dims [cols, rows, n_experts]) as a MatView
 // of its own rows, packed separately, so that a token reads only the
