@@ -62,6 +62,12 @@ function yamlValue(v) {
   return typeof v === "string" ? JSON.stringify(v) : String(v);
 }
 
+// The lines of a file that another process appends to, up to its last
+// newline (a read can catch a line half written).
+function completeLines(text) {
+  return text.slice(0, text.lastIndexOf("\n") + 1).split("\n").filter((l) => l);
+}
+
 function gatewayYaml({ pools, gateway = {}, model, auditLog }) {
   const lines = ["gateway:"];
   for (const [k, v] of Object.entries({ port: 0, health_interval_seconds: 0.2, ...gateway })) {
@@ -103,9 +109,10 @@ export async function startGateway({ pools, gateway = {}, model, dir = tempDir()
     ...(await spawnListening(binary, ["gateway", "--config", config, ...args], { what: "gateway" })),
     config,
     auditLog,
+    // Complete lines only: the gateway may be writing the last one.
     audit: () =>
       existsSync(auditLog)
-        ? readFileSync(auditLog, "utf8").split("\n").filter((l) => l).map((l) => JSON.parse(l))
+        ? completeLines(readFileSync(auditLog, "utf8")).map((l) => JSON.parse(l))
         : [],
     reconfigure(newPools) {
       writeFileSync(config, gatewayYaml({ pools: newPools, gateway, model, auditLog }));
