@@ -188,6 +188,13 @@ void DropPages(const gguf::GgufFile& f, const void* data, int64_t bytes) {
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+// One row of a stored float matrix as BF16, through `scratch` (cols floats):
+// rows and panels round the same way.
+void RowToBf16(DType t, const uint8_t* in, int64_t cols, std::vector<float>& scratch, void* out) {
+  kernels::DequantizeRow(t, in, scratch.data(), cols);
+  kernels::ConvertRowFromF32(DType::kBF16, scratch.data(), out, cols);
+}
+
 }  // namespace
 
 std::vector<std::pair<kernels::MatView*, bool>> ModelWeights::Matrices() {
@@ -266,8 +273,7 @@ void ModelWeights::PlaceFloatMatrices(const gguf::GgufFile& f, const LoadOptions
           for (int r = 0; r < valid; ++r) {
             const uint8_t* in = src + (q * rows_per + r) * row_in;
             if (convert) {
-              kernels::DequantizeRow(m->type, in, row.data(), m->cols);
-              kernels::ConvertRowFromF32(DType::kBF16, row.data(), bf16.data() + r * m->cols, m->cols);
+              RowToBf16(m->type, in, m->cols, row, bf16.data() + r * m->cols);
               rows[r] = bf16.data() + r * m->cols;
             } else {
               rows[r] = reinterpret_cast<const uint16_t*>(in);
@@ -296,10 +302,7 @@ void ModelWeights::PlaceFloatMatrices(const gguf::GgufFile& f, const LoadOptions
         return;
       }
       std::vector<float> row(static_cast<size_t>(m->cols));
-      for (int64_t r = r0; r < r1; ++r) {
-        kernels::DequantizeRow(m->type, src + r * row_in, row.data(), m->cols);
-        kernels::ConvertRowFromF32(DType::kBF16, row.data(), next + r * row_out, m->cols);
-      }
+      for (int64_t r = r0; r < r1; ++r) RowToBf16(m->type, src + r * row_in, m->cols, row, next + r * row_out);
     });
     DropPages(f, m->data, row_in * m->rows);
     if (convert) {
