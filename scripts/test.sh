@@ -16,7 +16,17 @@ JOBS=${JOBS:-$(nproc)}
 FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-12}
 SOAK_SECONDS=${KVSERVE_SOAK_SECONDS:-45}
 start=$(date +%s)
-stage() { echo "=== $1 ($(( $(date +%s) - start )) s elapsed)"; }
+# The tests write to $TMPDIR (random models, logs: ~0.8 GB in the Release
+# stage). Each test removes what it made when it exits; one directory per run,
+# emptied at every stage, also bounds what a crashed test leaves behind, so a
+# small CI disk holds the build trees and one stage's files at most.
+TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/kvserve-ci-XXXXXX")
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
+stage() {
+  find "$TMPDIR" -mindepth 1 -delete 2>/dev/null || true
+  echo "=== $1 ($(( $(date +%s) - start )) s elapsed, $(df -h --output=avail . | tail -1 | tr -d ' ') free on disk)"
+}
 
 stage "release build"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

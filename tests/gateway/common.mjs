@@ -3,12 +3,11 @@
 // loopback ports, key files through `kvserve gateway keys`, redis-server,
 // the audit log. Everything runs on 127.0.0.1 and stops with the test.
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
 
-import { binary, metrics, request, sourceDir, spawnListening, startServer, waitFor } from "../server/common.mjs";
+import { binary, madeTempDir, metrics, request, sourceDir, spawnListening, startServer, waitFor } from "../server/common.mjs";
 
 export * from "../server/common.mjs";
 
@@ -22,7 +21,7 @@ export const bundled = () => {
 };
 
 export function tempDir() {
-  return mkdtempSync(path.join(tmpdir(), "kvserve-gw-"));
+  return madeTempDir("kvserve-gw-");
 }
 
 export async function freePort() {

@@ -3,11 +3,23 @@
 // its metrics, stop it. The tests run with `node --test FILE` (node:test);
 // a file exits 77 (ctest: skipped) when something it needs is absent.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+
+// Temporary directories this test process made; removed when it exits, so a
+// test run leaves nothing behind in $TMPDIR.
+const madeDirs = [];
+process.on("exit", () => {
+  for (const d of madeDirs) rmSync(d, { recursive: true, force: true });
+});
+export function madeTempDir(prefix) {
+  const d = mkdtempSync(path.join(tmpdir(), prefix));
+  madeDirs.push(d);
+  return d;
+}
 
 export const SKIP = 77;
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -81,7 +93,7 @@ export async function spawnListening(file, argv, { env = {}, what = "server" } =
 // backend, kvserve_fake, by default) on an ephemeral port. Resolves once the listening line appears;
 // with waitReady, once /ready says 200.
 export async function startServer({ args = [], fake = true, waitReady = true, env = {} } = {}) {
-  const dir = mkdtempSync(path.join(tmpdir(), "kvserve-test-"));
+  const dir = madeTempDir("kvserve-test-");
   const accessLog = path.join(dir, "access.log");
   const argv = ["serve", "--port", "0", "--host", "127.0.0.1", "--access-log", accessLog, "--log-level", "info"];
   argv.push(...args);
