@@ -57,6 +57,28 @@ inline __m512bh AsBh(__m512i v) { return reinterpret_cast<__m512bh&>(v); }
 
 inline __mmask32 TailMask32(int64_t n) { return n >= 32 ? 0xFFFFFFFFu : static_cast<__mmask32>((1u << n) - 1); }
 
+// One block of kR weight rows from r0 of a tile of `rows`: the masks of the
+// two 16-row halves a microkernel stores (m1 is empty for a lone last half).
+struct RowBlock {
+  int64_t valid;  // rows of the block that exist, 1..kR
+  __mmask16 m0, m1;
+};
+inline RowBlock BlockAt(int64_t rows, int64_t r0) {
+  const int64_t valid = std::min<int64_t>(kR, rows - r0);
+  return {valid, TailMask(valid), TailMask(std::max<int64_t>(0, valid - 16))};
+}
+
+// The two 16-row panels (packed at load, panel_u32 u32 each) of the block at
+// r0; a lone last panel is read twice and its second products go unstored.
+struct PanelPair {
+  const uint32_t* w0;
+  const uint32_t* w1;
+};
+inline PanelPair PanelsAt(const uint32_t* w, int64_t panel_u32, int64_t r0, const RowBlock& b) {
+  const uint32_t* w0 = w + r0 / 16 * panel_u32;
+  return {w0, b.valid > 16 ? w0 + panel_u32 : w0};
+}
+
 // xb[i][0..cp) = bf16(x[i][0..cols)), zero after cols.
 void ConvertActs(const float* x, int64_t ldx, int64_t m, int64_t cols, int64_t cp, uint16_t* xb) {
   for (int64_t i = 0; i < m; ++i) {
@@ -189,8 +211,7 @@ void PanelTile(const TileArgs& t, const uint32_t* xg, int64_t cp) {
   auto* panel = reinterpret_cast<uint32_t*>(ThreadScratch(ScratchSlot::kPanel, kKc / 2 * kR * sizeof(uint32_t)));
   const int64_t ldx = cp / 2;  // pairs per row
   for (int64_t r0 = 0; r0 < t.rows; r0 += kR) {
-    const int64_t valid = std::min<int64_t>(kR, t.rows - r0);
-    const __mmask16 m0 = TailMask(valid), m1 = TailMask(std::max<int64_t>(0, valid - 16));
+    const RowBlock b = BlockAt(t.rows, r0);
     const uint16_t* rows[kR];
     for (int r = 0; r < kR; ++r) {
       rows[r] = reinterpret_cast<const uint16_t*>(t.w + std::min<int64_t>(r0 + r, t.rows - 1) * t.row_bytes);
@@ -200,7 +221,7 @@ void PanelTile(const TileArgs& t, const uint32_t* xg, int64_t cp) {
       PackPanel(rows, k0, kn, panel);
       for (int64_t i0 = 0; i0 < t.m; i0 += kA) {
         MicroRows<kR>(panel, panel + 16, npairs, xg + i0 * ldx + k0 / 2 * kA, t.m - i0, t.y + i0 * t.ldy + r0,
-                      t.ldy, m0, m1, k0 > 0);
+                      t.ldy, b.m0, b.m1, k0 > 0);
       }
     }
   }
@@ -213,15 +234,13 @@ void PackedPanelTile(const TileArgs& t, const uint32_t* xg, int64_t cp) {
   const int64_t panel_u32 = cp / 2 * 16;  // u32 per 16-row panel
   const auto* w = reinterpret_cast<const uint32_t*>(t.w);
   for (int64_t r0 = 0; r0 < t.rows; r0 += kR) {
-    const int64_t valid = std::min<int64_t>(kR, t.rows - r0);
-    const __mmask16 m0 = TailMask(valid), m1 = TailMask(std::max<int64_t>(0, valid - 16));
-    const uint32_t* w0 = w + r0 / 16 * panel_u32;
-    const uint32_t* w1 = valid > 16 ? w0 + panel_u32 : w0;  // a lone last panel: its products go unstored
+    const RowBlock b = BlockAt(t.rows, r0);
+    const PanelPair pp = PanelsAt(w, panel_u32, r0, b);
     for (int64_t k0 = 0; k0 < t.cols; k0 += kKc) {
       const int64_t kn = std::min(kKc, t.cols - k0), npairs = (kn + 1) / 2;
       for (int64_t i0 = 0; i0 < t.m; i0 += kA) {
-        MicroRows<16>(w0 + k0 / 2 * 16, w1 + k0 / 2 * 16, npairs, xg + i0 * ldx + k0 / 2 * kA, t.m - i0,
-                      t.y + i0 * t.ldy + r0, t.ldy, m0, m1, k0 > 0);
+        MicroRows<16>(pp.w0 + k0 / 2 * 16, pp.w1 + k0 / 2 * 16, npairs, xg + i0 * ldx + k0 / 2 * kA, t.m - i0,
+                      t.y + i0 * t.ldy + r0, t.ldy, b.m0, b.m1, k0 > 0);
       }
     }
   }
@@ -276,15 +295,13 @@ void PackedDirectTile(const TileArgs& t, const uint16_t* xb, int64_t cp) {
   const int64_t panel_u32 = cp / 2 * 16, npairs = cp / 2;  // pairs past cols are zero in both
   const auto* w = reinterpret_cast<const uint32_t*>(t.w);
   for (int64_t r0 = 0; r0 < t.rows; r0 += kR) {
-    const int64_t valid = std::min<int64_t>(kR, t.rows - r0);
-    const __mmask16 m0 = TailMask(valid), m1 = TailMask(std::max<int64_t>(0, valid - 16));
-    const uint32_t* w0 = w + r0 / 16 * panel_u32;
-    const uint32_t* w1 = valid > 16 ? w0 + panel_u32 : w0;
+    const RowBlock b = BlockAt(t.rows, r0);
+    const PanelPair pp = PanelsAt(w, panel_u32, r0, b);
     float* y = t.y + r0;
     int64_t i = 0;
-    for (; i + 3 <= t.m; i += 3) PackedDot<3>(w0, w1, npairs, xb + i * cp, cp, y + i * t.ldy, t.ldy, m0, m1);
-    if (t.m - i == 2) PackedDot<2>(w0, w1, npairs, xb + i * cp, cp, y + i * t.ldy, t.ldy, m0, m1);
-    if (t.m - i == 1) PackedDot<1>(w0, w1, npairs, xb + i * cp, cp, y + i * t.ldy, t.ldy, m0, m1);
+    for (; i + 3 <= t.m; i += 3) PackedDot<3>(pp.w0, pp.w1, npairs, xb + i * cp, cp, y + i * t.ldy, t.ldy, b.m0, b.m1);
+    if (t.m - i == 2) PackedDot<2>(pp.w0, pp.w1, npairs, xb + i * cp, cp, y + i * t.ldy, t.ldy, b.m0, b.m1);
+    if (t.m - i == 1) PackedDot<1>(pp.w0, pp.w1, npairs, xb + i * cp, cp, y + i * t.ldy, t.ldy, b.m0, b.m1);
   }
 }
 
