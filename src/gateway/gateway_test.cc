@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_util.h"
 #include "http/sse.h"
 #include "http/sse_parser.h"
 
@@ -188,8 +189,7 @@ TEST(GatewayTest, PassesAnswersThroughAndRetriesBeforeTheFirstByte) {
 // /v1/models gave) before the gateway reports ready and routes to it.
 TEST(GatewayTest, JoiningReplicaIsWarmedBeforeItTakesTraffic) {
   if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
-  const auto dir = std::filesystem::temp_directory_path() / ("kvserve_gw_warm_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const auto dir = kvs::testing::TempDir("gw_warm");
   const std::string file = (dir / "warm.txt").string();
   std::ofstream(file) << "first hot prefix\n{\"prompt\": \"second hot prefix\"}\n";
   Upstream up(Upstream::Mode::kOk);
@@ -205,7 +205,6 @@ TEST(GatewayTest, JoiningReplicaIsWarmedBeforeItTakesTraffic) {
   const std::string name = f.gw->router().AllReplicas().front()->name();
   EXPECT_EQ(f.gw->metrics().warmups_finished.With({"main", name, "completed"}).Value(), 1);
   EXPECT_EQ(f.gw->metrics().warm_prompts.With({"main", name, "ok"}).Value(), 2);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(GatewayTest, StreamFailingAfterTheFirstByteEndsWithAnInBandError) {
@@ -247,7 +246,7 @@ TEST(GatewayTest, ClientDisconnectCancelsTheUpstream) {
 
 TEST(GatewayTest, KeysAndTokenLimits) {
   if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
-  const std::string path = (std::filesystem::temp_directory_path() / ("kvs-gw-keys-" + std::to_string(::getpid()))).string();
+  const std::string path = (kvs::testing::TempDir("gw_keys") / "keys.yaml").string();
   KeyFile kf;
   kf.tenants["t"].tokens_per_minute = 30;
   KeyEntry e{KeyIdOfDigest(KeyDigest("sk-t")), "t", KeyDigest("sk-t"), "now"};
@@ -271,7 +270,6 @@ TEST(GatewayTest, KeysAndTokenLimits) {
   EXPECT_GE(ok, 1);
   EXPECT_EQ(ok + limited, 10);
   EXPECT_GE(limited, 1);
-  std::filesystem::remove(path);
 }
 
 // With the only replica at max_requests_per_replica, a request waits in the
@@ -304,7 +302,7 @@ TEST(GatewayTest, AWaiterTimesOutWith503) {
 // the replicas (lower first): raised to the class, never lowered.
 TEST(GatewayTest, TenantPriorityClassBoundsTheReplicasPriority) {
   if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
-  const std::string path = (std::filesystem::temp_directory_path() / ("kvs-gw-prio-" + std::to_string(::getpid()))).string();
+  const std::string path = (kvs::testing::TempDir("gw_prio") / "keys.yaml").string();
   KeyFile kf;
   kf.tenants["batch"].priority = 5;
   kf.keys.push_back({KeyIdOfDigest(KeyDigest("sk-b")), "batch", KeyDigest("sk-b"), "now"});
@@ -324,13 +322,11 @@ TEST(GatewayTest, TenantPriorityClassBoundsTheReplicasPriority) {
   EXPECT_EQ(priority(), 9);
   ASSERT_EQ(f.Post(R"({"model":"m","prompt":"hi","max_tokens":4})", "sk-i").status, 200);
   EXPECT_EQ(priority(), 0);
-  std::filesystem::remove(path);
 }
 
 TEST(GatewayTest, AuditLinesNeverHoldTheKeyAndHoldThePromptOnlyWhenAsked) {
   if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
-  const std::string dir = (std::filesystem::temp_directory_path() / ("kvs-gw-audit-" + std::to_string(::getpid()))).string();
-  std::filesystem::create_directories(dir);
+  const std::string dir = kvs::testing::TempDir("gw_audit").string();
   KeyFile kf;
   kf.keys.push_back({KeyIdOfDigest(KeyDigest("sk-secret")), "t", KeyDigest("sk-secret"), "now"});
   ASSERT_TRUE(kf.Save(dir + "/keys.yaml").ok());
@@ -364,7 +360,6 @@ TEST(GatewayTest, AuditLinesNeverHoldTheKeyAndHoldThePromptOnlyWhenAsked) {
       EXPECT_EQ(l.dump().find("sk-wrong"), std::string::npos);
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(GatewayTest, ReloadShiftsReplicaWeights) {

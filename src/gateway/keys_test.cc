@@ -1,20 +1,18 @@
 // Key file: round trip, constant-time lookup by digest, reload on change.
 #include "gateway/keys.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "base/test_util.h"
+
 namespace kvs::gateway {
 namespace {
 
-std::string TempPath(const char* name) {
-  return (std::filesystem::temp_directory_path() / (std::string(name) + std::to_string(::getpid()) + ".yaml")).string();
-}
+std::string TempPath(const char* name) { return (kvs::testing::TempDir("keys") / (std::string(name) + ".yaml")).string(); }
 
 KeyFile WithKey(const std::string& key, const std::string& tenant) {
   KeyFile f;
@@ -99,7 +97,6 @@ TEST(KeysTest, AuthenticatorReloadsOnChangeAndKeepsOldKeysOnError) {
   { std::ofstream(path) << "keys: [oops"; }
   EXPECT_FALSE((*a)->ReloadIfChanged().ok());
   EXPECT_TRUE((*a)->Current()->Authenticate("sk-new").has_value());
-  std::filesystem::remove(path);
 }
 
 }  // namespace
