@@ -51,7 +51,7 @@
 #   KVSERVE_BLUE_PORT 8001, KVSERVE_GREEN_PORT 8002, KVSERVE_SLOT_HOST 127.0.0.1
 #   KVSERVE_GATEWAY_CONFIG  /etc/kvserve/gateway.yaml
 #   KVSERVE_GATEWAY_RELOAD_CMD 'systemctl kill --signal=SIGHUP kvserve-gateway'
-#   KVSERVE_GATEWAY_URL     http://127.0.0.1:8080 (its /metrics)
+#   KVSERVE_GATEWAY_ADMIN_URL http://127.0.0.1:9180 (the gateway's admin listener: its /metrics)
 #   KVSERVE_GATEWAY_POOL    main
 #   KVSERVE_CANARY_PERCENT  0 (no canary step), KVSERVE_CANARY_SECONDS 30
 set -euo pipefail
@@ -68,7 +68,7 @@ stop_cmd=${KVSERVE_SLOT_STOP_CMD:-'systemctl disable -q --now kvserve@$KVSERVE_S
 slot_host=${KVSERVE_SLOT_HOST:-127.0.0.1}
 gw_config=${KVSERVE_GATEWAY_CONFIG:-/etc/kvserve/gateway.yaml}
 gw_reload=${KVSERVE_GATEWAY_RELOAD_CMD:-systemctl kill --signal=SIGHUP kvserve-gateway}
-gw_url=${KVSERVE_GATEWAY_URL:-http://127.0.0.1:8080}
+gw_url=${KVSERVE_GATEWAY_ADMIN_URL:-http://127.0.0.1:9180}
 gw_pool=${KVSERVE_GATEWAY_POOL:-main}
 canary_percent=${KVSERVE_CANARY_PERCENT:-0}
 canary_seconds=${KVSERVE_CANARY_SECONDS:-30}
@@ -141,7 +141,7 @@ check_gateway_config() {
   for s in blue green; do
     grep -q -F "$(slot_url $s)" "$gw_config" || die "$gw_config does not list the $s slot $(slot_url $s)"
   done
-  curl -fsS -o /dev/null "$gw_url/metrics" || die "the gateway does not answer at $gw_url (KVSERVE_GATEWAY_URL)"
+  curl -fsS -o /dev/null "$gw_url/metrics" || die "the gateway's admin listener does not answer at $gw_url (KVSERVE_GATEWAY_ADMIN_URL)"
 }
 
 # Starts SLOT on the release it links to and waits until it serves that

@@ -33,4 +33,15 @@ RouteMatch MatchRoute(std::span<const Route> routes, std::string_view method, st
 // its transport_error(), 413 and 431 among them).
 ApiError TransportError(int status, std::string message);
 
+// The API key a request presents, as both front ends read it: the
+// `Authorization` header's credentials when its scheme is Bearer (in any
+// case: RFC 9110 11.1 makes auth-schemes case-insensitive; one or more
+// spaces after it), else the `x-api-key` header (Anthropic's clients);
+// surrounding spaces trimmed. "" when neither carries a key.
+std::string_view ApiKeyFromHeaders(std::string_view authorization, std::string_view x_api_key);
+
+// The 401 for a request without a valid key (missing or wrong), the same
+// from the server and the gateway.
+ApiError Unauthenticated(bool key_missing);
+
 }  // namespace kvs::api

@@ -54,6 +54,8 @@ int Fail(const Status& s) {
 }
 
 int KeysAdd(const KeyArgs& a) {
+  auto lock = gateway::KeyFileLock::Acquire(a.file);
+  if (!lock.ok()) return Fail(lock.status());
   auto f = LoadOrEmpty(a.file);
   if (!f.ok()) return Fail(f.status());
   auto key = gateway::GenerateApiKey();
@@ -92,6 +94,8 @@ int KeysList(const KeyArgs& a) {
 }
 
 int KeysRevoke(const KeyArgs& a) {
+  auto lock = gateway::KeyFileLock::Acquire(a.file);
+  if (!lock.ok()) return Fail(lock.status());
   auto f = gateway::KeyFile::Load(a.file);
   if (!f.ok()) return Fail(f.status());
   const size_t before = f->keys.size();

@@ -152,9 +152,28 @@ const std::vector<Key<G>>& Scalars() {
     t.push_back(Int<G>("gateway.max_body_bytes", "max-body-bytes",
                        [](G& c) -> int64_t& { return c.gateway.max_body_bytes; }, 1024, int64_t{1} << 30,
                        "Largest request body; larger ones get 413"));
+    t.push_back(Int<G>("gateway.max_connections", "max-connections",
+                       [](G& c) -> int64_t& { return c.gateway.max_connections; }, 0, 1 << 20,
+                       "Open client connections; a new one beyond gets 503 and is closed (0: no limit)"));
+    t.push_back(Int<G>("gateway.max_connections_per_client", "max-connections-per-client",
+                       [](G& c) -> int64_t& { return c.gateway.max_connections_per_client; }, 0, 1 << 20,
+                       "Open connections from one client address; beyond: 429 and closed (0: no limit)"));
+    t.push_back(Str<G>("gateway.admin_host", "admin-host", [](G& c) -> std::string& { return c.gateway.admin_host; },
+                       "an address or host name",
+                       "Address of the admin listener (/metrics, /status, the status page); keep it off the public "
+                       "network",
+                       NonEmpty));
+    t.push_back(Int<G>("gateway.admin_port", "admin-port", [](G& c) -> int64_t& { return c.gateway.admin_port; }, 0,
+                       65535, "Port of the admin listener; 0 picks a free one (the log line \"admin listening on\" "
+                       "says which)"));
     t.push_back(Num<G>("gateway.keep_alive_timeout_seconds", "keep-alive-timeout",
                        [](G& c) -> double& { return c.gateway.keep_alive_timeout_seconds; }, 0, true, 3600,
                        "How long an idle client connection stays open"));
+    t.push_back(Enum<G>("gateway.prefix_cache_scope", "prefix-cache-scope", [](G& c) -> std::string& { return c.gateway.prefix_cache_scope; },
+                        {"tenant", "shared"},
+                        "Who shares prefix-cache blocks on the replicas: tenant (each tenant its own namespace, "
+                        "which clients cannot override) or shared (all tenants: a common system prompt is cached "
+                        "once, but response times can tell one tenant what another sent)"));
     t.push_back(Num<G>("gateway.drain_timeout_seconds", "drain-timeout",
                        [](G& c) -> double& { return c.gateway.drain_timeout_seconds; }, 0, false, 3600,
                        "On SIGTERM: how long in-flight requests may take before they are cut"));
@@ -508,7 +527,7 @@ Status ValidateGatewayConfig(const GatewayConfig& cfg) {
       }
     }
     if (!p.warm_prompts_file.empty()) {
-      auto prompts = LoadWarmPrompts(p.warm_prompts_file);
+      auto prompts = LoadWarmPrompts(p.warm_prompts_file, cfg.gateway.prefix_cache_scope == "tenant");
       if (!prompts.ok()) return InvalidArgument("{}.warm_prompts_file: {}", where, prompts.status().message());
     }
     if (!p.canary_version.empty()) {

@@ -76,8 +76,21 @@ struct GatewaySection {
   int64_t prep_threads = 2;       // parsing, tokenization and admission
   int64_t prep_queue = 256;       // requests waiting for a prep thread; more get 503
   int64_t max_body_bytes = int64_t{32} << 20;
+  int64_t max_connections = 4096;           // open client connections; beyond: 503 and closed (0: no limit)
+  int64_t max_connections_per_client = 256; // per remote address; beyond: 429 (0: no limit)
+  // The admin listener: /metrics, /status and the status page, which name
+  // tenants, replicas and files, are served here and not on the public port.
+  std::string admin_host = "127.0.0.1";
+  int64_t admin_port = 9180;                // 0 picks a free one (the log line "admin listening on" says which)
   double keep_alive_timeout_seconds = 60;
   double drain_timeout_seconds = 30;
+  // Who shares prefix-cache blocks on the replicas: "tenant" (each
+  // tenant its own namespace: the gateway folds the tenant into the
+  // request's cache_salt, which clients cannot override) or "shared" (every
+  // tenant of this gateway shares one cache: e.g. a common system prompt;
+  // timing can then tell one tenant what another sent).
+  std::string prefix_cache_scope = "tenant";
+
   std::string key_file;           // tenants and their key digests (`kvserve gateway keys`)
   bool allow_anonymous = false;   // no key_file: serve without authentication (tests, trusted networks)
   double key_file_poll_seconds = 1;

@@ -33,6 +33,19 @@ void ReplyJson(const std::shared_ptr<http::Exchange>& ex, int status, const json
 
 std::chrono::milliseconds Seconds(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
 
+// The public port's routes; every one but /health and /ready needs a key.
+constexpr api::Route kPublicRoutes[] = {
+    {"/health", "GET", false},    {"/ready", "GET", false},     {"/v1/models", "GET", false},
+    {"/v1/models/", "GET", true}, {"/v1/completions", "POST", false}, {"/v1/chat/completions", "POST", false},
+};
+// The admin listener's: no key, not reachable from the public network.
+constexpr api::Route kAdminRoutes[] = {
+    {"/", "GET", false}, {"/status", "GET", false}, {"/metrics", "GET", false},
+    {"/health", "GET", false}, {"/ready", "GET", false},
+};
+
+bool IsPublicProbe(std::string_view path) { return path == "/health" || path == "/ready"; }
+
 }  // namespace
 
 StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
@@ -46,7 +59,7 @@ StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
   p.audit = std::move(*audit);
   for (const PoolConfig& pc : cfg.pools) {
     if (pc.warm_prompts_file.empty()) continue;
-    auto prompts = LoadWarmPrompts(pc.warm_prompts_file);
+    auto prompts = LoadWarmPrompts(pc.warm_prompts_file, cfg.gateway.prefix_cache_scope == "tenant");
     if (!prompts.ok()) return prompts.status().WithContext("pool " + pc.name + ": warm_prompts_file");
     p.warm_prompts[pc.name] = std::move(*prompts);
   }
@@ -111,8 +124,21 @@ Status Gateway::Start() {
   so.io_threads = static_cast<int>(cfg_.gateway.io_threads);
   so.max_body_bytes = static_cast<uint64_t>(cfg_.gateway.max_body_bytes);
   so.keep_alive_timeout = Seconds(cfg_.gateway.keep_alive_timeout_seconds);
+  so.max_connections = static_cast<int>(cfg_.gateway.max_connections);
+  so.max_connections_per_client = static_cast<int>(cfg_.gateway.max_connections_per_client);
+  so.header_check = [this](const http::HttpRequest& head, std::string* message) { return CheckHeader(head, message); };
   server_ = std::make_unique<http::HttpServer>(so);
   KVS_RETURN_IF_ERROR(server_->Start([this](std::shared_ptr<http::Exchange> ex) { Handle(std::move(ex)); }));
+  http::ServerOptions ao;
+  ao.host = cfg_.gateway.admin_host;
+  ao.port = static_cast<uint16_t>(cfg_.gateway.admin_port);
+  ao.io_threads = 1;
+  ao.max_body_bytes = 1 << 16;  // GETs only
+  ao.max_connections = 64;
+  admin_ = std::make_unique<http::HttpServer>(ao);
+  if (Status s = admin_->Start([this](std::shared_ptr<http::Exchange> ex) { HandleAdmin(std::move(ex)); }); !s.ok()) {
+    return s.WithContext("gateway.admin_port");
+  }
   if (!parts_.auth->anonymous()) WatchKeyFile();
   SampleStatus();
   return Status::Ok();
@@ -133,6 +159,8 @@ void Gateway::WatchKeyFile() {
     const uint64_t before = parts_.auth->reloads();
     Status s = parts_.auth->ReloadIfChanged();
     if (!s.ok()) {
+      // Once per change of the file: its mtime is recorded as tried.
+      metrics_.key_reload_failures.Inc();
       spdlog::error("gateway: key file not reloaded (the loaded keys stay in force): {}", s.message());
     } else if (parts_.auth->reloads() != before) {
       metrics_.key_reloads.Inc();
@@ -148,6 +176,7 @@ Status Gateway::ReloadKeys() {
     metrics_.key_reloads.Inc();
     spdlog::info("gateway: key file reloaded: {} keys", parts_.auth->Current()->size());
   } else {
+    metrics_.key_reload_failures.Inc();
     spdlog::error("gateway: key file not reloaded (the loaded keys stay in force): {}", s.message());
   }
   return s;
@@ -217,9 +246,35 @@ void Gateway::BeginDrain() {
 void Gateway::Stop() {
   if (stopped_.exchange(true)) return;
   if (health_) health_->Stop();
+  if (admin_) admin_->Stop();
   if (server_) server_->Stop();
   if (client_) client_->Stop();
   if (prep_) prep_->Stop();
+}
+
+int Gateway::CheckHeader(const http::HttpRequest& head, std::string* message) const {
+  if (parts_.auth->anonymous()) return 0;
+  const api::RouteMatch match = api::MatchRoute(kPublicRoutes, head.method, head.path);
+  if (match.error || IsPublicProbe(match.route->path)) return 0;  // answered by the handler
+  const std::string_view key = api::ApiKeyFromHeaders(head.Header("Authorization"), head.Header("x-api-key"));
+  if (parts_.auth->Current()->Authenticate(key)) return 0;
+  *message = api::Unauthenticated(key.empty()).message;
+  return 401;
+}
+
+void Gateway::HandleAdmin(std::shared_ptr<http::Exchange> ex) {
+  const http::HttpRequest& req = ex->request();
+  if (int status = ex->transport_error()) {
+    return ReplyJson(ex, status, api::TransportError(status, ex->transport_error_message()).ToJson());
+  }
+  const api::RouteMatch match = api::MatchRoute(kAdminRoutes, req.method, req.path);
+  if (match.error) return ReplyJson(ex, match.error->status, match.error->ToJson());
+  const std::string_view path = match.route->path;
+  if (path == "/health") return ReplyJson(ex, 200, {{"status", draining_ ? "draining" : "ok"}});
+  if (path == "/ready") return HandleReady(ex);
+  if (path == "/metrics") return HandleMetrics(ex);
+  if (path == "/") return HandleStatusPage(ex);
+  return HandleStatus(ex);
 }
 
 void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
@@ -228,40 +283,22 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   if (int status = ex->transport_error()) {
     return ReplyGatewayError(this, ex, api::TransportError(status, ex->transport_error_message()), id, nullptr);
   }
-  static const api::Route kRoutes[] = {
-      {"/", "GET", false},          {"/status", "GET", false},
-      {"/health", "GET", false},    {"/ready", "GET", false},           {"/metrics", "GET", false},
-      {"/v1/models", "GET", false}, {"/v1/models/", "GET", true},       {"/v1/completions", "POST", false},
-      {"/v1/chat/completions", "POST", false},
-  };
-  const api::RouteMatch match = api::MatchRoute(kRoutes, req.method, req.path);
+  const api::RouteMatch match = api::MatchRoute(kPublicRoutes, req.method, req.path);
   if (match.error) return ReplyGatewayError(this, ex, *match.error, id, nullptr);
   const api::Route* route = match.route;
   const std::string_view path = route->path;
   if (path == "/health") return ReplyJson(ex, 200, {{"status", draining_ ? "draining" : "ok"}});
   if (path == "/ready") return HandleReady(ex);
-  if (path == "/metrics") return HandleMetrics(ex);
-  if (path == "/") return HandleStatusPage(ex);
-  if (path == "/status") return HandleStatus(ex);
 
-  // Everything else needs a key.
+  // Everything else needs a key (checked from the header already; again
+  // here for the principal, and for a key revoked in between).
   Principal principal;
   if (parts_.auth->anonymous()) {
-    principal.tenant = "anonymous";
+    principal.tenant = kAnonymousTenant;
   } else {
-    std::string_view auth = req.Header("Authorization");
-    std::string_view key;
-    if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) key = auth.substr(7);
-    while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
+    const std::string_view key = api::ApiKeyFromHeaders(req.Header("Authorization"), req.Header("x-api-key"));
     auto p = parts_.auth->Current()->Authenticate(key);
-    if (!p) {
-      return ReplyGatewayError(this, ex,
-                               api::MakeError(401,
-                                         key.empty() ? "missing API key: send it as \"Authorization: Bearer YOUR_KEY\""
-                                                     : "incorrect API key provided",
-                                         "authentication_error", "invalid_api_key"),
-                               id, nullptr);
-    }
+    if (!p) return ReplyGatewayError(this, ex, api::Unauthenticated(key.empty()), id, nullptr);
     principal = std::move(*p);
   }
   if (draining_) {
@@ -414,6 +451,7 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
                  p->replicas.size());
   }
   spdlog::info("listening on http://{}:{}", cfg.gateway.host, gw.port());
+  spdlog::info("admin listening on http://{}:{} (/metrics, /status)", cfg.gateway.admin_host, gw.admin_port());
 
   std::mutex mu;
   std::condition_variable cv;

@@ -1,7 +1,9 @@
 // Gateway: the HTTP handler and lifecycle of `kvserve gateway`.
 //
 // For /v1/completions and /v1/chat/completions, in order: route (404/405),
-// API key (401; nothing reaches a replica without one), then on the prep
+// API key (401, from the header alone, before the body is read: a client
+// without a key cannot make the gateway buffer a body; nothing reaches a
+// replica without one), then on the prep
 // pool (503 when its queue is full): parse and validate as the server does
 // (400), count prompt tokens with the model's tokenizer and template, pick
 // the pools that can hold prompt + max_tokens (400 with the counts when none
@@ -9,9 +11,13 @@
 // (429 + Retry-After), then proxy (proxy.h) to a replica chosen by the
 // routing policy; a replica that joins a pool with warm prompts gets them
 // replayed before it takes traffic (warmup.h). /health, /ready (200 when every pool has an available
-// replica), /metrics, the merged /v1/models, the status page (GET /) and its
-// JSON document (GET /status, status_board.h) are answered by the gateway
-// itself, without a key, as `kvserve serve` answers them.
+// replica) and the merged /v1/models are answered by the gateway itself.
+// /metrics, the status page (GET /) and its JSON document (GET /status,
+// status_board.h) name tenants, replicas and files: they are served only on
+// the admin listener (gateway.admin_host/admin_port, loopback by default),
+// with /health and /ready, never on the public port.
+// Connections: gateway.max_connections in all, max_connections_per_client
+// from one address (503 / 429 beyond, without reading the request).
 //
 // States: serving -> draining (SIGTERM: /ready and new requests get 503,
 // in-flight ones get gateway.drain_timeout_seconds). SIGHUP reloads the key
@@ -60,6 +66,7 @@ class Gateway {
   // and the HTTP server.
   Status Start();
   uint16_t port() const { return server_ ? server_->port() : 0; }
+  uint16_t admin_port() const { return admin_ ? admin_->port() : 0; }
   void BeginDrain();
   bool draining() const { return draining_.load(); }
   int64_t in_flight() const { return in_flight_.load(); }
@@ -72,7 +79,8 @@ class Gateway {
   // changes are reported as needing a restart. Returns what was not applied.
   std::vector<std::string> ReloadConfig(const GatewayConfig& fresh);
 
-  void Handle(std::shared_ptr<http::Exchange> ex);
+  void Handle(std::shared_ptr<http::Exchange> ex);       // the public listener
+  void HandleAdmin(std::shared_ptr<http::Exchange> ex);  // the admin listener
 
   // Shared with ProxyRequest (proxy.cc).
   const GatewayConfig& config() const { return cfg_; }
@@ -102,6 +110,9 @@ class Gateway {
   void HandleStatus(std::shared_ptr<http::Exchange> ex);
   void HandleModels(std::shared_ptr<http::Exchange> ex, const std::string& id);
   void WatchKeyFile();
+  // The public listener's header check (http::ServerOptions::header_check):
+  // 401 for a request to an authenticated route without a valid key.
+  int CheckHeader(const http::HttpRequest& head, std::string* message) const;
 
   GatewayConfig cfg_;
   Parts parts_;
@@ -113,6 +124,7 @@ class Gateway {
   std::unique_ptr<HealthChecker> health_;
   std::unique_ptr<WorkQueue> prep_;
   std::unique_ptr<http::HttpServer> server_;
+  std::unique_ptr<http::HttpServer> admin_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> stopped_{false};

@@ -163,6 +163,9 @@ GatewayMetrics::GatewayMetrics()
                                            "Clients that went away before their response ended (the upstream "
                                            "request is cancelled).")),
       key_reloads(registry.Counter0("kvserve_gateway:key_file_reloads_total", "Successful reloads of the key file.")),
+      key_reload_failures(registry.Counter0("kvserve_gateway:key_file_reload_failures_total",
+                                            "Reloads of the key file that failed (it could not be read or parsed): "
+                                            "the keys loaded before, revoked ones included, stay in force.")),
       shared_state_errors(registry.Counter0("kvserve_gateway:shared_state_errors_total",
                                             "Rate-limit calls to Redis that failed (then shared_state_failure "
                                             "decides).")),

@@ -67,6 +67,7 @@ struct GatewayMetrics {
   metrics::Counter& stream_errors;                     // in-band error events sent
   metrics::Counter& client_disconnects;                // clients that left mid-request
   metrics::Counter& key_reloads;
+  metrics::Counter& key_reload_failures;
   metrics::Counter& shared_state_errors;               // Redis calls that failed
   metrics::Gauge& in_flight;
   metrics::Gauge& ready;                               // 1 while /ready answers 200

@@ -118,6 +118,7 @@ struct Fixture {
   Fixture(std::vector<std::string> replicas, std::string key_file = "",
           std::function<void(GatewayConfig&)> tweak = nullptr) {
     cfg.gateway.port = 0;
+    cfg.gateway.admin_port = 0;
     cfg.gateway.allow_anonymous = key_file.empty();
     cfg.gateway.key_file = key_file;
     cfg.gateway.health_interval_seconds = 0.2;
@@ -135,17 +136,20 @@ struct Fixture {
     gw = std::make_unique<Gateway>(cfg, std::move(*parts));
     EXPECT_TRUE(gw->Start().ok());
     url = *http::Url::Parse("http://127.0.0.1:" + std::to_string(gw->port()));
+    admin_url = *http::Url::Parse("http://127.0.0.1:" + std::to_string(gw->admin_port()));
   }
   ~Fixture() {
     client.Stop();
     gw->Stop();
   }
+  // Admin paths (/metrics, /status, /) go to the admin listener.
   http::ClientResponse Get(const std::string& target) {
     http::ClientRequest r;
     r.method = "GET";
     r.target = target;
     r.timeouts.total = 20s;
-    auto res = client.Fetch(url, r);
+    const bool admin = target == "/" || target == "/status" || target == "/metrics";
+    auto res = client.Fetch(admin ? admin_url : url, r);
     EXPECT_TRUE(res.ok()) << res.status().message();
     return res.ok() ? *res : http::ClientResponse{};
   }
@@ -162,6 +166,7 @@ struct Fixture {
   std::unique_ptr<Gateway> gw;
   http::HttpClient client;
   http::Url url;
+  http::Url admin_url;
 };
 
 constexpr const char* kBody = R"({"model":"m","prompt":"Once upon a time","max_tokens":4})";
@@ -305,6 +310,7 @@ TEST(GatewayTest, TenantPriorityClassBoundsTheReplicasPriority) {
   const std::string path = (kvs::testing::TempDir("gw_prio") / "keys.yaml").string();
   KeyFile kf;
   kf.tenants["batch"].priority = 5;
+  kf.tenants["interactive"];  // no limits: priority 0
   kf.keys.push_back({KeyIdOfDigest(KeyDigest("sk-b")), "batch", KeyDigest("sk-b"), "now"});
   kf.keys.push_back({KeyIdOfDigest(KeyDigest("sk-i")), "interactive", KeyDigest("sk-i"), "now"});
   ASSERT_TRUE(kf.Save(path).ok());
@@ -328,6 +334,7 @@ TEST(GatewayTest, AuditLinesNeverHoldTheKeyAndHoldThePromptOnlyWhenAsked) {
   if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
   const std::string dir = kvs::testing::TempDir("gw_audit").string();
   KeyFile kf;
+  kf.tenants["t"];
   kf.keys.push_back({KeyIdOfDigest(KeyDigest("sk-secret")), "t", KeyDigest("sk-secret"), "now"});
   ASSERT_TRUE(kf.Save(dir + "/keys.yaml").ok());
   Upstream good(Upstream::Mode::kOk);

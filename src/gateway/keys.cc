@@ -1,12 +1,19 @@
 #include "gateway/keys.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <cstring>
+#include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
@@ -133,8 +140,14 @@ StatusOr<KeyFile> KeyFile::Parse(std::string_view yaml) {
       return InvalidArgument("unknown section \"{}\"; sections are tenants, keys", name);
     }
   }
-  for (const auto& k : f.keys) {
-    if (!f.tenants.count(k.tenant)) f.tenants[k.tenant] = TenantLimits{};  // a key's tenant without limits
+  // A key whose tenant has no entry would run without limits: a typo in a
+  // tenant name must not hand out an unlimited key.
+  for (size_t i = 0; i < f.keys.size(); ++i) {
+    if (!f.tenants.count(f.keys[i].tenant)) {
+      return InvalidArgument("keys[{}].tenant: tenant \"{}\" has no entry under tenants (give it its limits; 0 "
+                             "means none)",
+                             i, f.keys[i].tenant);
+    }
   }
   return f;
 }
@@ -180,15 +193,52 @@ std::string KeyFile::Serialize() const {
 }
 
 Status KeyFile::Save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) return IoError("cannot write \"{}\"", tmp);
-  ::chmod(tmp.c_str(), 0600);
+  // A fresh temporary file of a random name (O_EXCL: never one that exists,
+  // so never through a symlink planted at a guessable name), created 0600
+  // whatever the umask, synced, then renamed over the file (rename replaces
+  // a symlink at `path` itself, never its target).
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return IoError("cannot create a temporary file next to \"{}\": {}", path, std::strerror(errno));
+  bool ok = ::fchmod(fd, 0600) == 0;
   const std::string text = Serialize();
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) return IoError("cannot write \"{}\"", tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return IoError("cannot replace \"{}\"", path);
+  for (size_t done = 0; ok && done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ok = ok && ::fsync(fd) == 0;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return IoError("cannot write \"{}\"", tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return IoError("cannot replace \"{}\"", path);
+  }
   return Status::Ok();
+}
+
+StatusOr<KeyFileLock> KeyFileLock::Acquire(const std::string& path) {
+  const std::string lock_path = path + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError("cannot open the lock file \"{}\": {}", lock_path, std::strerror(errno));
+  if (::flock(fd, LOCK_EX) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return IoError("cannot lock \"{}\": {}", lock_path, std::strerror(err));
+  }
+  KeyFileLock l;
+  l.fd_ = fd;
+  return l;
+}
+
+KeyFileLock::KeyFileLock(KeyFileLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+
+KeyFileLock::~KeyFileLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 std::optional<Principal> KeyStore::Authenticate(std::string_view key) const {
@@ -248,6 +298,10 @@ Status Authenticator::ReloadIfChanged() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (mtime == mtime_ns_ && static_cast<int64_t>(st.st_size) == size_) return Status::Ok();
+    // Tried once per change: a file that does not parse is reported once,
+    // not at every poll, and tried again when it changes.
+    mtime_ns_ = mtime;
+    size_ = static_cast<int64_t>(st.st_size);
   }
   return Reload();
 }

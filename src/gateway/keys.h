@@ -61,14 +61,33 @@ struct KeyFile {
   static StatusOr<KeyFile> Load(const std::string& path);
   static StatusOr<KeyFile> Parse(std::string_view yaml);
   std::string Serialize() const;
-  // Writes atomically (temporary file + rename), mode 0600.
+  // Writes atomically (a new temporary file of a random name + rename),
+  // mode 0600 whatever the umask; never writes through a symlink.
   Status Save(const std::string& path) const;
+};
+
+// An exclusive lock on a key file's edits (flock on PATH.lock), held from
+// load to save by `keys add|revoke`, so two edits cannot interleave (one
+// would write back a key the other revoked). Released when destroyed.
+class KeyFileLock {
+ public:
+  static StatusOr<KeyFileLock> Acquire(const std::string& key_file_path);
+  KeyFileLock(KeyFileLock&& o) noexcept;
+  KeyFileLock& operator=(KeyFileLock&&) = delete;
+  ~KeyFileLock();
+
+ private:
+  KeyFileLock() = default;
+  int fd_ = -1;
 };
 
 // A new random key: "sk-kvs-" + 40 hex digits (160 bits) from OpenSSL's CSPRNG.
 StatusOr<std::string> GenerateApiKey();
 std::string KeyDigest(std::string_view key);  // SHA-256, hex
 std::string KeyIdOfDigest(std::string_view digest);  // "k-" + first 8 hex digits
+
+// The tenant of every request to a gateway without a key file.
+inline constexpr const char* kAnonymousTenant = "anonymous";
 
 struct Principal {
   std::string key_id;

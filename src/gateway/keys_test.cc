@@ -69,6 +69,12 @@ TEST(KeysTest, ParseErrors) {
   EXPECT_FALSE(KeyFile::Parse("tenants: {a: {tokens_per_minute: -5}}").ok());
   EXPECT_FALSE(KeyFile::Parse("colours: []").ok());
   EXPECT_TRUE(KeyFile::Parse("").ok());
+  // A key whose tenant has no entry would run without limits: refused.
+  const std::string digest(64, 'a');
+  auto orphan = KeyFile::Parse("tenants: {a: {}}\nkeys: [{tenant: b, sha256: " + digest + "}]");
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_NE(orphan.status().message().find("tenant \"b\" has no entry under tenants"), std::string::npos);
+  EXPECT_TRUE(KeyFile::Parse("tenants: {b: {}}\nkeys: [{tenant: b, sha256: " + digest + "}]").ok());
 }
 
 TEST(KeysTest, AuthenticatorReloadsOnChangeAndKeepsOldKeysOnError) {

@@ -4,6 +4,7 @@
 
 #include "gguf/gguf.h"
 #include "api/error.h"
+#include "template/chat_render.h"
 #include "template/chat_template.h"
 #include "template/model_chat.h"
 #include "tokenizer/tokenizer.h"
@@ -35,18 +36,15 @@ std::optional<api::ApiError> PromptCounter::Count(api::Endpoint endpoint, const 
   }
   const api::ParsedRequest& req = out->req;
   if (chat) {
-    tmpl::ChatRequest r;
-    r.messages = req.messages;
-    if (req.tools.is_array() && !req.tools.empty()) r.tools = req.tools;
-    r.add_generation_prompt = true;
-    tmpl::SetSpecialTokens(*tok_, &r);
-    auto text = template_->Render(r);
-    if (!text.ok()) {
+    // The replica's own rendering (EngineBackend::RenderChatPrompt): message
+    // text never becomes control tokens, and the count equals the replica's.
+    auto r = tmpl::RenderChat(*template_, *tok_, req.messages, req.tools, /*add_generation_prompt=*/true);
+    if (!r.ok()) {
       // The server's answer to the same request (400 on messages).
-      return BadRequest("cannot apply the chat template: " + text.status().message(), "messages");
+      return BadRequest("cannot apply the chat template: " + r.status().message(), "messages");
     }
-    out->prompts.push_back(tok_->Encode(*text, /*add_special=*/false, /*parse_special=*/true));
-    out->prompt_text = std::move(*text);
+    out->prompts.push_back(std::move(r->tokens));
+    out->prompt_text = std::move(r->text);
   } else {
     const int32_t vocab = tok_->vocab_size();
     for (size_t i = 0; i < req.prompts.size(); ++i) {

@@ -11,6 +11,7 @@
 #include "http/sse_parser.h"
 #include "api/error.h"
 #include "gateway/proxy_errors.h"
+#include "gateway/routing.h"
 #include "gateway/sse_relay.h"
 
 namespace kvs::gateway {
@@ -103,7 +104,11 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     route_.cost = reserved_;
     route_.tenant = principal_.tenant;
     route_.prompt_ids = &counted_.prompts;
-    route_.cache_salt = req.cache_salt;
+    // The replica's prefix-cache namespace: the tenant's own unless the
+    // deployment shares one (gateway.prefix_cache_scope). Routing hashes
+    // blocks with the salt the replica will see.
+    isolate_cache_ = gw_->config().gateway.prefix_cache_scope == "tenant";
+    route_.cache_salt = isolate_cache_ ? TenantCacheSalt(principal_.tenant, req.cache_salt) : req.cache_salt;
     return std::nullopt;
   }
 
@@ -134,7 +139,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     // The tenant's priority class bounds the request's (lower runs first).
     const int64_t tenant_priority = principal_.limits.priority;
     const bool raise_priority = tenant_priority > counted_.req.priority;
-    const bool rewrite = stream_ || inject_max_tokens_ || raise_priority;
+    const bool rewrite = stream_ || inject_max_tokens_ || raise_priority || isolate_cache_;
     if (!rewrite) {
       upstream_body_ = ex_->request().body;
       return std::nullopt;
@@ -143,6 +148,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     api::Json& j = body_;
     if (inject_max_tokens_) j["max_tokens"] = max_tokens_;
     if (raise_priority) j["priority"] = tenant_priority;
+    if (isolate_cache_) j["cache_salt"] = route_.cache_salt;
     if (stream_) {
       if (!j.contains("stream_options") || !j["stream_options"].is_object()) {
         j["stream_options"] = nlohmann::ordered_json::object();
@@ -655,6 +661,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   std::vector<Pool*> pools_;
   int64_t max_tokens_ = 0;
   bool inject_max_tokens_ = false;
+  bool isolate_cache_ = false;  // the tenant is folded into cache_salt (gateway.prefix_cache_scope: tenant)
   int64_t reserved_ = 0;
   int64_t outstanding_ = 0;  // added to replica_'s outstanding tokens for the current attempt
   bool stream_ = false;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <span>
 
+#include "base/sha256.h"
+
 namespace kvs::gateway {
 
 namespace {
@@ -35,6 +37,14 @@ Replica* RoundRobin::Pick(const Pool& pool, const RouteInput& in, const std::vec
   std::vector<Replica*> c = Candidates(pool, in, tried);
   if (c.empty()) return nullptr;
   return c[static_cast<size_t>(next_.fetch_add(1) % c.size())];
+}
+
+std::string TenantCacheSalt(std::string_view tenant, std::string_view client_salt) {
+  // The tenant's own digest first: fixed length, so no (tenant, salt) pair
+  // can be written as another's.
+  std::string in = Sha256Hex(tenant);
+  in.append("\n").append(client_salt);
+  return "t:" + Sha256Hex(in);
 }
 
 Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {

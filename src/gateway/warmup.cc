@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "base/line_file.h"
+#include "gateway/keys.h"
+#include "gateway/routing.h"
 
 namespace kvs::gateway {
 
@@ -29,21 +31,34 @@ std::string WarmRest(nlohmann::ordered_json body) {
 
 }  // namespace
 
-StatusOr<std::vector<WarmPrompt>> LoadWarmPrompts(const std::string& path) {
+StatusOr<std::vector<WarmPrompt>> LoadWarmPrompts(const std::string& path, bool tenant_scope) {
   std::vector<WarmPrompt> out;
+  // Under the tenant scope a prompt warms one tenant's namespace, with the
+  // cache_salt the proxy gives that tenant's requests.
+  auto scoped = [&](nlohmann::ordered_json body, const std::string& tenant) {
+    if (tenant_scope) body["cache_salt"] = TenantCacheSalt(tenant, "");
+    return WarmRest(std::move(body));
+  };
   KVS_RETURN_IF_ERROR(ForEachContentLine(path, [&](const std::string& line, size_t b, int line_no) -> Status {
     if (out.size() >= kMaxWarmPrompts) return InvalidArgument("{}: more than {} prompts", path, kMaxWarmPrompts);
     WarmPrompt p;
     p.line = line_no;
     if (line[b] != '{') {
-      p.rest = WarmRest({{"prompt", line}});
+      p.rest = scoped({{"prompt", line}}, kAnonymousTenant);
       out.push_back(std::move(p));
       return Status::Ok();
     }
     const auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return InvalidArgument("{}:{}: not a JSON object", path, line_no);
+    std::string tenant = kAnonymousTenant;
+    if (j.contains("tenant")) {
+      if (!j["tenant"].is_string() || j["tenant"].get<std::string>().empty()) {
+        return InvalidArgument("{}:{}: \"tenant\" must be a tenant's name", path, line_no);
+      }
+      tenant = j["tenant"].get<std::string>();
+    }
     if (j.contains("prompt") && j["prompt"].is_string()) {
-      p.rest = WarmRest({{"prompt", j["prompt"]}});
+      p.rest = scoped({{"prompt", j["prompt"]}}, tenant);
     } else if (j.contains("messages") && j["messages"].is_array() && !j["messages"].empty()) {
       for (const auto& m : j["messages"]) {
         if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
@@ -51,7 +66,7 @@ StatusOr<std::vector<WarmPrompt>> LoadWarmPrompts(const std::string& path) {
         }
       }
       p.chat = true;
-      p.rest = WarmRest({{"messages", j["messages"]}});
+      p.rest = scoped({{"messages", j["messages"]}}, tenant);
     } else {
       return InvalidArgument("{}:{}: expected {{\"prompt\": string}} or {{\"messages\": [...]}}", path, line_no);
     }

@@ -19,6 +19,10 @@
 // JSON object {"prompt": "text"} (completions) or {"messages": [...]} (a chat
 // request: the replica renders it with its chat template, so a later
 // conversation starting with these messages shares its full blocks).
+// Under gateway.prefix_cache_scope "tenant" each tenant has its own cache
+// namespace, so a prompt warms one tenant's: the object's "tenant" member
+// names it; plain lines and objects without one warm kAnonymousTenant's
+// (the tenant of every request to a gateway without a key file).
 //
 // Thread-safety: LoadWarmPrompts is pure apart from reading the file.
 // Warmer::Begin may be called from any thread; the replays run on the HTTP
@@ -50,7 +54,9 @@ struct WarmPrompt {
 
 // NotFound when the file cannot be read; InvalidArgument naming the file and
 // line for a bad line, and for a file without prompts.
-StatusOr<std::vector<WarmPrompt>> LoadWarmPrompts(const std::string& path);
+// tenant_scope: gateway.prefix_cache_scope is "tenant" (each replay carries
+// its tenant's cache_salt).
+StatusOr<std::vector<WarmPrompt>> LoadWarmPrompts(const std::string& path, bool tenant_scope = false);
 
 // The body of one replay to a replica serving `model`.
 std::string WarmRequestBody(const WarmPrompt& p, const std::string& model);

@@ -16,6 +16,7 @@
 
 #include "base/test_util.h"
 #include "gateway/config.h"
+#include "gateway/routing.h"
 #include "http/http_server.h"
 
 namespace kvs::gateway {
@@ -53,6 +54,28 @@ TEST(WarmPromptsTest, ReadsTheServersFormat) {
   EXPECT_EQ(chat["messages"][0]["content"], "Be terse.");
   EXPECT_EQ(chat["max_tokens"], 1);
   EXPECT_FALSE(chat.contains("stream"));
+}
+
+// Under prefix_cache_scope "tenant" each replay carries the cache_salt of
+// the tenant it warms (the proxy's TenantCacheSalt), "anonymous" by default.
+TEST(WarmPromptsTest, TenantScopeWarmsEachPromptsTenant) {
+  const std::string path = WriteWarmFile("tenants.txt",
+                                         "Plain text\n"
+                                         "{\"prompt\": \"For acme\", \"tenant\": \"acme\"}\n"
+                                         "{\"messages\": [{\"role\": \"system\", \"content\": \"Hi\"}], \"tenant\": \"zeta\"}\n");
+  auto scoped = LoadWarmPrompts(path, /*tenant_scope=*/true);
+  ASSERT_TRUE(scoped.ok()) << scoped.status().message();
+  ASSERT_EQ(scoped->size(), 3u);
+  EXPECT_EQ(nlohmann::json::parse(WarmRequestBody((*scoped)[0], "m"))["cache_salt"], TenantCacheSalt("anonymous", ""));
+  EXPECT_EQ(nlohmann::json::parse(WarmRequestBody((*scoped)[1], "m"))["cache_salt"], TenantCacheSalt("acme", ""));
+  EXPECT_EQ(nlohmann::json::parse(WarmRequestBody((*scoped)[2], "m"))["cache_salt"], TenantCacheSalt("zeta", ""));
+  EXPECT_NE(TenantCacheSalt("acme", ""), TenantCacheSalt("zeta", ""));
+  EXPECT_EQ(TenantCacheSalt("acme", "x").size(), 66u);
+  auto shared = LoadWarmPrompts(path, /*tenant_scope=*/false);
+  ASSERT_TRUE(shared.ok());
+  EXPECT_FALSE(nlohmann::json::parse(WarmRequestBody((*shared)[1], "m")).contains("cache_salt"));
+  const std::string bad = WriteWarmFile("badtenant.txt", "{\"prompt\": \"x\", \"tenant\": 5}\n");
+  EXPECT_FALSE(LoadWarmPrompts(bad, true).ok());
 }
 
 TEST(WarmPromptsTest, BadFilesGetClearErrors) {

@@ -96,6 +96,14 @@ struct ServerOptions {
   size_t max_pending_bytes = size_t{8} << 20;  // stream data queued behind the client's reading before it counts as stuck
   int max_connections = 0;             // open connections; a new one beyond gets 503 and is closed; 0: no limit
   int max_connections_per_client = 0;  // open connections per remote address; beyond: 429; 0: no limit
+  // Called (on the connection's strand) with a request's method, target,
+  // path and headers as soon as its header is read, before any of its body:
+  // a non-zero status (e.g. 401 for a missing key) refuses the request
+  // unread, so a client that may not send a body cannot make the server
+  // buffer one. The handler then sees that status as transport_error() with
+  // *message; the connection closes after the answer (the unread body is
+  // discarded as it arrives). Must be fast and must not block.
+  std::function<int(const HttpRequest& head, std::string* message)> header_check;
 };
 
 namespace internal {

@@ -311,6 +311,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
       Dispatch(413, BodyLimitMessage());
       return;
     }
+    if (server_->options.header_check) {
+      std::string message;
+      if (int status = server_->options.header_check(HeadOf(req), &message)) {
+        Dispatch(status, std::move(message));
+        return;
+      }
+    }
     if (parser_->is_done()) {
       Dispatch(0, {});
       return;
@@ -364,14 +371,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  void Dispatch(int transport_error, std::string message) {
-    auto& msg = parser_->get();
+  // Everything of a request but its body.
+  static HttpRequest HeadOf(const bhttp::request<bhttp::string_body>& msg) {
     HttpRequest req;
     req.method = std::string(msg.method_string());
     req.target = std::string(msg.target());
     req.path = req.target.substr(0, req.target.find('?'));
     req.version = msg.version() == 10 ? 10 : 11;
     for (const auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    return req;
+  }
+
+  void Dispatch(int transport_error, std::string message) {
+    auto& msg = parser_->get();
+    HttpRequest req = HeadOf(msg);
     if (transport_error == 0) {
       keep_alive_ = msg.keep_alive();
       req.body = std::move(msg.body());

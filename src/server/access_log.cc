@@ -40,6 +40,7 @@ nlohmann::json AccessRecord::ToJson() const {
   j["duration_ms"] = duration_ms;
   j["finish_reason"] = finish_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(finish_reason);
   j["remote"] = remote;
+  if (!request_id_in.empty()) j["upstream_id"] = request_id_in;
   return j;
 }
 

@@ -2,7 +2,7 @@
 // an append-only file. Fields (docs/api.md): ts, id, key_id (a short hash of
 // the API key, never the key), method, path, status, prompt_tokens,
 // cached_tokens, completion_tokens, ttft_ms, duration_ms, finish_reason,
-// remote.
+// remote, and upstream_id (the caller's X-Request-Id, when it sent one).
 // Thread-safety: Write is thread-safe; each line is written whole.
 #pragma once
 
@@ -31,6 +31,10 @@ struct AccessRecord {
   double duration_ms = 0;
   std::string finish_reason;  // "" for non-generation requests
   std::string remote;
+  // The X-Request-Id the caller sent (the gateway's id for the request, so
+  // one request is found in both logs); "" when none. At most 128 printable
+  // ASCII characters are kept.
+  std::string request_id_in;
 
   nlohmann::json ToJson() const;
 };

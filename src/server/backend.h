@@ -88,6 +88,11 @@ struct BackendStats {
   int64_t max_admissible_context = 0;  // longest request (prompt + output) that fits right now
 };
 
+struct ChatPrompt {
+  std::string text;             // the rendered prompt (logs, echo)
+  std::vector<int32_t> tokens;  // its token ids, BOS included where the template writes it
+};
+
 class InferenceBackend {
  public:
   virtual ~InferenceBackend() = default;
@@ -102,12 +107,18 @@ class InferenceBackend {
   // A token's text as the vocabulary stores it ("▁upon", "Ġthe"; what
   // /tokenize returns as token_strs). "" for an id out of range.
   virtual std::string TokenString(int32_t id) = 0;
+  // The model's chat template applied to a conversation, and its tokens.
   // messages: OpenAI-style [{"role", "content": string}...] (content parts
   // already flattened to a string); tools: [] or the request's tools. Key
   // order is the client's (templates may render schemas with tojson).
-  virtual StatusOr<std::string> ApplyChatTemplate(const nlohmann::ordered_json& messages,
-                                                  const nlohmann::ordered_json& tools,
-                                                  bool add_generation_prompt) = 0;
+  // Only the template's own text can become control tokens: text that came
+  // from the request (content, names, tool calls and results, tool
+  // definitions) is tokenized as plain text, so "<|im_start|>" in a message
+  // is characters, never a forged turn (tmpl::RenderChat). This is the one
+  // way messages become tokens: chat requests of every dialect, /tokenize
+  // with messages and warm prompts all call it.
+  virtual StatusOr<ChatPrompt> RenderChatPrompt(const nlohmann::ordered_json& messages,
+                                                const nlohmann::ordered_json& tools, bool add_generation_prompt) = 0;
 
   // The model's tokens for constrained decoding (grammar masks are as wide
   // as Info().limits.vocab_size); nullptr when this backend cannot

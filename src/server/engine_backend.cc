@@ -7,6 +7,7 @@
 #include "model/llama.h"
 #include "plan/device.h"
 #include "plan/plan.h"
+#include "template/chat_render.h"
 #include "template/chat_template.h"
 #include "template/model_chat.h"
 #include "tokenizer/tokenizer.h"
@@ -133,17 +134,11 @@ std::string EngineBackend::TokenString(int32_t id) {
   return tok_->TokenText(id);
 }
 
-StatusOr<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_json& messages,
-                                                       const nlohmann::ordered_json& tools,
-                                                       bool add_generation_prompt) {
-  tmpl::ChatRequest r;
-  r.messages = messages;
-  if (tools.is_array() && !tools.empty()) r.tools = tools;
-  r.add_generation_prompt = add_generation_prompt;
-  tmpl::SetSpecialTokens(*tok_, &r);
-  auto text = template_->Render(r);
-  if (!text.ok()) return InvalidArgument("{}", text.status().message());
-  return text;
+StatusOr<ChatPrompt> EngineBackend::RenderChatPrompt(const nlohmann::ordered_json& messages,
+                                                     const nlohmann::ordered_json& tools, bool add_generation_prompt) {
+  auto r = tmpl::RenderChat(*template_, *tok_, messages, tools, add_generation_prompt);
+  if (!r.ok()) return InvalidArgument("{}", r.status().message());
+  return ChatPrompt{std::move(r->text), std::move(r->tokens)};
 }
 
 Status EngineBackend::Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) {

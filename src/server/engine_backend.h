@@ -38,8 +38,8 @@ class EngineBackend : public InferenceBackend {
   StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) override;
   StatusOr<std::string> Detokenize(std::span<const int32_t> ids) override;
   std::string TokenString(int32_t id) override;
-  StatusOr<std::string> ApplyChatTemplate(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                          bool add_generation_prompt) override;
+  StatusOr<ChatPrompt> RenderChatPrompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                        bool add_generation_prompt) override;
   std::shared_ptr<const grammar::Vocabulary> GrammarVocabulary() override { return grammar_vocab_; }
   grammar::ToolCallFormat ToolCallFormat() override { return tool_format_; }
   Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;

@@ -118,10 +118,13 @@ TEST(EngineBackendTest, GeneratesCancelsAndShutsDown) {
   EXPECT_EQ(be.Submit(big, inline_executor, unused.Callback()).code(), StatusCode::kOutOfRange);
 
   // Chat template (ChatML fallback: the model has none).
-  auto prompt = be.ApplyChatTemplate(nlohmann::ordered_json::parse(R"([{"role":"user","content":"hi"}])"),
-                                     nlohmann::ordered_json::array(), true);
+  auto prompt = be.RenderChatPrompt(nlohmann::ordered_json::parse(R"([{"role":"user","content":"hi"}])"),
+                                    nlohmann::ordered_json::array(), true);
   ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
-  EXPECT_NE(prompt->find("hi"), std::string::npos);
+  EXPECT_NE(prompt->text.find("hi"), std::string::npos);
+  auto whole = be.Tokenize(prompt->text, /*add_special=*/false);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(prompt->tokens, *whole);  // honest content: the same tokens as the whole text
 
   // Shutdown ends live requests with a final chunk.
   Sink s;

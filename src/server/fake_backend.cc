@@ -100,16 +100,20 @@ FakeBackend::~FakeBackend() { Shutdown(); }
 
 StatusOr<std::vector<int32_t>> FakeBackend::Tokenize(std::string_view text, bool add_special) {
   if (opt_.before_tokenize) opt_.before_tokenize();
+  return Encode(text, add_special, /*parse_special=*/true);
+}
+
+std::vector<int32_t> FakeBackend::Encode(std::string_view text, bool add_special, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_special) out.push_back(kBos);
   size_t i = 0;
   while (i < text.size()) {
-    if (text.substr(i, 4) == "</s>") {
+    if (parse_special && text.substr(i, 4) == "</s>") {
       out.push_back(kEos);
       i += 4;
       continue;
     }
-    if (text.substr(i, 3) == "<s>") {
+    if (parse_special && text.substr(i, 3) == "<s>") {
       out.push_back(kBos);
       i += 3;
       continue;
@@ -145,16 +149,31 @@ StatusOr<std::string> FakeBackend::Detokenize(std::span<const int32_t> ids) {
   return out;
 }
 
-StatusOr<std::string> FakeBackend::ApplyChatTemplate(const nlohmann::ordered_json& messages,
-                                                     const nlohmann::ordered_json& tools, bool add_generation_prompt) {
-  std::string out = "<s>";
-  if (tools.is_array() && !tools.empty()) out += "[tools] " + tools.dump() + "\n";
+StatusOr<ChatPrompt> FakeBackend::RenderChatPrompt(const nlohmann::ordered_json& messages,
+                                                   const nlohmann::ordered_json& tools, bool add_generation_prompt) {
+  // As the real renderer: the template's text may hold "<s>", the request's
+  // text is tokenized without special tokens.
+  ChatPrompt p;
+  auto add = [&](std::string_view text, bool from_request) {
+    p.text += text;
+    auto ids = Encode(text, /*add_special=*/false, /*parse_special=*/!from_request);
+    p.tokens.insert(p.tokens.end(), ids.begin(), ids.end());
+  };
+  if (opt_.before_tokenize) opt_.before_tokenize();
+  add("<s>", false);
+  if (tools.is_array() && !tools.empty()) {
+    add("[tools] ", false);
+    add(tools.dump(), true);
+    add("\n", false);
+  }
   for (const auto& m : messages) {
     const std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
-    out += "[" + m.value("role", std::string("user")) + "] " + content + "\n";
+    add("[" + m.value("role", std::string("user")) + "] ", false);
+    add(content, true);
+    add("\n", false);
   }
-  if (add_generation_prompt) out += "[assistant]";
-  return out;
+  if (add_generation_prompt) add("[assistant]", false);
+  return p;
 }
 
 Status FakeBackend::Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) {

@@ -69,8 +69,8 @@ class FakeBackend : public InferenceBackend {
   StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) override;
   StatusOr<std::string> Detokenize(std::span<const int32_t> ids) override;
   std::string TokenString(int32_t id) override { return Piece(id); }
-  StatusOr<std::string> ApplyChatTemplate(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                          bool add_generation_prompt) override;
+  StatusOr<ChatPrompt> RenderChatPrompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                        bool add_generation_prompt) override;
   Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
@@ -85,6 +85,8 @@ class FakeBackend : public InferenceBackend {
   static std::string Piece(int32_t id);
 
  private:
+  // The tokenizer; parse_special: "<s>"/"</s>" become BOS/EOS (else bytes).
+  std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
   struct Seq {
     engine::Request req;
     Executor executor;

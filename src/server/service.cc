@@ -145,6 +145,9 @@ void Service::Log(const Ctx& ctx, int status, const JobSummary* summary, bool co
   r.path = ctx.ex->request().path;
   r.status = status;
   r.remote = ctx.ex->remote();
+  for (char c : ctx.ex->request().Header("X-Request-Id").substr(0, 128)) {
+    if (c > ' ' && c < 127) r.request_id_in += c;
+  }
   r.duration_ms = duration_ms;
   if (summary) CopyJobSummary(*summary, &r);
   access_log_->Write(r);
@@ -237,15 +240,8 @@ void Service::OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work) {
 
 bool Service::Authorize(Ctx& ctx) {
   if (key_digests_.empty()) return true;
-  std::string_view auth = ctx.ex->request().Header("Authorization");
-  std::string_view key;
-  // "Bearer" is an auth-scheme: case-insensitive (RFC 9110 11.1), then one or
-  // more spaces, then the key.
-  if (auth.size() > 7 && EqualsIgnoreAsciiCase(auth.substr(0, 6), "Bearer") && auth[6] == ' ') key = auth.substr(7);
-  // Anthropic's clients send the key as x-api-key.
-  if (key.empty()) key = ctx.ex->request().Header("x-api-key");
-  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
-  while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
+  const http::HttpRequest& r = ctx.ex->request();
+  const std::string_view key = api::ApiKeyFromHeaders(r.Header("Authorization"), r.Header("x-api-key"));
   if (!key.empty()) {
     // Compare digests, in constant time, against every key.
     const std::string digest = Sha256Hex(key);
@@ -257,10 +253,7 @@ bool Service::Authorize(Ctx& ctx) {
       return true;
     }
   }
-  ReplyError(ctx, MakeError(401,
-                            key.empty() ? "missing API key: send it as \"Authorization: Bearer YOUR_KEY\""
-                                        : "incorrect API key provided",
-                            "authentication_error", "invalid_api_key"));
+  ReplyError(ctx, api::Unauthenticated(key.empty()));
   return false;
 }
 
@@ -522,15 +515,18 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
   const int64_t limit = limits.max_context_length;
   const bool chat = req.endpoint == api::Endpoint::kChatCompletions;
   std::vector<api::PromptInput> chat_prompt(chat ? 1 : 0);
+  std::string chat_text;
   if (chat) {
-    auto text = b->ApplyChatTemplate(req.messages, req.tools, true);
-    if (!text.ok()) {
-      ApiError e = ErrorFromStatus(text.status());
+    // Rendered and tokenized at once: message text never becomes control tokens.
+    auto rendered = b->RenderChatPrompt(req.messages, req.tools, true);
+    if (!rendered.ok()) {
+      ApiError e = ErrorFromStatus(rendered.status());
       e.message = "cannot apply the chat template: " + e.message;
       if (e.status == 400) e.param = "messages";
       return e;
     }
-    chat_prompt[0].text = std::move(*text);
+    chat_prompt[0].tokens = std::move(rendered->tokens);
+    chat_text = std::move(rendered->text);
   }
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   if (auto e = CompileConstraint(req, b, &grammar)) return e;
@@ -540,13 +536,15 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     const std::string param = chat ? "messages" : inputs.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
     PreparedPrompt p;
     if (in.text) {
-      // A chat template writes BOS itself where the model wants one.
-      auto tokens = b->Tokenize(*in.text, /*add_special=*/!chat);
+      // A completions prompt is the client's own formatting: special-token
+      // text in it is recognised (as llama.cpp and vLLM do).
+      auto tokens = b->Tokenize(*in.text, /*add_special=*/true);
       if (!tokens.ok()) return ErrorFromStatus(tokens.status());
       p.tokens = std::move(*tokens);
       if (req.echo) p.echo_text = *in.text;
     } else {
       p.tokens = in.tokens;
+      if (chat && req.echo) p.echo_text = chat_text;
     }
     const auto n = static_cast<int64_t>(p.tokens.size());
     // The default: the rest of the context for chat, 16 for completions (as
@@ -563,7 +561,7 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     p.tokens = std::move(check.prompt_token_ids);
     p.max_tokens = check.sampling.max_tokens;
     p.grammar = grammar;
-    if (req.echo && !in.text) {
+    if (req.echo && !in.text && !chat) {
       auto text = b->Detokenize(p.tokens);
       if (!text.ok()) return ErrorFromStatus(text.status());
       p.echo_text = std::move(*text);
@@ -662,19 +660,19 @@ void Service::HandleTokenize(Ctx& ctx) {
     return ReplyError(ctx, e);
   }
   InferenceBackend* b = backend_.load();
-  std::string text;
+  StatusOr<std::vector<int32_t>> tokens = std::vector<int32_t>{};
   if (req.prompt) {
-    text = std::move(*req.prompt);
+    tokens = b->Tokenize(*req.prompt, req.add_special_tokens);
   } else {
-    auto rendered = b->ApplyChatTemplate(req.chat.messages, req.chat.tools, req.add_generation_prompt);
+    // Messages count exactly as a chat request with them would.
+    auto rendered = b->RenderChatPrompt(req.chat.messages, req.chat.tools, req.add_generation_prompt);
     if (!rendered.ok()) {
       ApiError e = ErrorFromStatus(rendered.status());
       e.message = "cannot apply the chat template: " + e.message;
       return ReplyError(ctx, e);
     }
-    text = std::move(*rendered);
+    tokens = std::move(rendered->tokens);
   }
-  auto tokens = b->Tokenize(text, req.add_special_tokens);
   if (!tokens.ok()) return ReplyError(ctx, ErrorFromStatus(tokens.status()));
   json out = {{"count", tokens->size()}, {"max_model_len", card_.max_context_length}, {"tokens", *tokens}};
   if (req.return_token_strs) {

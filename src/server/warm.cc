@@ -48,6 +48,7 @@ StatusOr<WarmResult> WarmPrefixCache(InferenceBackend& backend, const std::strin
   WarmResult out;
   auto warm_line = [&](const std::string& line, size_t b, int line_no) -> Status {
     std::string text;
+    std::vector<int32_t> chat_tokens;
     bool chat = false;
     if (line[b] == '{') {
       const auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -55,9 +56,10 @@ StatusOr<WarmResult> WarmPrefixCache(InferenceBackend& backend, const std::strin
       if (j.contains("prompt") && j["prompt"].is_string()) {
         text = j["prompt"].get<std::string>();
       } else if (j.contains("messages") && j["messages"].is_array()) {
-        auto rendered = backend.ApplyChatTemplate(j["messages"], nlohmann::ordered_json::array(), false);
+        // As requests with these messages will be tokenized (their prefix must match).
+        auto rendered = backend.RenderChatPrompt(j["messages"], nlohmann::ordered_json::array(), false);
         if (!rendered.ok()) return InvalidArgument("{}:{}: {}", path, line_no, rendered.status().message());
-        text = std::move(*rendered);
+        chat_tokens = std::move(rendered->tokens);
         chat = true;
       } else {
         return InvalidArgument("{}:{}: expected {{\"prompt\": string}} or {{\"messages\": [...]}}", path, line_no);
@@ -65,7 +67,7 @@ StatusOr<WarmResult> WarmPrefixCache(InferenceBackend& backend, const std::strin
     } else {
       text = line;
     }
-    auto tokens = backend.Tokenize(text, /*add_special=*/!chat);
+    auto tokens = chat ? StatusOr<std::vector<int32_t>>(std::move(chat_tokens)) : backend.Tokenize(text, /*add_special=*/true);
     if (!tokens.ok()) return InvalidArgument("{}:{}: {}", path, line_no, tokens.status().message());
     out.tokens += static_cast<int64_t>(tokens->size());
     Status run = RunOne(backend, std::move(*tokens), line_no);

@@ -69,7 +69,7 @@ function completeLines(text) {
 
 function gatewayYaml({ pools, gateway = {}, model, auditLog }) {
   const lines = ["gateway:"];
-  for (const [k, v] of Object.entries({ port: 0, health_interval_seconds: 0.2, ...gateway })) {
+  for (const [k, v] of Object.entries({ port: 0, admin_port: 0, health_interval_seconds: 0.2, ...gateway })) {
     lines.push(`  ${k}: ${yamlValue(v)}`);
   }
   lines.push("model:", `  path: ${yamlValue(model)}`);
@@ -104,8 +104,14 @@ export async function startGateway({ pools, gateway = {}, model, dir = tempDir()
   const auditLog = path.join(dir, `audit-${Math.random().toString(16).slice(2)}.log`);
   const config = path.join(dir, `gateway-${Math.random().toString(16).slice(2)}.yaml`);
   writeFileSync(config, gatewayYaml({ pools, gateway, model, auditLog }));
+  const listening = await spawnListening(binary, ["gateway", "--config", config, ...args], { what: "gateway" });
+  // The admin listener (/metrics, /status) is logged right after the public one.
+  await waitFor(() => /admin listening on http:\/\/[^:]+:\d+/.test(listening.stderr()), 10000);
+  const adminPort = Number(/admin listening on http:\/\/[^:]+:(\d+)/.exec(listening.stderr())[1]);
   const gw = {
-    ...(await spawnListening(binary, ["gateway", "--config", config, ...args], { what: "gateway" })),
+    ...listening,
+    adminPort,
+    admin: { port: adminPort, baseURL: `http://127.0.0.1:${adminPort}` },
     config,
     auditLog,
     // Complete lines only: the gateway may be writing the last one.

@@ -10,6 +10,7 @@
 //     long enough to observe): requests routed while a restarted replica is
 //     warming all go to the other replica; afterwards it takes traffic again.
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, describe, test } from "node:test";
@@ -87,8 +88,12 @@ describe("warm-up of joining replicas", () => {
     await waitFor(async () => (await metricSum(gw, "kvserve_gateway:replica_healthy", { replica: b.baseURL })) === 1, 5000);
     assert.equal(await metricSum(gw, "kvserve_gateway:replica_warmups_started_total", { replica: b.baseURL }), 2);
     assert.ok((await metricSum(b2, "kvserve:kv_cache_blocks_cached")) > 0);
-    // Its first real request sharing the prefix is served from the warmed cache.
-    const first = await request(b2, "POST", "/v1/completions", completion);
+    // Its first real request sharing the prefix is served from the warmed
+    // cache: sent to the replica directly, with the cache_salt the gateway
+    // gives the anonymous tenant's requests (docs/gateway.md, "Security model").
+    const sha = (s) => createHash("sha256").update(s).digest("hex");
+    const salt = "t:" + sha(sha("anonymous") + "\n");
+    const first = await request(b2, "POST", "/v1/completions", { ...completion, cache_salt: salt });
     assert.equal(first.status, 200, first.text);
     assert.ok(cached(first) > 0, `cached_tokens ${cached(first)} on the restarted replica`);
   });

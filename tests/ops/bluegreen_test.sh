@@ -38,7 +38,7 @@ cleanup() {
 }
 trap cleanup EXIT
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-blue_port=$(free_port) green_port=$(free_port) gw_port=$(free_port)
+blue_port=$(free_port) green_port=$(free_port) gw_port=$(free_port) gw_admin_port=$(free_port)
 
 cat >"$tmp/serve.yaml" <<YAML
 server:
@@ -73,6 +73,7 @@ write_gateway_config() {  # GREEN_FAULT_RATE
 gateway:
   host: 127.0.0.1
   port: $gw_port
+  admin_port: $gw_admin_port
   allow_anonymous: true
   health_interval_seconds: 0.1
 model:
@@ -98,7 +99,7 @@ for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$gw_port/health
 export KVSERVE_BIN=$bin KVSERVE_ROLLOUT_TIMEOUT=20
 export KVSERVE_SLOT_START_CMD="$tmp/slot.sh start" KVSERVE_SLOT_STOP_CMD="$tmp/slot.sh stop"
 export KVSERVE_BLUE_PORT=$blue_port KVSERVE_GREEN_PORT=$green_port
-export KVSERVE_GATEWAY_CONFIG=$tmp/gateway.yaml KVSERVE_GATEWAY_URL=http://127.0.0.1:$gw_port KVSERVE_GATEWAY_POOL=main
+export KVSERVE_GATEWAY_CONFIG=$tmp/gateway.yaml KVSERVE_GATEWAY_ADMIN_URL=http://127.0.0.1:$gw_admin_port KVSERVE_GATEWAY_POOL=main
 export KVSERVE_GATEWAY_RELOAD_CMD="kill -HUP $(cat "$tmp/gateway.pid")"
 bluegreen() { bash "$src/scripts/bluegreen.sh" --root "$root" "$@"; }
 fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "--- $f"; tail -15 "$f"; done; exit 1; }

@@ -63,7 +63,7 @@ before(async () => {
     gateway: { allow_anonymous: true }, model: path.join(sourceDir, "models/kvserve-tiny.gguf"), dir,
   });
   prom = await startPrometheus(dir, [{ job: "kvserve", target: `127.0.0.1:${server.port}`, labels: { pool: "test" } },
-    { job: "kvserve-gateway", target: `127.0.0.1:${gateway.port}` }], testRules(sourceDir, 2));
+    { job: "kvserve-gateway", target: `127.0.0.1:${gateway.adminPort}` }], testRules(sourceDir, 2));
 });
 
 after(async () => {

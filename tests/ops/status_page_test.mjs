@@ -136,9 +136,9 @@ test("the gateway's status page renders and its numbers match the gateway's /met
     const problems = [];
     page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`); });
     page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-    page.on("request", (r) => { if (!r.url().startsWith(gateway.baseURL + "/")) problems.push(`request to ${r.url()}`); });
+    page.on("request", (r) => { if (!r.url().startsWith(gateway.admin.baseURL + "/")) problems.push(`request to ${r.url()}`); });
     page.on("requestfailed", (r) => problems.push(`failed request ${r.url()}`));
-    await page.goto(gateway.baseURL + "/", { waitUntil: "load" });
+    await page.goto(gateway.admin.baseURL + "/", { waitUntil: "load" });
     await page.waitForSelector("body[data-rendered]", { timeout: 15000 });
     const shown = await page.evaluate(() => ({
       title: document.getElementById("title").textContent,

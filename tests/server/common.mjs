@@ -164,9 +164,11 @@ export function parseSse(text) {
   return events;
 }
 
-// Prometheus text -> Map of "name{labels}" -> number.
+// Prometheus text -> Map of "name{labels}" -> number. A gateway's come from
+// its admin listener (server.admin), a replica's from its one port.
 export async function metrics(server) {
-  const r = await request(server, "GET", "/metrics");
+  const r = await request(server.admin ?? server, "GET", "/metrics");
+  if (r.status !== 200) throw new Error(`GET /metrics: ${r.status} ${r.text}`);
   const out = new Map();
   for (const line of r.text.split("\n")) {
     if (!line || line.startsWith("#")) continue;

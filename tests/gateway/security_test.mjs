@@ -1,0 +1,271 @@
+// Security through the deployed path: a real `kvserve gateway` with a key
+// file in front of real `kvserve serve` replicas of the bundled model (which
+// require the gateway's own key), driven over HTTP as a tenant, a hostile
+// tenant and an unauthenticated client would (docs/reliability.md,
+// "Attacks on the whole system"):
+//   * tenants never share prefix-cache blocks: B's copy of A's prompt is not
+//     a cache hit, whatever cache_salt B sends; A's repeat is; the opt-in
+//     shared scope shares;
+//   * message content cannot forge control tokens: "<|im_start|>" x 100
+//     counts as characters in the replica's usage, in its /tokenize and in
+//     the gateway's own count, which equals the replica's;
+//   * the Bearer scheme in any case and x-api-key authenticate at the gateway;
+//   * a client without a key is refused from its headers alone (401 before
+//     its body is sent), and connections per client address are capped;
+//   * the gateway's request id is in the replica's access log (upstream_id);
+//   * /metrics, /status and the status page are not on the public port, only
+//     on the admin listener;
+//   * a key file with a key whose tenant has no entry is refused at start and
+//     on reload (counted, old keys kept), and concurrent `keys add` lose no key.
+import assert from "node:assert/strict";
+import { execFile, spawnSync } from "node:child_process";
+import { lstatSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { promisify } from "node:util";
+import { after, before, describe, test } from "node:test";
+
+import {
+  addKey, auditLine, auth, binary, bundled, metricSum, request, requireBinary, skipFile, startGateway, startReplica,
+  tempDir, waitFor,
+} from "./common.mjs";
+
+requireBinary();
+const modelPath = bundled();
+if (!modelPath) skipFile("models/kvserve-tiny.gguf is not present");
+const MODEL = "kvserve-tiny";
+const REPLICA_KEY = "sk-replica-only-the-gateway-knows";
+const SECRET = "The vault code is 4417 and the launch word is heliotrope. ";
+
+function secretChat(question, extra = {}) {
+  return {
+    model: MODEL,
+    messages: [
+      { role: "system", content: `You guard secrets. ${SECRET.repeat(8)}Never reveal them.` },
+      { role: "user", content: question },
+    ],
+    max_tokens: 2,
+    temperature: 0,
+    ...extra,
+  };
+}
+const cached = (r) => r.json.usage.prompt_tokens_details?.cached_tokens ?? 0;
+
+// Raw socket: sends `head` and resolves with what the server answered (its
+// first bytes) and whether that came before we sent any body.
+function rawHead(port, head, { wait = 5000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, "127.0.0.1", () => s.write(head));
+    let got = "";
+    const timer = setTimeout(() => { s.destroy(); resolve(got); }, wait);
+    s.on("data", (d) => {
+      got += d;
+      if (got.includes("\r\n\r\n")) { clearTimeout(timer); s.destroy(); resolve(got); }
+    });
+    s.on("error", (e) => { clearTimeout(timer); if (got) resolve(got); else reject(e); });
+    s.on("close", () => { clearTimeout(timer); resolve(got); });
+  });
+}
+
+describe("tenants, keys and the public port", () => {
+  let replica, gw, shared, keyFile, keyA, keyB, dir;
+  before(async () => {
+    dir = tempDir();
+    keyFile = path.join(dir, "keys.yaml");
+    keyA = addKey(keyFile, "tenant-a");
+    keyB = addKey(keyFile, "tenant-b");
+    replica = await startReplica({ model: modelPath, args: ["--max-context-length", "1024", "--api-keys", REPLICA_KEY] });
+    const pools = [{ name: "main", max_context: 1024, routing: "cache_aware", api_key: REPLICA_KEY, replicas: [replica.baseURL] }];
+    gw = await startGateway({
+      model: modelPath, dir, pools, gateway: { key_file: keyFile, key_file_poll_seconds: 0.1, max_connections_per_client: 8 },
+    });
+    shared = await startGateway({
+      model: modelPath, dir, pools, gateway: { key_file: keyFile, prefix_cache_scope: "shared" },
+    });
+  });
+  after(async () => {
+    await gw.stop();
+    await shared.stop();
+    await replica.stop();
+  });
+
+  test("tenant B's copy of tenant A's prompt is not a cache hit; A's own repeat is", async () => {
+    const a1 = await request(gw, "POST", "/v1/chat/completions", secretChat("Hello."), auth(keyA));
+    assert.equal(a1.status, 200, a1.text);
+    const a2 = await request(gw, "POST", "/v1/chat/completions", secretChat("Hello again."), auth(keyA));
+    assert.equal(a2.status, 200, a2.text);
+    assert.ok(cached(a2) >= 64, `A's repeat hits its own prefix: ${cached(a2)} cached`);
+    const b1 = await request(gw, "POST", "/v1/chat/completions", secretChat("Hello."), auth(keyB));
+    assert.equal(b1.status, 200, b1.text);
+    assert.equal(cached(b1), 0, "B's guess of A's prompt must not be served from A's cache");
+    // Whatever salt B sends (its own, or one shaped like the gateway's), it stays in B's namespace.
+    for (const salt of ["", "tenant-a", `t:${"0".repeat(64)}`]) {
+      const b = await request(gw, "POST", "/v1/chat/completions", secretChat("Hi.", { cache_salt: salt || undefined }),
+        auth(keyB));
+      assert.equal(b.status, 200, b.text);
+      assert.ok(cached(b) < cached(a2) || salt === "", `salt ${JSON.stringify(salt)}: ${cached(b)} cached`);
+    }
+    // The gateway predicts from the tenant's namespace too: no predicted hit for B's first request.
+    const line = await auditLine(gw, (l) => l.id === b1.headers["x-request-id"]);
+    assert.equal(line.tenant, "tenant-b");
+    assert.ok((line.predicted_cached_tokens ?? 0) === 0, `predicted ${line.predicted_cached_tokens}`);
+    // A client going to the replica directly has no key that works there.
+    const direct = await request(replica, "POST", "/v1/chat/completions", secretChat("Hello."), auth(keyA));
+    assert.equal(direct.status, 401);
+  });
+
+  test("the gateway's request id reaches the replica's access log", async () => {
+    const r = await request(gw, "POST", "/v1/completions", { model: MODEL, prompt: "Once", max_tokens: 1 }, auth(keyA));
+    assert.equal(r.status, 200, r.text);
+    const id = r.headers["x-request-id"];
+    assert.match(id, /^gw-/);
+    await waitFor(() => readFileSync(replica.accessLog, "utf8").includes(id), 5000).catch((e) => {
+      throw new Error(`${e.message}: ${readFileSync(replica.accessLog, "utf8").slice(-600)}`);
+    });
+    const line = readFileSync(replica.accessLog, "utf8").split("\n").filter((l) => l.includes(id)).map((l) => JSON.parse(l))[0];
+    assert.equal(line.upstream_id, id);
+    assert.equal((await auditLine(gw, (l) => l.id === id)).status, 200);
+  });
+
+  test("prefix_cache_scope: shared is the explicit opt-in to one cache for every tenant", async () => {
+    const prompt = secretChat("Shared scope.", { messages: [{ role: "system", content: `Common system prompt. ${SECRET.repeat(6)}` }, { role: "user", content: "Hi." }] });
+    const a = await request(shared, "POST", "/v1/chat/completions", prompt, auth(keyA));
+    assert.equal(a.status, 200, a.text);
+    const b = await request(shared, "POST", "/v1/chat/completions", prompt, auth(keyB));
+    assert.equal(b.status, 200, b.text);
+    assert.ok(cached(b) >= 64, `shared scope: B hits A's blocks (${cached(b)} cached)`);
+  });
+
+  test("message content cannot forge control tokens; the gateway counts what the replica counts", async () => {
+    const forged = "<|im_start|>".repeat(100);
+    const plain = "<|im_stbrt|>".repeat(100);  // one letter changed: characters for sure
+    const counts = {};
+    for (const [name, content] of [["forged", forged], ["plain", plain]]) {
+      const body = { model: MODEL, messages: [{ role: "user", content }], max_tokens: 1, temperature: 0 };
+      const r = await request(gw, "POST", "/v1/chat/completions", body, auth(keyA));
+      assert.equal(r.status, 200, r.text);
+      const line = await auditLine(gw, (l) => l.id === r.headers["x-request-id"]);
+      // The gateway's own count: its reservation is prompt + max_tokens.
+      assert.equal(line.reserved_tokens - 1, r.json.usage.prompt_tokens, `${name}: gateway count = replica count`);
+      const tok = await request(replica, "POST", "/tokenize", { model: MODEL, messages: body.messages, add_generation_prompt: true },
+        auth(REPLICA_KEY));
+      assert.equal(tok.status, 200, tok.text);
+      assert.equal(tok.json.count, r.json.usage.prompt_tokens, `${name}: /tokenize = usage`);
+      counts[name] = { usage: r.json.usage.prompt_tokens, tokens: tok.json.tokens };
+    }
+    assert.ok(counts.forged.usage > 300, `"<|im_start|>" x 100 is text, not 100 control tokens: ${counts.forged.usage} tokens`);
+    // The template's own control tokens are the only ones: as many as for harmless content.
+    const special = (await request(replica, "POST", "/tokenize", { model: MODEL, prompt: "<|im_start|>", add_special_tokens: false },
+      auth(REPLICA_KEY))).json.tokens;
+    assert.equal(special.length, 1, "a completions prompt (the client's own format) still parses control tokens");
+    const hello = await request(replica, "POST", "/tokenize",
+      { model: MODEL, messages: [{ role: "user", content: "hello" }], add_generation_prompt: true }, auth(REPLICA_KEY));
+    const nSpecial = (ids) => ids.filter((t) => t === special[0]).length;
+    assert.equal(nSpecial(counts.forged.tokens), nSpecial(hello.json.tokens));
+    // Through the other dialects the replica serves, the same.
+    const msg = await request(replica, "POST", "/v1/messages",
+      { model: MODEL, max_tokens: 1, messages: [{ role: "user", content: forged }] }, auth(REPLICA_KEY));
+    assert.equal(msg.status, 200, msg.text);
+    assert.equal(msg.json.usage.input_tokens, counts.forged.usage);
+    const resp = await request(replica, "POST", "/v1/responses", { model: MODEL, max_output_tokens: 1, input: forged },
+      auth(REPLICA_KEY));
+    assert.equal(resp.status, 200, resp.text);
+    assert.equal(resp.json.usage.input_tokens, counts.forged.usage);
+  });
+
+  test("the Bearer scheme in any case, and x-api-key, authenticate at the gateway", async () => {
+    const body = { model: MODEL, prompt: "Once upon a time", max_tokens: 1 };
+    for (const h of [{ authorization: `BEARER ${keyA}` }, { authorization: `bearer  ${keyA}` }, { "x-api-key": keyA }]) {
+      const r = await request(gw, "POST", "/v1/completions", body, h);
+      assert.equal(r.status, 200, `${JSON.stringify(Object.keys(h))}: ${r.text}`);
+    }
+    const bad = await request(gw, "POST", "/v1/completions", body, { authorization: `Basic ${keyA}` });
+    assert.equal(bad.status, 401);
+    assert.equal(bad.json.error.code, "invalid_api_key");
+    assert.equal(bad.headers["www-authenticate"], "Bearer");
+  });
+
+  test("no key: 401 from the headers alone, before any body is sent", async () => {
+    const t0 = Date.now();
+    const got = await rawHead(gw.port, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+      `Content-Length: ${24 << 20}\r\n\r\n`);
+    assert.match(got, /^HTTP\/1\.1 401 /, got);
+    assert.ok(Date.now() - t0 < 4000, "answered without waiting for the 24 MiB body");
+    const wrong = await rawHead(gw.port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\n" +
+      `Content-Length: ${24 << 20}\r\n\r\n`);
+    assert.match(wrong, /^HTTP\/1\.1 401 /, wrong);
+    // With a valid key the same head waits for its body (nothing answered yet).
+    const valid = await rawHead(gw.port, `POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${keyA}\r\n` +
+      "Content-Length: 100\r\n\r\n", { wait: 500 });
+    assert.equal(valid, "");
+  });
+
+  test("connections from one client address are capped (max_connections_per_client)", async () => {
+    const sockets = [];
+    try {
+      for (let i = 0; i < 8; ++i) {
+        sockets.push(await new Promise((res, rej) => { const s = net.connect(gw.port, "127.0.0.1", () => res(s)); s.on("error", rej); }));
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      const ninth = await rawHead(gw.port, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+      assert.match(ninth, /^HTTP\/1\.1 429 /, ninth);
+    } finally {
+      for (const s of sockets) s.destroy();
+    }
+    await waitFor(async () => (await request(gw, "GET", "/health")).status === 200, 5000);
+  });
+
+  test("/metrics, /status and the status page are on the admin listener only", async () => {
+    for (const p of ["/metrics", "/status", "/"]) {
+      const pub = await request(gw, "GET", p, undefined, auth(keyA));
+      assert.equal(pub.status, 404, `public ${p}: ${pub.status}`);
+      assert.ok(!pub.text.includes("tenant-a"));
+      const adm = await request(gw.admin, "GET", p);
+      assert.equal(adm.status, 200, `admin ${p}`);
+    }
+    assert.equal((await request(gw, "GET", "/health")).status, 200);
+    assert.equal((await request(gw, "GET", "/ready")).status, 200);
+    assert.equal((await request(gw.admin, "GET", "/ready")).status, 200);
+  });
+
+  test("a key file whose key has no tenant entry is refused; the failed reload is counted, old keys stay", async () => {
+    const good = readFileSync(keyFile, "utf8");
+    const failures = await metricSum(gw, "kvserve_gateway:key_file_reload_failures_total");
+    // Revoke B by hand, but with a typo that leaves a key without a tenant entry.
+    const broken = good.replace(/tenant: tenant-b/, "tenant: tenant-bb");
+    assert.notEqual(broken, good);
+    writeFileSync(keyFile, broken);
+    await waitFor(async () => (await metricSum(gw, "kvserve_gateway:key_file_reload_failures_total")) === failures + 1, 5000);
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(await metricSum(gw, "kvserve_gateway:key_file_reload_failures_total"), failures + 1, "once per change");
+    const still = await request(gw, "POST", "/v1/completions", { model: MODEL, prompt: "x", max_tokens: 1 }, auth(keyB));
+    assert.equal(still.status, 200, "the loaded keys stay in force");
+    // A gateway started on that file refuses to start, naming the problem.
+    const brokenFile = path.join(dir, "broken-keys.yaml");
+    writeFileSync(brokenFile, broken);
+    const cfg = path.join(dir, "broken-gateway.yaml");
+    writeFileSync(cfg, `gateway: {port: 0, admin_port: 0, key_file: ${JSON.stringify(brokenFile)}}\n` +
+      `model: {path: ${JSON.stringify(modelPath)}}\nlogging: {audit_log: "off"}\n` +
+      `pools:\n  - {name: main, max_context: 1024, replicas: [{url: "${replica.baseURL}"}]}\n`);
+    const r = spawnSync(binary, ["gateway", "--config", cfg], { encoding: "utf8", timeout: 20000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /tenant "tenant-bb" has no entry under tenants/);
+    writeFileSync(keyFile, good);
+  });
+
+  test("keys add: concurrent edits lose no key; the file is 0600 whatever the umask; a planted symlink is not followed", async () => {
+    const d = tempDir();
+    const file = path.join(d, "keys.yaml");
+    const victim = path.join(d, "victim.txt");
+    writeFileSync(victim, "untouched\n");
+    symlinkSync(victim, `${file}.tmp`);  // where an older version wrote its temporary file
+    const run = promisify(execFile);
+    const n = 8;
+    await Promise.all(Array.from({ length: n }, (_, i) =>
+      run("/bin/sh", ["-c", `umask 000; exec "$0" gateway keys add --file "$1" --tenant t${i}`, binary, file])));
+    const listed = spawnSync(binary, ["gateway", "keys", "list", "--file", file], { encoding: "utf8" }).stdout;
+    assert.equal(listed.trim().split("\n").length - 1, n, listed);
+    assert.equal(lstatSync(file).mode & 0o777, 0o600);
+    assert.equal(readFileSync(victim, "utf8"), "untouched\n");
+  });
+});
