@@ -163,6 +163,10 @@ const Registrar kRegister_gateway({"gateway", "Serve as the gateway (auth, rate 
                      std::fprintf(stderr, "kvserve gateway: %s\n", s.message().c_str());
                      return 2;
                    }
+                   if (Status s = gateway::ResolveGatewaySecrets(&cfg); !s.ok()) {
+                     std::fprintf(stderr, "kvserve gateway: %s\n", s.message().c_str());
+                     return 2;
+                   }
                    if (cfg.model.path.empty()) cfg.model.path = DefaultModelPath();
                    if (cfg.model.path.empty()) {
                      std::fprintf(stderr, "kvserve gateway: %s\n", kNoModelMessage);
@@ -178,6 +182,7 @@ const Registrar kRegister_gateway({"gateway", "Serve as the gateway (auth, rate 
                      if (!path.empty()) KVS_RETURN_IF_ERROR(gateway::LoadGatewayConfigFile(path, &fresh));
                      KVS_RETURN_IF_ERROR(gateway::ApplyGatewayOverrides(args, &fresh));
                      KVS_RETURN_IF_ERROR(gateway::ValidateGatewayConfig(fresh));
+                     KVS_RETURN_IF_ERROR(gateway::ResolveGatewaySecrets(&fresh));
                      return fresh;
                    };
                    return gateway::RunGateway(cfg, reload);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -247,7 +248,14 @@ const std::vector<Key<P>>& PoolKeys() {
     t.push_back(Int<P>("max_retries", "", [](P& p) -> int64_t& { return p.max_retries; }, 0, 16,
                        "Other replicas tried when an attempt fails before any byte reached the client"));
     t.push_back(Str<P>("api_key", "", [](P& p) -> std::string& { return p.api_key; }, "a string",
-                       "Bearer key the replicas of this pool require (\"\": none)"));
+                       "Bearer key the replicas of this pool require (\"\": none); prefer api_key_file or "
+                       "api_key_env, which keep it out of this file"));
+    t.push_back(Str<P>("api_key_file", "", [](P& p) -> std::string& { return p.api_key_file; }, "a file path or \"\"",
+                       "File whose first non-empty line is the replicas' key (e.g. a mounted Secret); re-read on "
+                       "SIGHUP"));
+    t.push_back(Str<P>("api_key_env", "", [](P& p) -> std::string& { return p.api_key_env; },
+                       "an environment variable name or \"\"",
+                       "Environment variable holding the replicas' key"));
     t.push_back(Enum<P>("routing", "", [](P& p) -> std::string& { return p.routing; },
                         {"round_robin", "least_load", "cache_aware"},
                         "How a replica is picked: round_robin; least_load (fewest outstanding tokens per weight); "
@@ -544,6 +552,31 @@ Status ValidateGatewayConfig(const GatewayConfig& cfg) {
     return InvalidArgument(
         "gateway.key_file is required (create one with `kvserve gateway keys add --file FILE --tenant NAME`); "
         "set gateway.allow_anonymous: true to serve without authentication");
+  }
+  return Status::Ok();
+}
+
+Status ResolveGatewaySecrets(GatewayConfig* cfg) {
+  for (size_t i = 0; i < cfg->pools.size(); ++i) {
+    PoolConfig& p = cfg->pools[i];
+    const std::string where = fmt::format("pools[{}] ({})", i, p.name);
+    const int given = (p.api_key.empty() ? 0 : 1) + (p.api_key_file.empty() ? 0 : 1) + (p.api_key_env.empty() ? 0 : 1);
+    if (given > 1) return InvalidArgument("{}: give at most one of api_key, api_key_file, api_key_env", where);
+    if (!p.api_key_file.empty()) {
+      std::ifstream in(p.api_key_file);
+      if (!in) return NotFound("{}.api_key_file: cannot read \"{}\"", where, p.api_key_file);
+      for (std::string line; std::getline(in, line);) {
+        const size_t b = line.find_first_not_of(" \t\r");
+        if (b == std::string::npos || line[b] == '#') continue;  // the replicas' key-file format
+        p.api_key = line.substr(b, line.find_last_not_of(" \t\r") - b + 1);
+        break;
+      }
+      if (p.api_key.empty()) return InvalidArgument("{}.api_key_file: \"{}\" holds no key", where, p.api_key_file);
+    } else if (!p.api_key_env.empty()) {
+      const char* v = std::getenv(p.api_key_env.c_str());
+      if (!v || !*v) return NotFound("{}.api_key_env: the environment variable {} is not set", where, p.api_key_env);
+      p.api_key = v;
+    }
   }
   return Status::Ok();
 }

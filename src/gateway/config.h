@@ -40,6 +40,14 @@ struct PoolConfig {
   int64_t max_retries = 2;          // further replicas tried when an attempt fails before any byte reached the client
   std::string api_key;              // sent to the replicas as the Bearer key ("" : none)
   std::vector<ReplicaConfig> replicas;
+  // The same key kept out of the configuration file (a Kubernetes Secret
+  // mounted as a file or passed in the environment): the file's first line
+  // that is neither empty nor a '#' comment (the replicas' server.api_key_file
+  // can be shared), or the named environment variable's value. At most one
+  // of api_key, api_key_file, api_key_env; ResolveGatewaySecrets reads them
+  // into api_key (at start and on SIGHUP: rotation without a restart).
+  std::string api_key_file{};
+  std::string api_key_env{};
   // Routing within the pool (routing.h): round_robin, least_load, cache_aware.
   std::string routing = "least_load";
   double max_kv_usage = 0.9;        // replicas whose scraped KV use is at or above it are skipped (1: never)
@@ -136,6 +144,9 @@ Status LoadGatewayConfigYaml(std::string_view yaml, GatewayConfig* cfg);
 Status ApplyGatewayOverrides(const std::vector<std::string>& args, GatewayConfig* cfg);
 // Checks between keys: at least one pool, names unique, URLs parse, ...
 Status ValidateGatewayConfig(const GatewayConfig& cfg);
+// Reads each pool's api_key_file / api_key_env into its api_key (NotFound
+// or InvalidArgument naming the pool and the file or variable).
+Status ResolveGatewaySecrets(GatewayConfig* cfg);
 
 nlohmann::json GatewayConfigToJson(const GatewayConfig& cfg);  // pool api keys redacted
 std::string GatewayConfigHelp();

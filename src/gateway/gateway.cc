@@ -213,6 +213,12 @@ std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
       }
       if (found->version() != rc.version) not_applied.push_back("the version of replica " + rc.url);
     }
+    if (pool->credentials()->api_key != pc.api_key) {
+      // Rotation: requests from now on carry the new key (the replicas'
+      // prefix-cache namespace follows the key, so cached prefixes start over).
+      spdlog::info("gateway: pool {}: the replicas' API key changed; using the new one", pc.name);
+      pool->set_api_key(pc.api_key);
+    }
     const PoolConfig& now = pool->config;
     if (pc.warm_prompts_file != now.warm_prompts_file || pc.warm_timeout_seconds != now.warm_timeout_seconds ||
         pc.warm_concurrency != now.warm_concurrency) {
@@ -463,6 +469,7 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
   });
   gw.server()->OnSignal({SIGHUP}, [&](int) {
     (void)gw.ReloadKeys();
+    if (Status s = gw.audit().Reopen(); !s.ok()) spdlog::error("gateway: audit log not reopened: {}", s.message());
     if (!reload) return;
     auto fresh = reload();
     if (!fresh.ok()) {

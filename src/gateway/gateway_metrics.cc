@@ -202,24 +202,13 @@ nlohmann::json AuditRecord::ToJson() const {
 }
 
 StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& where) {
-  if (where == "off") return std::unique_ptr<AuditLog>(new AuditLog(nullptr, false));
-  if (where == "stdout") return std::unique_ptr<AuditLog>(new AuditLog(stdout, false));
-  if (where == "stderr") return std::unique_ptr<AuditLog>(new AuditLog(stderr, false));
-  FILE* f = std::fopen(where.c_str(), "a");
-  if (!f) return IoError("logging.audit_log: cannot open \"{}\" for appending", where);
-  return std::unique_ptr<AuditLog>(new AuditLog(f, true));
-}
-
-AuditLog::~AuditLog() {
-  if (owned_ && file_) std::fclose(file_);
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<LogFile> f, LogFile::Open(where, "logging.audit_log"));
+  return std::unique_ptr<AuditLog>(new AuditLog(std::move(f)));
 }
 
 void AuditLog::Write(const AuditRecord& r) {
-  if (!file_) return;
-  const std::string line = r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  std::lock_guard<std::mutex> lock(mu_);
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fflush(file_);
+  if (!file_->enabled()) return;
+  file_->WriteLine(r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace kvs::gateway

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log_file.h"
 #include "base/status.h"
 #include "metrics/metrics.h"
 #include "metrics/process_metrics.h"
@@ -102,17 +103,17 @@ struct AuditRecord {
 
 class AuditLog {
  public:
-  // "stdout", "stderr", "off" or a file path (appended).
+  // "stdout", "stderr", "off" or a file path (created 0600 or appended:
+  // base/log_file.h).
   static StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& where);
-  ~AuditLog();
   void Write(const AuditRecord& r);
-  bool enabled() const { return file_ != nullptr; }
+  bool enabled() const { return file_->enabled(); }
+  // SIGHUP: a file is opened again at its path (log rotation).
+  Status Reopen() { return file_->Reopen(); }
 
  private:
-  AuditLog(FILE* f, bool owned) : file_(f), owned_(owned) {}
-  std::mutex mu_;
-  FILE* file_;
-  bool owned_;
+  explicit AuditLog(std::unique_ptr<LogFile> f) : file_(std::move(f)) {}
+  std::unique_ptr<LogFile> file_;
 };
 
 }  // namespace kvs::gateway

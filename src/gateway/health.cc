@@ -111,7 +111,7 @@ namespace {
 
 std::vector<std::pair<std::string, std::string>> AuthHeaders(const Router& router, const Replica& r) {
   const Pool* p = router.FindPool(r.pool());
-  if (p && !p->config.api_key.empty()) return {{"Authorization", "Bearer " + p->config.api_key}};
+  if (p) return p->AuthHeaders();
   return {};
 }
 

@@ -126,6 +126,19 @@ Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput& in, co
   return best;
 }
 
+void Pool::set_api_key(const std::string& key) {
+  auto c = std::make_shared<Credentials>();
+  c->api_key = key;
+  c->key_digest = key.empty() ? "" : Sha256Hex(key);
+  std::atomic_store(&credentials_, std::shared_ptr<const Credentials>(std::move(c)));
+}
+
+std::vector<std::pair<std::string, std::string>> Pool::AuthHeaders() const {
+  auto c = credentials();
+  if (c->api_key.empty()) return {};
+  return {{"Authorization", "Bearer " + c->api_key}};
+}
+
 Router::Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPolicy> policy,
                double health_interval_seconds)
     : policy_(std::move(policy)) {
@@ -133,7 +146,7 @@ Router::Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPoli
     auto p = std::make_unique<Pool>();
     p->config = pc;
     p->policy = MakeRoutingPolicy(pc, health_interval_seconds);
-    p->key_digest = pc.api_key.empty() ? "" : Sha256Hex(pc.api_key);
+    p->set_api_key(pc.api_key);
     p->canary = std::make_unique<Canary>(pc);
     for (const auto& rc : pc.replicas) {
       auto url = http::Url::Parse(rc.url);

@@ -131,10 +131,21 @@ class Replica {
 class RoutingPolicy;
 
 struct Pool {
-  PoolConfig config;
+  // The key the replicas of this pool require, and its digest (the
+  // replicas' prefix-cache namespace: block hashes are salted with it).
+  // Swapped whole when a reload rotates the key; readers take a snapshot.
+  struct Credentials {
+    std::string api_key;     // "" : none
+    std::string key_digest;  // Sha256Hex(api_key), "" without one
+  };
+  std::shared_ptr<const Credentials> credentials() const { return std::atomic_load(&credentials_); }
+  void set_api_key(const std::string& key);
+  // {"Authorization", "Bearer KEY"} for a request to a replica; none without a key.
+  std::vector<std::pair<std::string, std::string>> AuthHeaders() const;
+
+  PoolConfig config;  // config.api_key: as at start; credentials() is current
   std::vector<std::unique_ptr<Replica>> replicas;
   std::unique_ptr<RoutingPolicy> policy;  // config.routing's (routing.h)
-  std::string key_digest;                 // Sha256Hex(config.api_key), "" without one: the replicas' cache namespace
   std::unique_ptr<Canary> canary;         // the release split (disabled without config.canary_version)
   std::unique_ptr<FairQueue> queue = std::make_unique<FairQueue>();  // requests waiting (max_requests_per_replica)
   // Held from a policy's Pick until the request's outstanding tokens are added
@@ -147,6 +158,9 @@ struct Pool {
 
   const std::string& name() const { return config.name; }
   bool has_available() const;
+
+ private:
+  std::shared_ptr<const Credentials> credentials_ = std::make_shared<const Credentials>();
 };
 
 // What a cache-aware policy predicted for the replica it picked (metrics:

@@ -260,7 +260,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     req.target = ex_->request().path;
     req.body = upstream_body_;
     req.headers = {{"Content-Type", "application/json"}, {"X-Request-Id", id_}};
-    if (!pc.api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + pc.api_key);
+    for (auto& h : pool_->AuthHeaders()) req.headers.push_back(std::move(h));
     const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - attempt_start_);
     if (remaining.count() <= 0) return GiveUp();
     req.timeouts.connect = std::min(ToMs(pc.connect_timeout_seconds), remaining);

@@ -59,7 +59,7 @@ Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vec
   static const std::vector<int32_t> kNone;
   const std::vector<int32_t>& prompt =
       in.prompt_ids && !in.prompt_ids->empty() ? in.prompt_ids->front() : kNone;
-  const std::string salt = engine::PrefixCacheNamespace(pool.key_digest, in.cache_salt);
+  const std::string salt = engine::PrefixCacheNamespace(pool.credentials()->key_digest, in.cache_salt);
   const Clock::time_point now = Clock::now();
 
   // Hashes per block size (replicas of a pool normally share one).

@@ -120,7 +120,7 @@ void Warmer::Begin(Replica* r) {
   run->deadline = run->started + std::chrono::duration_cast<WarmClock::duration>(
                                      std::chrono::duration<double>(pool->config.warm_timeout_seconds));
   run->headers.emplace_back("Content-Type", "application/json");
-  if (!pool->config.api_key.empty()) run->headers.emplace_back("Authorization", "Bearer " + pool->config.api_key);
+  for (auto& h : pool->AuthHeaders()) run->headers.push_back(std::move(h));
   const auto models = r->models();
   metrics_->warmups_started.With({r->pool(), r->name()}).Inc();
   metrics_->replica_warming.With({r->pool(), r->name()}).Set(1);

@@ -45,25 +45,13 @@ nlohmann::json AccessRecord::ToJson() const {
 }
 
 StatusOr<std::unique_ptr<AccessLog>> AccessLog::Open(const std::string& where) {
-  if (where == "off") return std::unique_ptr<AccessLog>(new AccessLog(nullptr, false));
-  if (where == "stdout") return std::unique_ptr<AccessLog>(new AccessLog(stdout, false));
-  if (where == "stderr") return std::unique_ptr<AccessLog>(new AccessLog(stderr, false));
-  FILE* f = std::fopen(where.c_str(), "a");
-  if (!f) return IoError("logging.access_log: cannot open \"{}\" for appending: {}", where, std::strerror(errno));
-  return std::unique_ptr<AccessLog>(new AccessLog(f, true));
-}
-
-AccessLog::~AccessLog() {
-  if (owned_ && file_) std::fclose(file_);
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<LogFile> f, LogFile::Open(where, "logging.access_log"));
+  return std::unique_ptr<AccessLog>(new AccessLog(std::move(f)));
 }
 
 void AccessLog::Write(const AccessRecord& r) {
-  if (!file_) return;
-  std::string line = r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  line += '\n';
-  std::lock_guard<std::mutex> lock(mu_);
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fflush(file_);
+  if (!file_->enabled()) return;
+  file_->WriteLine(r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace kvs::server

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log_file.h"
 #include "base/status.h"
 
 namespace kvs::server {
@@ -41,18 +42,18 @@ struct AccessRecord {
 
 class AccessLog {
  public:
-  // "stdout", "stderr", "off" or a file path (created or appended).
+  // "stdout", "stderr", "off" or a file path (created 0600 or appended:
+  // base/log_file.h).
   static StatusOr<std::unique_ptr<AccessLog>> Open(const std::string& where);
-  ~AccessLog();
 
   void Write(const AccessRecord& r);
-  bool enabled() const { return file_ != nullptr; }
+  bool enabled() const { return file_->enabled(); }
+  // SIGHUP: a file is opened again at its path (log rotation).
+  Status Reopen() { return file_->Reopen(); }
 
  private:
-  AccessLog(FILE* f, bool owned) : file_(f), owned_(owned) {}
-  std::mutex mu_;
-  FILE* file_;
-  bool owned_;
+  explicit AccessLog(std::unique_ptr<LogFile> f) : file_(std::move(f)) {}
+  std::unique_ptr<LogFile> file_;
 };
 
 }  // namespace kvs::server

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -200,7 +201,9 @@ const std::vector<KeyDef>& Table() {
     t.push_back(ListKey("server.api_keys", "api-keys", [](ServeConfig& c) -> std::vector<std::string>& { return c.server.api_keys; },
                         "Accepted API keys (Authorization: Bearer KEY); none and no file: no authentication"));
     t.push_back(StringKey("server.api_key_file", "api-key-file", [](ServeConfig& c) -> std::string& { return c.server.api_key_file; },
-                          "a file path or \"\"", "File with one API key per line ('#' at the start of a line or after a space starts a comment), added to api_keys"));
+                          "a file path or \"\"", "File with one API key per line ('#' at the start of a line or after a space starts a comment), added to api_keys; re-read when it changes and on SIGHUP"));
+    t.push_back(StringKey("server.api_keys_env", "api-keys-env", [](ServeConfig& c) -> std::string& { return c.server.api_keys_env; },
+                          "an environment variable name or \"\"", "Environment variable holding API keys (separated by commas or white space), added to api_keys (keeps them out of files and `ps`)"));
     t.push_back(IntKey("server.max_body_bytes", "max-body-bytes", [](ServeConfig& c) -> int64_t& { return c.server.max_body_bytes; },
                        1024, int64_t{1} << 30, "Largest request body; larger ones get 413"));
     t.push_back(NumberKey("server.drain_timeout_seconds", "drain-timeout",
@@ -556,6 +559,22 @@ StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg) {
     if (from_file == 0) {
       return InvalidArgument("server.api_key_file: \"{}\" holds no key (one key per line)", cfg.server.api_key_file);
     }
+  }
+  if (!cfg.server.api_keys_env.empty()) {
+    const char* v = std::getenv(cfg.server.api_keys_env.c_str());
+    if (!v) return NotFound("server.api_keys_env: the environment variable {} is not set", cfg.server.api_keys_env);
+    size_t from_env = 0;
+    std::string_view rest(v);
+    while (!rest.empty()) {
+      const size_t b = rest.find_first_not_of(", \t\r\n");
+      if (b == std::string_view::npos) break;
+      rest.remove_prefix(b);
+      const size_t e = std::min(rest.find_first_of(", \t\r\n"), rest.size());
+      keys.emplace_back(rest.substr(0, e));
+      rest.remove_prefix(e);
+      ++from_env;
+    }
+    if (from_env == 0) return InvalidArgument("server.api_keys_env: {} holds no key", cfg.server.api_keys_env);
   }
   return keys;
 }

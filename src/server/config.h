@@ -35,6 +35,7 @@ struct ServerSection {
   int64_t port = 8000;                      // 0: any free port (printed at start-up)
   std::vector<std::string> api_keys;        // empty (and no file): no authentication
   std::string api_key_file;                 // one key per line, '#' comments
+  std::string api_keys_env;                 // environment variable with keys (comma or space separated)
   int64_t max_body_bytes = int64_t{32} << 20;
   double drain_timeout_seconds = 30;        // SIGTERM: time in-flight requests get to finish
   int64_t io_threads = 2;                   // HTTP threads (all connections share them)

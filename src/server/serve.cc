@@ -1,5 +1,7 @@
 #include "server/serve.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -86,7 +88,7 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   // threads), since every thread inherits it: the kernel delivers a
   // process-directed signal to any thread that does not block it, and with
   // no handler installed yet its default action ends the process.
-  SignalBlock term_signals({SIGTERM, SIGINT});
+  SignalBlock term_signals({SIGTERM, SIGINT, SIGHUP});
   // Logs go to stderr; stdout is left to the access log.
   if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
   spdlog::set_level(spdlog::level::from_str(config.logging.level));
@@ -140,6 +142,47 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     ++ev.signals;
     ev.cv.notify_all();
   });
+  // SIGHUP: the API keys (api_keys_env, api_key_file) are read again and the
+  // access log is reopened (rotation); the key file is also polled for
+  // changes. A reload that fails keeps the keys in force, and is counted.
+  auto reload_keys = [&config, &service, &metrics](const char* why) {
+    auto fresh = LoadApiKeys(config);
+    if (!fresh.ok()) {
+      metrics.api_key_reloads.With({"failed"}).Inc();
+      spdlog::error("{}: API keys not reloaded (the loaded keys stay in force): {}", why, fresh.status().message());
+      return;
+    }
+    service.SetApiKeys(*fresh);
+    metrics.api_key_reloads.With({"ok"}).Inc();
+    spdlog::info("{}: API keys reloaded: {} keys", why, fresh->size());
+  };
+  for (const char* outcome : {"ok", "failed"}) metrics.api_key_reloads.With({outcome});  // exported at 0
+  AccessLog* log = access_log->get();
+  server.OnSignal({SIGHUP}, [reload_keys, log](int) {
+    reload_keys("SIGHUP");
+    if (Status s = log->Reopen(); !s.ok()) spdlog::error("SIGHUP: access log not reopened: {}", s.message());
+  });
+  std::function<void()> watch_key_file;
+  if (!config.server.api_key_file.empty()) {
+    auto stamp = [path = config.server.api_key_file] {
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0) return std::pair<int64_t, int64_t>{-1, -1};
+      return std::pair<int64_t, int64_t>{static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                                         static_cast<int64_t>(st.st_size)};
+    };
+    auto last = std::make_shared<std::pair<int64_t, int64_t>>(stamp());
+    watch_key_file = [&server, &watch_key_file, stamp, last, reload_keys] {
+      server.RunAfter(std::chrono::seconds(1), [&watch_key_file, stamp, last, reload_keys] {
+        const auto now = stamp();
+        if (now.first >= 0 && now != *last) {  // tried once per change; a removed file keeps the keys
+          *last = now;
+          reload_keys("server.api_key_file changed");
+        }
+        watch_key_file();
+      });
+    };
+    watch_key_file();
+  }
   term_signals.Release();
 
   std::unique_ptr<InferenceBackend> backend;

@@ -96,6 +96,10 @@ ServerMetrics::ServerMetrics()
                                    "Finished sequences (one per choice) by finish reason: stop, length, cancelled "
                                    "(client gone), timeout, error, shutdown.",
                                    {"finish_reason"})),
+      api_key_reloads(registry.AddCounter("kvserve:api_key_reloads_total",
+                                          "Reloads of the API keys (SIGHUP, a change of server.api_key_file) by "
+                                          "outcome: ok, or failed (the keys loaded before stay in force).",
+                                          {"outcome"})),
       http_requests(registry.AddCounter("kvserve:http_requests_total", "HTTP responses by route and status code.",
                                         {"path", "status"})),
       http_in_flight(registry.Gauge0("kvserve:http_requests_in_flight", "HTTP requests being handled.")),

@@ -79,6 +79,7 @@ struct ServerMetrics {
   Counter& prompt_tokens;
   Counter& generation_tokens;
   Family<Counter>& finished;       // {finish_reason}, one per choice
+  Family<Counter>& api_key_reloads;  // {outcome: ok, failed}
   Family<Counter>& http_requests;  // {path, status}
   Gauge& http_in_flight;
   Gauge& sequences_in_flight;      // admitted by the service, counted against max_concurrent_requests

@@ -53,7 +53,13 @@ Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMe
       metrics_(metrics),
       access_log_(access_log),
       status_board_(metrics) {
-  for (const auto& k : api_keys) key_digests_.push_back(Sha256Hex(k));
+  SetApiKeys(api_keys);
+}
+
+void Service::SetApiKeys(const std::vector<std::string>& api_keys) {
+  auto digests = std::make_shared<std::vector<std::string>>();
+  for (const auto& k : api_keys) digests->push_back(Sha256Hex(k));
+  std::atomic_store(&key_digests_, std::shared_ptr<const std::vector<std::string>>(std::move(digests)));
 }
 
 Service::~Service() { prep_.Stop(); }
@@ -239,14 +245,15 @@ void Service::OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work) {
 }
 
 bool Service::Authorize(Ctx& ctx) {
-  if (key_digests_.empty()) return true;
+  const std::shared_ptr<const std::vector<std::string>> digests = std::atomic_load(&key_digests_);
+  if (digests->empty()) return true;
   const http::HttpRequest& r = ctx.ex->request();
   const std::string_view key = api::ApiKeyFromHeaders(r.Header("Authorization"), r.Header("x-api-key"));
   if (!key.empty()) {
     // Compare digests, in constant time, against every key.
     const std::string digest = Sha256Hex(key);
     bool ok = false;
-    for (const auto& d : key_digests_) ok |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
+    for (const auto& d : *digests) ok |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
     if (ok) {
       ctx.key_id = KeyId(key);
       ctx.key_digest = digest;

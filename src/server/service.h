@@ -60,6 +60,10 @@ class Service {
   void Handle(std::shared_ptr<http::Exchange> ex);
 
   // The backend stays owned by the caller and must outlive every request.
+  // Replaces the accepted API keys (SIGHUP, or a change of
+  // server.api_key_file): requests from now on are checked against these.
+  // An empty list turns authentication off. Thread-safe.
+  void SetApiKeys(const std::vector<std::string>& api_keys);
   void SetReady(InferenceBackend* backend, ModelCard card);
   // A start-up gate (serve --needle-gate): while a reason is set, the API
   // serves requests but /ready answers 503 {"status": "not_ready",
@@ -128,7 +132,8 @@ class Service {
 
   const ServeConfig config_;
   PrepPool prep_;  // its tasks use the members below: ~Service stops it first
-  std::vector<std::string> key_digests_;  // SHA-256 of each accepted key
+  // SHA-256 of each accepted key; replaced whole by SetApiKeys (a reload).
+  std::shared_ptr<const std::vector<std::string>> key_digests_;
   ServerMetrics* metrics_;
   AccessLog* access_log_;
   StatusBoard status_board_;

@@ -16,10 +16,17 @@
 //   * /metrics, /status and the status page are not on the public port, only
 //     on the admin listener;
 //   * a key file with a key whose tenant has no entry is refused at start and
-//     on reload (counted, old keys kept), and concurrent `keys add` lose no key.
+//     on reload (counted, old keys kept), and concurrent `keys add` lose no key;
+//   * secrets stay out of config files and command lines (replica keys from a
+//     file or the environment, the pool's key from a file or the environment)
+//     and rotate without a restart (file change, SIGHUP); audit and access
+//     logs are 0600 and reopened on SIGHUP.
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
-import { lstatSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import {
+  existsSync, lstatSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync,
+} from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -267,5 +274,100 @@ describe("tenants, keys and the public port", () => {
     assert.equal(listed.trim().split("\n").length - 1, n, listed);
     assert.equal(lstatSync(file).mode & 0o777, 0o600);
     assert.equal(readFileSync(victim, "utf8"), "untouched\n");
+  });
+});
+
+describe("secrets out of config files, rotation without a restart, logs", () => {
+  const sha = (s) => createHash("sha256").update(s).digest("hex");
+  const keyId = (k) => "k-" + sha(k).slice(0, 8);
+  const body = { model: MODEL, prompt: "Once", max_tokens: 1 };
+  let replica, gw, dir, replicaKeys, poolKeyFile, tenantKey;
+  before(async () => {
+    dir = tempDir();
+    replicaKeys = path.join(dir, "replica-keys.txt");
+    writeFileSync(replicaKeys, "sk-old-replica-key\n");
+    poolKeyFile = path.join(dir, "pool-key.txt");  // as a Kubernetes Secret would be mounted
+    writeFileSync(poolKeyFile, "sk-old-replica-key\n");
+    const keyFile = path.join(dir, "keys.yaml");
+    tenantKey = addKey(keyFile, "tenant-a");
+    replica = await startReplica({
+      model: modelPath,
+      args: ["--max-context-length", "1024", "--api-key-file", replicaKeys, "--api-keys-env", "KVS_TEST_REPLICA_KEYS"],
+      env: { KVS_TEST_REPLICA_KEYS: "sk-env-one, sk-env-two" },
+    });
+    gw = await startGateway({
+      model: modelPath, dir, gateway: { key_file: keyFile },
+      pools: [{ name: "main", max_context: 1024, api_key_file: poolKeyFile, replicas: [replica.baseURL] }],
+    });
+  });
+  after(async () => {
+    await gw.stop();
+    await replica.stop();
+  });
+
+  test("replica keys from a file and from the environment; the file is re-read when it changes and on SIGHUP", async () => {
+    for (const k of ["sk-old-replica-key", "sk-env-one", "sk-env-two"]) {
+      assert.equal((await request(replica, "POST", "/v1/completions", body, auth(k))).status, 200, k);
+    }
+    // Rotation: the new key is added beside the old one; the file is re-read within about a second.
+    writeFileSync(replicaKeys, "sk-old-replica-key\nsk-new-replica-key\n");
+    await waitFor(async () => (await request(replica, "POST", "/v1/completions", body, auth("sk-new-replica-key"))).status === 200, 5000);
+    // The gateway's pool key rotates on SIGHUP (its api_key_file re-read): later requests carry the new key.
+    writeFileSync(poolKeyFile, "sk-new-replica-key\n");
+    gw.child.kill("SIGHUP");
+    await waitFor(() => /replicas' API key changed/.test(gw.stderr()), 5000);
+    const r = await request(gw, "POST", "/v1/completions", body, auth(tenantKey));
+    assert.equal(r.status, 200, r.text);
+    const id = r.headers["x-request-id"];
+    await waitFor(() => readFileSync(replica.accessLog, "utf8").includes(id), 5000);
+    const line = readFileSync(replica.accessLog, "utf8").split("\n").filter((l) => l.includes(id)).map((l) => JSON.parse(l))[0];
+    assert.equal(line.key_id, keyId("sk-new-replica-key"));
+    // The old key is revoked by rewriting the file; SIGHUP also re-reads it.
+    writeFileSync(replicaKeys, "sk-new-replica-key\n");
+    replica.child.kill("SIGHUP");
+    await waitFor(async () => (await request(replica, "POST", "/v1/completions", body, auth("sk-old-replica-key"))).status === 401, 5000);
+    assert.equal((await request(gw, "POST", "/v1/completions", body, auth(tenantKey))).status, 200, "the gateway uses the new key");
+    assert.ok((await metricSum(replica, "kvserve:api_key_reloads_total", { outcome: "ok" })) >= 2);
+    // A file that cannot be read keeps the keys in force, and the failure is counted.
+    rmSync(replicaKeys);
+    replica.child.kill("SIGHUP");
+    await waitFor(async () => (await metricSum(replica, "kvserve:api_key_reloads_total", { outcome: "failed" })) === 1, 5000);
+    assert.equal((await request(replica, "POST", "/v1/completions", body, auth("sk-new-replica-key"))).status, 200);
+    writeFileSync(replicaKeys, "sk-new-replica-key\n");
+  });
+
+  test("the pool key from the environment; two sources of one key are refused", async () => {
+    const g = await startGateway({
+      model: modelPath, dir, gateway: { key_file: path.join(dir, "keys.yaml") }, env: { KVS_TEST_POOL_KEY: "sk-new-replica-key" },
+      pools: [{ name: "main", max_context: 1024, api_key_env: "KVS_TEST_POOL_KEY", replicas: [replica.baseURL] }],
+    });
+    try {
+      const r = await request(g, "POST", "/v1/completions", body, auth(tenantKey));
+      assert.equal(r.status, 200, r.text);
+      const status = await request(g.admin, "GET", "/status");
+      assert.ok(!status.text.includes("sk-new-replica-key"), "the key is never shown");
+    } finally {
+      await g.stop();
+    }
+    const cfg = path.join(dir, "two-sources.yaml");
+    writeFileSync(cfg, `gateway: {port: 0, admin_port: 0, allow_anonymous: true}\nmodel: {path: ${JSON.stringify(modelPath)}}\n` +
+      `pools:\n  - {name: main, max_context: 1024, api_key: x, api_key_env: KVS_TEST_POOL_KEY, replicas: [{url: "${replica.baseURL}"}]}\n`);
+    const r = spawnSync(binary, ["gateway", "--config", cfg], { encoding: "utf8", timeout: 20000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /at most one of api_key, api_key_file, api_key_env/);
+  });
+
+  test("audit and access logs are 0600 and reopened on SIGHUP (rotation)", async () => {
+    assert.equal(statSync(gw.auditLog).mode & 0o777, 0o600);
+    assert.equal(statSync(replica.accessLog).mode & 0o777, 0o600);
+    for (const [proc, file] of [[gw, gw.auditLog], [replica, replica.accessLog]]) {
+      renameSync(file, `${file}.1`);
+      proc.child.kill("SIGHUP");
+      await new Promise((res) => setTimeout(res, 300));
+      const r = await request(gw, "POST", "/v1/completions", body, auth(tenantKey));
+      assert.equal(r.status, 200, r.text);
+      await waitFor(() => existsSync(file) && readFileSync(file, "utf8").includes(r.headers["x-request-id"]), 5000);
+      assert.equal(statSync(file).mode & 0o777, 0o600);
+    }
   });
 });
