@@ -247,6 +247,15 @@ std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
                                   kMaxBodyMembers),
                       std::nullopt, "invalid_json");
   }
+  if (const kvs::JsonElements e = CountJsonArrayElements(body); e.largest > kMaxArrayElements) {
+    return BadRequest(fmt::format("an array in the body has {} elements; the limit is {} per array", e.largest,
+                                  kMaxArrayElements),
+                      std::nullopt, "invalid_json");
+  } else if (e.total > kMaxBodyElements) {
+    return BadRequest(fmt::format("the body's arrays have {} elements in all; the limit is {}", e.total,
+                                  kMaxBodyElements),
+                      std::nullopt, "invalid_json");
+  }
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     // Parse again with exceptions only for the message (where it failed).

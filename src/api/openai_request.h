@@ -119,12 +119,18 @@ inline constexpr size_t kMaxJsonDepth = 64;
 // parse to ~0.3 s at worst (a logit_bias of 2,048 tokens still fits).
 inline constexpr size_t kMaxObjectMembers = 2048;
 inline constexpr size_t kMaxBodyMembers = 131072;
+// Elements of one array, and of all the body's arrays: each costs the
+// parser 16-32 bytes (base/json_depth.h), so these bound a body's parsed
+// size to ~64 MB whatever it holds (a prompt of 1M token ids still fits).
+inline constexpr size_t kMaxArrayElements = size_t{1} << 20;
+inline constexpr size_t kMaxBodyElements = size_t{2} << 20;
 inline constexpr size_t kMaxStops = 16;
 inline constexpr size_t kMaxPrompts = 128;
 
 // Parses a request body into a JSON object (400 invalid_json otherwise,
-// also when it nests deeper than kMaxJsonDepth or its objects hold more
-// members than kMaxObjectMembers / kMaxBodyMembers).
+// also when it nests deeper than kMaxJsonDepth, its objects hold more
+// members than kMaxObjectMembers / kMaxBodyMembers, or its arrays more
+// elements than kMaxArrayElements / kMaxBodyElements).
 std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out);
 // JsonNestingDepth (base/json_depth.h) is part of this API's vocabulary.
 using ::kvs::JsonNestingDepth;

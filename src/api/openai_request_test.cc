@@ -284,6 +284,26 @@ TEST(OpenAiRequestTest, ObjectsWithTooManyMembersAreRefusedNamingTheLimit) {
   EXPECT_NE(e->message.find(std::to_string(kMaxBodyMembers)), std::string::npos) << e->message;
 }
 
+TEST(OpenAiRequestTest, ArraysWithTooManyElementsAreRefusedBeforeParsing) {
+  json j;
+  auto zeros = [](size_t n) {
+    std::string s = "[0";
+    for (size_t i = 1; i < n; ++i) s += ",0";
+    return s + "]";
+  };
+  EXPECT_FALSE(ParseJsonObject(R"({"model":"m","prompt":)" + zeros(kMaxArrayElements) + "}", &j).has_value());
+  EXPECT_EQ(j["prompt"].size(), kMaxArrayElements);
+  auto e = ParseJsonObject(R"({"model":"m","prompt":)" + zeros(kMaxArrayElements + 1) + "}", &j);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find(std::to_string(kMaxArrayElements) + " per array"), std::string::npos) << e->message;
+  // Many arrays each under the limit: bounded in all.
+  const std::string half = zeros(kMaxArrayElements / 2 + 1);
+  e = ParseJsonObject(R"({"model":"m","a":[)" + half + "," + half + "," + half + "," + half + "]}", &j);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->message.find(std::to_string(kMaxBodyElements)), std::string::npos) << e->message;
+}
+
 TEST(OpenAiRequestTest, ErrorMessagesNeverQuoteAValueWhole) {
   const std::string big(1 << 20, 'x');
   ApiError e = ChatError(R"({"model":"m","messages":[{"role":")" + big + R"(","content":"x"}]})");

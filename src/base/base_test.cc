@@ -94,6 +94,24 @@ TEST(JsonDepthTest, CountsObjectMembersPerLevelOutsideStrings) {
   EXPECT_EQ(n.total, 3u);
 }
 
+TEST(JsonDepthTest, CountsArrayElementsPerLevelOutsideStrings) {
+  const kvs::JsonElements none = kvs::CountJsonArrayElements(R"({"a": 1, "b": {}, "c": []})");
+  EXPECT_EQ(none.largest, 0u);
+  EXPECT_EQ(none.total, 0u);
+  // [1, 2, [3, 4, 5], {"x": [6]}]: 4 + 3 + 1; commas in strings and objects do not count.
+  const kvs::JsonElements e = kvs::CountJsonArrayElements(R"([1, "a,b,\",", [3, 4, 5], {"x": [6], "y": 7}])");
+  EXPECT_EQ(e.largest, 4u);
+  EXPECT_EQ(e.total, 8u);
+  std::string big = "[0";
+  for (int i = 0; i < 99999; ++i) big += ",0";
+  big += "]";
+  EXPECT_EQ(kvs::CountJsonArrayElements(big).largest, 100000u);
+  std::string strings = "[\"a\"";
+  for (int i = 0; i < 999; ++i) strings += ",\"a\"";
+  EXPECT_EQ(kvs::CountJsonArrayElements(strings + "]").largest, 1000u);
+  EXPECT_EQ(kvs::CountJsonArrayElements("[1,2,3").largest, 3u);  // unterminated: still counted
+}
+
 TEST(RandomIdTest, HexDigitsOfTheAskedLengthThatDiffer) {
   const std::string a = kvs::RandomHex(24), b = kvs::RandomHex(24);
   EXPECT_EQ(a.size(), 24u);

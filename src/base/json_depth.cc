@@ -62,4 +62,36 @@ JsonMembers CountJsonObjectMembers(std::string_view text) {
   return m;
 }
 
+JsonElements CountJsonArrayElements(std::string_view text) {
+  JsonElements e;
+  struct Open {
+    bool array;
+    size_t elements;  // commas + 1 once anything but white space was seen
+    bool any;
+  };
+  std::vector<Open> open;
+  auto close = [&] {
+    const Open& o = open.back();
+    // (A string is not seen here: ["a"] counts 0, ["a","b"] counts 2.)
+    if (o.array && (o.any || o.elements > 0)) {
+      e.largest = std::max(e.largest, o.elements + 1);
+      e.total += o.elements + 1;
+    }
+    open.pop_back();
+  };
+  ForEachOutsideStrings(text, [&](char c) {
+    if (!open.empty() && c != ' ' && c != '\n' && c != '\r' && c != '\t' && c != ']' && c != '}') open.back().any = true;
+    if (c == '[' || c == '{') {
+      open.push_back({c == '[', 0, false});
+    } else if ((c == ']' || c == '}') && !open.empty()) {
+      close();
+    } else if (c == ',' && !open.empty() && open.back().array) {
+      ++open.back().elements;
+    }
+    return true;
+  });
+  while (!open.empty()) close();  // unterminated: still a bound
+  return e;
+}
+
 }  // namespace kvs

@@ -27,4 +27,15 @@ struct JsonMembers {
 };
 JsonMembers CountJsonObjectMembers(std::string_view text);
 
+// Elements of the largest array and of all arrays together, counted on the
+// raw text (commas outside strings directly inside an array, plus one for a
+// non-empty array; exact for valid JSON, a bound otherwise). Why: each
+// element costs the parser 16-32 bytes, so a 24 MiB body of "[0,0,0,...]"
+// would become ~400 MB of parsed values; callers refuse it before parsing.
+struct JsonElements {
+  size_t largest = 0;
+  size_t total = 0;
+};
+JsonElements CountJsonArrayElements(std::string_view text);
+
 }  // namespace kvs

@@ -12,6 +12,7 @@
 #include "base/random_id.h"
 #include "base/signal_block.h"
 #include "gateway/proxy.h"
+#include "gateway/proxy_errors.h"
 #include "gateway/redis_limiter.h"
 #include "metrics/status_page.h"
 
@@ -315,9 +316,36 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   }
   if (path == "/v1/models") return HandleModels(ex, "");
   if (path == "/v1/models/") return HandleModels(ex, req.path.substr(path.size()));
+  if (auto refused = RecentRefusal(principal.tenant)) {
+    // Before its body is parsed and tokenized (the admission would refuse it anyway).
+    metrics_.rate_limited.With({principal.tenant, LimitReasonName(refused->reason)}).Inc();
+    return ReplyGatewayError(this, ex,
+                             RateLimited(*refused, principal.limits, principal.tenant, cfg_.gateway.rate_limit_per_second, 0),
+                             id, &principal);
+  }
   StartProxy(this, std::move(ex),
              path == "/v1/completions" ? api::Endpoint::kCompletions : api::Endpoint::kChatCompletions,
              std::move(principal), id);
+}
+
+void Gateway::RememberRefusal(const std::string& tenant, const AdmitResult& r) {
+  if (r.reason != LimitReason::kRequests && r.reason != LimitReason::kGlobalRequests) return;
+  if (r.retry_after_seconds <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto until = now + std::chrono::microseconds(static_cast<int64_t>(r.retry_after_seconds * 1e6));
+  std::lock_guard<std::mutex> lock(refusals_mu_);
+  if (refusals_.size() >= 10000) std::erase_if(refusals_, [&](const auto& kv) { return kv.second.first <= now; });
+  if (refusals_.size() < 10000) refusals_[tenant] = {until, r};
+}
+
+std::optional<AdmitResult> Gateway::RecentRefusal(const std::string& tenant) const {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(refusals_mu_);
+  auto it = refusals_.find(tenant);
+  if (it == refusals_.end() || it->second.first <= now) return std::nullopt;
+  AdmitResult r = it->second.second;
+  r.retry_after_seconds = std::chrono::duration<double>(it->second.first - now).count();
+  return r;
 }
 
 bool Gateway::Ready(json* pools) const {

@@ -29,6 +29,8 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -92,6 +94,13 @@ class Gateway {
   const PromptCounter& counter() const { return *parts_.counter; }
   WorkQueue& prep() { return *prep_; }
   http::HttpServer* server() { return server_.get(); }
+  // A tenant refused for its request rate (its own or the gateway's) is
+  // refused again, before its next bodies are parsed or tokenized, until the
+  // refusal's Retry-After has passed: a tenant over its rate pays for its
+  // own flood, not the prep threads everyone shares. Thread-safe.
+  void RememberRefusal(const std::string& tenant, const AdmitResult& r);
+  std::optional<AdmitResult> RecentRefusal(const std::string& tenant) const;
+
   void RequestStarted() { in_flight_.fetch_add(1); }
   void RequestEnded() { in_flight_.fetch_sub(1); }
 
@@ -128,6 +137,8 @@ class Gateway {
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> stopped_{false};
+  mutable std::mutex refusals_mu_;
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, AdmitResult>> refusals_;  // tenant -> until
 };
 
 // `kvserve gateway`: builds, starts, serves until SIGTERM/SIGINT, drains.

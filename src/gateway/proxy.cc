@@ -132,6 +132,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     gw_->metrics().rate_limited.With({principal_.tenant, LimitReasonName(r.reason)}).Inc();
     gw_->metrics().rate_limited_tokens.With({principal_.tenant}).Inc(static_cast<double>(reserved_));
     error_note_ = fmt::format("rate_limited:{}", LimitReasonName(r.reason));
+    gw_->RememberRefusal(principal_.tenant, r);
     return RateLimited(r, principal_.limits, principal_.tenant, gw_->config().gateway.rate_limit_per_second, reserved_);
   }
 

@@ -11,7 +11,9 @@
 //     the gateway's own count, which equals the replica's;
 //   * the Bearer scheme in any case and x-api-key authenticate at the gateway;
 //   * a client without a key is refused from its headers alone (401 before
-//     its body is sent), and connections per client address are capped;
+//     its body is sent), connections per client address are capped, a tenant
+//     over its request rate is refused before its bodies are parsed, and a
+//     body of millions of array elements is refused before parsing;
 //   * the gateway's request id is in the replica's access log (upstream_id);
 //   * /metrics, /status and the status page are not on the public port, only
 //     on the admin listener;
@@ -205,6 +207,32 @@ describe("tenants, keys and the public port", () => {
     const valid = await rawHead(gw.port, `POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${keyA}\r\n` +
       "Content-Length: 100\r\n\r\n", { wait: 500 });
     assert.equal(valid, "");
+  });
+
+  test("a tenant over its request rate is refused before its next bodies are parsed; huge arrays are refused unparsed", async () => {
+    const slowKey = addKey(keyFile, "tenant-slow", { "requests-per-second": 1, burst: 1 });
+    await waitFor(async () => (await request(gw, "POST", "/v1/completions", { model: MODEL, prompt: "x", max_tokens: 1 },
+      auth(slowKey))).status !== 401, 5000);  // the key file is reloaded
+    let refused;
+    for (let i = 0; i < 3 && !refused; ++i) {
+      const r = await request(gw, "POST", "/v1/completions", { model: MODEL, prompt: "x", max_tokens: 1 }, auth(slowKey));
+      if (r.status === 429) refused = r;
+    }
+    assert.ok(refused, "the second request within a second is over 1 request/s");
+    assert.equal(refused.json.error.code, "rate_limit_exceeded");
+    // Not even parsed now: a body that is not JSON gets the 429, not a 400.
+    const garbage = await request(gw, "POST", "/v1/completions", "{not json", auth(slowKey));
+    assert.equal(garbage.status, 429, garbage.text);
+    assert.ok(Number(garbage.headers["retry-after"]) >= 1);
+    // Another tenant is unaffected: its garbage is parsed and refused as such.
+    assert.equal((await request(gw, "POST", "/v1/completions", "{not json", auth(keyA))).status, 400);
+    // 12 MiB of "0," is 6M array elements (~200 MB once parsed): refused before parsing.
+    const huge = '{"model":"kvserve-tiny","max_tokens":1,"prompt":[' + "0,".repeat(6 << 20) + "0]}";
+    const t0 = Date.now();
+    const big = await request(gw, "POST", "/v1/completions", huge, auth(keyA));
+    assert.equal(big.status, 400, big.text.slice(0, 300));
+    assert.match(big.json.error.message, /elements; the limit is \d+ per array/);
+    assert.ok(Date.now() - t0 < 10000);
   });
 
   test("connections from one client address are capped (max_connections_per_client)", async () => {
