@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "gateway/client_address.h"
 #include "gateway/warmup.h"
 #include "http/http_client.h"
 
@@ -123,6 +124,11 @@ Key<T> Enum(std::string name, std::string alias, Ref<T, std::string> ref, std::v
   });
 }
 
+std::string TrustedProxiesCheck(const std::string& s) {
+  auto t = TrustedProxies::Parse(s);
+  return t.ok() ? "" : "addresses and CIDR ranges, comma-separated (" + t.status().message() + ")";
+}
+
 std::string NonEmpty(const std::string& s) { return s.empty() ? "a non-empty string" : ""; }
 
 std::string SharedStateCheck(const std::string& s) {
@@ -159,6 +165,12 @@ const std::vector<Key<G>>& Scalars() {
     t.push_back(Int<G>("gateway.max_connections_per_client", "max-connections-per-client",
                        [](G& c) -> int64_t& { return c.gateway.max_connections_per_client; }, 0, 1 << 20,
                        "Open connections from one client address; beyond: 429 and closed (0: no limit)"));
+    t.push_back(Str<G>("gateway.trusted_proxies", "trusted-proxies",
+                       [](G& c) -> std::string& { return c.gateway.trusted_proxies; },
+                       "addresses and CIDR ranges, comma-separated, or \"\"",
+                       "Load balancers whose X-Forwarded-For names the client (audit log, X-Forwarded-For to the "
+                       "replicas); any other peer is the client itself",
+                       TrustedProxiesCheck));
     t.push_back(Str<G>("gateway.admin_host", "admin-host", [](G& c) -> std::string& { return c.gateway.admin_host; },
                        "an address or host name",
                        "Address of the admin listener (/metrics, /status, the status page); keep it off the public "

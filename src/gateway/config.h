@@ -88,6 +88,9 @@ struct GatewaySection {
   int64_t max_connections_per_client = 256; // per remote address; beyond: 429 (0: no limit)
   // The admin listener: /metrics, /status and the status page, which name
   // tenants, replicas and files, are served here and not on the public port.
+  // Load balancers allowed to name the client in X-Forwarded-For
+  // (client_address.h): addresses and CIDR ranges, comma-separated.
+  std::string trusted_proxies;
   std::string admin_host = "127.0.0.1";
   int64_t admin_port = 9180;                // 0 picks a free one (the log line "admin listening on" says which)
   double keep_alive_timeout_seconds = 60;

@@ -2,6 +2,8 @@
 // cross-key validation, and configs/gateway.yaml documenting every key.
 #include "gateway/config.h"
 
+#include "gateway/client_address.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -143,6 +145,31 @@ TEST(GatewayConfigTest, KubernetesConfigMapLoads) {
     EXPECT_FALSE(c.gateway.key_file.empty()) << "the deployed gateway authenticates";
   }
   EXPECT_EQ(found, 1);
+}
+
+TEST(TrustedProxiesTest, OnlyATrustedPeerNamesTheClient) {
+  auto t = TrustedProxies::Parse("10.0.0.0/8, 192.168.1.5 ,::1, 2001:db8::/32");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_TRUE(t->Contains("10.1.2.3"));
+  EXPECT_FALSE(t->Contains("11.0.0.1"));
+  EXPECT_TRUE(t->Contains("192.168.1.5"));
+  EXPECT_FALSE(t->Contains("192.168.1.6"));
+  EXPECT_TRUE(t->Contains("::1"));
+  EXPECT_TRUE(t->Contains("2001:db8:1::7"));
+  EXPECT_FALSE(t->Contains("2001:db9::1"));
+  EXPECT_FALSE(t->Contains("not an address"));
+  // An untrusted peer is the client, whatever it claims.
+  EXPECT_EQ(t->ClientOf("203.0.113.1", "1.1.1.1"), "203.0.113.1");
+  // Right to left past trusted hops; what the client wrote (left) is ignored.
+  EXPECT_EQ(t->ClientOf("10.0.0.1", "6.6.6.6, 198.51.100.2, 10.9.9.9"), "198.51.100.2");
+  EXPECT_EQ(t->ClientOf("10.0.0.1", ""), "10.0.0.1");
+  EXPECT_EQ(t->ClientOf("10.0.0.1", "garbage, 198.51.100.2"), "198.51.100.2");
+  EXPECT_EQ(t->ClientOf("10.0.0.1", "198.51.100.2, garbage"), "10.0.0.1");  // a malformed last hop: stop there
+  EXPECT_EQ(PeerAddress("127.0.0.1:5000"), "127.0.0.1");
+  for (const char* bad : {"10.0.0.0/33", "300.1.1.1", "::1/129", "10.0.0.0/", "x"}) {
+    EXPECT_FALSE(TrustedProxies::Parse(bad).ok()) << bad;
+  }
+  EXPECT_TRUE(TrustedProxies::Parse("")->empty());
 }
 
 }  // namespace

@@ -78,6 +78,7 @@ StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
 
 Gateway::Gateway(GatewayConfig cfg, Parts parts)
     : cfg_(std::move(cfg)), parts_(std::move(parts)), status_board_(&metrics_) {
+  if (auto t = TrustedProxies::Parse(cfg_.gateway.trusted_proxies); t.ok()) trusted_proxies_ = std::move(*t);  // validated
   router_ = std::make_unique<Router>(cfg_.pools, nullptr, cfg_.gateway.health_interval_seconds);
   if (auto* redis = dynamic_cast<RedisRateLimiter*>(parts_.limiter.get())) {
     redis->set_error_counter(&metrics_.shared_state_errors);
@@ -257,6 +258,16 @@ void Gateway::Stop() {
   if (server_) server_->Stop();
   if (client_) client_->Stop();
   if (prep_) prep_->Stop();
+}
+
+std::string Gateway::ClientAddress(const http::Exchange& ex) const {
+  const std::string_view peer = PeerAddress(ex.remote());
+  if (!trusted_proxies_.Contains(peer)) return ex.remote();  // the peer is the client ("IP:PORT")
+  return trusted_proxies_.ClientOf(peer, ex.request().Header("X-Forwarded-For"));
+}
+
+std::string Gateway::ClientIp(const http::Exchange& ex) const {
+  return trusted_proxies_.ClientOf(PeerAddress(ex.remote()), ex.request().Header("X-Forwarded-For"));
 }
 
 int Gateway::CheckHeader(const http::HttpRequest& head, std::string* message) const {

@@ -34,6 +34,7 @@
 #include <memory>
 #include <string>
 
+#include "gateway/client_address.h"
 #include "gateway/config.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/health.h"
@@ -119,6 +120,13 @@ class Gateway {
   void HandleStatus(std::shared_ptr<http::Exchange> ex);
   void HandleModels(std::shared_ptr<http::Exchange> ex, const std::string& id);
   void WatchKeyFile();
+  // The client's address: the TCP peer, or what a trusted proxy says
+  // (gateway.trusted_proxies, client_address.h).
+ public:
+  std::string ClientAddress(const http::Exchange& ex) const;  // "IP:PORT" of the peer, or the forwarded IP
+  std::string ClientIp(const http::Exchange& ex) const;       // the address alone (X-Forwarded-For upstream)
+
+ private:
   // The public listener's header check (http::ServerOptions::header_check):
   // 401 for a request to an authenticated route without a valid key.
   int CheckHeader(const http::HttpRequest& head, std::string* message) const;
@@ -134,6 +142,7 @@ class Gateway {
   std::unique_ptr<WorkQueue> prep_;
   std::unique_ptr<http::HttpServer> server_;
   std::unique_ptr<http::HttpServer> admin_;
+  TrustedProxies trusted_proxies_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> stopped_{false};

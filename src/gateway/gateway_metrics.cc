@@ -194,6 +194,7 @@ nlohmann::json AuditRecord::ToJson() const {
                       {"duration_ms", duration_ms},
                       {"retries", retries},
                       {"remote", remote}};
+  if (!peer.empty()) j["peer"] = peer;
   if (cached_tokens) j["cached_tokens"] = *cached_tokens;
   if (predicted_cached_tokens) j["predicted_cached_tokens"] = *predicted_cached_tokens;
   if (!error.empty()) j["error"] = error;

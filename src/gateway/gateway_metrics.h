@@ -95,7 +95,8 @@ struct AuditRecord {
   std::optional<int64_t> predicted_cached_tokens;  // cache_aware: what routing expected
   bool stream = false;
   std::string error;   // "" or what went wrong (rate_limited:tokens, upstream timeout, ...)
-  std::string remote;
+  std::string remote;   // the client: the TCP peer, or as a trusted proxy named it
+  std::string peer;     // the TCP peer (a trusted proxy), when it is not the client
   std::optional<std::string> prompt;  // only with logging.audit_prompts
 
   nlohmann::json ToJson() const;

@@ -260,7 +260,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     req.method = "POST";
     req.target = ex_->request().path;
     req.body = upstream_body_;
-    req.headers = {{"Content-Type", "application/json"}, {"X-Request-Id", id_}};
+    req.headers = {{"Content-Type", "application/json"}, {"X-Request-Id", id_}, {"X-Forwarded-For", gw_->ClientIp(*ex_)}};
     for (auto& h : pool_->AuthHeaders()) req.headers.push_back(std::move(h));
     const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - attempt_start_);
     if (remaining.count() <= 0) return GiveUp();
@@ -643,7 +643,8 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     a.retries = retries_;
     CountPrefixHits(&a);
     a.error = error_note_;
-    a.remote = ex_->remote();
+    a.remote = gw_->ClientAddress(*ex_);
+    if (a.remote != ex_->remote()) a.peer = ex_->remote();
     if (gw_->config().logging.audit_prompts && !counted_.prompt_text.empty()) a.prompt = counted_.prompt_text;
     gw_->audit().Write(a);
     gw_->metrics().in_flight.Dec();
@@ -740,7 +741,8 @@ void ReplyGatewayError(Gateway* gw, const std::shared_ptr<http::Exchange>& ex, c
   a.status = e.status;
   a.duration_ms = Ms(Clock::now() - ex->received_at());
   a.error = e.code;
-  a.remote = ex->remote();
+  a.remote = gw->ClientAddress(*ex);
+  if (a.remote != ex->remote()) a.peer = ex->remote();
   gw->audit().Write(a);
 }
 

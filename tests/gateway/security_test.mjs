@@ -89,7 +89,7 @@ describe("tenants, keys and the public port", () => {
       model: modelPath, dir, pools, gateway: { key_file: keyFile, key_file_poll_seconds: 0.1, max_connections_per_client: 8 },
     });
     shared = await startGateway({
-      model: modelPath, dir, pools, gateway: { key_file: keyFile, prefix_cache_scope: "shared" },
+      model: modelPath, dir, pools, gateway: { key_file: keyFile, prefix_cache_scope: "shared", trusted_proxies: "127.0.0.0/8, ::1" },
     });
   });
   after(async () => {
@@ -134,6 +134,19 @@ describe("tenants, keys and the public port", () => {
     const line = readFileSync(replica.accessLog, "utf8").split("\n").filter((l) => l.includes(id)).map((l) => JSON.parse(l))[0];
     assert.equal(line.upstream_id, id);
     assert.equal((await auditLine(gw, (l) => l.id === id)).status, 200);
+  });
+
+  test("X-Forwarded-For names the client only when a trusted proxy sent it", async () => {
+    const h = { ...auth(keyA), "x-forwarded-for": "198.51.100.7, 203.0.113.9" };
+    const body = { model: MODEL, prompt: "Once", max_tokens: 1 };
+    const untrusted = await request(gw, "POST", "/v1/completions", body, h);
+    const u = await auditLine(gw, (l) => l.id === untrusted.headers["x-request-id"]);
+    assert.match(u.remote, /^127\.0\.0\.1:\d+$/, "a client cannot forge its address");
+    assert.equal(u.peer, undefined);
+    const trusted = await request(shared, "POST", "/v1/completions", body, h);
+    const t = await auditLine(shared, (l) => l.id === trusted.headers["x-request-id"]);
+    assert.equal(t.remote, "203.0.113.9", "the right-most address the trusted proxy appended");
+    assert.match(t.peer, /^127\.0\.0\.1:\d+$/);
   });
 
   test("prefix_cache_scope: shared is the explicit opt-in to one cache for every tenant", async () => {
