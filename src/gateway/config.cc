@@ -159,6 +159,10 @@ const std::vector<Key<G>>& Scalars() {
     t.push_back(Int<G>("gateway.max_body_bytes", "max-body-bytes",
                        [](G& c) -> int64_t& { return c.gateway.max_body_bytes; }, 1024, int64_t{1} << 30,
                        "Largest request body; larger ones get 413"));
+    t.push_back(Int<G>("gateway.max_response_buffer_bytes", "max-response-buffer-bytes",
+                       [](G& c) -> int64_t& { return c.gateway.max_response_buffer_bytes; }, 1024, int64_t{1} << 32,
+                       "A non-streaming answer is held whole up to this many bytes; a larger one is relayed as it "
+                       "arrives (never cut), its usage read from its end"));
     t.push_back(Int<G>("gateway.max_connections", "max-connections",
                        [](G& c) -> int64_t& { return c.gateway.max_connections; }, 0, 1 << 20,
                        "Open client connections; a new one beyond gets 503 and is closed (0: no limit)"));

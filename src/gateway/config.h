@@ -84,6 +84,9 @@ struct GatewaySection {
   int64_t prep_threads = 2;       // parsing, tokenization and admission
   int64_t prep_queue = 256;       // requests waiting for a prep thread; more get 503
   int64_t max_body_bytes = int64_t{32} << 20;
+  // A non-streaming answer is held whole (to read its usage) up to this;
+  // a larger one is relayed as it arrives, its usage read from its end.
+  int64_t max_response_buffer_bytes = int64_t{64} << 20;
   int64_t max_connections = 4096;           // open client connections; beyond: 503 and closed (0: no limit)
   int64_t max_connections_per_client = 256; // per remote address; beyond: 429 (0: no limit)
   // The admin listener: /metrics, /status and the status page, which name

@@ -22,7 +22,7 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 constexpr auto kSsePing = std::chrono::seconds(15);
 constexpr size_t kMaxHeldEvents = 64;              // token-less events held before the first token
-constexpr size_t kMaxUpstreamBody = size_t{64} << 20;  // non-streaming response bodies
+constexpr size_t kUsageTailBytes = size_t{64} << 10;  // of a relayed body: where its "usage" is
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 std::chrono::milliseconds ToMs(double seconds) {
@@ -323,7 +323,11 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   void OnData(uint64_t attempt, const std::string& d) {
     if (attempt != attempt_id_ || finished_) return;
     if (!upstream_sse_) {
-      if (upstream_body_in_.size() + d.size() <= kMaxUpstreamBody) upstream_body_in_ += d;
+      if (relaying_) return RelayBody(d);
+      upstream_body_in_ += d;
+      // An answer larger than the gateway holds is relayed as it comes,
+      // never cut (its usage is read from its tail at the end).
+      if (upstream_body_in_.size() > static_cast<size_t>(gw_->config().gateway.max_response_buffer_bytes)) StartRelay();
       return;
     }
     for (http::SseMessage& m : sse_.Feed(d)) OnEvent(std::move(m));
@@ -465,6 +469,16 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     if (attempt != attempt_id_ || finished_) return;
     gw_->metrics().upstream_duration.With({pool_->name()}).Observe(
         std::chrono::duration<double>(Clock::now() - attempt_start_).count());
+    if (relaying_) {
+      // The whole body went through; a relay cut by an error ends as it is.
+      if (r.ok()) {
+        ReadUsageFromTail();
+        replica_->OnSuccess();
+      } else {
+        error_note_ = "relay failed: " + std::string(ClientErrorKindName(r.error));
+      }
+      return Finish(r.ok() ? upstream_status_ : 502);
+    }
     if (!r.ok()) return AttemptFailed(ClientErrorKindName(r.error), r.message, r.error != http::ClientErrorKind::kCancelled);
     if (upstream_sse_ && stream_) {
       if (!committed_) Commit();
@@ -488,6 +502,46 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     // every replica: no retry).
     RespondWithUpstreamBody(s);
     Finish(s);
+  }
+
+  // A non-streaming answer over gateway.max_response_buffer_bytes: from now
+  // on it goes to the client as it arrives (chunked), and only its last
+  // kUsageTailBytes are kept to read the usage from.
+  void StartRelay() {
+    relaying_ = true;
+    committed_ = true;  // bytes reached the client: no retry
+    http::HttpResponse h;
+    h.status = upstream_status_;
+    h.SetHeader("Content-Type", upstream_content_type_.empty() ? "application/json" : upstream_content_type_);
+    h.SetHeader("X-Request-Id", id_);
+    ex_->StartStream(std::move(h));
+    std::string head = std::move(upstream_body_in_);
+    upstream_body_in_.clear();
+    RelayBody(head);
+  }
+
+  void RelayBody(std::string_view d) {
+    ex_->Write(std::string(d));
+    upstream_body_in_ += d;
+    if (upstream_body_in_.size() > 2 * kUsageTailBytes) upstream_body_in_.erase(0, upstream_body_in_.size() - kUsageTailBytes);
+  }
+
+  // The "usage" object of a relayed answer, from the last one in its tail.
+  void ReadUsageFromTail() {
+    const size_t at = upstream_body_in_.rfind("\"usage\":");
+    if (at == std::string::npos) return;
+    const size_t open = upstream_body_in_.find('{', at);
+    if (open == std::string::npos) return;
+    int depth = 0;
+    for (size_t i = open; i < upstream_body_in_.size(); ++i) {
+      const char c = upstream_body_in_[i];
+      if (c == '{') ++depth;
+      if (c == '}' && --depth == 0) {
+        json u = json::parse(std::string_view(upstream_body_in_).substr(open, i - open + 1), nullptr, false);
+        if (u.is_object()) ReadUsage(u);
+        return;
+      }
+    }
   }
 
   // Answers the client with the replica's body as it came (and its content type).
@@ -518,6 +572,10 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     last_error_kind_ = kind;
     last_error_ = message;
     ReleaseReplica();
+    if (relaying_) {  // part of a JSON body went out: it ends where it was cut
+      error_note_ = "relay failed: " + kind;
+      return Finish(502);
+    }
     if (committed_) {
       gw_->metrics().stream_errors.Inc();
       ex_->Write(http::SseEvent("error", api::Dump(UpstreamFailedMidStream(message).ToJson())));
@@ -601,10 +659,17 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
     ReleaseReplica();
     // Real usage: the replica's report, else what was seen (a failed stream:
     // the prompt and one token per event), else nothing (never reached one).
+    // A non-streaming answer whose client left (or whose relay failed) did
+    // not report its usage: the replica generated until it saw the cancel,
+    // so the reservation is charged (never less than what was generated).
     int64_t prompt = 0, completion = 0;
     if (usage_prompt_ >= 0) {
       prompt = usage_prompt_;
       completion = usage_completion_;
+    } else if (!stream_ && attempts_ > 0 && (status == 499 || relaying_)) {
+      prompt = counted_.total_prompt_tokens;
+      completion = std::max<int64_t>(reserved_ - prompt, 0);
+      error_note_ += error_note_.empty() ? "usage unknown: charged as reserved" : "; usage unknown: charged as reserved";
     } else if (committed_ || (attempts_ > 0 && status == 499)) {
       prompt = counted_.total_prompt_tokens;
       completion = delta_events_;
@@ -699,6 +764,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   std::optional<int64_t> usage_cached_;
 
   bool committed_ = false;
+  bool relaying_ = false;  // a non-streaming answer too large to hold, relayed as it comes
   bool finished_ = false;
   std::optional<Clock::time_point> ttft_;
   std::string last_error_kind_;

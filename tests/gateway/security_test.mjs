@@ -22,13 +22,17 @@
 //   * secrets stay out of config files and command lines (replica keys from a
 //     file or the environment, the pool's key from a file or the environment)
 //     and rotate without a restart (file change, SIGHUP); audit and access
-//     logs are 0600 and reopened on SIGHUP.
+//     logs are 0600 and reopened on SIGHUP;
+//   * token budgets: an answer larger than the gateway buffers is relayed
+//     whole and charged; a client that leaves a non-streaming request is
+//     charged its reservation (the replica generated until the cancel).
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
   existsSync, lstatSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync,
 } from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -410,5 +414,59 @@ describe("secrets out of config files, rotation without a restart, logs", () => 
       await waitFor(() => existsSync(file) && readFileSync(file, "utf8").includes(r.headers["x-request-id"]), 5000);
       assert.equal(statSync(file).mode & 0o777, 0o600);
     }
+  });
+});
+
+describe("token budgets cannot be escaped", () => {
+  let replica, fake, gw, keyFile, key;
+  before(async () => {
+    const dir = tempDir();
+    keyFile = path.join(dir, "keys.yaml");
+    key = addKey(keyFile, "tenant-a");
+    replica = await startReplica({ model: modelPath, args: ["--max-context-length", "1024"] });
+    // A fake replica at 5 ms a token: a request of 700 tokens runs 3.5 s
+    // (and only its pool can hold it).
+    fake = await startReplica({ args: ["--max-context-length", "1024", "--fake-step-ms", "5"] });
+    gw = await startGateway({
+      model: modelPath, dir, gateway: { key_file: keyFile, max_response_buffer_bytes: 1024 },
+      pools: [{ name: "real", max_context: 600, replicas: [replica.baseURL] },
+              { name: "fake", max_context: 1024, replicas: [fake.baseURL] }],
+    });
+  });
+  after(async () => {
+    await gw.stop();
+    await replica.stop();
+    await fake.stop();
+  });
+
+  test("an answer larger than the gateway holds is relayed whole, and its usage charged", async () => {
+    const prompt = "Once upon a time, there was a little girl named Lily. ".repeat(28);  // ~1.5 KB, echoed back
+    const r = await request(gw, "POST", "/v1/completions", { model: MODEL, prompt, echo: true, max_tokens: 8, temperature: 0 }, auth(key));
+    assert.equal(r.status, 200, r.text.slice(0, 300));
+    assert.ok(r.text.length > 1024, `${r.text.length} bytes: over max_response_buffer_bytes`);
+    assert.ok(r.json.choices[0].text.startsWith(prompt), "the whole answer, not cut");
+    const line = await auditLine(gw, (l) => l.id === r.headers["x-request-id"]);
+    assert.equal(line.prompt_tokens, r.json.usage.prompt_tokens);
+    assert.equal(line.completion_tokens, r.json.usage.completion_tokens);
+    assert.equal(line.error, undefined);
+  });
+
+  test("a client that leaves a non-streaming request is charged what it reserved", async () => {
+    const body = JSON.stringify({ model: "fake-model", prompt: "Once upon a time", max_tokens: 700, ignore_eos: true });
+    await new Promise((resolve) => {
+      const req = http.request({ host: "127.0.0.1", port: gw.port, method: "POST", path: "/v1/completions",
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...auth(key) } });
+      req.on("error", () => resolve());
+      req.end(body);
+      // A reset, as a client that is killed or times out (a plain close
+      // before the answer is a half-close, and the answer is still sent).
+      setTimeout(() => { req.socket?.resetAndDestroy(); req.destroy(); resolve(); }, 400);
+    });
+    const line = await auditLine(gw, (l) => l.status === 499 && l.pool === "fake", 10000).catch((e) => {
+      throw new Error(`${e.message}: ${JSON.stringify(gw.audit().slice(-2))}`);
+    });
+    assert.equal(line.completion_tokens, 700, "the max_tokens it reserved, not 0");
+    assert.equal(line.prompt_tokens + line.completion_tokens, line.reserved_tokens);
+    assert.match(line.error, /charged as reserved/);
   });
 });
