@@ -289,7 +289,7 @@ class Call : public std::enable_shared_from_this<Call> {
                                            fmt::format("cannot resolve {}: {}", self->url_.host, ec.message()));
                                 return;
                               }
-                              self->conn_ = std::make_unique<ClientStream>(tcp::socket(self->impl_->ioc.get_executor()));
+                              self->conn_ = std::make_unique<ClientStream>(self->impl_->ioc);
                               asio::async_connect(self->conn_->socket(), results,
                                                   self->OnStrand([self](beast::error_code cec, const tcp::endpoint&) {
                                                     self->OnConnect(cec);

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 
@@ -56,7 +57,8 @@ class ClientStream {
   using Tcp = boost::asio::ip::tcp::socket;
   using Tls = boost::asio::ssl::stream<Tcp>;
 
-  explicit ClientStream(Tcp socket) : socket_(std::move(socket)) {}
+  // An unconnected socket on ioc (connect socket(), then StartTls or not).
+  explicit ClientStream(boost::asio::io_context& ioc) : socket_(ioc) {}
   ClientStream(const ClientStream&) = delete;
   ClientStream& operator=(const ClientStream&) = delete;
 
