@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "http/http_server.h"
+#include "http/tls.h"
 #include "server/access_log.h"
 #include "server/service.h"
 #include "base/sha256.h"
@@ -86,7 +87,7 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   // threads), since every thread inherits it: the kernel delivers a
   // process-directed signal to any thread that does not block it, and with
   // no handler installed yet its default action ends the process.
-  SignalBlock term_signals({SIGTERM, SIGINT});
+  SignalBlock term_signals({SIGTERM, SIGINT, SIGHUP});
   // Logs go to stderr; stdout is left to the access log.
   if (!spdlog::get("kvserve")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvserve"));
   spdlog::set_level(spdlog::level::from_str(config.logging.level));
@@ -125,13 +126,26 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   ho.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.server.header_timeout_seconds * 1000));
   ho.max_connections = static_cast<int>(config.server.max_connections);
   ho.max_connections_per_client = static_cast<int>(config.server.max_connections_per_client);
+  ho.tls_cert_file = config.server.tls_cert_file;
+  ho.tls_key_file = config.server.tls_key_file;
+  ho.tls_cert_setting = "server.tls_cert_file";
+  ho.tls_key_setting = "server.tls_key_file";
+  if (ho.tls()) {
+    // Unreadable or mismatched files are a configuration error, as a bad
+    // key file is (the listener loads them again when it starts).
+    auto tls = http::MakeServerTlsContext({ho.tls_cert_file, ho.tls_key_file, ho.tls_cert_setting, ho.tls_key_setting});
+    if (!tls.ok()) {
+      spdlog::error("configuration: {}", tls.status().message());
+      return 2;
+    }
+  }
   http::HttpServer server(ho);
   if (Status s = server.Start([&service](std::shared_ptr<http::Exchange> ex) { service.Handle(std::move(ex)); });
       !s.ok()) {
     spdlog::error("{}", s.message());
     return 1;
   }
-  spdlog::info("listening on http://{}:{}", config.server.host, server.port());
+  spdlog::info("listening on {}://{}:{}", server.scheme(), config.server.host, server.port());
 
   Events ev;
   server.OnSignal({SIGTERM, SIGINT}, [&ev](int sig) {
@@ -139,6 +153,20 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     std::lock_guard<std::mutex> lock(ev.mu);
     ++ev.signals;
     ev.cv.notify_all();
+  });
+  // SIGHUP: the certificate rotation signal (new connections get the files'
+  // new pair; a bad pair is refused and the old one stays). Without TLS it
+  // is logged and ignored rather than ending the process.
+  server.OnSignal({SIGHUP}, [&server](int) {
+    if (!server.tls()) {
+      spdlog::info("received SIGHUP: nothing to reload (no TLS)");
+      return;
+    }
+    if (Status s = server.ReloadTls(); s.ok()) {
+      spdlog::info("received SIGHUP: TLS certificate reloaded");
+    } else {
+      spdlog::error("received SIGHUP: TLS certificate not reloaded (the previous one stays in force): {}", s.message());
+    }
   });
   term_signals.Release();
 
