@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "gateway/config.h"
@@ -74,6 +75,10 @@ class Gateway {
 
   // Reloads the key file now (SIGHUP).
   Status ReloadKeys();
+  // Re-reads gateway.tls_cert_file / tls_key_file for new connections (the
+  // old pair stays on a failure; counted in tls_cert_reloads) and the pools'
+  // CA files for new replica connections. Ok without TLS.
+  Status ReloadTls();
   // Applies a re-read configuration (SIGHUP): replica weights take effect at
   // once (the path by which traffic is shifted without a restart); other
   // changes are reported as needing a restart. Returns what was not applied.
@@ -110,6 +115,7 @@ class Gateway {
   void HandleStatus(std::shared_ptr<http::Exchange> ex);
   void HandleModels(std::shared_ptr<http::Exchange> ex, const std::string& id);
   void WatchKeyFile();
+  void WatchTlsFiles();  // every key_file_poll_seconds: ReloadTls when either file changed
   // The public listener's header check (http::ServerOptions::header_check):
   // 401 for a request to an authenticated route without a valid key.
   int CheckHeader(const http::HttpRequest& head, std::string* message) const;
@@ -128,6 +134,8 @@ class Gateway {
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> stopped_{false};
+  std::mutex tls_mu_;
+  std::string tls_stamp_;  // guarded by tls_mu_: the TLS files' mtimes and sizes at the last (tried) load
 };
 
 // `kvserve gateway`: builds, starts, serves until SIGTERM/SIGINT, drains.
