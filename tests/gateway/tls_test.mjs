@@ -214,6 +214,19 @@ describe("TLS from the client through the gateway to the replicas", () => {
     assert.equal(health.status, 200);
   });
 
+  test("a certificate or key that does not load stops start-up (exit 2, naming the key and the file)", async () => {
+    const missing = path.join(dir, "missing.pem");
+    const gwRun = spawnSync(binary, ["gateway", "--config", gw.config, "--port", "0", "--admin-port", "0",
+      "--tls-cert-file", missing], { encoding: "utf8", timeout: 30000 });
+    assert.equal(gwRun.status, 2, gwRun.stderr);
+    assert.match(gwRun.stderr, /gateway\.tls_cert_file: cannot read ".*missing\.pem"/);
+    // A key that belongs to another certificate.
+    const serveRun = spawnSync(binary, ["serve", "--model", modelPath, "--port", "0", "--tls-cert-file", live.cert,
+      "--tls-key-file", gwLive.key], { encoding: "utf8", timeout: 30000 });
+    assert.equal(serveRun.status, 2, serveRun.stderr);
+    assert.match(serveRun.stderr, /server\.tls_key_file: the key in ".*gateway-live\.key" does not match/);
+  });
+
   test("the openai client gets chat completions through the gateway over TLS, with the CA trusted", async (t) => {
     const r = await openaiChat(gw.baseURL, { ca: ca.cert, apiKey: key });
     if (r.skipped) return t.skip("tests/oracles/node_modules/openai is missing");
