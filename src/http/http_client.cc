@@ -472,7 +472,10 @@ class Call : public std::enable_shared_from_this<Call> {
         socket.shutdown(tcp::socket::shutdown_both, ec);
       }
       socket.close(ec);
-      conn_.reset();
+      // Not freed yet: an operation on it may still be pending (a connect
+      // cut off by its timeout), and completes (aborted) against it. The
+      // handlers hold this call, so it lives until they have run.
+      closed_.push_back(std::move(conn_));
     }
   }
 
@@ -521,6 +524,7 @@ class Call : public std::enable_shared_from_this<Call> {
   asio::steady_timer phase_timer_;
   asio::steady_timer total_timer_;
   std::unique_ptr<ClientStream> conn_;
+  std::vector<std::unique_ptr<ClientStream>> closed_;  // closed by CloseSocket (at most two: a retry)
   std::optional<bhttp::request<bhttp::string_body>> wire_;
   std::optional<bhttp::response_parser<bhttp::string_body>> parser_;
   beast::flat_buffer buffer_;
