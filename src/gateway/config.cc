@@ -14,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "gateway/client_address.h"
+#include "gateway/redis_limiter.h"
 #include "gateway/warmup.h"
 #include "http/http_client.h"
 
@@ -104,7 +105,9 @@ Key<T> Str(std::string name, std::string alias, Ref<T, std::string> ref, std::st
   k.set = [name, ref, check](T& c, const Raw& v) -> Status {
     if (check) {
       if (std::string why = check(v.text); !why.empty()) {
-        return InvalidArgument("{}: expected {}, got \"{}\"", name, why, v.text);
+        // A URL with credentials is not echoed (a password in stderr).
+        return InvalidArgument("{}: expected {}, got \"{}\"", name, why,
+                               v.text.find('@') == std::string::npos ? v.text : "<redacted>");
       }
     }
     ref(c) = v.text;
@@ -133,8 +136,7 @@ std::string NonEmpty(const std::string& s) { return s.empty() ? "a non-empty str
 
 std::string SharedStateCheck(const std::string& s) {
   if (s.empty()) return "";
-  if (s.rfind("redis://", 0) != 0) return "\"\" or redis://HOST:PORT";
-  return http::Url::Parse("http://" + s.substr(8)).ok() ? "" : "\"\" or redis://HOST:PORT";
+  return RedisAddress::Parse(s).ok() ? "" : "\"\", redis://[USER:PASSWORD@]HOST:PORT or rediss://...";
 }
 
 using G = GatewayConfig;
@@ -203,15 +205,29 @@ const std::vector<Key<G>>& Scalars() {
                         "Without key_file: serve without authentication (otherwise start-up fails)"));
     t.push_back(Num<G>("gateway.key_file_poll_seconds", "key-file-poll",
                        [](G& c) -> double& { return c.gateway.key_file_poll_seconds; }, 0, true, 3600,
-                       "How often the key file's modification time is checked"));
+                       "How often the key file's and the TLS files' modification times are checked"));
     t.push_back(Num<G>("gateway.rate_limit_per_second", "rate-limit-per-second",
                        [](G& c) -> double& { return c.gateway.rate_limit_per_second; }, 0, false, 1e9,
                        "Requests per second admitted for all tenants together (token bucket); 0: no limit"));
+    t.push_back(Str<G>("gateway.tls_cert_file", "tls-cert-file", [](G& c) -> std::string& { return c.gateway.tls_cert_file; },
+                       "a file path or \"\"",
+                       "HTTPS on the public port: PEM certificate chain (leaf first); with tls_key_file. Reloaded on "
+                       "SIGHUP and when the file changes; \"\": plain HTTP"));
+    t.push_back(Str<G>("gateway.tls_key_file", "tls-key-file", [](G& c) -> std::string& { return c.gateway.tls_key_file; },
+                       "a file path or \"\"", "The PEM private key of tls_cert_file"));
     t.push_back(Str<G>("gateway.shared_state", "shared-state", [](G& c) -> std::string& { return c.gateway.shared_state; },
-                       "\"\" or redis://HOST:PORT",
-                       "Where rate-limit counters live: \"\" in this process; redis://HOST:PORT shared by every "
-                       "gateway using that Redis",
+                       "\"\", redis://[USER:PASSWORD@]HOST:PORT or rediss://...",
+                       "Where rate-limit counters live: \"\" in this process; a Redis shared by every gateway using "
+                       "it (rediss: over TLS; with a password, AUTH on every connection)",
                        SharedStateCheck));
+    t.push_back(Str<G>("gateway.shared_state_tls_ca_file", "shared-state-tls-ca-file",
+                       [](G& c) -> std::string& { return c.gateway.shared_state_tls_ca_file; }, "a file path or \"\"",
+                       "rediss: PEM CA certificates Redis's certificate must chain to (\"\": the system's store)"));
+    t.push_back(Str<G>("gateway.shared_state_password_env", "shared-state-password-env",
+                       [](G& c) -> std::string& { return c.gateway.shared_state_password_env; },
+                       "an environment variable name or \"\"",
+                       "Take the Redis password from this environment variable instead of the URL (it stays out of "
+                       "the configuration file)"));
     t.push_back(Enum<G>("gateway.shared_state_failure", "shared-state-failure",
                         [](G& c) -> std::string& { return c.gateway.shared_state_failure; },
                         {"open", "closed", "local"},
@@ -272,6 +288,9 @@ const std::vector<Key<P>>& PoolKeys() {
     t.push_back(Str<P>("api_key_env", "", [](P& p) -> std::string& { return p.api_key_env; },
                        "an environment variable name or \"\"",
                        "Environment variable holding the replicas' key"));
+    t.push_back(Str<P>("tls_ca_file", "", [](P& p) -> std::string& { return p.tls_ca_file; }, "a file path or \"\"",
+                       "https replicas: PEM CA certificates their certificates must chain to (and name the URL's "
+                       "host); \"\": the system's store"));
     t.push_back(Enum<P>("routing", "", [](P& p) -> std::string& { return p.routing; },
                         {"round_robin", "least_load", "cache_aware"},
                         "How a replica is picked: round_robin; least_load (fewest outstanding tokens per weight); "
@@ -442,7 +461,7 @@ const std::vector<GatewayKeyInfo>& GatewayConfigKeys() {
       out.push_back({"pools[]." + k.name, "", k.type, k.allowed, k.get(pd).dump(), k.help});
     }
     out.push_back({"pools[].replicas", "", "list", "{url, weight, version, fault_rate} mappings or URLs", "[]",
-                   "The pool's replicas: url http://HOST:PORT, weight (0, 1000000] (default 1), version (release "
+                   "The pool's replicas: url http://HOST:PORT or https://HOST:PORT (verified with tls_ca_file), weight (0, 1000000] (default 1), version (release "
                    "label, default stable), fault_rate [0, 1] (drills: that fraction of attempts fails in the "
                    "gateway; default 0)"});
     return out;
@@ -564,6 +583,16 @@ Status ValidateGatewayConfig(const GatewayConfig& cfg) {
       }
     }
   }
+  if (cfg.gateway.tls_cert_file.empty() != cfg.gateway.tls_key_file.empty()) {
+    return InvalidArgument("{}: HTTPS needs both gateway.tls_cert_file and gateway.tls_key_file",
+                           cfg.gateway.tls_cert_file.empty() ? "gateway.tls_cert_file" : "gateway.tls_key_file");
+  }
+  if (!cfg.gateway.shared_state_tls_ca_file.empty() && cfg.gateway.shared_state.rfind("rediss://", 0) != 0) {
+    return InvalidArgument("gateway.shared_state_tls_ca_file: only used with a rediss:// shared_state");
+  }
+  if (!cfg.gateway.shared_state_password_env.empty() && cfg.gateway.shared_state.empty()) {
+    return InvalidArgument("gateway.shared_state_password_env: only used with a Redis shared_state");
+  }
   if (cfg.gateway.key_file.empty() && !cfg.gateway.allow_anonymous) {
     return InvalidArgument(
         "gateway.key_file is required (create one with `kvserve gateway keys add --file FILE --tenant NAME`); "
@@ -602,6 +631,9 @@ nlohmann::json GatewayConfigToJson(const GatewayConfig& cfg) {
   for (const auto& k : Scalars()) {
     const size_t dot = k.name.find('.');
     j[k.name.substr(0, dot)][k.name.substr(dot + 1)] = k.get(cfg);
+  }
+  if (auto redis = RedisAddress::Parse(cfg.gateway.shared_state); redis.ok()) {
+    j["gateway"]["shared_state"] = redis->Redacted();
   }
   j["pools"] = nlohmann::json::array();
   for (const auto& p : cfg.pools) {

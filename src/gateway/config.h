@@ -74,6 +74,7 @@ struct PoolConfig {
   double canary_max_error_rate_margin = 0;  // roll back (weight 0) when canary errors exceed stable's by this; 0: off
   double canary_window_seconds = 60;
   int64_t canary_min_requests = 20;  // canary attempts in the window before it can be judged
+  std::string tls_ca_file{};        // https replicas: PEM CAs their certificates must chain to ("": the system's)
 };
 
 struct GatewaySection {
@@ -109,7 +110,13 @@ struct GatewaySection {
   bool allow_anonymous = false;   // no key_file: serve without authentication (tests, trusted networks)
   double key_file_poll_seconds = 1;
   double rate_limit_per_second = 0;  // all tenants together; 0: no limit
-  std::string shared_state;       // "" (counters in this process) or redis://HOST:PORT
+  // HTTPS on the public listener: both set (PEM chain and key); both "": HTTP.
+  // Reloaded on SIGHUP and when either file changes (key_file_poll_seconds).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string shared_state;       // "" (counters in this process), redis://[USER:PASSWORD@]HOST:PORT or rediss://...
+  std::string shared_state_tls_ca_file;   // rediss: PEM CAs of Redis's certificate ("" : the system's)
+  std::string shared_state_password_env;  // the Redis password from this environment variable ("" : from the URL)
   std::string shared_state_failure = "local";  // Redis unreachable: open, closed, local
   double shared_state_timeout_seconds = 0.25;
   double health_interval_seconds = 1;

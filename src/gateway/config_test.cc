@@ -107,6 +107,42 @@ TEST(GatewayConfigTest, OverridesAndValidation) {
   EXPECT_NE(ValidateGatewayConfig(no_keys).message().find("gateway.key_file is required"), std::string::npos);
 }
 
+// TLS keys (issue 33 items 7, 8): both files or neither; the Redis CA and
+// password variable only with Redis; the Redis password never printed.
+TEST(GatewayConfigTest, TlsAndRedisCredentials) {
+  const std::string pools = "pools: [{name: a, max_context: 8, tls_ca_file: /ca.pem, replicas: [https://h:1]}]\n";
+  GatewayConfig ok;
+  ASSERT_TRUE(LoadGatewayConfigYaml("gateway: {allow_anonymous: true, tls_cert_file: c.pem, tls_key_file: k.pem, "
+                                    "shared_state: \"rediss://u:p%40ss@redis.test:6380\", shared_state_tls_ca_file: "
+                                    "ca.pem}\n" + pools,
+                                    &ok)
+                  .ok());
+  EXPECT_TRUE(ValidateGatewayConfig(ok).ok()) << ValidateGatewayConfig(ok).message();
+  EXPECT_EQ(ok.pools[0].tls_ca_file, "/ca.pem");
+  const std::string printed = GatewayConfigToJson(ok).dump();
+  EXPECT_EQ(printed.find("p%40ss"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("rediss://u:<redacted>@redis.test:6380"), std::string::npos) << printed;
+  struct Case {
+    std::string yaml, needle;
+  };
+  const Case cases[] = {
+      {"gateway: {allow_anonymous: true, tls_cert_file: c.pem}", "gateway.tls_key_file"},
+      {"gateway: {allow_anonymous: true, tls_key_file: k.pem}", "gateway.tls_cert_file"},
+      {"gateway: {allow_anonymous: true, shared_state: \"redis://h:1\", shared_state_tls_ca_file: ca.pem}",
+       "gateway.shared_state_tls_ca_file"},
+      {"gateway: {allow_anonymous: true, shared_state_password_env: PW}", "gateway.shared_state_password_env"},
+  };
+  for (const auto& c : cases) {
+    GatewayConfig cfg;
+    ASSERT_TRUE(LoadGatewayConfigYaml(c.yaml + "\n" + pools, &cfg).ok()) << c.yaml;
+    Status s = ValidateGatewayConfig(cfg);
+    EXPECT_NE(s.message().find(c.needle), std::string::npos) << c.yaml << " -> " << s.message();
+  }
+  GatewayConfig bad;
+  Status s = LoadGatewayConfigYaml("gateway: {shared_state: \"redis://u:p@\"}", &bad);
+  EXPECT_NE(s.message().find("gateway.shared_state"), std::string::npos) << s.message();
+}
+
 // configs/gateway.yaml loads, and documents every key with its default.
 TEST(GatewayConfigTest, ShippedExampleDocumentsEveryKey) {
   const char* src = std::getenv("KVSERVE_SOURCE_DIR");

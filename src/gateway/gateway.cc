@@ -1,6 +1,8 @@
 #include "gateway/gateway.h"
 
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -47,6 +49,20 @@ constexpr api::Route kAdminRoutes[] = {
 
 bool IsPublicProbe(std::string_view path) { return path == "/health" || path == "/ready"; }
 
+// What changes when a file is rewritten or replaced (a rename onto it, as
+// cert-manager and `mv` do): its modification time and size.
+std::string FileStamp(const std::string& path) {
+  std::error_code ec;
+  const auto t = std::filesystem::last_write_time(path, ec);
+  if (ec) return "missing";
+  const auto size = std::filesystem::file_size(path, ec);
+  return fmt::format("{}:{}", t.time_since_epoch().count(), ec ? 0 : size);
+}
+
+http::TlsServerFiles PublicTlsFiles(const GatewayConfig& cfg) {
+  return {cfg.gateway.tls_cert_file, cfg.gateway.tls_key_file, "gateway.tls_cert_file", "gateway.tls_key_file"};
+}
+
 }  // namespace
 
 StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
@@ -64,11 +80,28 @@ StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
     if (!prompts.ok()) return prompts.status().WithContext("pool " + pc.name + ": warm_prompts_file");
     p.warm_prompts[pc.name] = std::move(*prompts);
   }
+  // A certificate that does not load stops start-up here, as a
+  // configuration error (the listener loads it again when it starts).
+  if (!cfg.gateway.tls_cert_file.empty()) KVS_RETURN_IF_ERROR(http::MakeServerTlsContext(PublicTlsFiles(cfg)).status());
   if (cfg.gateway.shared_state.empty()) {
     p.limiter = std::make_unique<LocalRateLimiter>();
   } else {
     RedisLimiterOptions o;
-    KVS_ASSIGN_OR_RETURN(o.address, http::Url::Parse("http://" + cfg.gateway.shared_state.substr(8)));
+    auto address = RedisAddress::Parse(cfg.gateway.shared_state);
+    if (!address.ok()) return address.status().WithContext("gateway.shared_state");
+    o.address = std::move(*address);
+    if (const std::string& env = cfg.gateway.shared_state_password_env; !env.empty()) {
+      const char* pw = std::getenv(env.c_str());
+      if (pw == nullptr || *pw == '\0') {
+        return InvalidArgument("gateway.shared_state_password_env: the environment variable {} is not set", env);
+      }
+      o.address.password = pw;
+    }
+    if (o.address.url.tls) {
+      auto tls = http::MakeClientTlsContext(cfg.gateway.shared_state_tls_ca_file);
+      if (!tls.ok()) return tls.status().WithContext("gateway.shared_state_tls_ca_file");
+      o.tls = std::move(*tls);
+    }
     o.timeout = Seconds(cfg.gateway.shared_state_timeout_seconds);
     o.failure = cfg.gateway.shared_state_failure;
     p.limiter = std::make_unique<RedisRateLimiter>(o);
@@ -129,6 +162,15 @@ Status Gateway::Start() {
   so.max_connections = static_cast<int>(cfg_.gateway.max_connections);
   so.max_connections_per_client = static_cast<int>(cfg_.gateway.max_connections_per_client);
   so.header_check = [this](const http::HttpRequest& head, std::string* message) { return CheckHeader(head, message); };
+  const http::TlsServerFiles tls_files = PublicTlsFiles(cfg_);
+  so.tls_cert_file = tls_files.cert_file;
+  so.tls_key_file = tls_files.key_file;
+  so.tls_cert_setting = tls_files.cert_setting;
+  so.tls_key_setting = tls_files.key_setting;
+  if (so.tls()) {
+    std::lock_guard<std::mutex> lock(tls_mu_);
+    tls_stamp_ = FileStamp(so.tls_cert_file) + "|" + FileStamp(so.tls_key_file);
+  }
   server_ = std::make_unique<http::HttpServer>(so);
   KVS_RETURN_IF_ERROR(server_->Start([this](std::shared_ptr<http::Exchange> ex) { Handle(std::move(ex)); }));
   http::ServerOptions ao;
@@ -142,6 +184,10 @@ Status Gateway::Start() {
     return s.WithContext("gateway.admin_port");
   }
   if (!parts_.auth->anonymous()) WatchKeyFile();
+  if (server_->tls()) {
+    for (const char* outcome : {"ok", "failed"}) metrics_.tls_cert_reloads.With({outcome});
+    WatchTlsFiles();
+  }
   SampleStatus();
   return Status::Ok();
 }
@@ -170,6 +216,42 @@ void Gateway::WatchKeyFile() {
     }
     WatchKeyFile();
   });
+}
+
+void Gateway::WatchTlsFiles() {
+  server_->RunAfter(Seconds(cfg_.gateway.key_file_poll_seconds), [this] {
+    if (stopped_.load()) return;
+    const std::string stamp = FileStamp(cfg_.gateway.tls_cert_file) + "|" + FileStamp(cfg_.gateway.tls_key_file);
+    bool changed;
+    {
+      std::lock_guard<std::mutex> lock(tls_mu_);
+      changed = stamp != tls_stamp_;
+    }
+    // A rotation that writes the certificate and then the key may be seen
+    // half done: that try fails (counted, the old pair stays) and the next
+    // change of either file tries again.
+    if (changed) (void)ReloadTls();
+    WatchTlsFiles();
+  });
+}
+
+Status Gateway::ReloadTls() {
+  if (client_) client_->ReloadTls();
+  if (!server_ || !server_->tls()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(tls_mu_);
+  // Stamped before reading, so a file rewritten during the load is seen as
+  // changed at the next poll.
+  tls_stamp_ = FileStamp(cfg_.gateway.tls_cert_file) + "|" + FileStamp(cfg_.gateway.tls_key_file);
+  Status s = server_->ReloadTls();
+  if (s.ok()) {
+    metrics_.tls_cert_reloads.With({"ok"}).Inc();
+    spdlog::info("gateway: TLS certificate reloaded from {} and {}", cfg_.gateway.tls_cert_file,
+                 cfg_.gateway.tls_key_file);
+  } else {
+    metrics_.tls_cert_reloads.With({"failed"}).Inc();
+    spdlog::error("gateway: TLS certificate not reloaded (the previous one stays in force): {}", s.message());
+  }
+  return s;
 }
 
 Status Gateway::ReloadKeys() {
@@ -495,7 +577,7 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
     spdlog::info("gateway: pool {} (max_context {}): {} of {} replicas ready", p->name(), p->config.max_context, up,
                  p->replicas.size());
   }
-  spdlog::info("listening on http://{}:{}", cfg.gateway.host, gw.port());
+  spdlog::info("listening on {}://{}:{}", gw.server()->scheme(), cfg.gateway.host, gw.port());
   spdlog::info("admin listening on http://{}:{} (/metrics, /status)", cfg.gateway.admin_host, gw.admin_port());
 
   std::mutex mu;
@@ -509,6 +591,7 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
   gw.server()->OnSignal({SIGHUP}, [&](int) {
     (void)gw.ReloadKeys();
     if (Status s = gw.audit().Reopen(); !s.ok()) spdlog::error("gateway: audit log not reopened: {}", s.message());
+    (void)gw.ReloadTls();
     if (!reload) return;
     auto fresh = reload();
     if (!fresh.ok()) {

@@ -32,6 +32,7 @@
 #include <mutex>
 #include <optional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "gateway/client_address.h"
@@ -77,6 +78,10 @@ class Gateway {
 
   // Reloads the key file now (SIGHUP).
   Status ReloadKeys();
+  // Re-reads gateway.tls_cert_file / tls_key_file for new connections (the
+  // old pair stays on a failure; counted in tls_cert_reloads) and the pools'
+  // CA files for new replica connections. Ok without TLS.
+  Status ReloadTls();
   // Applies a re-read configuration (SIGHUP): replica weights take effect at
   // once (the path by which traffic is shifted without a restart); other
   // changes are reported as needing a restart. Returns what was not applied.
@@ -127,6 +132,7 @@ class Gateway {
   std::string ClientIp(const http::Exchange& ex) const;       // the address alone (X-Forwarded-For upstream)
 
  private:
+  void WatchTlsFiles();  // every key_file_poll_seconds: ReloadTls when either file changed
   // The public listener's header check (http::ServerOptions::header_check):
   // 401 for a request to an authenticated route without a valid key.
   int CheckHeader(const http::HttpRequest& head, std::string* message) const;
@@ -148,6 +154,8 @@ class Gateway {
   std::atomic<bool> stopped_{false};
   mutable std::mutex refusals_mu_;
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, AdmitResult>> refusals_;  // tenant -> until
+  std::mutex tls_mu_;
+  std::string tls_stamp_;  // guarded by tls_mu_: the TLS files' mtimes and sizes at the last (tried) load
 };
 
 // `kvserve gateway`: builds, starts, serves until SIGTERM/SIGINT, drains.

@@ -169,6 +169,10 @@ GatewayMetrics::GatewayMetrics()
       shared_state_errors(registry.Counter0("kvserve_gateway:shared_state_errors_total",
                                             "Rate-limit calls to Redis that failed (then shared_state_failure "
                                             "decides).")),
+      tls_cert_reloads(registry.AddCounter("kvserve_gateway:tls_cert_reloads_total",
+                                           "Reloads of the public listener's TLS certificate and key (SIGHUP or a "
+                                           "changed file): ok, or failed (the previous pair stays in force).",
+                                           {"outcome"})),
       in_flight(registry.Gauge0("kvserve_gateway:requests_in_flight", "Requests being handled by the gateway.")),
       ready(registry.Gauge0("kvserve_gateway:ready",
                             "1 while the gateway accepts requests and every pool has an available replica (its "

@@ -70,6 +70,7 @@ struct GatewayMetrics {
   metrics::Counter& key_reloads;
   metrics::Counter& key_reload_failures;
   metrics::Counter& shared_state_errors;               // Redis calls that failed
+  metrics::Family<metrics::Counter>& tls_cert_reloads;  // outcome (ok, failed): the public listener's certificate
   metrics::Gauge& in_flight;
   metrics::Gauge& ready;                               // 1 while /ready answers 200
   metrics::ProcessMetrics process;  // process_* (standard names) and kvserve_gateway:build_info

@@ -140,6 +140,20 @@ void HealthChecker::Probe(Replica* r, std::function<void()> done) {
     } else if (was_available && draining) {
       spdlog::info("gateway: replica {} (pool {}) is draining: no new work", r->name(), r->pool());
     }
+    if (!res.ok() && !r->available()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::string& last = last_failure_[r];
+      // An ejection (change < 0) was logged above with the same message.
+      if (res.message != last) {
+        last = res.message;
+        if (change >= 0) {
+          spdlog::warn("gateway: replica {} (pool {}) not available: /ready {}", r->name(), r->pool(), res.message);
+        }
+      }
+    } else if (res.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_failure_.erase(r);
+    }
     metrics_->replica_healthy.With({r->pool(), r->name()}).Set(r->available() ? 1 : 0);
     done();
   });

@@ -82,6 +82,10 @@ class HealthChecker {
   std::condition_variable cv_;
   bool stop_ = false;                          // guarded by mu_
   std::map<const Replica*, bool> in_flight_;   // guarded by mu_
+  // guarded by mu_: why each replica's last probe failed to connect, so a
+  // replica that never became available (e.g. its TLS certificate does not
+  // verify) is logged once per reason, not every interval.
+  std::map<const Replica*, std::string> last_failure_;
   std::atomic<uint64_t> rounds_{0};
 };
 

@@ -151,6 +151,7 @@ Router::Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPoli
     for (const auto& rc : pc.replicas) {
       auto url = http::Url::Parse(rc.url);
       KVS_CHECK_MSG(url.ok(), "{}", url.status().message());  // ValidateGatewayConfig checked it
+      url->tls_ca_file = pc.tls_ca_file;
       p->replicas.push_back(std::make_unique<Replica>(pc.name, *url, rc.weight, rc.version));
       p->replicas.back()->set_fault_rate(rc.fault_rate);
     }

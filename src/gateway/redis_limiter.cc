@@ -1,5 +1,6 @@
 #include "gateway/redis_limiter.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -16,22 +17,48 @@ using tcp = asio::ip::tcp;
 // under run_for(timeout), which gives blocking calls a deadline.
 class RespClient::Conn {
  public:
-  Conn() : socket_(ioc_) {}
+  Conn() : stream_(ioc_) {}
 
-  Status Connect(const http::Url& address, std::chrono::milliseconds timeout) {
+  // TCP connect, TLS handshake (rediss) and AUTH, all within timeout.
+  Status Connect(const RedisAddress& address, const std::shared_ptr<http::SslContext>& tls,
+                 std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
     boost::system::error_code ec;
     tcp::resolver resolver(ioc_);
-    auto results = resolver.resolve(address.host, std::to_string(address.port), ec);
+    auto results = resolver.resolve(address.url.host, std::to_string(address.url.port), ec);
     if (ec) return Status(StatusCode::kUnavailable, "cannot resolve Redis host: " + ec.message());
     bool done = false;
-    asio::async_connect(socket_, results, [&](boost::system::error_code e, const tcp::endpoint&) {
+    asio::async_connect(stream_.socket(), results, [&](boost::system::error_code e, const tcp::endpoint&) {
       ec = e;
       done = true;
     });
     Run(timeout, &done);
     if (!done) return Status(StatusCode::kDeadlineExceeded, "connecting to Redis timed out");
     if (ec) return Status(StatusCode::kUnavailable, "cannot connect to Redis: " + ec.message());
-    socket_.set_option(tcp::no_delay(true), ec);
+    stream_.socket().set_option(tcp::no_delay(true), ec);
+    if (tls) {
+      KVS_RETURN_IF_ERROR(stream_.StartTls(tls, address.url.host));
+      done = false;
+      stream_.tls().async_handshake(asio::ssl::stream_base::client, [&](boost::system::error_code e) {
+        ec = e;
+        done = true;
+      });
+      Run(Left(end), &done);
+      if (!done) return Status(StatusCode::kDeadlineExceeded, "the TLS handshake with Redis timed out");
+      if (ec) {
+        return Status(StatusCode::kUnavailable,
+                      "TLS handshake with Redis failed: " + http::TlsErrorMessage(ec, stream_.tls().native_handle()));
+      }
+    }
+    if (!address.password.empty()) {
+      std::vector<std::string> auth = {"AUTH"};
+      if (!address.user.empty()) auth.push_back(address.user);
+      auth.push_back(address.password);
+      auto r = Command(EncodeRespCommand(auth), Left(end));
+      if (!r.ok()) return r.status();
+      // The reply names no secret ("WRONGPASS invalid username-password pair").
+      if (r->type == RespValue::Type::kError) return Status(StatusCode::kUnavailable, "Redis refused AUTH: " + r->str);
+    }
     return Status::Ok();
   }
 
@@ -39,9 +66,11 @@ class RespClient::Conn {
     const auto end = std::chrono::steady_clock::now() + timeout;
     boost::system::error_code ec;
     bool done = false;
-    asio::async_write(socket_, asio::buffer(wire), [&](boost::system::error_code e, size_t) {
-      ec = e;
-      done = true;
+    stream_.With([&](auto& s) {
+      asio::async_write(s, asio::buffer(wire), [&](boost::system::error_code e, size_t) {
+        ec = e;
+        done = true;
+      });
     });
     Run(std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()), &done);
     if (!done) return Status(StatusCode::kDeadlineExceeded, "Redis did not take the command in time");
@@ -58,10 +87,12 @@ class RespClient::Conn {
       char tmp[4096];
       size_t n = 0;
       done = false;
-      socket_.async_read_some(asio::buffer(tmp), [&](boost::system::error_code e, size_t got) {
-        ec = e;
-        n = got;
-        done = true;
+      stream_.With([&](auto& s) {
+        s.async_read_some(asio::buffer(tmp), [&](boost::system::error_code e, size_t got) {
+          ec = e;
+          n = got;
+          done = true;
+        });
       });
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
       Run(left, &done);
@@ -84,19 +115,83 @@ class RespClient::Conn {
     }
     if (!*done) {
       boost::system::error_code ec;
-      socket_.close(ec);
+      stream_.socket().close(ec);
       ioc_.restart();
       ioc_.poll();  // let the cancelled handler run while its captures live
     }
   }
 
+  static std::chrono::milliseconds Left(std::chrono::steady_clock::time_point end) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+  }
+
   asio::io_context ioc_;
-  tcp::socket socket_;
+  http::ClientStream stream_;
   std::string buf_;
 };
 
-RespClient::RespClient(http::Url address, std::chrono::milliseconds timeout)
-    : address_(std::move(address)), timeout_(timeout) {}
+namespace {
+
+// %XX escapes (a password may hold ':' or '@'); others are kept as written.
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<RedisAddress> RedisAddress::Parse(std::string_view s) {
+  RedisAddress a;
+  std::string_view rest;
+  if (s.rfind("redis://", 0) == 0) {
+    rest = s.substr(8);
+  } else if (s.rfind("rediss://", 0) == 0) {
+    rest = s.substr(9);
+    a.url.tls = true;
+  } else {
+    return InvalidArgument("expected redis://[USER:PASSWORD@]HOST:PORT or rediss://...");
+  }
+  // The last '@' ends the credentials (a password may contain one).
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view cred = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const size_t colon = cred.find(':');
+    if (colon == std::string_view::npos) {
+      a.password = PercentDecode(cred);  // redis://PASSWORD@HOST:PORT
+    } else {
+      a.user = PercentDecode(cred.substr(0, colon));
+      a.password = PercentDecode(cred.substr(colon + 1));
+    }
+  }
+  auto u = http::Url::Parse("http://" + std::string(rest));
+  if (!u.ok() || !u->base_path.empty()) {
+    return InvalidArgument("expected redis://[USER:PASSWORD@]HOST:PORT or rediss://... (the host and port: {})",
+                           u.ok() ? "no path is allowed" : u.status().message());
+  }
+  a.url.host = u->host;
+  a.url.port = u->port;
+  const size_t bracket = rest.rfind(']');
+  if (rest.find(':', bracket == std::string_view::npos ? 0 : bracket) == std::string_view::npos) a.url.port = 6379;
+  return a;
+}
+
+std::string RedisAddress::Redacted() const {
+  std::string out = url.tls ? "rediss://" : "redis://";
+  if (!user.empty() || !password.empty()) out += user + (password.empty() ? "" : ":<redacted>") + "@";
+  return out + url.HostPort();
+}
+
+RespClient::RespClient(RedisAddress address, std::shared_ptr<http::SslContext> tls, std::chrono::milliseconds timeout)
+    : address_(std::move(address)), tls_(std::move(tls)), timeout_(timeout) {}
 
 RespClient::~RespClient() = default;
 
@@ -111,7 +206,7 @@ StatusOr<RespValue> RespClient::Command(const std::vector<std::string>& args) {
   }
   if (!conn) {
     conn = std::make_unique<Conn>();
-    KVS_RETURN_IF_ERROR(conn->Connect(address_, timeout_));
+    KVS_RETURN_IF_ERROR(conn->Connect(address_, tls_, timeout_));
   }
   auto r = conn->Command(EncodeRespCommand(args), timeout_);
   if (r.ok()) {
@@ -199,7 +294,7 @@ std::string TenantPrefix(const std::string& tenant) { return "kvsgw:{" + tenant 
 }  // namespace
 
 RedisRateLimiter::RedisRateLimiter(RedisLimiterOptions options)
-    : options_(std::move(options)), client_(options_.address, options_.timeout) {}
+    : options_(std::move(options)), client_(options_.address, options_.tls, options_.timeout) {}
 
 StatusOr<RespValue> RedisRateLimiter::Eval(const std::string& script, std::string* sha, std::vector<std::string> keys,
                                            std::vector<std::string> args) {
@@ -234,7 +329,7 @@ AdmitResult RedisRateLimiter::OnFailure(const AdmitRequest& req, const Status& s
   if (errors_) errors_->Inc();
   const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   if (down_until_ns_.exchange(now + 1000000000) < now) {
-    spdlog::warn("gateway: Redis at {} failed ({}); shared_state_failure: {}", options_.address.HostPort(),
+    spdlog::warn("gateway: Redis at {} failed ({}); shared_state_failure: {}", options_.address.url.HostPort(),
                  s.message(), options_.failure);
   }
   AdmitResult r;

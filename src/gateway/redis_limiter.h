@@ -3,6 +3,11 @@
 // RespClient: a small blocking Redis client (RESP2 over TCP on Asio) with a
 // timeout per command and a pool of connections; a connection that failed
 // is dropped. Enough for the limiter's scripts, not a general client.
+// RedisAddress: redis://[USER:PASSWORD@]HOST:PORT, or rediss:// for TLS (the
+// server's certificate verified against a CA file and HOST). With a
+// password, every new connection sends AUTH [USER] PASSWORD first (within
+// the same timeout); a refused AUTH is a failed call like any other. The
+// password never appears in messages (Redacted()).
 //
 // RedisRateLimiter: the same rules as LocalRateLimiter (limits.h), each
 // admission and release one Lua script (EVALSHA), which Redis runs
@@ -28,29 +33,45 @@
 
 #include "base/status.h"
 #include "gateway/limits.h"
+#include "http/tls.h"
 #include "gateway/resp.h"
 #include "http/http_client.h"
 #include "metrics/metrics.h"
 
 namespace kvs::gateway {
 
+struct RedisAddress {
+  http::Url url;         // host, port; tls (rediss) with url.tls_ca_file ("" : the system's CAs)
+  std::string user;      // "" : AUTH with the password only (the default user)
+  std::string password;  // "" : no AUTH
+
+  // redis://[[USER]:PASSWORD@]HOST:PORT or rediss://...; the user and
+  // password are percent-decoded.
+  static StatusOr<RedisAddress> Parse(std::string_view s);
+  std::string Redacted() const;  // the URL with "<redacted>" for the password
+};
+
 class RespClient {
  public:
-  RespClient(http::Url address, std::chrono::milliseconds timeout);
+  // tls: the verifying context (rediss), made by the caller so that a bad CA
+  // file stops start-up; null for redis://.
+  RespClient(RedisAddress address, std::shared_ptr<http::SslContext> tls, std::chrono::milliseconds timeout);
   ~RespClient();
   // One command; a RESP error reply is a value of type kError, not a Status.
   StatusOr<RespValue> Command(const std::vector<std::string>& args);
 
  private:
   class Conn;
-  http::Url address_;
+  RedisAddress address_;
+  std::shared_ptr<http::SslContext> tls_;
   std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_;  // guarded by mu_
 };
 
 struct RedisLimiterOptions {
-  http::Url address;
+  RedisAddress address;
+  std::shared_ptr<http::SslContext> tls;  // rediss: see RespClient
   std::chrono::milliseconds timeout{250};
   std::string failure = "local";  // open, closed, local
 };

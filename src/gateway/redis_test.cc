@@ -20,6 +20,31 @@ extern char** environ;
 namespace kvs::gateway {
 namespace {
 
+TEST(RedisAddressTest, ParsesSchemesAndCredentials) {
+  auto a = RedisAddress::Parse("redis://127.0.0.1:6390");
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->url.tls);
+  EXPECT_EQ(a->url.port, 6390);
+  EXPECT_EQ(a->password, "");
+  a = RedisAddress::Parse("rediss://app:p%40ss%3Aw@redis.test");
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->url.tls);
+  EXPECT_EQ(a->url.host, "redis.test");
+  EXPECT_EQ(a->url.port, 6379);
+  EXPECT_EQ(a->user, "app");
+  EXPECT_EQ(a->password, "p@ss:w");
+  EXPECT_EQ(a->Redacted(), "rediss://app:<redacted>@redis.test:6379");
+  a = RedisAddress::Parse("redis://:only@[::1]:7000");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->user, "");
+  EXPECT_EQ(a->password, "only");
+  EXPECT_EQ(a->url.port, 7000);
+  EXPECT_EQ(a->Redacted(), "redis://:<redacted>@[::1]:7000");
+  for (const char* bad : {"http://h:1", "redis://", "redis://h:1/0", "redis://u:p@", "rediss://h:99999"}) {
+    EXPECT_FALSE(RedisAddress::Parse(bad).ok()) << bad;
+  }
+}
+
 TEST(RespTest, ParsesEveryKindAndAsksForMoreWhenIncomplete) {
   RespValue v;
   size_t used = 0;
@@ -69,7 +94,8 @@ class RedisServer {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     if (posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return false;
-    RespClient c(*http::Url::Parse("http://127.0.0.1:" + std::to_string(port_)), std::chrono::milliseconds(200));
+    RespClient c(*RedisAddress::Parse("redis://127.0.0.1:" + std::to_string(port_)), nullptr,
+                 std::chrono::milliseconds(200));
     for (int i = 0; i < 100; ++i) {
       auto r = c.Command({"PING"});
       if (r.ok() && r->str == "PONG") return true;
@@ -95,7 +121,7 @@ class RedisServer {
 
 RedisLimiterOptions Options(uint16_t port, std::string failure = "closed") {
   RedisLimiterOptions o;
-  o.address = *http::Url::Parse("http://127.0.0.1:" + std::to_string(port));
+  o.address = *RedisAddress::Parse("redis://127.0.0.1:" + std::to_string(port));
   o.timeout = std::chrono::milliseconds(500);
   o.failure = std::move(failure);
   return o;

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/strings.h"
+#include "http/tls.h"
 
 namespace kvs::http {
 
@@ -48,15 +49,20 @@ bool IsHttpSyntaxError(const beast::error_code& ec) {
 
 StatusOr<Url> Url::Parse(std::string_view url) {
   const std::string_view original = url;
-  constexpr std::string_view kScheme = "http://";
-  if (url.size() < kScheme.size() || !EqualsIgnoreAsciiCase(url.substr(0, kScheme.size()), kScheme)) {
-    return InvalidArgument("URL \"{}\": expected http://HOST[:PORT][/PATH]", original);
+  Url u;
+  constexpr std::string_view kHttp = "http://", kHttps = "https://";
+  if (url.size() >= kHttp.size() && EqualsIgnoreAsciiCase(url.substr(0, kHttp.size()), kHttp)) {
+    url.remove_prefix(kHttp.size());
+  } else if (url.size() >= kHttps.size() && EqualsIgnoreAsciiCase(url.substr(0, kHttps.size()), kHttps)) {
+    url.remove_prefix(kHttps.size());
+    u.tls = true;
+    u.port = 443;
+  } else {
+    return InvalidArgument("URL \"{}\": expected http://HOST[:PORT][/PATH] or https://...", original);
   }
-  url.remove_prefix(kScheme.size());
   const size_t slash = url.find('/');
   std::string_view authority = url.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? std::string_view() : url.substr(slash);
-  Url u;
   std::string_view port;
   if (!authority.empty() && authority.front() == '[') {
     const size_t close = authority.find(']');
@@ -94,7 +100,9 @@ std::string Url::HostPort() const {
   return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
 }
 
-std::string Url::ToString() const { return "http://" + HostPort() + base_path; }
+std::string Url::ToString() const { return (tls ? "https://" : "http://") + HostPort() + base_path; }
+
+std::string Url::PoolKey() const { return tls ? fmt::format("https|{}|{}", tls_ca_file, HostPort()) : HostPort(); }
 
 std::string_view ClientResponseHead::Header(std::string_view name) const { return FindHeader(headers, name); }
 std::string_view ClientResponse::Header(std::string_view name) const { return FindHeader(headers, name); }
@@ -136,48 +144,60 @@ struct ClientImpl {
   explicit ClientImpl(ClientOptions o) : options(std::move(o)), work(asio::make_work_guard(ioc)) {}
 
   struct Idle {
-    tcp::socket socket;
+    std::unique_ptr<ClientStream> conn;
     SteadyClock::time_point since;
   };
 
-  // A pooled socket to key that still looks open, or nullopt.
-  std::optional<tcp::socket> TakeIdle(const std::string& key) {
+  // A pooled connection to key that still looks open, or null.
+  std::unique_ptr<ClientStream> TakeIdle(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = idle.find(key);
-    if (it == idle.end()) return std::nullopt;
+    if (it == idle.end()) return nullptr;
     auto& list = it->second;
     const auto now = SteadyClock::now();
     while (!list.empty()) {
       Idle e = std::move(list.back());
       list.pop_back();
       beast::error_code ec;
+      tcp::socket& socket = e.conn->socket();
       if (now - e.since > options.idle_timeout) {
-        e.socket.close(ec);
+        socket.close(ec);
         continue;
       }
-      // A closed (EOF) or reset socket, or one with unexpected bytes, is
-      // useless; "would block" means it is open and quiet.
+      // A closed (EOF) or reset socket, or one with unexpected bytes (TLS:
+      // a record such as a close_notify alert), is useless; "would block"
+      // means it is open and quiet.
       char c;
-      e.socket.non_blocking(true, ec);
-      e.socket.read_some(asio::buffer(&c, 1), ec);
+      socket.non_blocking(true, ec);
+      socket.read_some(asio::buffer(&c, 1), ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) {
-        e.socket.non_blocking(false, ec);
-        return std::move(e.socket);
+        socket.non_blocking(false, ec);
+        return std::move(e.conn);
       }
-      e.socket.close(ec);
+      socket.close(ec);
     }
-    return std::nullopt;
+    return nullptr;
   }
 
-  void PutIdle(const std::string& key, tcp::socket socket) {
+  void PutIdle(const std::string& key, std::unique_ptr<ClientStream> conn) {
     std::lock_guard<std::mutex> lock(mu);
     beast::error_code ec;
     auto& list = idle[key];
     if (stopping || list.size() >= options.max_idle_per_host) {
-      socket.close(ec);
+      conn->socket().close(ec);
       return;
     }
-    list.push_back(Idle{std::move(socket), SteadyClock::now()});
+    list.push_back(Idle{std::move(conn), SteadyClock::now()});
+  }
+
+  // The verifying context for a CA file, made once (until ReloadTls).
+  StatusOr<std::shared_ptr<SslContext>> TlsContext(const std::string& ca_file) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = tls_contexts.find(ca_file);
+    if (it != tls_contexts.end()) return it->second;
+    KVS_ASSIGN_OR_RETURN(std::shared_ptr<SslContext> ctx, MakeClientTlsContext(ca_file));
+    tls_contexts[ca_file] = ctx;
+    return ctx;
   }
 
   bool OnIoThread() const {
@@ -196,6 +216,7 @@ struct ClientImpl {
   mutable std::mutex mu;
   bool stopping = false;                                          // guarded by mu
   std::map<std::string, std::vector<Idle>> idle;                  // guarded by mu
+  std::map<std::string, std::shared_ptr<SslContext>> tls_contexts;  // guarded by mu: by CA file
   std::unordered_map<uint64_t, std::weak_ptr<Call>> live;         // guarded by mu
 };
 
@@ -208,6 +229,7 @@ class Call : public std::enable_shared_from_this<Call> {
         strand_(asio::make_strand(impl_->ioc)),
         url_(std::move(url)),
         key_(url_.HostPort()),
+        pool_key_(url_.PoolKey()),
         req_(std::move(req)),
         cb_(std::move(cb)),
         resolver_(strand_),
@@ -250,8 +272,8 @@ class Call : public std::enable_shared_from_this<Call> {
 
   void Connect(bool allow_pooled) {
     if (allow_pooled) {
-      if (auto s = impl_->TakeIdle(key_)) {
-        socket_.emplace(std::move(*s));
+      if (auto s = impl_->TakeIdle(pool_key_)) {
+        conn_ = std::move(s);
         reused_ = true;
         Write();
         return;
@@ -267,8 +289,8 @@ class Call : public std::enable_shared_from_this<Call> {
                                            fmt::format("cannot resolve {}: {}", self->url_.host, ec.message()));
                                 return;
                               }
-                              self->socket_.emplace(self->impl_->ioc.get_executor());
-                              asio::async_connect(*self->socket_, results,
+                              self->conn_ = std::make_unique<ClientStream>(self->impl_->ioc);
+                              asio::async_connect(self->conn_->socket(), results,
                                                   self->OnStrand([self](beast::error_code cec, const tcp::endpoint&) {
                                                     self->OnConnect(cec);
                                                   }));
@@ -283,8 +305,37 @@ class Call : public std::enable_shared_from_this<Call> {
     }
     impl_->opened.fetch_add(1);
     beast::error_code ignored;
-    socket_->set_option(tcp::no_delay(true), ignored);
+    conn_->socket().set_option(tcp::no_delay(true), ignored);
+    if (url_.tls) {
+      Handshake();
+      return;
+    }
     Write();
+  }
+
+  // Within the connect timeout (still armed). A certificate the CA does not
+  // vouch for, or one for another name, fails here: a connect error.
+  void Handshake() {
+    auto ctx = impl_->TlsContext(url_.tls_ca_file);
+    if (!ctx.ok()) {
+      Fail(ClientErrorKind::kConnect, fmt::format("TLS to {}: {}", key_, ctx.status().message()));
+      return;
+    }
+    if (Status s = conn_->StartTls(*ctx, url_.host); !s.ok()) {
+      Fail(ClientErrorKind::kConnect, fmt::format("TLS to {}: {}", key_, s.message()));
+      return;
+    }
+    conn_->tls().async_handshake(asio::ssl::stream_base::client,
+                                 OnStrand([self = shared_from_this()](beast::error_code ec) {
+                                   if (self->done_) return;
+                                   if (ec) {
+                                     self->Fail(ClientErrorKind::kConnect,
+                                                fmt::format("TLS handshake with {} failed: {}", self->key_,
+                                                            TlsErrorMessage(ec, self->conn_->tls().native_handle())));
+                                     return;
+                                   }
+                                   self->Write();
+                                 }));
   }
 
   void Write() {
@@ -303,9 +354,11 @@ class Call : public std::enable_shared_from_this<Call> {
       wire_->content_length(req_.body.size());
     }
     ArmPhase(req_.timeouts.first_byte, ClientErrorKind::kFirstByteTimeout, "waiting for the response of");
-    bhttp::async_write(*socket_, *wire_, OnStrand([self = shared_from_this()](beast::error_code ec, size_t) {
-                         self->OnWritten(ec);
-                       }));
+    conn_->With([&](auto& stream) {
+      bhttp::async_write(stream, *wire_, OnStrand([self = shared_from_this()](beast::error_code ec, size_t) {
+                           self->OnWritten(ec);
+                         }));
+    });
   }
 
   void OnWritten(beast::error_code ec) {
@@ -319,10 +372,12 @@ class Call : public std::enable_shared_from_this<Call> {
     parser_->header_limit(impl_->options.max_header_bytes);
     parser_->body_limit(std::numeric_limits<uint64_t>::max());
     if (req_.method == "HEAD") parser_->skip(true);
-    bhttp::async_read_header(*socket_, buffer_, *parser_,
-                             OnStrand([self = shared_from_this()](beast::error_code rec, size_t) {
-                               self->OnHeader(rec);
-                             }));
+    conn_->With([&](auto& stream) {
+      bhttp::async_read_header(stream, buffer_, *parser_,
+                               OnStrand([self = shared_from_this()](beast::error_code rec, size_t) {
+                                 self->OnHeader(rec);
+                               }));
+    });
   }
 
   void OnHeader(beast::error_code ec) {
@@ -353,8 +408,10 @@ class Call : public std::enable_shared_from_this<Call> {
   }
 
   void ReadBody() {
-    bhttp::async_read_some(*socket_, buffer_, *parser_,
-                           OnStrand([self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); }));
+    conn_->With([&](auto& stream) {
+      bhttp::async_read_some(stream, buffer_, *parser_,
+                             OnStrand([self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); }));
+    });
   }
 
   void OnBody(beast::error_code ec) {
@@ -407,14 +464,18 @@ class Call : public std::enable_shared_from_this<Call> {
   void CloseSocket(bool abort = false) {
     beast::error_code ec;
     resolver_.cancel();
-    if (socket_) {
+    if (conn_) {
+      tcp::socket& socket = conn_->socket();
       if (abort) {
-        socket_->set_option(asio::socket_base::linger(true, 0), ec);
+        socket.set_option(asio::socket_base::linger(true, 0), ec);
       } else {
-        socket_->shutdown(tcp::socket::shutdown_both, ec);
+        socket.shutdown(tcp::socket::shutdown_both, ec);
       }
-      socket_->close(ec);
-      socket_.reset();
+      socket.close(ec);
+      // Not freed yet: an operation on it may still be pending (a connect
+      // cut off by its timeout), and completes (aborted) against it. The
+      // handlers hold this call, so it lives until they have run.
+      closed_.push_back(std::move(conn_));
     }
   }
 
@@ -424,9 +485,8 @@ class Call : public std::enable_shared_from_this<Call> {
   }
 
   void Finish() {
-    if (parser_->keep_alive() && buffer_.size() == 0 && socket_) {
-      impl_->PutIdle(key_, std::move(*socket_));
-      socket_.reset();
+    if (parser_->keep_alive() && buffer_.size() == 0 && conn_) {
+      impl_->PutIdle(pool_key_, std::move(conn_));
     } else {
       CloseSocket();
     }
@@ -456,13 +516,15 @@ class Call : public std::enable_shared_from_this<Call> {
   const uint64_t id_;
   Strand strand_;
   const Url url_;
-  const std::string key_;
+  const std::string key_;       // host:port (the Host header, messages)
+  const std::string pool_key_;  // Url::PoolKey
   const ClientRequest req_;
   ClientCallbacks cb_;
   tcp::resolver resolver_;
   asio::steady_timer phase_timer_;
   asio::steady_timer total_timer_;
-  std::optional<tcp::socket> socket_;
+  std::unique_ptr<ClientStream> conn_;
+  std::vector<std::unique_ptr<ClientStream>> closed_;  // closed by CloseSocket (at most two: a retry)
   std::optional<bhttp::request<bhttp::string_body>> wire_;
   std::optional<bhttp::response_parser<bhttp::string_body>> parser_;
   beast::flat_buffer buffer_;
@@ -569,7 +631,7 @@ void HttpClient::Stop() {
     }
     beast::error_code ec;
     for (auto& [key, list] : impl_->idle) {
-      for (auto& e : list) e.socket.close(ec);
+      for (auto& e : list) e.conn->socket().close(ec);
     }
     impl_->idle.clear();
   }
@@ -593,5 +655,10 @@ size_t HttpClient::idle_connections() const {
 }
 
 uint64_t HttpClient::connections_opened() const { return impl_->opened.load(); }
+
+void HttpClient::ReloadTls() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->tls_contexts.clear();
+}
 
 }  // namespace kvs::http

@@ -11,6 +11,12 @@
 // (an HTTP/1.1 server sees the client go away: kvserve cancels the request
 // and frees its KV) and ends the call with kCancelled.
 //
+// TLS (https URLs): after the TCP connect, a TLS handshake within the same
+// connect timeout; the replica's certificate must chain to the URL's
+// tls_ca_file and name its host (SNI is sent for names). Any failure there is
+// a kConnect error naming the reason ("certificate verify failed: ...").
+// Verifying contexts are made once per CA file (ReloadTls re-reads them).
+//
 // Connection pool: after a complete response whose connection may be kept
 // (keep-alive, nothing unread), the socket goes back to an idle list per
 // host:port (at most max_idle_per_host, closed after idle_timeout). A pooled
@@ -40,16 +46,21 @@
 
 namespace kvs::http {
 
-// "http://host:port/base" (only http; host may be a name, an IPv4 address or
-// a bracketed IPv6 address; port defaults to 80; base path defaults to "").
+// "http://host:port/base" or "https://..." (host may be a name, an IPv4
+// address or a bracketed IPv6 address; port defaults to 80, or 443 with
+// https; base path defaults to "").
 struct Url {
+  bool tls = false;       // https: TLS, the peer verified against tls_ca_file and host
   std::string host;       // without brackets
   uint16_t port = 80;
   std::string base_path;  // "" or "/prefix" (no trailing slash)
+  std::string tls_ca_file;  // https: PEM CAs the peer's certificate must chain to; "": the system's store
 
   static StatusOr<Url> Parse(std::string_view url);
-  std::string HostPort() const;  // "host:port" ("[::1]:port" for IPv6), the Host header and pool key
-  std::string ToString() const;  // "http://host:port/base"
+  std::string HostPort() const;  // "host:port" ("[::1]:port" for IPv6), the Host header
+  std::string ToString() const;  // "http://host:port/base" or "https://..."
+  // Connections are pooled per key: one verified against other CAs is not reused.
+  std::string PoolKey() const;
 };
 
 struct ClientTimeouts {
@@ -151,6 +162,9 @@ class HttpClient {
   // Stops the io threads; calls in flight end without further callbacks.
   // Idempotent.
   void Stop();
+
+  // CA files are read again for new connections (pooled ones stay).
+  void ReloadTls();
 
   // For tests and metrics.
   size_t idle_connections() const;

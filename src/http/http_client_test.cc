@@ -3,6 +3,7 @@
 // pooled connections, concurrency, Stop with calls in flight.
 #include "http/http_client.h"
 
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -46,7 +47,13 @@ TEST(UrlTest, Parses) {
   u = Url::Parse("http://replica-a");
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->port, 80);
-  for (const char* bad : {"https://x:1", "x:1", "http://", "http://:80", "http://h:0", "http://h:70000", "http://h:x",
+  u = Url::Parse("https://replica.test/v");
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->port, 443);
+  EXPECT_EQ(u->ToString(), "https://replica.test:443/v");
+  EXPECT_NE(u->PoolKey(), Url::Parse("http://replica.test:443")->PoolKey());
+  for (const char* bad : {"ftp://x:1", "x:1", "http://", "http://:80", "http://h:0", "http://h:70000", "http://h:x",
                           "http://[::1", "http://u@h:1", "http://h:1/p?q=1", "http://h:"}) {
     EXPECT_FALSE(Url::Parse(bad).ok()) << bad;
   }
@@ -405,6 +412,71 @@ TEST(HttpClientTest, StopWithCallsInFlightReturnsPromptly) {
   EXPECT_EQ(done_calls.load(), 0);
   server.Stop();
   held.clear();  // exchanges go before their server
+}
+
+// ---------------------------------------------------------------------------
+// https URLs (issue 33 item 7): the replica's certificate must chain to the
+// URL's CA file and name its host; anything else is a connect error.
+
+TEST(HttpClientTlsTest, VerifiesTheCaAndTheHostName) {
+  const auto dir = kvs::testing::TempDir("client_tls");
+  testing::TestPki pki(dir, "pool");
+  testing::TestPki other(dir, "rogue");
+  const auto leaf = pki.Issue("replica", "IP:127.0.0.1");
+  const auto rogue = other.Issue("rogue", "IP:127.0.0.1");
+  const auto named = pki.Issue("named", "DNS:localhost");
+  if (!pki.ok() || !other.ok()) GTEST_SKIP() << "the openssl CLI could not make test certificates";
+  auto serve = [](const testing::TestPki::Leaf& l) {
+    ServerOptions o;
+    o.tls_cert_file = l.cert;
+    o.tls_key_file = l.key;
+    auto s = std::make_unique<HttpServer>(o);
+    EXPECT_TRUE(s->Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, "over tls")); }).ok());
+    return s;
+  };
+  auto good = serve(leaf);
+  auto bad = serve(rogue);
+  auto by_name = serve(named);
+  auto url = [](const std::string& host, uint16_t port, const std::string& ca) {
+    Url u = *Url::Parse("https://" + host + ":" + std::to_string(port));
+    u.tls_ca_file = ca;
+    return u;
+  };
+  HttpClient client;
+  auto ok = client.Fetch(url("127.0.0.1", good->port(), pki.ca_cert()), Get("/"));
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->body, "over tls");
+  // The pooled TLS connection is reused.
+  ASSERT_TRUE(client.Fetch(url("127.0.0.1", good->port(), pki.ca_cert()), Get("/")).ok());
+  EXPECT_EQ(client.connections_opened(), 1u);
+
+  // Signed by another CA: a connect error (kUnavailable), never a response.
+  std::promise<ClientResult> done;
+  ClientCallbacks cb;
+  cb.on_done = [&](const ClientResult& r) { done.set_value(r); };
+  client.Start(url("127.0.0.1", bad->port(), pki.ca_cert()), Get("/"), std::move(cb));
+  const ClientResult r = done.get_future().get();
+  EXPECT_EQ(r.error, ClientErrorKind::kConnect);
+  EXPECT_FALSE(r.head_received);
+  EXPECT_NE(r.message.find("certificate verify failed"), std::string::npos) << r.message;
+
+  // The right CA, but the certificate names 127.0.0.1 and we asked for localhost.
+  auto wrong_name = client.Fetch(url("localhost", good->port(), pki.ca_cert()), Get("/"));
+  ASSERT_FALSE(wrong_name.ok());
+  EXPECT_EQ(wrong_name.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(wrong_name.status().message().find("hostname mismatch"), std::string::npos)
+      << wrong_name.status().message();
+  // A DNS name in the certificate, sent as SNI, matches the URL's host.
+  auto dns = client.Fetch(url("localhost", by_name->port(), pki.ca_cert()), Get("/"));
+  EXPECT_TRUE(dns.ok()) << dns.status().message();
+  // No CA file: the system's store, which does not know the test CA.
+  EXPECT_FALSE(client.Fetch(url("127.0.0.1", good->port(), ""), Get("/")).ok());
+  // Plain HTTP to the TLS port gets no HTTP answer.
+  EXPECT_FALSE(client.Fetch(Local(good->port()), Get("/")).ok());
+  // A CA file that does not exist is an error naming it.
+  auto missing = client.Fetch(url("127.0.0.1", good->port(), (dir / "nope.pem").string()), Get("/"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("nope.pem"), std::string::npos) << missing.status().message();
 }
 
 }  // namespace

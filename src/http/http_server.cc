@@ -1,6 +1,6 @@
 #include "http/http_server.h"
 
-#include "http/server_internal.h"
+#include "http/server_connection.h"
 
 namespace kvs::http {
 
@@ -153,14 +153,22 @@ void HttpServer::Impl::StartConnection(tcp::socket socket, Strand strand) {
   const uint64_t id = ++next_connection_id;
   int refuse = 0;
   std::shared_ptr<internal::Connection> conn;
+  std::shared_ptr<SslContext> ctx;
   {
     std::lock_guard<std::mutex> lock(mu);
+    ctx = tls;
     if (options.max_connections > 0 && static_cast<int64_t>(conns.size()) >= options.max_connections) {
       refuse = 503;
     } else if (options.max_connections_per_client > 0 && per_client[address] >= options.max_connections_per_client) {
       refuse = 429;
     } else {
-      conn = std::make_shared<internal::Connection>(this, std::move(socket), std::move(strand), id, address);
+      if (ctx) {
+        conn = std::make_shared<internal::BasicConnection<internal::TlsStream>>(this, std::move(socket),
+                                                                                std::move(strand), id, address, ctx);
+      } else {
+        conn = std::make_shared<internal::BasicConnection<beast::tcp_stream>>(this, std::move(socket),
+                                                                              std::move(strand), id, address, nullptr);
+      }
       conns[id] = conn;
       ++per_client[address];
     }
@@ -173,10 +181,20 @@ void HttpServer::Impl::StartConnection(tcp::socket socket, Strand strand) {
                                     options.max_connections)
                       : fmt::format("too many connections from {}: server.max_connections_per_client is {}", address,
                                     options.max_connections_per_client);
-    std::make_shared<internal::Refusal>(std::move(socket), RefusalResponse(refuse, message))->Start();
+    std::string response = RefusalResponse(refuse, message);
+    if (ctx) {
+      std::make_shared<internal::BasicRefusal<internal::TlsStream>>(std::move(socket), std::move(response), ctx)->Start();
+    } else {
+      std::make_shared<internal::BasicRefusal<beast::tcp_stream>>(std::move(socket), std::move(response), nullptr)
+          ->Start();
+    }
     return;
   }
-  conn->Start();
+  if (ctx) {
+    static_cast<internal::BasicConnection<internal::TlsStream>*>(conn.get())->Start();
+  } else {
+    static_cast<internal::BasicConnection<beast::tcp_stream>*>(conn.get())->Start();
+  }
 }
 
 HttpServer::HttpServer(ServerOptions options) : options_(std::move(options)) {}
@@ -185,9 +203,14 @@ HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start(Handler handler) {
   KVS_CHECK(!impl_);
+  std::shared_ptr<SslContext> tls;
+  if (options_.tls()) {
+    KVS_ASSIGN_OR_RETURN(tls, MakeServerTlsContext(TlsFiles()));
+  }
   impl_ = std::make_unique<Impl>(options_);
   Impl& s = *impl_;
   s.handler = std::move(handler);
+  s.tls = std::move(tls);
   beast::error_code ec;
   tcp::resolver resolver(*s.ioc);
   auto results = resolver.resolve(options_.host, std::to_string(options_.port),
@@ -223,6 +246,20 @@ Status HttpServer::Start(Handler handler) {
       }
     });
   }
+  return Status::Ok();
+}
+
+TlsServerFiles HttpServer::TlsFiles() const {
+  return TlsServerFiles{options_.tls_cert_file, options_.tls_key_file, options_.tls_cert_setting,
+                        options_.tls_key_setting};
+}
+
+Status HttpServer::ReloadTls() {
+  if (!options_.tls()) return FailedPrecondition("this server does not serve TLS");
+  KVS_CHECK(impl_);
+  KVS_ASSIGN_OR_RETURN(std::shared_ptr<SslContext> fresh, MakeServerTlsContext(TlsFiles()));
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->tls = std::move(fresh);
   return Status::Ok();
 }
 

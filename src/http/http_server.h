@@ -42,6 +42,15 @@
 // closes the listener; SetDraining() makes every later response close its
 // connection and closes idle keep-alive connections.
 //
+// TLS (options.tls_cert_file and tls_key_file set): every connection starts
+// with a TLS handshake (TLS 1.2 or later, within handshake_timeout; one that
+// fails is closed unanswered), then everything above holds as it is, the
+// connection-limit refusals included (answered over TLS). ReloadTls re-reads
+// the two files: connections accepted afterwards use the new certificate,
+// open ones keep theirs; a pair that does not load leaves the old one in
+// force. Connections are closed without a TLS close_notify (responses are
+// framed by Content-Length or chunked encoding, so nothing is truncated).
+//
 // Thread-safety: HttpServer's public methods are thread-safe. An Exchange's
 // methods must be called on its strand (the handler is called there; use
 // Exchange::Post from other threads).
@@ -60,6 +69,8 @@
 #include "base/status.h"
 
 namespace kvs::http {
+
+struct TlsServerFiles;
 
 using Clock = std::chrono::steady_clock;
 
@@ -104,6 +115,16 @@ struct ServerOptions {
   // *message; the connection closes after the answer (the unread body is
   // discarded as it arrives). Must be fast and must not block.
   std::function<int(const HttpRequest& head, std::string* message)> header_check;
+  // HTTPS: both PEM files set (a certificate chain, leaf first, and its
+  // private key); both "": plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // How errors name the two files (the configuration keys).
+  std::string tls_cert_setting = "tls_cert_file";
+  std::string tls_key_setting = "tls_key_file";
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};  // connect to the end of the TLS handshake
+
+  bool tls() const { return !tls_cert_file.empty() || !tls_key_file.empty(); }
 };
 
 namespace internal {
@@ -189,9 +210,15 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds, listens and starts the io threads. The handler runs on the
-  // connection's strand; it must not block for long (no inference there).
+  // Loads the TLS files (when set), binds, listens and starts the io
+  // threads. The handler runs on the connection's strand; it must not block
+  // for long (no inference there).
   Status Start(Handler handler);
+  // Re-reads tls_cert_file and tls_key_file: new connections get the new
+  // pair; on an error nothing changes. FailedPrecondition without TLS.
+  Status ReloadTls();
+  bool tls() const { return options_.tls(); }
+  const char* scheme() const { return tls() ? "https" : "http"; }
   uint16_t port() const { return bound_port_; }
   const ServerOptions& options() const { return options_; }
 
@@ -218,6 +245,7 @@ class HttpServer {
   struct Impl;
 
  private:
+  TlsServerFiles TlsFiles() const;
   ServerOptions options_;
   std::unique_ptr<Impl> impl_;
   uint16_t bound_port_ = 0;

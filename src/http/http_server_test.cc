@@ -6,14 +6,18 @@
 #include <sys/time.h>
 
 #include <atomic>
+#include <fstream>
 #include <future>
 #include <thread>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "http/http_client.h"
 #include "http/sse_parser.h"
 #include "http/http_test_util.h"
 
@@ -509,6 +513,214 @@ TEST(HttpServerTest, HeaderTimeoutClosesATricklingClient) {
   Client idle(server.port());
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(idle.Request(bhttp::verb::get, "/").result_int(), 200);
+  server.Stop();
+}
+
+// ---------------------------------------------------------------------------
+// TLS (issue 33 item 7). Certificates are made per test by the openssl CLI.
+
+using testing::FileFingerprint;
+using testing::PeerFingerprint;
+using testing::TestPki;
+
+// A blocking HTTPS client that trusts one CA and checks the name 127.0.0.1.
+class TlsClient {
+ public:
+  TlsClient(uint16_t port, const std::string& ca) : ctx_(asio::ssl::context::tls_client), stream_(ioc_, ctx_) {
+    ctx_.load_verify_file(ca);
+    stream_.set_verify_mode(asio::ssl::verify_peer);
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(stream_.native_handle()), "127.0.0.1");
+    stream_.next_layer().connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+    stream_.handshake(asio::ssl::stream_base::client);
+  }
+
+  bhttp::response<bhttp::string_body> Request(std::string target, bool keep_alive = true) {
+    bhttp::request<bhttp::string_body> req{bhttp::verb::get, target, 11};
+    req.set(bhttp::field::host, "127.0.0.1");
+    req.keep_alive(keep_alive);
+    bhttp::write(stream_, req);
+    bhttp::response_parser<bhttp::string_body> p;
+    bhttp::read(stream_, buf_, p);
+    return p.release();
+  }
+  std::string Fingerprint() {
+    X509* cert = SSL_get1_peer_certificate(stream_.native_handle());
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    X509_digest(cert, EVP_sha256(), md, &n);
+    X509_free(cert);
+    std::string hex;
+    for (unsigned i = 0; i < n; ++i) hex += fmt::format("{:02x}", md[i]);
+    return hex;
+  }
+  tcp::socket& socket() { return stream_.next_layer(); }
+
+ private:
+  asio::io_context ioc_;
+  asio::ssl::context ctx_;
+  asio::ssl::stream<tcp::socket> stream_;
+  beast::flat_buffer buf_;
+};
+
+struct TlsFixture {
+  explicit TlsFixture(const std::string& name) : dir(kvs::testing::TempDir("tls_" + name)), pki(dir, name) {
+    leaf = pki.Issue("server", "IP:127.0.0.1");
+    // The server reads these paths; tests replace their contents.
+    cert = (dir / "live.pem").string();
+    key = (dir / "live.key").string();
+    Install(leaf);
+  }
+  void Install(const TestPki::Leaf& l) {
+    std::filesystem::copy_file(l.cert, cert, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(l.key, key, std::filesystem::copy_options::overwrite_existing);
+  }
+  ServerOptions Options() const {
+    ServerOptions o;
+    o.tls_cert_file = cert;
+    o.tls_key_file = key;
+    return o;
+  }
+  std::filesystem::path dir;
+  TestPki pki;
+  TestPki::Leaf leaf;
+  std::string cert, key;
+};
+
+#define KVS_REQUIRE_PKI(f) \
+  if (!(f).pki.ok()) GTEST_SKIP() << "the openssl CLI could not make test certificates"
+
+TEST(HttpServerTlsTest, ServesKeepAliveRequestsAndStreamsOverTls) {
+  TlsFixture f("serve");
+  KVS_REQUIRE_PKI(f);
+  HttpServer server(f.Options());
+  ASSERT_TRUE(server
+                  .Start([](std::shared_ptr<Exchange> ex) {
+                    if (ex->request().path == "/stream") {
+                      ex->StartStream(Text(200, ""));
+                      for (int i = 0; i < 3; ++i) ex->Write("part" + std::to_string(i) + ";");
+                      ex->EndStream();
+                      return;
+                    }
+                    ex->Respond(Text(200, "secure " + ex->request().target));
+                  })
+                  .ok());
+  EXPECT_TRUE(server.tls());
+  EXPECT_STREQ(server.scheme(), "https");
+  TlsClient c(server.port(), f.pki.ca_cert());
+  auto r = c.Request("/a");
+  EXPECT_EQ(r.result_int(), 200);
+  EXPECT_EQ(r.body(), "secure /a");
+  auto s = c.Request("/stream");  // same connection: keep-alive over TLS
+  EXPECT_EQ(s.result_int(), 200);
+  EXPECT_EQ(s.body(), "part0;part1;part2;");
+  EXPECT_EQ(server.open_connections(), 1);
+  EXPECT_EQ(c.Fingerprint(), FileFingerprint(f.leaf.cert));
+  // Plain HTTP to the TLS port is not served: the bytes are no ClientHello.
+  Client plain(server.port());
+  plain.SetReadTimeout(std::chrono::seconds(10));
+  plain.WriteRaw("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+  std::array<char, 512> got{};
+  beast::error_code ec;
+  size_t n = 0;
+  for (;;) {
+    const size_t m = plain.socket().read_some(asio::buffer(got.data() + n, got.size() - n), ec);
+    n += m;
+    if (ec || n == got.size()) break;
+  }
+  EXPECT_EQ(std::string(got.data(), n).find("HTTP/1.1"), std::string::npos) << "plain HTTP was answered";
+  server.Stop();
+}
+
+TEST(HttpServerTlsTest, RefusesTls11AndOlder) {
+  TlsFixture f("versions");
+  KVS_REQUIRE_PKI(f);
+  HttpServer server(f.Options());
+  Hello(server);
+  EXPECT_EQ(PeerFingerprint(server.port(), TLS1_2_VERSION, TLS1_2_VERSION), FileFingerprint(f.leaf.cert));
+  EXPECT_EQ(PeerFingerprint(server.port(), TLS1_1_VERSION, TLS1_1_VERSION), "") << "TLS 1.1 was accepted";
+  EXPECT_EQ(PeerFingerprint(server.port(), TLS1_VERSION, TLS1_VERSION), "") << "TLS 1.0 was accepted";
+  EXPECT_EQ(PeerFingerprint(server.port(), TLS1_3_VERSION, TLS1_3_VERSION), FileFingerprint(f.leaf.cert));
+  server.Stop();
+}
+
+TEST(HttpServerTlsTest, ReloadSwapsTheCertificateForNewConnectionsOnly) {
+  TlsFixture f("reload");
+  KVS_REQUIRE_PKI(f);
+  const TestPki::Leaf next = f.pki.Issue("next", "IP:127.0.0.1");
+  ASSERT_TRUE(f.pki.ok());
+  HttpServer server(f.Options());
+  Hello(server);
+  TlsClient before(server.port(), f.pki.ca_cert());
+  EXPECT_EQ(before.Request("/").result_int(), 200);
+  EXPECT_EQ(before.Fingerprint(), FileFingerprint(f.leaf.cert));
+
+  f.Install(next);
+  EXPECT_EQ(PeerFingerprint(server.port()), FileFingerprint(f.leaf.cert)) << "nothing changes before the reload";
+  ASSERT_TRUE(server.ReloadTls().ok());
+  EXPECT_EQ(PeerFingerprint(server.port()), FileFingerprint(next.cert));
+  // The connection opened before keeps its session (and certificate).
+  EXPECT_EQ(before.Request("/").result_int(), 200);
+  EXPECT_EQ(before.Fingerprint(), FileFingerprint(f.leaf.cert));
+
+  // A bad pair is refused with an error naming the file; the last good one stays.
+  std::ofstream(f.cert) << "not a certificate\n";
+  Status s = server.ReloadTls();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(f.cert), std::string::npos) << s.message();
+  EXPECT_EQ(PeerFingerprint(server.port()), FileFingerprint(next.cert));
+  // A key that belongs to another certificate is refused too.
+  std::filesystem::copy_file(next.cert, f.cert, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(f.leaf.key, f.key, std::filesystem::copy_options::overwrite_existing);
+  s = server.ReloadTls();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("does not match"), std::string::npos) << s.message();
+  EXPECT_EQ(PeerFingerprint(server.port()), FileFingerprint(next.cert));
+  TlsClient after(server.port(), f.pki.ca_cert());
+  EXPECT_EQ(after.Request("/").result_int(), 200);
+  server.Stop();
+  // A plain server has nothing to reload.
+  HttpServer plain(ServerOptions{});
+  EXPECT_FALSE(plain.ReloadTls().ok());
+}
+
+TEST(HttpServerTlsTest, UnloadableFilesStopStart) {
+  TlsFixture f("bad");
+  KVS_REQUIRE_PKI(f);
+  ServerOptions o = f.Options();
+  o.tls_key_file = (f.dir / "missing.key").string();
+  o.tls_key_setting = "server.tls_key_file";
+  HttpServer server(o);
+  Status s = server.Start([](std::shared_ptr<Exchange> ex) { ex->Respond(Text(200, "")); });
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("server.tls_key_file"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("missing.key"), std::string::npos) << s.message();
+}
+
+// A client that connects and never starts its handshake is closed after
+// handshake_timeout; the connection limit's refusal is answered over TLS.
+TEST(HttpServerTlsTest, HandshakeTimeoutAndRefusalsOverTls) {
+  TlsFixture f("limits");
+  KVS_REQUIRE_PKI(f);
+  ServerOptions o = f.Options();
+  o.handshake_timeout = std::chrono::milliseconds(200);
+  o.max_connections = 2;
+  HttpServer server(o);
+  Hello(server);
+  {
+    Client silent(server.port());
+    silent.SetReadTimeout(std::chrono::seconds(10));
+    EXPECT_TRUE(silent.ServerClosed()) << "a silent client outlived handshake_timeout";
+  }
+  for (int i = 0; i < 500 && server.open_connections() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  TlsClient a(server.port(), f.pki.ca_cert());
+  TlsClient b(server.port(), f.pki.ca_cert());
+  EXPECT_EQ(a.Request("/").result_int(), 200);
+  EXPECT_EQ(b.Request("/").result_int(), 200);
+  // The third gets the refusal over TLS (after its handshake).
+  TlsClient c(server.port(), f.pki.ca_cert());
+  auto r = c.Request("/");
+  EXPECT_EQ(r.result_int(), 503);
+  EXPECT_NE(r.body().find("server.max_connections"), std::string::npos) << r.body();
   server.Stop();
 }
 

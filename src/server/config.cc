@@ -227,6 +227,11 @@ const std::vector<KeyDef>& Table() {
     t.push_back(IntKey("server.max_connections_per_client", "max-connections-per-client",
                        [](ServeConfig& c) -> int64_t& { return c.server.max_connections_per_client; }, 0, 1 << 20,
                        "Open connections from one client address; beyond it 429 with Retry-After; 0: no limit"));
+    t.push_back(StringKey("server.tls_cert_file", "tls-cert-file", [](ServeConfig& c) -> std::string& { return c.server.tls_cert_file; },
+                          "a file path or \"\"",
+                          "HTTPS: PEM certificate chain (leaf first), with tls_key_file; reloaded on SIGHUP; \"\": plain HTTP"));
+    t.push_back(StringKey("server.tls_key_file", "tls-key-file", [](ServeConfig& c) -> std::string& { return c.server.tls_key_file; },
+                          "a file path or \"\"", "The PEM private key of tls_cert_file"));
     // model
     t.push_back(StringKey("model.path", "model", [](ServeConfig& c) -> std::string& { return c.model.path; },
                           "a GGUF file path", "The model to serve (required)"));
@@ -513,6 +518,10 @@ Status ApplyOverrides(const std::vector<std::string>& args, ServeConfig* cfg) {
 }
 
 Status ValidateConfig(const ServeConfig& cfg) {
+  if (cfg.server.tls_cert_file.empty() != cfg.server.tls_key_file.empty()) {
+    return InvalidArgument("{}: HTTPS needs both server.tls_cert_file and server.tls_key_file",
+                           cfg.server.tls_cert_file.empty() ? "server.tls_cert_file" : "server.tls_key_file");
+  }
   if (cfg.runtime.max_num_batched_tokens < cfg.runtime.max_batch_size) {
     return InvalidArgument(
         "runtime.max_num_batched_tokens ({}) must be at least runtime.max_batch_size ({}): every running sequence "

@@ -45,6 +45,8 @@ struct ServerSection {
   double header_timeout_seconds = 30;       // a request's first byte to its complete header (slowloris)
   int64_t max_connections = 4096;           // open connections; beyond: 503 and closed; 0: no limit
   int64_t max_connections_per_client = 0;   // open connections from one address; beyond: 429; 0: no limit
+  std::string tls_cert_file;                // HTTPS: PEM certificate chain (with tls_key_file); "": HTTP
+  std::string tls_key_file;                 // its PEM private key; both reloaded on SIGHUP
 };
 
 struct ModelSection {

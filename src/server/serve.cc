@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "http/http_server.h"
+#include "http/tls.h"
 #include "server/access_log.h"
 #include "server/service.h"
 #include "base/sha256.h"
@@ -127,13 +128,26 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   ho.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.server.header_timeout_seconds * 1000));
   ho.max_connections = static_cast<int>(config.server.max_connections);
   ho.max_connections_per_client = static_cast<int>(config.server.max_connections_per_client);
+  ho.tls_cert_file = config.server.tls_cert_file;
+  ho.tls_key_file = config.server.tls_key_file;
+  ho.tls_cert_setting = "server.tls_cert_file";
+  ho.tls_key_setting = "server.tls_key_file";
+  if (ho.tls()) {
+    // Unreadable or mismatched files are a configuration error, as a bad
+    // key file is (the listener loads them again when it starts).
+    auto tls = http::MakeServerTlsContext({ho.tls_cert_file, ho.tls_key_file, ho.tls_cert_setting, ho.tls_key_setting});
+    if (!tls.ok()) {
+      spdlog::error("configuration: {}", tls.status().message());
+      return 2;
+    }
+  }
   http::HttpServer server(ho);
   if (Status s = server.Start([&service](std::shared_ptr<http::Exchange> ex) { service.Handle(std::move(ex)); });
       !s.ok()) {
     spdlog::error("{}", s.message());
     return 1;
   }
-  spdlog::info("listening on http://{}:{}", config.server.host, server.port());
+  spdlog::info("listening on {}://{}:{}", server.scheme(), config.server.host, server.port());
 
   Events ev;
   server.OnSignal({SIGTERM, SIGINT}, [&ev](int sig) {
@@ -142,9 +156,11 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     ++ev.signals;
     ev.cv.notify_all();
   });
-  // SIGHUP: the API keys (api_keys_env, api_key_file) are read again and the
-  // access log is reopened (rotation); the key file is also polled for
-  // changes. A reload that fails keeps the keys in force, and is counted.
+  // SIGHUP: the API keys (api_keys_env, api_key_file) are read again, the
+  // access log is reopened (rotation) and the TLS certificate reloaded (new
+  // connections get the files' new pair; a bad pair is refused and the old
+  // one stays); the key file is also polled for changes. A reload that
+  // fails keeps what was in force, and is logged (keys: counted).
   auto reload_keys = [&config, &service, &metrics](const char* why) {
     auto fresh = LoadApiKeys(config);
     if (!fresh.ok()) {
@@ -158,9 +174,15 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   };
   for (const char* outcome : {"ok", "failed"}) metrics.api_key_reloads.With({outcome});  // exported at 0
   AccessLog* log = access_log->get();
-  server.OnSignal({SIGHUP}, [reload_keys, log](int) {
+  server.OnSignal({SIGHUP}, [reload_keys, log, &server](int) {
     reload_keys("SIGHUP");
     if (Status s = log->Reopen(); !s.ok()) spdlog::error("SIGHUP: access log not reopened: {}", s.message());
+    if (!server.tls()) return;
+    if (Status s = server.ReloadTls(); s.ok()) {
+      spdlog::info("SIGHUP: TLS certificate reloaded");
+    } else {
+      spdlog::error("SIGHUP: TLS certificate not reloaded (the previous one stays in force): {}", s.message());
+    }
   });
   std::function<void()> watch_key_file;
   if (!config.server.api_key_file.empty()) {

@@ -35,10 +35,11 @@ export async function freePort() {
 }
 
 // A replica: real model (model: path) or the fake backend (fake: true).
-export async function startReplica({ model = null, port = 0, args = [], env = {} } = {}) {
+// ca: for a TLS replica (--tls-cert-file ...), the PEM CA that request() trusts.
+export async function startReplica({ model = null, port = 0, args = [], env = {}, ca, waitReady = true } = {}) {
   const argv = ["--port", String(port), "--threads", "1", ...args];
   if (model) argv.push("--model", model);
-  return startServer({ args: argv, fake: !model, env });
+  return startServer({ args: argv, fake: !model, env, ca, waitReady });
 }
 
 // `kvserve gateway keys add`: returns the plain key.
@@ -100,11 +101,12 @@ function gatewayYaml({ pools, gateway = {}, model, auditLog }) {
 // waitAll: also wait until every listed replica is healthy (the gateway is
 // ready once one per pool is; on a loaded machine the others' first probes can
 // answer late, and until then all traffic goes to the first).
-export async function startGateway({ pools, gateway = {}, model, dir = tempDir(), args = [], env = {}, waitReady = true, waitAll = false }) {
+export async function startGateway({ pools, gateway = {}, model, dir = tempDir(), args = [], waitReady = true, waitAll = false, ca, env = {} }) {
   const auditLog = path.join(dir, `audit-${Math.random().toString(16).slice(2)}.log`);
   const config = path.join(dir, `gateway-${Math.random().toString(16).slice(2)}.yaml`);
   writeFileSync(config, gatewayYaml({ pools, gateway, model, auditLog }));
   const listening = await spawnListening(binary, ["gateway", "--config", config, ...args], { what: "gateway", env });
+  listening.ca = ca;  // https: the PEM CA request() trusts
   // The admin listener (/metrics, /status) is logged right after the public one.
   await waitFor(() => /admin listening on http:\/\/[^:]+:\d+/.test(listening.stderr()), 10000);
   const adminPort = Number(/admin listening on http:\/\/[^:]+:(\d+)/.exec(listening.stderr())[1]);

@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
+import https from "node:https";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -52,22 +53,24 @@ export function realModelPath() {
 }
 
 // Spawns a kvserve process (`what` names it in errors) that prints
-// "listening on http://HOST:PORT" on stderr; resolves with the child, its
-// port, a promise of its exit and stop(signal), once that line appears.
+// "listening on http://HOST:PORT" (or https://) on stderr; resolves with the
+// child, its port, scheme and baseURL, a promise of its exit and
+// stop(signal), once that line appears. For https, set `ca` (PEM text) on the
+// result for request() to trust.
 export async function spawnListening(file, argv, { env = {}, what = "server" } = {}) {
   const child = spawn(file, argv, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   let stderr = "";
   let stdout = "";
   child.stdout.on("data", (d) => (stdout += d));
   const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  const port = await new Promise((resolve, reject) => {
+  const [scheme, port] = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${what} did not start:\n${stderr}`)), 30000);
     child.stderr.on("data", (d) => {
       stderr += d;
-      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(stderr);
+      const m = /listening on (https?):\/\/[^:]+:(\d+)/.exec(stderr);
       if (m) {
         clearTimeout(timer);
-        resolve(Number(m[1]));
+        resolve([m[1], Number(m[2])]);
       }
     });
     exited.then(({ code }) => {
@@ -78,8 +81,9 @@ export async function spawnListening(file, argv, { env = {}, what = "server" } =
   return {
     child,
     port,
+    scheme,
     exited,
-    baseURL: `http://127.0.0.1:${port}`,
+    baseURL: `${scheme}://127.0.0.1:${port}`,
     stderr: () => stderr,
     stdout: () => stdout,
     async stop(signal = "SIGTERM") {
@@ -91,13 +95,13 @@ export async function spawnListening(file, argv, { env = {}, what = "server" } =
 
 // Starts `kvserve serve` with the given extra arguments (over the fake
 // backend, kvserve_fake, by default) on an ephemeral port. Resolves once the listening line appears;
-// with waitReady, once /ready says 200.
-export async function startServer({ args = [], fake = true, waitReady = true, env = {} } = {}) {
+// with waitReady, once /ready says 200. ca: the PEM CA of a TLS server.
+export async function startServer({ args = [], fake = true, waitReady = true, env = {}, ca } = {}) {
   const dir = madeTempDir("kvserve-test-");
   const accessLog = path.join(dir, "access.log");
   const argv = ["serve", "--port", "0", "--host", "127.0.0.1", "--access-log", accessLog, "--log-level", "info"];
   argv.push(...args);
-  const server = { ...(await spawnListening(fake ? fakeBinary : binary, argv, { env })), accessLog };
+  const server = { ...(await spawnListening(fake ? fakeBinary : binary, argv, { env })), accessLog, ca };
   if (waitReady) await waitFor(async () => (await request(server, "GET", "/ready")).status === 200, 30000);
   return server;
 }
@@ -122,7 +126,10 @@ export function request(server, method, urlPath, body, headers = {}) {
       h["content-type"] ??= "application/json";
       h["content-length"] = Buffer.byteLength(payload);
     }
-    const req = http.request({ host: "127.0.0.1", port: server.port, method, path: urlPath, headers: h, agent: false }, (res) => {
+    const tls = server.scheme === "https";
+    const opts = { host: "127.0.0.1", port: server.port, method, path: urlPath, headers: h, agent: false };
+    if (tls) opts.ca = server.ca;
+    const req = (tls ? https : http).request(opts, (res) => {
       const chunks = [];
       res.on("data", (c) => chunks.push(c));
       res.on("end", () => {
