@@ -238,20 +238,25 @@ std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
     return BadRequest(fmt::format("the body nests arrays and objects more than {} levels deep (the limit)", kMaxJsonDepth),
                       std::nullopt, "invalid_json");
   }
-  if (const kvs::JsonMembers m = CountJsonObjectMembers(body); m.largest > kMaxObjectMembers) {
+  const kvs::JsonCounts counts = kvs::CountJsonContainers(body);
+  const kvs::JsonMembers& m = counts.members;
+  const kvs::JsonElements& e = counts.elements;
+  if (m.largest > kMaxObjectMembers) {
     return BadRequest(fmt::format("an object in the body has {} members; the limit is {} per object", m.largest,
                                   kMaxObjectMembers),
                       std::nullopt, "invalid_json");
-  } else if (m.total > kMaxBodyMembers) {
+  }
+  if (m.total > kMaxBodyMembers) {
     return BadRequest(fmt::format("the body's objects have {} members in all; the limit is {}", m.total,
                                   kMaxBodyMembers),
                       std::nullopt, "invalid_json");
   }
-  if (const kvs::JsonElements e = CountJsonArrayElements(body); e.largest > kMaxArrayElements) {
+  if (e.largest > kMaxArrayElements) {
     return BadRequest(fmt::format("an array in the body has {} elements; the limit is {} per array", e.largest,
                                   kMaxArrayElements),
                       std::nullopt, "invalid_json");
-  } else if (e.total > kMaxBodyElements) {
+  }
+  if (e.total > kMaxBodyElements) {
     return BadRequest(fmt::format("the body's arrays have {} elements in all; the limit is {}", e.total,
                                   kMaxBodyElements),
                       std::nullopt, "invalid_json");

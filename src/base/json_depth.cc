@@ -43,55 +43,48 @@ size_t JsonNestingDepth(std::string_view text, size_t stop_after) {
   return max_depth;
 }
 
-JsonMembers CountJsonObjectMembers(std::string_view text) {
-  JsonMembers m;
-  std::vector<size_t> colons;  // per open bracket: colons seen directly inside it
-  size_t top_level = 0;        // colons outside any bracket (invalid JSON)
-  ForEachOutsideStrings(text, [&](char c) {
-    if (c == '[' || c == '{') {
-      colons.push_back(0);
-    } else if ((c == ']' || c == '}') && !colons.empty()) {
-      colons.pop_back();
-    } else if (c == ':') {
-      size_t& n = colons.empty() ? top_level : colons.back();
-      m.largest = std::max(m.largest, ++n);
-      ++m.total;
-    }
-    return true;
-  });
-  return m;
-}
-
-JsonElements CountJsonArrayElements(std::string_view text) {
-  JsonElements e;
+JsonCounts CountJsonContainers(std::string_view text) {
+  JsonCounts c;
   struct Open {
     bool array;
-    size_t elements;  // commas + 1 once anything but white space was seen
-    bool any;
+    size_t colons = 0;  // directly inside it
+    size_t commas = 0;  // directly inside it (arrays: elements - 1)
+    bool any = false;   // anything but white space seen inside
   };
   std::vector<Open> open;
+  size_t top_level_colons = 0;  // outside any bracket (invalid JSON)
   auto close = [&] {
     const Open& o = open.back();
     // (A string is not seen here: ["a"] counts 0, ["a","b"] counts 2.)
-    if (o.array && (o.any || o.elements > 0)) {
-      e.largest = std::max(e.largest, o.elements + 1);
-      e.total += o.elements + 1;
+    if (o.array && (o.any || o.commas > 0)) {
+      c.elements.largest = std::max(c.elements.largest, o.commas + 1);
+      c.elements.total += o.commas + 1;
     }
     open.pop_back();
   };
-  ForEachOutsideStrings(text, [&](char c) {
-    if (!open.empty() && c != ' ' && c != '\n' && c != '\r' && c != '\t' && c != ']' && c != '}') open.back().any = true;
-    if (c == '[' || c == '{') {
-      open.push_back({c == '[', 0, false});
-    } else if ((c == ']' || c == '}') && !open.empty()) {
+  ForEachOutsideStrings(text, [&](char ch) {
+    if (!open.empty() && ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t' && ch != ']' && ch != '}') {
+      open.back().any = true;
+    }
+    if (ch == '[' || ch == '{') {
+      open.push_back({ch == '['});
+    } else if ((ch == ']' || ch == '}') && !open.empty()) {
       close();
-    } else if (c == ',' && !open.empty() && open.back().array) {
-      ++open.back().elements;
+    } else if (ch == ':') {
+      size_t& n = open.empty() ? top_level_colons : open.back().colons;
+      c.members.largest = std::max(c.members.largest, ++n);
+      ++c.members.total;
+    } else if (ch == ',' && !open.empty() && open.back().array) {
+      ++open.back().commas;
     }
     return true;
   });
   while (!open.empty()) close();  // unterminated: still a bound
-  return e;
+  return c;
 }
+
+JsonMembers CountJsonObjectMembers(std::string_view text) { return CountJsonContainers(text).members; }
+
+JsonElements CountJsonArrayElements(std::string_view text) { return CountJsonContainers(text).elements; }
 
 }  // namespace kvs

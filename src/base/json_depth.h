@@ -38,4 +38,11 @@ struct JsonElements {
 };
 JsonElements CountJsonArrayElements(std::string_view text);
 
+// Both counts in one pass over the text (a request body is scanned once).
+struct JsonCounts {
+  JsonMembers members;
+  JsonElements elements;
+};
+JsonCounts CountJsonContainers(std::string_view text);
+
 }  // namespace kvs
