@@ -2,7 +2,6 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -11,6 +10,7 @@
 
 #include "api/error.h"
 #include "api/routes.h"
+#include "base/file_stamp.h"
 #include "base/random_id.h"
 #include "base/signal_block.h"
 #include "gateway/proxy.h"
@@ -49,15 +49,6 @@ constexpr api::Route kAdminRoutes[] = {
 
 bool IsPublicProbe(std::string_view path) { return path == "/health" || path == "/ready"; }
 
-// What changes when a file is rewritten or replaced (a rename onto it, as
-// cert-manager and `mv` do): its modification time and size.
-std::string FileStamp(const std::string& path) {
-  std::error_code ec;
-  const auto t = std::filesystem::last_write_time(path, ec);
-  if (ec) return "missing";
-  const auto size = std::filesystem::file_size(path, ec);
-  return fmt::format("{}:{}", t.time_since_epoch().count(), ec ? 0 : size);
-}
 
 http::TlsServerFiles PublicTlsFiles(const GatewayConfig& cfg) {
   return {cfg.gateway.tls_cert_file, cfg.gateway.tls_key_file, "gateway.tls_cert_file", "gateway.tls_key_file"};
@@ -169,7 +160,7 @@ Status Gateway::Start() {
   so.tls_key_setting = tls_files.key_setting;
   if (so.tls()) {
     std::lock_guard<std::mutex> lock(tls_mu_);
-    tls_stamp_ = FileStamp(so.tls_cert_file) + "|" + FileStamp(so.tls_key_file);
+    tls_stamp_ = TlsStamp();
   }
   server_ = std::make_unique<http::HttpServer>(so);
   KVS_RETURN_IF_ERROR(server_->Start([this](std::shared_ptr<http::Exchange> ex) { Handle(std::move(ex)); }));
@@ -218,10 +209,14 @@ void Gateway::WatchKeyFile() {
   });
 }
 
+std::pair<std::optional<FileStamp>, std::optional<FileStamp>> Gateway::TlsStamp() const {
+  return {StampOf(cfg_.gateway.tls_cert_file), StampOf(cfg_.gateway.tls_key_file)};
+}
+
 void Gateway::WatchTlsFiles() {
   server_->RunAfter(Seconds(cfg_.gateway.key_file_poll_seconds), [this] {
     if (stopped_.load()) return;
-    const std::string stamp = FileStamp(cfg_.gateway.tls_cert_file) + "|" + FileStamp(cfg_.gateway.tls_key_file);
+    const auto stamp = TlsStamp();
     bool changed;
     {
       std::lock_guard<std::mutex> lock(tls_mu_);
@@ -241,7 +236,7 @@ Status Gateway::ReloadTls() {
   std::lock_guard<std::mutex> lock(tls_mu_);
   // Stamped before reading, so a file rewritten during the load is seen as
   // changed at the next poll.
-  tls_stamp_ = FileStamp(cfg_.gateway.tls_cert_file) + "|" + FileStamp(cfg_.gateway.tls_key_file);
+  tls_stamp_ = TlsStamp();
   Status s = server_->ReloadTls();
   if (s.ok()) {
     metrics_.tls_cert_reloads.With({"ok"}).Inc();

@@ -35,6 +35,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/file_stamp.h"
 #include "gateway/client_address.h"
 #include "gateway/config.h"
 #include "gateway/gateway_metrics.h"
@@ -132,7 +133,8 @@ class Gateway {
   std::string ClientIp(const http::Exchange& ex) const;       // the address alone (X-Forwarded-For upstream)
 
  private:
-  void WatchTlsFiles();  // every key_file_poll_seconds: ReloadTls when either file changed
+  void WatchTlsFiles();
+  std::pair<std::optional<FileStamp>, std::optional<FileStamp>> TlsStamp() const;  // the certificate's and key's  // every key_file_poll_seconds: ReloadTls when either file changed
   // The public listener's header check (http::ServerOptions::header_check):
   // 401 for a request to an authenticated route without a valid key.
   int CheckHeader(const http::HttpRequest& head, std::string* message) const;
@@ -155,7 +157,8 @@ class Gateway {
   mutable std::mutex refusals_mu_;
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, AdmitResult>> refusals_;  // tenant -> until
   std::mutex tls_mu_;
-  std::string tls_stamp_;  // guarded by tls_mu_: the TLS files' mtimes and sizes at the last (tried) load
+  // Guarded by tls_mu_: the certificate's and key's stamps at the last (tried) load.
+  std::pair<std::optional<FileStamp>, std::optional<FileStamp>> tls_stamp_;
 };
 
 // `kvserve gateway`: builds, starts, serves until SIGTERM/SIGINT, drains.

@@ -20,6 +20,7 @@
 #include <openssl/rand.h>
 #include <yaml-cpp/yaml.h>
 
+#include "base/file_stamp.h"
 #include "base/sha256.h"
 
 namespace kvs::gateway {
@@ -276,32 +277,26 @@ std::shared_ptr<const KeyStore> Authenticator::Current() const {
 
 Status Authenticator::Reload() {
   if (path_.empty()) return Status::Ok();
-  struct stat st {};
-  const bool have_stat = ::stat(path_.c_str(), &st) == 0;
+  const std::optional<FileStamp> stamp = StampOf(path_);
   KVS_ASSIGN_OR_RETURN(KeyFile f, KeyFile::Load(path_));
   auto store = std::make_shared<const KeyStore>(std::move(f));
   std::lock_guard<std::mutex> lock(mu_);
   store_ = std::move(store);
-  if (have_stat) {
-    mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    size_ = static_cast<int64_t>(st.st_size);
-  }
+  if (stamp) stamp_ = stamp;
   ++reloads_;
   return Status::Ok();
 }
 
 Status Authenticator::ReloadIfChanged() {
   if (path_.empty()) return Status::Ok();
-  struct stat st {};
-  if (::stat(path_.c_str(), &st) != 0) return NotFound("the key file \"{}\" is gone; the loaded keys stay", path_);
-  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const std::optional<FileStamp> now = StampOf(path_);
+  if (!now) return NotFound("the key file \"{}\" is gone; the loaded keys stay", path_);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (mtime == mtime_ns_ && static_cast<int64_t>(st.st_size) == size_) return Status::Ok();
+    if (now == stamp_) return Status::Ok();
     // Tried once per change: a file that does not parse is reported once,
     // not at every poll, and tried again when it changes.
-    mtime_ns_ = mtime;
-    size_ = static_cast<int64_t>(st.st_size);
+    stamp_ = now;
   }
   return Reload();
 }

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/file_stamp.h"
 #include "base/status.h"
 
 namespace kvs::gateway {
@@ -126,8 +127,7 @@ class Authenticator {
   std::string path_;
   mutable std::mutex mu_;
   std::shared_ptr<const KeyStore> store_;  // guarded by mu_
-  int64_t mtime_ns_ = -1;                  // guarded by mu_
-  int64_t size_ = -1;                      // guarded by mu_
+  std::optional<FileStamp> stamp_;         // guarded by mu_: at the last (tried) load
   uint64_t reloads_ = 0;                   // guarded by mu_
 };
 

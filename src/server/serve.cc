@@ -1,7 +1,5 @@
 #include "server/serve.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -19,6 +17,7 @@
 #include "http/tls.h"
 #include "server/access_log.h"
 #include "server/service.h"
+#include "base/file_stamp.h"
 #include "base/sha256.h"
 #include "base/signal_block.h"
 #include "server/warm.h"
@@ -186,17 +185,11 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   });
   std::function<void()> watch_key_file;
   if (!config.server.api_key_file.empty()) {
-    auto stamp = [path = config.server.api_key_file] {
-      struct stat st {};
-      if (::stat(path.c_str(), &st) != 0) return std::pair<int64_t, int64_t>{-1, -1};
-      return std::pair<int64_t, int64_t>{static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-                                         static_cast<int64_t>(st.st_size)};
-    };
-    auto last = std::make_shared<std::pair<int64_t, int64_t>>(stamp());
-    watch_key_file = [&server, &watch_key_file, stamp, last, reload_keys] {
-      server.RunAfter(std::chrono::seconds(1), [&watch_key_file, stamp, last, reload_keys] {
-        const auto now = stamp();
-        if (now.first >= 0 && now != *last) {  // tried once per change; a removed file keeps the keys
+    auto last = std::make_shared<std::optional<FileStamp>>(StampOf(config.server.api_key_file));
+    watch_key_file = [&server, &watch_key_file, &path = config.server.api_key_file, last, reload_keys] {
+      server.RunAfter(std::chrono::seconds(1), [&watch_key_file, &path, last, reload_keys] {
+        const std::optional<FileStamp> now = StampOf(path);
+        if (now && now != *last) {  // tried once per change; a removed file keeps the keys
           *last = now;
           reload_keys("server.api_key_file changed");
         }
