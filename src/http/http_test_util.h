@@ -66,6 +66,17 @@ class TestPki {
   bool ok_ = false;
 };
 
+// The SHA-256 fingerprint of a certificate (hex); frees it.
+inline std::string Sha256Fingerprint(X509* cert) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  X509_digest(cert, EVP_sha256(), md, &n);
+  X509_free(cert);
+  std::string hex;
+  for (unsigned i = 0; i < n; ++i) hex += "0123456789abcdef"[md[i] >> 4], hex += "0123456789abcdef"[md[i] & 15];
+  return hex;
+}
+
 // The SHA-256 fingerprint (hex) of the certificate a TLS server on
 // 127.0.0.1:port presents, "" when the handshake fails. max_version 0: any.
 inline std::string PeerFingerprint(uint16_t port, int max_version = 0, int min_version = 0) {
@@ -88,12 +99,7 @@ inline std::string PeerFingerprint(uint16_t port, int max_version = 0, int min_v
   if (ec) return "";
   X509* cert = SSL_get1_peer_certificate(s.native_handle());
   if (cert == nullptr) return "";
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  X509_digest(cert, EVP_sha256(), md, &n);
-  X509_free(cert);
-  std::string hex;
-  for (unsigned i = 0; i < n; ++i) hex += "0123456789abcdef"[md[i] >> 4], hex += "0123456789abcdef"[md[i] & 15];
+  const std::string hex = Sha256Fingerprint(cert);
   s.shutdown(ec);
   return hex;
 }
@@ -105,13 +111,7 @@ inline std::string FileFingerprint(const std::string& pem) {
   X509* cert = PEM_read_X509(f, nullptr, nullptr, nullptr);
   std::fclose(f);
   if (cert == nullptr) return "";
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  X509_digest(cert, EVP_sha256(), md, &n);
-  X509_free(cert);
-  std::string hex;
-  for (unsigned i = 0; i < n; ++i) hex += "0123456789abcdef"[md[i] >> 4], hex += "0123456789abcdef"[md[i] & 15];
-  return hex;
+  return Sha256Fingerprint(cert);
 }
 
 }  // namespace kvs::http::testing

@@ -149,11 +149,17 @@ export async function metricSum(server, name, labels = {}) {
   return sum;
 }
 
-export function startRedis(port) {
+// redis-server on 127.0.0.1:port (null when it is not installed). args:
+// more options (--requirepass ...). tls {cert, key, ca}: the port speaks TLS
+// only (--tls-port), with that certificate.
+export function startRedis(port, { args = [], tls = null } = {}) {
   if (!existsSync("/usr/bin/redis-server")) return null;
-  const dir = tempDir();
-  const child = spawn("/usr/bin/redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "",
-    "--appendonly", "no", "--dir", dir], { stdio: "ignore" });
+  const ports = tls
+    ? ["--port", "0", "--tls-port", String(port), "--tls-cert-file", tls.cert, "--tls-key-file", tls.key,
+      "--tls-ca-cert-file", tls.ca, "--tls-auth-clients", "no"]
+    : ["--port", String(port)];
+  const child = spawn("/usr/bin/redis-server", [...ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+    "--dir", tempDir(), ...args], { stdio: "ignore" });
   const exited = new Promise((resolve) => child.on("exit", resolve));
   return {
     child,

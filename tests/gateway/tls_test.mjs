@@ -25,7 +25,7 @@ import { after, before, describe, test } from "node:test";
 
 import {
   addKey, auditLine, auth, binary, bundled, freePort, metricSum, request, requireBinary, skipFile, sourceDir,
-  startGateway, startReplica, tempDir, waitFor,
+  startGateway, startRedis, startReplica, tempDir, waitFor,
 } from "./common.mjs";
 
 requireBinary();
@@ -137,24 +137,6 @@ async function openaiChat(baseURL, { ca, apiKey = "none", stream = false }) {
   const { stdout } = await run(process.execPath, ["--input-type=module", "-e", script, `${baseURL}/v1`, apiKey],
     { env, timeout: 90000 });
   return JSON.parse(stdout.trim().split("\n").pop());
-}
-
-function startRedisWith(args) {
-  const child = spawn(REDIS, ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tempDir(), ...args],
-    { stdio: "ignore" });
-  const exited = new Promise((resolve) => child.on("exit", resolve));
-  return {
-    async ready(port) {
-      await waitFor(() => new Promise((resolve) => {
-        const s = net.connect(port, "127.0.0.1", () => { s.end(); resolve(true); });
-        s.on("error", () => resolve(false));
-      }), 10000, 50);
-    },
-    async stop() {
-      if (child.exitCode === null) child.kill("SIGTERM");
-      return exited;
-    },
-  };
 }
 
 describe("TLS from the client through the gateway to the replicas", () => {
@@ -330,9 +312,9 @@ describe("Redis shared state with AUTH and TLS", () => {
     const s = await setup(t);
     if (!s) return;
     const port = await freePort();
-    const redis = startRedisWith(["--port", String(port), "--requirepass", PASSWORD]);
+    const redis = startRedis(port, { args: ["--requirepass", PASSWORD] });
     cleanup.push(() => redis.stop());
-    await redis.ready(port);
+    await redis.ready();
     const gateway = {
       key_file: s.keyFile, shared_state: `redis://127.0.0.1:${port}`, shared_state_password_env: "KVS_TEST_REDIS_PASSWORD",
       shared_state_failure: "closed",
@@ -380,10 +362,9 @@ describe("Redis shared state with AUTH and TLS", () => {
     const other = makeCa(s.dir, "other");
     const pair = issue(s.dir, ca, "redis-server");
     const port = await freePort();
-    const redis = startRedisWith(["--port", "0", "--tls-port", String(port), "--tls-cert-file", pair.cert, "--tls-key-file",
-      pair.key, "--tls-ca-cert-file", ca.cert, "--tls-auth-clients", "no", "--requirepass", PASSWORD]);
+    const redis = startRedis(port, { tls: { cert: pair.cert, key: pair.key, ca: ca.cert }, args: ["--requirepass", PASSWORD] });
     cleanup.push(() => redis.stop());
-    await redis.ready(port);
+    await redis.ready();
     const url = `rediss://:${encodeURIComponent(PASSWORD)}@127.0.0.1:${port}`;
     const gateway = { key_file: s.keyFile, shared_state: url, shared_state_tls_ca_file: ca.cert, shared_state_failure: "closed" };
     const gw = await startGateway({ model: modelPath, dir: s.dir, pools: s.pools, gateway });
