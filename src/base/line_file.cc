@@ -20,4 +20,22 @@ Status ForEachContentLine(const std::string& path,
   return Status::Ok();
 }
 
+StatusOr<std::vector<std::string>> ReadApiKeyFile(const std::string& path) {
+  std::vector<std::string> keys;
+  KVS_RETURN_IF_ERROR(ForEachContentLine(path, [&](const std::string& line, size_t first, int) {
+    size_t end = line.size();
+    for (size_t i = first + 1; i < line.size(); ++i) {
+      if (line[i] == '#' && (line[i - 1] == ' ' || line[i - 1] == '\t')) {
+        end = i;
+        break;
+      }
+    }
+    const size_t last = line.find_last_not_of(" \t", end - 1);
+    keys.push_back(line.substr(first, last - first + 1));
+    return Status::Ok();
+  }));
+  if (keys.empty()) return InvalidArgument("\"{}\" holds no key (one key per line)", path);
+  return keys;
+}
+
 }  // namespace kvs

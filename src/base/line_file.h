@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -19,5 +20,12 @@ namespace kvs {
 // or reading it fails.
 Status ForEachContentLine(const std::string& path,
                           const std::function<Status(const std::string& line, size_t first, int line_no)>& fn);
+
+// The keys of an API key file (`kvserve serve`'s server.api_key_file, which
+// the gateway's pools[].api_key_file may share): one key a line, spaces
+// around it dropped; '#' starts a comment at the start of a line or after a
+// space or tab (inside a key, "abc#def", it is part of the key). NotFound
+// "cannot read \"path\"", InvalidArgument when the file holds no key.
+StatusOr<std::vector<std::string>> ReadApiKeyFile(const std::string& path);
 
 }  // namespace kvs

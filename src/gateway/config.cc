@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "base/line_file.h"
 #include "gateway/client_address.h"
 #include "gateway/redis_limiter.h"
 #include "gateway/warmup.h"
@@ -283,8 +284,8 @@ const std::vector<Key<P>>& PoolKeys() {
                        "Bearer key the replicas of this pool require (\"\": none); prefer api_key_file or "
                        "api_key_env, which keep it out of this file"));
     t.push_back(Str<P>("api_key_file", "", [](P& p) -> std::string& { return p.api_key_file; }, "a file path or \"\"",
-                       "File whose first non-empty line is the replicas' key (e.g. a mounted Secret); re-read on "
-                       "SIGHUP"));
+                       "A file in the replicas' key-file format (server.api_key_file, e.g. a mounted Secret): its "
+                       "first key is sent; re-read on SIGHUP"));
     t.push_back(Str<P>("api_key_env", "", [](P& p) -> std::string& { return p.api_key_env; },
                        "an environment variable name or \"\"",
                        "Environment variable holding the replicas' key"));
@@ -608,15 +609,10 @@ Status ResolveGatewaySecrets(GatewayConfig* cfg) {
     const int given = (p.api_key.empty() ? 0 : 1) + (p.api_key_file.empty() ? 0 : 1) + (p.api_key_env.empty() ? 0 : 1);
     if (given > 1) return InvalidArgument("{}: give at most one of api_key, api_key_file, api_key_env", where);
     if (!p.api_key_file.empty()) {
-      std::ifstream in(p.api_key_file);
-      if (!in) return NotFound("{}.api_key_file: cannot read \"{}\"", where, p.api_key_file);
-      for (std::string line; std::getline(in, line);) {
-        const size_t b = line.find_first_not_of(" \t\r");
-        if (b == std::string::npos || line[b] == '#') continue;  // the replicas' key-file format
-        p.api_key = line.substr(b, line.find_last_not_of(" \t\r") - b + 1);
-        break;
-      }
-      if (p.api_key.empty()) return InvalidArgument("{}.api_key_file: \"{}\" holds no key", where, p.api_key_file);
+      // The replicas' key-file format; the first key is the one sent.
+      auto keys = ReadApiKeyFile(p.api_key_file);
+      if (!keys.ok()) return keys.status().WithContext(where + ".api_key_file");
+      p.api_key = keys->front();
     } else if (!p.api_key_env.empty()) {
       const char* v = std::getenv(p.api_key_env.c_str());
       if (!v || !*v) return NotFound("{}.api_key_env: the environment variable {} is not set", where, p.api_key_env);

@@ -41,9 +41,9 @@ struct PoolConfig {
   std::string api_key;              // sent to the replicas as the Bearer key ("" : none)
   std::vector<ReplicaConfig> replicas;
   // The same key kept out of the configuration file (a Kubernetes Secret
-  // mounted as a file or passed in the environment): the file's first line
-  // that is neither empty nor a '#' comment (the replicas' server.api_key_file
-  // can be shared), or the named environment variable's value. At most one
+  // mounted as a file or passed in the environment): the first key of a file
+  // in the replicas' key-file format (ReadApiKeyFile: their
+  // server.api_key_file can be shared), or the named variable's value. At most one
   // of api_key, api_key_file, api_key_env; ResolveGatewaySecrets reads them
   // into api_key (at start and on SIGHUP: rotation without a restart).
   std::string api_key_file{};

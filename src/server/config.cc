@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "base/line_file.h"
+
 namespace kvs::server {
 
 namespace {
@@ -547,27 +549,9 @@ Status LoadServeConfig(const std::string& config_path, const ConfigOverrides& ov
 StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg) {
   std::vector<std::string> keys = cfg.server.api_keys;
   if (!cfg.server.api_key_file.empty()) {
-    std::ifstream in(cfg.server.api_key_file);
-    if (!in) return NotFound("server.api_key_file: cannot read \"{}\"", cfg.server.api_key_file);
-    size_t from_file = 0;
-    for (std::string line; std::getline(in, line);) {
-      // '#' starts a comment at the start of a line or after a space or tab;
-      // inside a key ("abc#def") it is part of the key.
-      for (size_t i = 0; i < line.size(); ++i) {
-        if (line[i] == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
-          line.resize(i);
-          break;
-        }
-      }
-      const size_t b = line.find_first_not_of(" \t\r");
-      if (b == std::string::npos) continue;
-      const size_t e = line.find_last_not_of(" \t\r");
-      keys.push_back(line.substr(b, e - b + 1));
-      ++from_file;
-    }
-    if (from_file == 0) {
-      return InvalidArgument("server.api_key_file: \"{}\" holds no key (one key per line)", cfg.server.api_key_file);
-    }
+    auto from_file = ReadApiKeyFile(cfg.server.api_key_file);
+    if (!from_file.ok()) return from_file.status().WithContext("server.api_key_file");
+    keys.insert(keys.end(), from_file->begin(), from_file->end());
   }
   if (!cfg.server.api_keys_env.empty()) {
     const char* v = std::getenv(cfg.server.api_keys_env.c_str());
