@@ -146,7 +146,10 @@ std::optional<ApiError> ParseMessagesRequest(const Json& body, ParsedRequest* ou
     return NotSupported("thinking", "extended thinking is not served");
   }
   Json chat = Json::object();
-  for (const char* k : {"model", "stream", "temperature", "top_p", "top_k"}) {
+  // cache_salt and priority (vLLM's fields, as on chat completions): the
+  // gateway sets them to keep tenants' prefix caches apart and to apply a
+  // tenant's priority class; dropping them would share a cache across tenants.
+  for (const char* k : {"model", "stream", "temperature", "top_p", "top_k", "cache_salt", "priority"}) {
     if (auto it = body.find(k); it != body.end()) chat[k] = *it;
   }
   const Json* max_tokens = Field(body, "max_tokens");

@@ -5,7 +5,8 @@
 // tool_result on user turns), `system` (a string or text blocks),
 // `stop_sequences`, `temperature`, `top_p`, `top_k`, `stream`, custom `tools`
 // ({"name", "description", "input_schema"}), `tool_choice` (auto, any, tool,
-// none; disable_parallel_tool_use), `metadata` (ignored). Rewritten into a
+// none; disable_parallel_tool_use), `metadata` (ignored); kvserve's
+// `cache_salt` and `priority` as on chat completions. Rewritten into a
 // chat completion body and parsed by ParseChatRequest (same validation and
 // limits; error params name the Messages field). Refused with 400: image and
 // document blocks, server tools (web_search, bash, ...), extended thinking.

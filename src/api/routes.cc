@@ -2,10 +2,96 @@
 
 #include <fmt/format.h>
 
+#include "api/messages_api.h"
 #include "api/openai_request.h"
+#include "api/responses_api.h"
 #include "base/strings.h"
 
 namespace kvs::api {
+
+namespace {
+// Order matters only among prefix routes; none overlaps another here.
+constexpr ApiRoute kApiRoutes[] = {
+    {{"/v1/models", "GET", false}, ApiAction::kModels},
+    {{"/v1/models/", "GET", true}, ApiAction::kModels},
+    {{"/v1/completions", "POST", false}, ApiAction::kGenerate, Endpoint::kCompletions, Dialect::kOpenAI},
+    {{"/v1/chat/completions", "POST", false}, ApiAction::kGenerate, Endpoint::kChatCompletions, Dialect::kOpenAI},
+    {{"/v1/responses", "POST", false}, ApiAction::kGenerate, Endpoint::kChatCompletions, Dialect::kResponses},
+    {{"/v1/messages", "POST", false}, ApiAction::kGenerate, Endpoint::kChatCompletions, Dialect::kAnthropic},
+    {{"/tokenize", "POST", false}, ApiAction::kTokenize},
+    {{"/detokenize", "POST", false}, ApiAction::kDetokenize},
+};
+
+const char* ActionName(ApiAction a) {
+  switch (a) {
+    case ApiAction::kModels: return "models";
+    case ApiAction::kGenerate: return "generate";
+    case ApiAction::kTokenize: return "tokenize";
+    case ApiAction::kDetokenize: return "detokenize";
+  }
+  return "?";
+}
+
+const char* DialectName(Dialect d) {
+  switch (d) {
+    case Dialect::kOpenAI: return "openai";
+    case Dialect::kResponses: return "responses";
+    case Dialect::kAnthropic: return "anthropic";
+  }
+  return "?";
+}
+}  // namespace
+
+std::span<const ApiRoute> PublicApiRoutes() { return kApiRoutes; }
+
+const ApiRoute* FindApiRoute(const Route& r) {
+  for (const ApiRoute& a : kApiRoutes) {
+    if (std::string_view(a.route.path) == r.path && std::string_view(a.route.method) == r.method) return &a;
+  }
+  return nullptr;
+}
+
+std::vector<Route> RouteTable(std::initializer_list<Route> own) {
+  std::vector<Route> t(own);
+  for (const ApiRoute& a : kApiRoutes) t.push_back(a.route);
+  return t;
+}
+
+nlohmann::json PublicApiRoutesJson() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ApiRoute& a : kApiRoutes) {
+    nlohmann::json r = {{"method", a.route.method}, {"path", a.route.path}, {"prefix", a.route.prefix},
+                        {"action", ActionName(a.action)}};
+    if (a.action == ApiAction::kGenerate) r["dialect"] = DialectName(a.dialect);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string RouteLabel(const Route* r) {
+  if (!r) return "other";
+  return r->prefix ? std::string(r->path) + "{id}" : std::string(r->path);
+}
+
+std::optional<ApiError> ParseGenerateRequest(Endpoint endpoint, Dialect dialect, const Json& body, ParsedRequest* out) {
+  switch (dialect) {
+    case Dialect::kResponses: return ParseResponsesRequest(body, out);
+    case Dialect::kAnthropic: return ParseMessagesRequest(body, out);
+    case Dialect::kOpenAI: break;
+  }
+  return endpoint == Endpoint::kChatCompletions ? ParseChatRequest(body, out) : ParseCompletionRequest(body, out);
+}
+
+Dialect ErrorDialect(std::string_view path) {
+  for (const ApiRoute& a : kApiRoutes) {
+    if (a.action == ApiAction::kGenerate && !a.route.prefix && path == a.route.path) return a.dialect;
+  }
+  return Dialect::kOpenAI;
+}
+
+nlohmann::json ErrorJson(Dialect d, const ApiError& e) {
+  return d == Dialect::kAnthropic ? AnthropicErrorJson(e) : e.ToJson();
+}
 
 RouteMatch MatchRoute(std::span<const Route> routes, std::string_view method, std::string_view path) {
   RouteMatch m;

@@ -1,5 +1,7 @@
 #include "api/routes.h"
 
+#include <map>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -53,6 +55,73 @@ TEST(RoutesTest, TransportErrorsNameTheLimit) {
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.code, "invalid_request");
   EXPECT_EQ(e.message, "bad framing");
+}
+
+
+TEST(RoutesTest, RouteTableIsTheFrontEndsOwnRoutesThenThePublicApi) {
+  const std::vector<Route> t = RouteTable({{"/health", "GET", false}});
+  ASSERT_EQ(t.size(), 1 + PublicApiRoutes().size());
+  EXPECT_STREQ(t[0].path, "/health");
+  EXPECT_EQ(FindApiRoute(t[0]), nullptr);
+  std::set<std::string> paths;
+  for (size_t i = 1; i < t.size(); ++i) {
+    const ApiRoute* a = FindApiRoute(t[i]);
+    ASSERT_NE(a, nullptr) << t[i].path;
+    EXPECT_STREQ(a->route.path, t[i].path);
+    paths.insert(t[i].path);
+  }
+  // The replica's whole public API, each dialect among it.
+  for (const char* p : {"/v1/models", "/v1/models/", "/v1/completions", "/v1/chat/completions", "/v1/responses",
+                        "/v1/messages", "/tokenize", "/detokenize"}) {
+    EXPECT_TRUE(paths.count(p)) << p;
+  }
+  const RouteMatch m = MatchRoute(t, "POST", "/v1/messages");
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_FALSE(m.error.has_value());
+  EXPECT_EQ(FindApiRoute(*m.route)->dialect, Dialect::kAnthropic);
+  EXPECT_EQ(RouteLabel(MatchRoute(t, "GET", "/v1/models/m1").route), "/v1/models/{id}");
+  EXPECT_EQ(RouteLabel(nullptr), "other");
+  const nlohmann::json j = PublicApiRoutesJson();
+  ASSERT_EQ(j.size(), PublicApiRoutes().size());
+  EXPECT_EQ(j[0]["method"], "GET");
+}
+
+// Every generation route's parser keeps the request's cache_salt and
+// priority: the gateway isolates tenants' prefix caches through them.
+TEST(RoutesTest, EveryGenerationDialectHonoursCacheSaltAndPriority) {
+  const std::map<Dialect, const char*> kBodies = {
+      {Dialect::kOpenAI, R"({"model":"m","messages":[{"role":"user","content":"hi"}]})"},
+      {Dialect::kResponses, R"({"model":"m","input":"hi"})"},
+      {Dialect::kAnthropic, R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":"hi"}]})"},
+  };
+  int checked = 0;
+  for (const ApiRoute& a : PublicApiRoutes()) {
+    if (a.action != ApiAction::kGenerate) continue;
+    Json body = a.endpoint == Endpoint::kCompletions ? Json::parse(R"({"model":"m","prompt":"hi"})")
+                                                     : Json::parse(kBodies.at(a.dialect));
+    body["cache_salt"] = "tenant-salt";
+    body["priority"] = 7;
+    ParsedRequest r;
+    auto e = ParseGenerateRequest(a.endpoint, a.dialect, body, &r);
+    ASSERT_FALSE(e.has_value()) << a.route.path << ": " << e->message;
+    EXPECT_EQ(r.cache_salt, "tenant-salt") << a.route.path;
+    EXPECT_EQ(r.priority, 7) << a.route.path;
+    EXPECT_EQ(r.dialect, a.dialect) << a.route.path;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+}
+
+TEST(RoutesTest, ErrorsTakeTheShapeOfTheRoutesDialect) {
+  EXPECT_EQ(ErrorDialect("/v1/messages"), Dialect::kAnthropic);
+  EXPECT_EQ(ErrorDialect("/v1/responses"), Dialect::kResponses);
+  EXPECT_EQ(ErrorDialect("/v1/chat/completions"), Dialect::kOpenAI);
+  EXPECT_EQ(ErrorDialect("/v1/messages/x"), Dialect::kOpenAI);
+  const ApiError e = Unauthenticated(true);
+  const nlohmann::json a = ErrorJson(Dialect::kAnthropic, e);
+  EXPECT_EQ(a["type"], "error");
+  EXPECT_EQ(a["error"]["type"], "authentication_error");
+  EXPECT_EQ(ErrorJson(Dialect::kResponses, e)["error"]["code"], "invalid_api_key");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "api/routes.h"
 #include "bench/needle_run.h"
 #include "cli/command.h"
 #include "cli/default_model.h"
@@ -21,6 +22,7 @@ namespace {
 struct ServeArgs {
   std::string config;
   bool print_config = false;
+  bool print_routes = false;
   bool engine_available = false;
   server::ConfigOverrides overrides;  // filled by the options of every config key
   std::string needle_gate;  // LENGTH:THRESHOLD[:TRIALS]; "" = off
@@ -45,6 +47,8 @@ const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatib
                  app->add_option("-c,--config", a->config, "YAML configuration file (see configs/default.yaml)");
                  app->add_flag("--print-config", a->print_config,
                                "Print the effective configuration as JSON and exit");
+                 app->add_flag("--print-routes", a->print_routes,
+                               "Print the public API's routes (which the gateway serves too) as JSON and exit");
                  app->add_option("--needle-gate", a->needle_gate,
                                  "After loading, stay not ready (503 on /ready) until a needle recall check at "
                                  "LENGTH tokens reaches THRESHOLD, e.g. 4096:0.9 (off by default)");
@@ -55,6 +59,10 @@ const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatib
                  app->allow_extras();
                  return [a, app]() -> int {
                    if (a->engine_available) return 0;
+                   if (a->print_routes) {
+                     std::printf("%s\n", api::PublicApiRoutesJson().dump(2).c_str());
+                     return 0;
+                   }
                    server::ServeConfig cfg;
                    Status s = server::CheckExtraArguments(app->remaining());
                    if (s.ok()) s = server::LoadServeConfig(a->config, a->overrides, &cfg);

@@ -36,11 +36,12 @@ void ReplyJson(const std::shared_ptr<http::Exchange>& ex, int status, const json
 
 std::chrono::milliseconds Seconds(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
 
-// The public port's routes; every one but /health and /ready needs a key.
-constexpr api::Route kPublicRoutes[] = {
-    {"/health", "GET", false},    {"/ready", "GET", false},     {"/v1/models", "GET", false},
-    {"/v1/models/", "GET", true}, {"/v1/completions", "POST", false}, {"/v1/chat/completions", "POST", false},
-};
+// The public port's routes: the probes, then the replicas' whole public API
+// (api/routes.h), every route of which needs a key.
+const std::vector<api::Route>& PublicRoutes() {
+  static const std::vector<api::Route> routes = api::RouteTable({{"/health", "GET", false}, {"/ready", "GET", false}});
+  return routes;
+}
 // The admin listener's: no key, not reachable from the public network.
 constexpr api::Route kAdminRoutes[] = {
     {"/", "GET", false}, {"/status", "GET", false}, {"/metrics", "GET", false},
@@ -349,7 +350,7 @@ std::string Gateway::ClientIp(const http::Exchange& ex) const {
 
 int Gateway::CheckHeader(const http::HttpRequest& head, std::string* message) const {
   if (parts_.auth->anonymous()) return 0;
-  const api::RouteMatch match = api::MatchRoute(kPublicRoutes, head.method, head.path);
+  const api::RouteMatch match = api::MatchRoute(PublicRoutes(), head.method, head.path);
   if (match.error || IsPublicProbe(match.route->path)) return 0;  // answered by the handler
   const std::string_view key = api::ApiKeyFromHeaders(head.Header("Authorization"), head.Header("x-api-key"));
   if (parts_.auth->Current()->Authenticate(key)) return 0;
@@ -375,12 +376,12 @@ void Gateway::HandleAdmin(std::shared_ptr<http::Exchange> ex) {
 void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   const std::string id = "gw-" + RandomHex(24);
   const http::HttpRequest& req = ex->request();
-  if (int status = ex->transport_error()) {
-    return ReplyGatewayError(this, ex, api::TransportError(status, ex->transport_error_message()), id, nullptr);
-  }
-  const api::RouteMatch match = api::MatchRoute(kPublicRoutes, req.method, req.path);
-  if (match.error) return ReplyGatewayError(this, ex, *match.error, id, nullptr);
+  const api::RouteMatch match = api::MatchRoute(PublicRoutes(), req.method, req.path);
   const api::Route* route = match.route;
+  if (int status = ex->transport_error()) {
+    return ReplyGatewayError(this, ex, api::TransportError(status, ex->transport_error_message()), id, nullptr, route);
+  }
+  if (match.error) return ReplyGatewayError(this, ex, *match.error, id, nullptr, route);
   const std::string_view path = route->path;
   if (path == "/health") return ReplyJson(ex, 200, {{"status", draining_ ? "draining" : "ok"}});
   if (path == "/ready") return HandleReady(ex);
@@ -393,27 +394,29 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   } else {
     const std::string_view key = api::ApiKeyFromHeaders(req.Header("Authorization"), req.Header("x-api-key"));
     auto p = parts_.auth->Current()->Authenticate(key);
-    if (!p) return ReplyGatewayError(this, ex, api::Unauthenticated(key.empty()), id, nullptr);
+    if (!p) return ReplyGatewayError(this, ex, api::Unauthenticated(key.empty()), id, nullptr, route);
     principal = std::move(*p);
   }
   if (draining_) {
     api::ApiError e = api::MakeError(503, "the gateway is shutting down and accepts no new requests",
                                    "service_unavailable", "server_draining");
     e.retry_after_seconds = 1;
-    return ReplyGatewayError(this, ex, e, id, &principal);
+    return ReplyGatewayError(this, ex, e, id, &principal, route);
   }
-  if (path == "/v1/models") return HandleModels(ex, "");
-  if (path == "/v1/models/") return HandleModels(ex, req.path.substr(path.size()));
+  const api::ApiRoute* api_route = api::FindApiRoute(*route);
+  KVS_CHECK(api_route != nullptr);  // every other route of the table is the API's
+  // The models list is the gateway's own (merged over its replicas).
+  if (api_route->action == api::ApiAction::kModels) {
+    return HandleModels(ex, route->prefix ? req.path.substr(path.size()) : "");
+  }
   if (auto refused = RecentRefusal(principal.tenant)) {
     // Before its body is parsed and tokenized (the admission would refuse it anyway).
     metrics_.rate_limited.With({principal.tenant, LimitReasonName(refused->reason)}).Inc();
     return ReplyGatewayError(this, ex,
                              RateLimited(*refused, principal.limits, principal.tenant, cfg_.gateway.rate_limit_per_second, 0),
-                             id, &principal);
+                             id, &principal, route);
   }
-  StartProxy(this, std::move(ex),
-             path == "/v1/completions" ? api::Endpoint::kCompletions : api::Endpoint::kChatCompletions,
-             std::move(principal), id);
+  StartProxy(this, std::move(ex), *api_route, std::move(principal), id);
 }
 
 void Gateway::RememberRefusal(const std::string& tenant, const AdmitResult& r) {

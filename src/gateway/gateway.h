@@ -1,17 +1,23 @@
 // Gateway: the HTTP handler and lifecycle of `kvserve gateway`.
 //
-// For /v1/completions and /v1/chat/completions, in order: route (404/405),
-// API key (401, from the header alone, before the body is read: a client
-// without a key cannot make the gateway buffer a body; nothing reaches a
-// replica without one), then on the prep
+// The public port serves the replicas' whole public API (api::PublicApiRoutes:
+// completions, chat completions, /v1/responses, /v1/messages, /tokenize,
+// /detokenize, the models list), so whatever works against a replica works
+// through the gateway. For a generation request, in any dialect, in order:
+// route (404/405), API key (401, from the header alone, before the body is
+// read: a client without a key cannot make the gateway buffer a body;
+// nothing reaches a replica without one), then on the prep
 // pool (503 when its queue is full): parse and validate as the server does
 // (400), count prompt tokens with the model's tokenizer and template, pick
 // the pools that can hold prompt + max_tokens (400 with the counts when none
 // can; 404 for a model no replica serves), admit against the rate limits
 // (429 + Retry-After), then proxy (proxy.h) to a replica chosen by the
 // routing policy; a replica that joins a pool with warm prompts gets them
-// replayed before it takes traffic (warmup.h). /health, /ready (200 when every pool has an available
-// replica) and the merged /v1/models are answered by the gateway itself.
+// replayed before it takes traffic (warmup.h). /tokenize and /detokenize are
+// admitted against the request limits only and proxied alike. Errors take
+// the route's dialect's shape (Anthropic's on /v1/messages). /health, /ready
+// (200 when every pool has an available replica) and the merged /v1/models
+// are answered by the gateway itself.
 // /metrics, the status page (GET /) and its JSON document (GET /status,
 // status_board.h) name tenants, replicas and files: they are served only on
 // the admin listener (gateway.admin_host/admin_port, loopback by default),

@@ -27,9 +27,9 @@ std::string NowIso() {
 
 GatewayMetrics::GatewayMetrics()
     : requests(registry.AddCounter("kvserve_gateway:requests_total",
-                                   "Responses by tenant, pool, replica and HTTP status (pool/replica \"\" when the "
-                                   "request never reached one).",
-                                   {"tenant", "pool", "replica", "status"})),
+                                   "Responses by tenant, pool, replica, HTTP status and endpoint (the API route; "
+                                   "pool/replica \"\" when the request never reached one).",
+                                   {"tenant", "pool", "replica", "status", "endpoint"})),
       rate_limited(registry.AddCounter("kvserve_gateway:rate_limited_requests_total",
                                        "Requests refused with 429 by the gateway's limits, by tenant and reason "
                                        "(global_requests, requests, concurrency, tokens, too_large).",

@@ -27,7 +27,7 @@ struct GatewayMetrics {
   GatewayMetrics();
 
   metrics::Registry registry;
-  metrics::Family<metrics::Counter>& requests;          // tenant, pool, replica, status
+  metrics::Family<metrics::Counter>& requests;          // tenant, pool, replica, status, endpoint
   metrics::Family<metrics::Counter>& rate_limited;      // tenant, reason
   metrics::Family<metrics::Counter>& rate_limited_tokens;  // tenant
   metrics::Family<metrics::Counter>& tokens_reserved;   // tenant

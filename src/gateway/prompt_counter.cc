@@ -4,6 +4,7 @@
 
 #include "gguf/gguf.h"
 #include "api/error.h"
+#include "api/routes.h"
 #include "template/chat_render.h"
 #include "template/chat_template.h"
 #include "template/model_chat.h"
@@ -27,13 +28,11 @@ StatusOr<std::unique_ptr<PromptCounter>> PromptCounter::Load(const std::string& 
 
 int32_t PromptCounter::vocab_size() const { return tok_->vocab_size(); }
 
-std::optional<api::ApiError> PromptCounter::Count(api::Endpoint endpoint, const api::Json& body,
-                                                  CountedRequest* out) const {
+std::optional<api::ApiError> PromptCounter::Count(api::Endpoint endpoint, const api::Json& body, CountedRequest* out,
+                                                  api::Dialect dialect) const {
   using api::BadRequest;
   const bool chat = endpoint == api::Endpoint::kChatCompletions;
-  if (auto e = chat ? api::ParseChatRequest(body, &out->req) : api::ParseCompletionRequest(body, &out->req)) {
-    return e;
-  }
+  if (auto e = api::ParseGenerateRequest(endpoint, dialect, body, &out->req)) return e;
   const api::ParsedRequest& req = out->req;
   if (chat) {
     // The replica's own rendering (EngineBackend::RenderChatPrompt): message

@@ -2,8 +2,8 @@
 //
 // It loads the model's tokenizer and chat template from the GGUF file (the
 // mapping is opened, no weights are read or converted) and runs the same
-// code as the server: the OpenAI request parser and validator
-// (api/openai_request.h), the model's chat template (tmpl::ChatTemplate via
+// code as the server: the request parsers and validators of every dialect
+// (api/openai_request.h, api/routes.h), the model's chat template (tmpl::ChatTemplate via
 // tmpl::LoadModelChatTemplate) and the tokenizer. A request the server would
 // refuse as malformed gets the same 400 here, before it costs a replica
 // anything.
@@ -41,8 +41,12 @@ class PromptCounter {
   static StatusOr<std::unique_ptr<PromptCounter>> Load(const std::string& gguf_path);
   ~PromptCounter();
 
-  // body: the parsed JSON object (in the client's key order).
-  std::optional<api::ApiError> Count(api::Endpoint endpoint, const api::Json& body, CountedRequest* out) const;
+  // body: the parsed JSON object (in the client's key order), read as the
+  // route of (endpoint, dialect) reads it (api::ParseGenerateRequest): the
+  // Responses and Messages dialects are chat requests underneath, rendered
+  // with the chat template as chat completions are.
+  std::optional<api::ApiError> Count(api::Endpoint endpoint, const api::Json& body, CountedRequest* out,
+                                     api::Dialect dialect = api::Dialect::kOpenAI) const;
   int32_t vocab_size() const;
   const std::string& path() const { return path_; }
 

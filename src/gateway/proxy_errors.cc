@@ -15,10 +15,9 @@ api::ApiError Unavailable(std::string message, std::string code) {
 }
 }  // namespace
 
-api::ApiError ContextTooLong(bool chat, const std::string& max_tokens_param, int64_t prompt, int64_t wanted,
-                             int64_t largest_context) {
+api::ApiError ContextTooLong(const std::string& prompt_param, const std::string& max_tokens_param, int64_t prompt,
+                             int64_t wanted, int64_t largest_context) {
   const bool has_max = !max_tokens_param.empty();
-  const std::string prompt_param = chat ? "messages" : "prompt";
   api::ApiError e = api::BadRequest(
       has_max ? fmt::format("this request needs {} tokens ({} in the prompt + {} max_tokens) but the longest context "
                             "served here is {} tokens; shorten the prompt or lower {}",

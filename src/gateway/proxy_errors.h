@@ -16,10 +16,12 @@
 namespace kvs::gateway {
 
 // No pool's context holds prompt + wanted tokens (400
-// context_length_exceeded). `max_tokens_param` names the client's field
-// ("max_tokens" or "max_completion_tokens"), empty when it sent none.
-api::ApiError ContextTooLong(bool chat, const std::string& max_tokens_param, int64_t prompt, int64_t wanted,
-                             int64_t largest_context);
+// context_length_exceeded). `prompt_param` names the prompt's field
+// ("prompt", "messages", "input"); `max_tokens_param` the client's budget
+// field ("max_tokens", "max_completion_tokens", "max_output_tokens"), empty
+// when it sent none.
+api::ApiError ContextTooLong(const std::string& prompt_param, const std::string& max_tokens_param, int64_t prompt,
+                             int64_t wanted, int64_t largest_context);
 
 // The model is not among those the candidate pools' replicas serve (404).
 api::ApiError ModelNotFound(const std::string& model, const std::vector<std::string>& served);

@@ -13,7 +13,7 @@ namespace {
 using nlohmann::json;
 
 TEST(ProxyErrorsTest, ContextTooLongBlamesMaxTokensOnlyWhenThePromptFits) {
-  api::ApiError e = ContextTooLong(true, "max_completion_tokens", 1000, 200, 1024);
+  api::ApiError e = ContextTooLong("messages", "max_completion_tokens", 1000, 200, 1024);
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.code, "context_length_exceeded");
   EXPECT_EQ(e.param, "max_completion_tokens");
@@ -21,11 +21,17 @@ TEST(ProxyErrorsTest, ContextTooLongBlamesMaxTokensOnlyWhenThePromptFits) {
   EXPECT_EQ(e.extra["max_context_length"], 1024);
 
   // The prompt alone is too long: the prompt is the parameter to change.
-  e = ContextTooLong(false, "max_tokens", 2000, 16, 1024);
+  e = ContextTooLong("prompt", "max_tokens", 2000, 16, 1024);
   EXPECT_EQ(e.param, "prompt");
   // No max_tokens sent: the message does not mention lowering it.
-  e = ContextTooLong(true, "", 1024, 1, 1024);
+  e = ContextTooLong("messages", "", 1024, 1, 1024);
   EXPECT_EQ(e.param, "messages");
+  // /v1/responses names its own fields.
+  e = ContextTooLong("input", "max_output_tokens", 1000, 200, 1024);
+  EXPECT_EQ(e.param, "max_output_tokens");
+  EXPECT_NE(e.message.find("lower max_output_tokens"), std::string::npos) << e.message;
+  e = ContextTooLong("input", "", 1024, 1, 1024);
+  EXPECT_EQ(e.param, "input");
   EXPECT_NE(e.message.find("the prompt is 1024 tokens"), std::string::npos) << e.message;
   EXPECT_EQ(e.message.find("lower"), std::string::npos) << e.message;
 }

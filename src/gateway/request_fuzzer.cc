@@ -5,8 +5,8 @@
 // tenant's cache salt and the block hashes cache-aware routing computes,
 // then admission against a tenant's limits and the release of its lease.
 //
-// Input: one byte choosing the endpoint ('c' chat, anything else
-// completions), then the body. Must hold for every input: no crash, no
+// Input: one byte choosing the endpoint ('c' chat, 'r' /v1/responses, 'm'
+// /v1/messages, anything else completions), then the body. Must hold for every input: no crash, no
 // sanitizer report; an error is a 4xx with a message; a counted request has
 // prompts whose token ids are inside the vocabulary, and counts that add up.
 //
@@ -60,8 +60,13 @@ void Fail(const char* what) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const PromptCounter* counter = Counter();
   if (!counter || size < 1) return 0;
-  const kvs::api::Endpoint endpoint =
-      data[0] == 'c' ? kvs::api::Endpoint::kChatCompletions : kvs::api::Endpoint::kCompletions;
+  // The dialects of /v1/responses and /v1/messages are chat requests underneath.
+  const kvs::api::Dialect dialect = data[0] == 'r'   ? kvs::api::Dialect::kResponses
+                                    : data[0] == 'm' ? kvs::api::Dialect::kAnthropic
+                                                     : kvs::api::Dialect::kOpenAI;
+  const kvs::api::Endpoint endpoint = data[0] == 'c' || dialect != kvs::api::Dialect::kOpenAI
+                                          ? kvs::api::Endpoint::kChatCompletions
+                                          : kvs::api::Endpoint::kCompletions;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
 
   kvs::api::Json json;
@@ -70,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   CountedRequest counted;
-  if (auto e = counter->Count(endpoint, json, &counted)) {
+  if (auto e = counter->Count(endpoint, json, &counted, dialect)) {
     if (e->status < 400 || e->status >= 500 || e->message.empty()) Fail("a count error that is not a 4xx with a message");
     return 0;
   }

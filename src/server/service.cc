@@ -9,9 +9,7 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
-#include "api/messages_api.h"
 #include "api/routes.h"
-#include "api/responses_api.h"
 #include "base/strings.h"
 #include "metrics/status_page.h"
 #include "base/sha256.h"
@@ -180,7 +178,7 @@ void Service::ReplyError(Ctx& ctx, const ApiError& e) {
   if (e.retry_after_seconds) headers.emplace_back("Retry-After", std::to_string(*e.retry_after_seconds));
   if (e.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
   // Anthropic's clients read errors in Anthropic's shape.
-  Reply(ctx, e.status, ctx.route == "/v1/messages" ? api::AnthropicErrorJson(e) : e.ToJson(), std::move(headers));
+  Reply(ctx, e.status, api::ErrorJson(api::ErrorDialect(ctx.route), e), std::move(headers));
 }
 
 void Service::Handle(std::shared_ptr<http::Exchange> ex) {
@@ -191,18 +189,19 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
     ReplyError(ctx, api::TransportError(status, ctx.ex->transport_error_message()));
     return;
   }
-  static const api::Route kRoutes[] = {
-      {"/", "GET", false},             {"/status", "GET", false},
-      {"/health", "GET", false},       {"/ready", "GET", false},
-      {"/metrics", "GET", false},      {"/v1/models", "GET", false},
-      {"/v1/models/", "GET", true},    {"/v1/completions", "POST", false},
-      {"/v1/chat/completions", "POST", false}, {"/tokenize", "POST", false},
-      {"/detokenize", "POST", false},   {"/v1/responses", "POST", false},
-      {"/v1/messages", "POST", false},  {"/v1/cache/blocks", "GET", false},
-  };
+  // The operator's routes, then the public API (api/routes.h), which the
+  // gateway serves too.
+  static const std::vector<api::Route> kRoutes = api::RouteTable({
+      {"/", "GET", false},
+      {"/status", "GET", false},
+      {"/health", "GET", false},
+      {"/ready", "GET", false},
+      {"/metrics", "GET", false},
+      {"/v1/cache/blocks", "GET", false},
+  });
   const api::RouteMatch match = api::MatchRoute(kRoutes, req.method, req.path);
   const api::Route* route = match.route;
-  if (route) ctx.route = route->prefix ? std::string(route->path) + "{id}" : route->path;
+  if (route) ctx.route = api::RouteLabel(route);
   if (match.error) {
     ReplyError(ctx, *match.error);
     return;
@@ -214,22 +213,21 @@ void Service::Handle(std::shared_ptr<http::Exchange> ex) {
   if (path == "/") return HandleStatusPage(ctx);
   if (path == "/status") return HandleStatus(ctx);
   if (!Authorize(ctx) || !CheckReady(ctx)) return;
-  if (path == "/v1/models") return HandleModels(ctx, "");
-  if (path == "/v1/models/") return HandleModels(ctx, req.path.substr(path.size()));
   if (path == "/v1/cache/blocks") return HandleCacheBlocks(ctx);
-  // Everything below parses, renders or tokenizes: off the I/O threads.
-  if (path == "/v1/completions") return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kCompletions); });
-  if (path == "/v1/chat/completions") {
-    return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions); });
+  const api::ApiRoute* api_route = api::FindApiRoute(*route);
+  KVS_CHECK(api_route != nullptr);  // every other route of the table is the API's
+  switch (api_route->action) {
+    case api::ApiAction::kModels:
+      return HandleModels(ctx, route->prefix ? req.path.substr(path.size()) : "");
+    // Everything below parses, renders or tokenizes: off the I/O threads.
+    case api::ApiAction::kGenerate: {
+      const api::Endpoint endpoint = api_route->endpoint;
+      const api::Dialect dialect = api_route->dialect;
+      return OnPrepPool(ctx, [this, endpoint, dialect](Ctx& c) { HandleGenerate(c, endpoint, dialect); });
+    }
+    case api::ApiAction::kTokenize: return OnPrepPool(ctx, [this](Ctx& c) { HandleTokenize(c); });
+    case api::ApiAction::kDetokenize: return OnPrepPool(ctx, [this](Ctx& c) { HandleDetokenize(c); });
   }
-  if (path == "/v1/responses") {
-    return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions, api::Dialect::kResponses); });
-  }
-  if (path == "/v1/messages") {
-    return OnPrepPool(ctx, [this](Ctx& c) { HandleGenerate(c, api::Endpoint::kChatCompletions, api::Dialect::kAnthropic); });
-  }
-  if (path == "/tokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleTokenize(c); });
-  if (path == "/detokenize") return OnPrepPool(ctx, [this](Ctx& c) { HandleDetokenize(c); });
 }
 
 void Service::OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work) {
@@ -583,13 +581,7 @@ void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint, api::Dialect dial
   api::Json body;
   api::ParsedRequest req;
   if (auto e = api::ParseJsonObject(ctx.ex->request().body, &body)) return ReplyError(ctx, *e);
-  std::optional<ApiError> e;
-  switch (dialect) {
-    case api::Dialect::kResponses: e = api::ParseResponsesRequest(body, &req); break;
-    case api::Dialect::kAnthropic: e = api::ParseMessagesRequest(body, &req); break;
-    case api::Dialect::kOpenAI: e = chat ? api::ParseChatRequest(body, &req) : api::ParseCompletionRequest(body, &req); break;
-  }
-  if (e) return ReplyError(ctx, *e);
+  if (auto e = api::ParseGenerateRequest(endpoint, dialect, body, &req)) return ReplyError(ctx, *e);
   if (req.model != card_.id) {
     ApiError e = MakeError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", api::Clip(req.model, 64), card_.id),
                            "invalid_request_error", "model_not_found");
