@@ -36,7 +36,7 @@ std::vector<std::string> ChatCapabilities::Describe() const {
   out.push_back("assistant tool calls: " + yes_no(tool_calls, "written into the assistant's content"));
   out.push_back("tool role: " + yes_no(tool_role, "tool results sent as user messages"));
   out.push_back("any tool call id: " + yes_no(any_call_id, "ids mapped to 9 alphanumerics"));
-  out.push_back("no tools list: " + yes_no(null_tools, "an empty list passed"));
+  out.push_back("renders without a tools list: " + yes_no(null_tools, "an empty list passed"));
   out.push_back("tools without descriptions: " + yes_no(descriptions_optional, "empty descriptions added"));
   if (tool_calls) {
     const char* args = arguments == ArgumentsForm::kObject   ? "an object only (polyfilled: JSON text parsed)"
