@@ -183,9 +183,9 @@ function serveFails(args) {
 }
 
 describe("model.chat_template errors", () => {
-  test("a missing file stops the start-up, naming the key", async () => {
+  test("a missing file stops the start-up (exit 2), naming the key", async () => {
     const { code, stderr } = await serveFails(["--chat-template", "/nonexistent/chat.jinja"]);
-    assert.notEqual(code, 0);
+    assert.equal(code, 2, stderr);
     assert.match(stderr, /model\.chat_template: \/nonexistent\/chat\.jinja is neither a built-in template \(chatml, .*\) nor a readable file/);
   });
   test("a template that does not parse fails the model load, naming the file and line", async () => {
