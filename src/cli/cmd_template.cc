@@ -2,6 +2,12 @@
 // the prompt exactly (no newline added), as the server would feed it to the
 // tokenizer. The template comes from a GGUF model's tokenizer.chat_template
 // (-m), a .jinja file (--template) or a built-in fallback (--builtin).
+// As in the server, the template is probed for its capabilities
+// (tmpl::DetectChatCapabilities) and the conversation polyfilled where it
+// lacks one (template/chat_polyfill.h), tool calls written in the syntax the
+// server parses for it (grammar::DetectToolCallFormat); --no-polyfill prints
+// the template's own render of exactly the conversation given, and
+// --explain prints the capabilities and the polyfills before the prompt.
 // Exit 0 on success, 1 when the template fails, 2 on bad input.
 #include <charconv>
 #include <cstdio>
@@ -14,7 +20,10 @@
 
 #include "cli/command.h"
 #include "gguf/gguf.h"
+#include "grammar/tool_calls.h"
+#include "template/chat_polyfill.h"
 #include "template/chat_template.h"
+#include "template/model_chat.h"
 
 namespace kvs::cli {
 namespace {
@@ -27,6 +36,7 @@ struct TemplateArgs {
   std::string bos, eos, now;
   bool have_bos = false, have_eos = false;
   bool add_generation_prompt = false;
+  bool explain = false, no_polyfill = false;
 };
 
 StatusOr<std::string> ReadText(const std::string& path) {
@@ -129,7 +139,44 @@ int RunTemplate(const TemplateArgs& a) {
   }
   if (a.have_bos) request.bos_token = a.bos;
   if (a.have_eos) request.eos_token = a.eos;
-  auto prompt = source->chat->Render(request);
+  tmpl::ChatTemplate& chat = *source->chat;
+  std::vector<std::string> applied;
+  if (!a.no_polyfill) {
+    // The server's start-up probe and syntax choice (EngineBackend::Load).
+    auto caps = tmpl::DetectChatCapabilities(chat, request.bos_token, request.eos_token);
+    if (!caps.ok()) {
+      std::fprintf(stderr, "kvserve template: %s\n", caps.status().ToString().c_str());
+      return 1;
+    }
+    chat.set_capabilities(*caps);
+    chat.set_tool_call_syntax(grammar::ToolCallFormatName(grammar::DetectToolCallFormat(chat.source())));
+    auto polyfilled = tmpl::ApplyChatPolyfills(chat.capabilities(), chat.tool_call_syntax(), request, &applied);
+    if (!polyfilled.ok()) {
+      std::fprintf(stderr, "kvserve template: %s\n", polyfilled.status().ToString().c_str());
+      return 2;
+    }
+    request = std::move(polyfilled).value();
+  }
+  if (a.explain) {
+    std::string text = "capabilities (start-up probe):\n";
+    if (a.no_polyfill) {
+      text += "  not probed (--no-polyfill)\n";
+    } else {
+      for (const std::string& line : chat.capabilities().Describe()) text += "  " + line + "\n";
+      const std::vector<std::string> all = chat.capabilities().Polyfills();
+      auto join = [](const std::vector<std::string>& v) {
+        std::string out;
+        for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+        return out.empty() ? std::string("none") : out;
+      };
+      text += "tool-call syntax: " + std::string(tmpl::EffectiveToolCallSyntax(chat.tool_call_syntax())) + "\n";
+      text += "polyfills for this template: " + join(all) + "\n";
+      text += "polyfills applied to this conversation: " + join(applied) + "\n";
+    }
+    text += "prompt:\n";
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  auto prompt = chat.Render(request);
   if (!prompt.ok()) {
     std::fprintf(stderr, "kvserve template: %s\n", prompt.status().ToString().c_str());
     return 1;
@@ -158,6 +205,10 @@ const Registrar kRegister_template(Command{
       sub->add_option_function<std::string>(
           "--eos", [a](const std::string& s) { a->eos = s, a->have_eos = true; }, "EOS token string (overrides -m)");
       sub->add_option("--now", a->now, "seconds since the epoch for strftime_now (default: the clock)");
+      sub->add_flag("--explain", a->explain,
+                    "print the template's detected capabilities and the polyfills that apply, then the prompt");
+      sub->add_flag("--no-polyfill", a->no_polyfill,
+                    "render the conversation exactly as given (no capability probe, no polyfills)");
       return [a] { return RunTemplate(*a); };
     }});
 

@@ -5,6 +5,7 @@
 #include "gguf/gguf.h"
 #include "api/error.h"
 #include "api/routes.h"
+#include "grammar/tool_calls.h"
 #include "template/chat_render.h"
 #include "template/chat_template.h"
 #include "template/model_chat.h"
@@ -23,6 +24,10 @@ StatusOr<std::unique_ptr<PromptCounter>> PromptCounter::Load(const std::string& 
   c->tok_ = std::move(*tok);
   KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*c->tok_));
   c->template_ = std::make_unique<tmpl::ChatTemplate>(std::move(chat.tmpl));
+  // The syntax the replica's polyfills write tool calls in
+  // (EngineBackend::Load), so that the counted prompt is the replica's.
+  c->template_->set_tool_call_syntax(
+      grammar::ToolCallFormatName(grammar::DetectToolCallFormat(c->template_->source())));
   return c;
 }
 

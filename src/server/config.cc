@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/line_file.h"
+#include "template/chat_template.h"
 
 namespace kvs::server {
 
@@ -190,6 +192,12 @@ std::string Sha256Check(const std::string& s) {
   return hex ? "" : "\"\" or 64 hexadecimal digits";
 }
 
+std::string BuiltinTemplateNames() {
+  std::string out;
+  for (const std::string& n : tmpl::ChatTemplate::BuiltinNames()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 std::string NonEmpty(const std::string& s) { return s.empty() ? "a non-empty string" : ""; }
 
 const std::vector<KeyDef>& Table() {
@@ -250,6 +258,12 @@ const std::vector<KeyDef>& Table() {
     t.push_back(StringKey("model.sha256", "sha256", [](ServeConfig& c) -> std::string& { return c.model.sha256; },
                           "\"\" or 64 hex digits", "Expected SHA-256 of the weights file; start-up fails on a mismatch",
                           Sha256Check));
+    t.push_back(StringKey("model.chat_template", "chat-template",
+                          [](ServeConfig& c) -> std::string& { return c.model.chat_template; },
+                          "\"\", a built-in name (" + BuiltinTemplateNames() + ") or a .jinja file path",
+                          "Replaces the model's chat template (GGUF tokenizer.chat_template); probed at load like "
+                          "the model's own: a file that cannot be read or a template that does not parse stops "
+                          "the start-up"));
     // kv_cache
     t.push_back(NumberKey("kv_cache.memory_fraction", "memory-fraction",
                           [](ServeConfig& c) -> double& { return c.kv_cache.memory_fraction; }, 0, true, 1,
@@ -532,6 +546,16 @@ Status ValidateConfig(const ServeConfig& cfg) {
   }
   if (!cfg.kv_cache.warm_prompts_file.empty() && !cfg.kv_cache.prefix_caching) {
     return InvalidArgument("kv_cache.warm_prompts_file needs kv_cache.prefix_caching: true (warming fills the prefix cache)");
+  }
+  if (const std::string& t = cfg.model.chat_template; !t.empty()) {
+    const auto& builtins = tmpl::ChatTemplate::BuiltinNames();
+    if (std::find(builtins.begin(), builtins.end(), t) == builtins.end()) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(t, ec) || !std::ifstream(t).good()) {
+        return InvalidArgument("model.chat_template: {} is neither a built-in template ({}) nor a readable file", t,
+                               BuiltinTemplateNames());
+      }
+    }
   }
   if (cfg.model.max_context_length < cfg.kv_cache.block_size) {
     return InvalidArgument("model.max_context_length ({}) must be at least kv_cache.block_size ({})",

@@ -55,6 +55,7 @@ struct ModelSection {
   std::string dtype = "auto";       // compute dtype: auto, f32, f16, bf16
   int64_t max_context_length = 32768;  // prompt + output tokens; capped at the model's own
   std::string sha256;               // "": not checked; else the file must hash to it
+  std::string chat_template;        // "": the model's; else a built-in name (chatml, ...) or a .jinja file
 };
 
 struct KvCacheSection {

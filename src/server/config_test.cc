@@ -140,6 +140,19 @@ TEST(ConfigTest, CrossKeyChecks) {
   ExpectError(ValidateConfig(c), {"model.max_context_length", "kv_cache.block_size"});
 }
 
+TEST(ConfigTest, ChatTemplateIsABuiltinOrAReadableFile) {
+  ServeConfig c;
+  ASSERT_TRUE(ApplyOverrides({"--chat-template", "llama3"}, &c).ok());
+  EXPECT_EQ(c.model.chat_template, "llama3");
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.model.chat_template = "/nonexistent/t.jinja";
+  ExpectError(ValidateConfig(c), {"model.chat_template", "/nonexistent/t.jinja", "chatml", "readable file"});
+  c.model.chat_template = testing::SourceDir() + "/configs";  // a directory
+  ExpectError(ValidateConfig(c), {"model.chat_template", "readable file"});
+  c.model.chat_template = testing::SourceDir() + "/configs/default.yaml";  // any readable file passes here;
+  EXPECT_TRUE(ValidateConfig(c).ok());                                    // parsing is the model load's
+}
+
 TEST(ConfigTest, CommandLineOverridesByKeyOrAliasWithAnySyntax) {
   ServeConfig c;
   ASSERT_TRUE(LoadConfigYaml("server:\n  port: 9000\n", &c).ok());

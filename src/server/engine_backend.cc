@@ -44,12 +44,39 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
     spdlog::info("model.dtype {}: weights as stored, float matrices multiplied in f32", config.model.dtype);
   }
 
-  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*b->tok_));
+  tmpl::ChatTemplateLoadOptions template_options;
+  template_options.override = config.model.chat_template;
+  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*b->tok_, template_options));
   b->template_ = std::make_unique<tmpl::ChatTemplate>(std::move(chat.tmpl));
   b->info_.has_chat_template = !chat.is_fallback;
   if (chat.is_fallback) spdlog::warn("{} has no chat template; /v1/chat/completions uses ChatML", config.model.path);
+  if (!config.model.chat_template.empty()) spdlog::info("chat template: {} (model.chat_template)", chat.origin);
   for (const std::string& w : chat.probe.warnings) spdlog::warn("{}", w);
   for (const std::string& n : chat.probe.notes) spdlog::info("{}", n);
+  // Tool calls: the template's syntax. A template without tool support is
+  // taught Hermes's (<tool_call>{json}</tool_call>) by the polyfill that
+  // lists the tools (template/chat_polyfill.h), and a ChatML template that
+  // shows no syntax of its own gets it too (what ChatML models, Qwen and
+  // Hermes, are trained on): replies are parsed in the syntax the prompt
+  // teaches, and calls in the history are written in it.
+  b->tool_format_ = grammar::DetectToolCallFormat(b->template_->source());
+  const tmpl::ChatCapabilities& caps = b->template_->capabilities();
+  if (b->tool_format_ == grammar::ToolCallFormat::kNone &&
+      (b->template_->source().find("<|im_start|>") != std::string::npos || !caps.tools)) {
+    b->tool_format_ = grammar::ToolCallFormat::kHermes;
+  }
+  b->template_->set_tool_call_syntax(grammar::ToolCallFormatName(b->tool_format_));
+  spdlog::info("tool calls: {} syntax", grammar::ToolCallFormatName(b->tool_format_));
+  {
+    std::string polyfills;
+    for (const std::string& p : caps.Polyfills()) polyfills += (polyfills.empty() ? "" : ", ") + p;
+    if (!polyfills.empty()) {
+      spdlog::info("chat template polyfills: {} (the template lacks these capabilities; tool calls written in {} syntax)",
+                   polyfills, grammar::ToolCallFormatName(b->tool_format_));
+    } else if (caps.probed) {
+      spdlog::info("chat template polyfills: none (the template renders every shape of a tool loop)");
+    }
+  }
 
   const model::ModelConfig mc = model->config();
   backend::CpuEngineOptions o;
@@ -86,15 +113,6 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   b->info_.architecture = mc.arch;
   b->info_.trained_context_length = mc.context_length;
   b->info_.limits = b->engine_->limits();
-  // Tool calls: the template's syntax; a ChatML template that shows no
-  // syntax of its own gets Hermes's (<tool_call>{json}</tool_call>), what
-  // ChatML models (Qwen, Hermes) are trained on.
-  b->tool_format_ = grammar::DetectToolCallFormat(b->template_->source());
-  if (b->tool_format_ == grammar::ToolCallFormat::kNone &&
-      b->template_->source().find("<|im_start|>") != std::string::npos) {
-    b->tool_format_ = grammar::ToolCallFormat::kHermes;
-  }
-  spdlog::info("tool calls: {} syntax", grammar::ToolCallFormatName(b->tool_format_));
   for (const auto& [id, text] : grammar::ToolCallMarkerTokens(*b->tok_, b->tool_format_)) b->marker_text_.emplace(id, text);
   // Constrained decoding: the tokens as bytes, masks as wide as the logits;
   // the format's markers (special tokens in some vocabularies) may be forced.

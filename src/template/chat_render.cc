@@ -1,12 +1,21 @@
 #include "template/chat_render.h"
 
+#include <optional>
+
+#include "template/chat_polyfill.h"
 #include "template/model_chat.h"
 
 namespace kvs::tmpl {
 
 StatusOr<RenderedChat> RenderChat(const ChatTemplate& chat, const tok::Tokenizer& tok, const ChatRequest& request,
                                   const RenderChatOptions& options) {
-  KVS_ASSIGN_OR_RETURN(RenderedText r, chat.RenderTracked(request, options.limits));
+  // The template's missing capabilities polyfilled (chat_polyfill.h); a
+  // template that has them all renders the request as given.
+  std::optional<ChatRequest> polyfilled;
+  if (chat.capabilities().NeedsPolyfill()) {
+    KVS_ASSIGN_OR_RETURN(polyfilled, ApplyChatPolyfills(chat.capabilities(), chat.tool_call_syntax(), request));
+  }
+  KVS_ASSIGN_OR_RETURN(RenderedText r, chat.RenderTracked(polyfilled ? *polyfilled : request, options.limits));
   RenderedChat out;
   if (options.parse_special_in_content) {
     out.tokens = tok.Encode(r.text, options.add_special, /*parse_special=*/true);

@@ -21,8 +21,15 @@
 // JSON is nlohmann::ordered_json so that objects keep their key order: a tool
 // schema rendered with `tojson` must keep the order the client sent.
 //
-// Thread-safety: a ChatTemplate is immutable after Parse/Builtin; Render is
-// const and safe to call from many threads at once.
+// Capabilities: a ChatTemplate also carries what the start-up probe found it
+// can render (chat_capabilities.h; DetectChatCapabilities in model_chat.h)
+// and the tool-call syntax the polyfills write in (chat_polyfill.h).
+// Render/RenderTracked never polyfill (they render exactly what they are
+// given); RenderChat (chat_render.h) applies the polyfills first.
+//
+// Thread-safety: a ChatTemplate is immutable after Parse/Builtin and the
+// setters below, which run before it is shared; Render is const and safe to
+// call from many threads at once.
 //
 // (Rendering and tokenizing a conversation in one go, with the caller's data
 // never parsed for special tokens, is RenderChat in chat_render.h.)
@@ -38,6 +45,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "template/chat_capabilities.h"
 #include "template/template.h"
 
 namespace kvs::gguf {
@@ -96,9 +104,18 @@ class ChatTemplate {
 
   const std::string& source() const { return template_.source(); }
 
+  // Default: not probed, so nothing is polyfilled.
+  const ChatCapabilities& capabilities() const { return capabilities_; }
+  void set_capabilities(ChatCapabilities caps) { capabilities_ = std::move(caps); }
+  // A grammar::ToolCallFormatName ("hermes", "mistral", ...); "" is hermes.
+  const std::string& tool_call_syntax() const { return tool_call_syntax_; }
+  void set_tool_call_syntax(std::string syntax) { tool_call_syntax_ = std::move(syntax); }
+
  private:
   explicit ChatTemplate(Template t) : template_(std::move(t)) {}
   Template template_;
+  ChatCapabilities capabilities_;
+  std::string tool_call_syntax_;
 };
 
 }  // namespace kvs::tmpl

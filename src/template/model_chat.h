@@ -19,6 +19,16 @@
 //    reported as a note.
 // ChatTemplateLoadOptions::fall_back_if_broken replaces a broken or warned
 // template by ChatML instead (with the reason as a warning).
+//
+// Capabilities: the probe also finds what the template does with the shapes
+// of a tool loop (DetectChatCapabilities: chat_capabilities.h), stored on the
+// loaded ChatTemplate, so that RenderChat polyfills what is missing.
+//
+// Override: ChatTemplateLoadOptions::override replaces the model's template
+// by a built-in (a name of ChatTemplate::BuiltinNames()) or a .jinja file
+// (the server's model.chat_template); a file that cannot be read or a
+// template that does not parse is an error naming it, whatever
+// fall_back_if_broken says (the operator asked for exactly this template).
 // Thread-safety: free functions over immutable inputs.
 #pragma once
 
@@ -34,6 +44,7 @@ namespace kvs::tmpl {
 struct ChatTemplateLoadOptions {
   RenderLimits limits;               // budgets of the probe renders (as for requests)
   bool fall_back_if_broken = false;  // a broken template: use ChatML (with a note) instead of failing
+  std::string override;              // "": the model's; else a built-in name or a .jinja file path
 };
 
 // What the start-up probe found, for the start-up log.
@@ -43,8 +54,9 @@ struct ProbeReport {
 };
 
 struct ModelChatTemplate {
-  ChatTemplate tmpl;
+  ChatTemplate tmpl;         // with its capabilities set (tmpl.capabilities())
   bool is_fallback = false;  // ChatML: the model has none, or its own was replaced (probe.warnings says why)
+  std::string origin;        // for logs: "the model's", "built-in chatml", "file PATH", "built-in ChatML fallback"
   ProbeReport probe;
 };
 
@@ -60,6 +72,16 @@ StatusOr<ModelChatTemplate> LoadModelChatTemplate(const tok::Tokenizer& tok, con
 // budget); fills *report with the rest (see the header comment).
 Status ProbeChatTemplate(const ChatTemplate& chat, const std::string& bos_token, const std::string& eos_token,
                          const RenderLimits& limits, ProbeReport* report);
+
+// What the template does with the shapes of a tool loop, by probe renders
+// with marker strings (chat_capabilities.h): a system message; a tool
+// definition; an assistant message with tool_calls, content null or "",
+// arguments as the API's JSON text or as an object, a generic call id or 9
+// alphanumerics; a tool result after it. Returns an error only for an
+// exceeded budget (as ProbeChatTemplate); a template that fails a plain
+// user message gets probed == false (nothing polyfilled).
+StatusOr<ChatCapabilities> DetectChatCapabilities(const ChatTemplate& chat, const std::string& bos_token,
+                                                  const std::string& eos_token, const RenderLimits& limits = {});
 
 // Sets request->bos_token / eos_token to the model's BOS and EOS text.
 void SetSpecialTokens(const tok::Tokenizer& tok, ChatRequest* request);

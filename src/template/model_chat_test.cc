@@ -114,6 +114,74 @@ TEST(ModelChatProbe, TemplatesMayDeclineRicherConversations) {
   EXPECT_NE(strict->probe.notes[0].find("System role not supported"), std::string::npos) << strict->probe.notes[0];
 }
 
+// A template that raises on the system role gets it polyfilled: the system
+// prompt joins the first user message; the loaded template carries its
+// capabilities.
+TEST(ModelChatProbe, CapabilitiesAreDetectedAtLoad) {
+  auto strict = LoadModelChatTemplate(*TinyWithTemplate(
+      "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}"
+      "{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"));
+  ASSERT_TRUE(strict.ok()) << strict.status().ToString();
+  const ChatCapabilities& caps = strict->tmpl.capabilities();
+  EXPECT_TRUE(caps.probed);
+  EXPECT_FALSE(caps.system_role);
+  EXPECT_FALSE(caps.tools);
+  EXPECT_TRUE(caps.tool_role);  // "<|im_start|>tool\n..." shows the result
+  EXPECT_EQ(strict->origin, "the model's");
+  // The bundled model: ChatML without tools.
+  auto file = gguf::GgufFile::Open(kvs::testing::SourceDir() + "/models/kvserve-tiny.gguf");
+  ASSERT_TRUE(file.ok());
+  auto tiny = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(tiny.ok());
+  auto chat = LoadModelChatTemplate(**tiny);
+  ASSERT_TRUE(chat.ok());
+  const std::vector<std::string> expected = {"tool-calls-as-text", "tool-definitions-in-system"};
+  EXPECT_EQ(chat->tmpl.capabilities().Polyfills(), expected);
+}
+
+// ChatTemplateLoadOptions::override: a built-in or a file replaces the
+// model's template; what cannot be read or parsed is an error naming it,
+// even with fall_back_if_broken.
+TEST(ModelChatProbe, OverrideByBuiltinOrFile) {
+  auto file = gguf::GgufFile::Open(kvs::testing::SourceDir() + "/models/kvserve-tiny.gguf");
+  ASSERT_TRUE(file.ok());
+  auto tok = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(tok.ok());
+  ChatTemplateLoadOptions o;
+  o.override = "llama3";
+  auto llama3 = LoadModelChatTemplate(**tok, o);
+  ASSERT_TRUE(llama3.ok()) << llama3.status().ToString();
+  EXPECT_EQ(llama3->origin, "built-in llama3");
+  EXPECT_FALSE(llama3->is_fallback);
+  EXPECT_NE(llama3->tmpl.source().find("<|start_header_id|>"), std::string::npos);
+  EXPECT_TRUE(llama3->tmpl.capabilities().probed);
+
+  const std::string dir = kvs::testing::TempDir("chat_override").string();
+  const std::string good = dir + "/good.jinja", broken = dir + "/broken.jinja";
+  std::ofstream(good) << "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}";
+  std::ofstream(broken) << "{% for m in messages %}\n{% if %}";
+  o.override = good;
+  auto from_file = LoadModelChatTemplate(**tok, o);
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  EXPECT_EQ(from_file->origin, "file " + good);
+  ChatRequest r;
+  r.messages.push_back({{"role", "user"}, {"content", "Hi"}});
+  EXPECT_EQ(*from_file->tmpl.Render(r), "[user]Hi");
+
+  o.fall_back_if_broken = true;
+  o.override = broken;
+  auto bad = LoadModelChatTemplate(**tok, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(broken), std::string::npos) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status().ToString();
+  o.override = dir + "/missing.jinja";
+  auto missing = LoadModelChatTemplate(**tok, o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("missing.jinja: cannot open it"), std::string::npos)
+      << missing.status().ToString();
+}
+
 // No real template in ../shared/templates is refused by the probe (no false
 // alarms); what they decline is printed.
 TEST(ModelChatProbe, RealTemplatesPass) {
