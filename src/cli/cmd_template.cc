@@ -5,7 +5,7 @@
 // As in the server, the template is probed for its capabilities
 // (tmpl::DetectChatCapabilities) and the conversation polyfilled where it
 // lacks one (template/chat_polyfill.h), tool calls written in the syntax the
-// server parses for it (grammar::DetectToolCallFormat); --no-polyfill prints
+// server parses for it (grammar::ToolCallFormatFor); --no-polyfill prints
 // the template's own render of exactly the conversation given, and
 // --explain prints the capabilities and the polyfills before the prompt.
 // Exit 0 on success, 1 when the template fails, 2 on bad input.
@@ -20,7 +20,7 @@
 
 #include "cli/command.h"
 #include "gguf/gguf.h"
-#include "grammar/tool_calls.h"
+#include "grammar/template_tool_format.h"
 #include "template/chat_polyfill.h"
 #include "template/chat_template.h"
 #include "template/model_chat.h"
@@ -149,7 +149,7 @@ int RunTemplate(const TemplateArgs& a) {
       return 1;
     }
     chat.set_capabilities(*caps);
-    chat.set_tool_call_syntax(grammar::ToolCallFormatName(grammar::DetectToolCallFormat(chat.source())));
+    grammar::UseToolCallFormatFor(&chat);
     auto polyfilled = tmpl::ApplyChatPolyfills(chat.capabilities(), chat.tool_call_syntax(), request, &applied);
     if (!polyfilled.ok()) {
       std::fprintf(stderr, "kvserve template: %s\n", polyfilled.status().ToString().c_str());

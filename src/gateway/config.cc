@@ -250,6 +250,11 @@ const std::vector<Key<G>>& Scalars() {
                        "a GGUF file path or \"\"",
                        "Model whose tokenizer and chat template count prompt tokens (no weights are loaded); \"\": "
                        "the bundled model"));
+    t.push_back(Str<G>("model.chat_template", "chat-template",
+                       [](G& c) -> std::string& { return c.model.chat_template; },
+                       "a built-in template name, a .jinja file path or \"\"",
+                       "Replaces the model's chat template when counting prompts: set it to the replicas' "
+                       "model.chat_template, so that the gateway counts the prompts they render"));
     t.push_back(Enum<G>("logging.level", "log-level", [](G& c) -> std::string& { return c.logging.level; },
                         {"trace", "debug", "info", "warn", "error", "off"}, "Log level (stderr)"));
     t.push_back(Str<G>("logging.audit_log", "audit-log", [](G& c) -> std::string& { return c.logging.audit_log; },

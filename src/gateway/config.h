@@ -126,6 +126,7 @@ struct GatewaySection {
 
 struct ModelSection {
   std::string path;  // GGUF whose tokenizer and chat template count prompt tokens ("": the bundled model)
+  std::string chat_template;  // "": the GGUF's; else a built-in name or a .jinja file (the replicas' model.chat_template)
 };
 
 struct LoggingSection {

@@ -59,7 +59,7 @@ http::TlsServerFiles PublicTlsFiles(const GatewayConfig& cfg) {
 
 StatusOr<Gateway::Parts> Gateway::BuildParts(const GatewayConfig& cfg) {
   Parts p;
-  KVS_ASSIGN_OR_RETURN(p.counter, PromptCounter::Load(cfg.model.path));
+  KVS_ASSIGN_OR_RETURN(p.counter, PromptCounter::Load(cfg.model.path, cfg.model.chat_template));
   auto auth = Authenticator::Open(cfg.gateway.key_file);
   if (!auth.ok()) return auth.status().WithContext("gateway.key_file");
   p.auth = std::move(*auth);

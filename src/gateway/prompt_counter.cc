@@ -5,7 +5,7 @@
 #include "gguf/gguf.h"
 #include "api/error.h"
 #include "api/routes.h"
-#include "grammar/tool_calls.h"
+#include "grammar/template_tool_format.h"
 #include "template/chat_render.h"
 #include "template/chat_template.h"
 #include "template/model_chat.h"
@@ -15,19 +15,23 @@ namespace kvs::gateway {
 
 PromptCounter::~PromptCounter() = default;
 
-StatusOr<std::unique_ptr<PromptCounter>> PromptCounter::Load(const std::string& gguf_path) {
+StatusOr<std::unique_ptr<PromptCounter>> PromptCounter::Load(const std::string& gguf_path,
+                                                                 const std::string& chat_template) {
   std::unique_ptr<PromptCounter> c(new PromptCounter());
   c->path_ = gguf_path;
   KVS_ASSIGN_OR_RETURN(c->file_, gguf::GgufFile::Open(gguf_path));
   auto tok = tok::Tokenizer::FromGguf(*c->file_);
   if (!tok.ok()) return tok.status().WithContext("tokenizer of " + gguf_path);
   c->tok_ = std::move(*tok);
-  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*c->tok_));
+  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*c->tok_, [&] {
+    tmpl::ChatTemplateLoadOptions o;
+    o.override = chat_template;  // the replicas' model.chat_template
+    return o;
+  }()));
   c->template_ = std::make_unique<tmpl::ChatTemplate>(std::move(chat.tmpl));
   // The syntax the replica's polyfills write tool calls in
   // (EngineBackend::Load), so that the counted prompt is the replica's.
-  c->template_->set_tool_call_syntax(
-      grammar::ToolCallFormatName(grammar::DetectToolCallFormat(c->template_->source())));
+  grammar::UseToolCallFormatFor(c->template_.get());
   return c;
 }
 

@@ -38,7 +38,10 @@ struct CountedRequest {
 
 class PromptCounter {
  public:
-  static StatusOr<std::unique_ptr<PromptCounter>> Load(const std::string& gguf_path);
+  // chat_template: "" for the GGUF's own, else what the replicas'
+  // model.chat_template names (a built-in name or a .jinja file).
+  static StatusOr<std::unique_ptr<PromptCounter>> Load(const std::string& gguf_path,
+                                                       const std::string& chat_template = "");
   ~PromptCounter();
 
   // body: the parsed JSON object (in the client's key order), read as the

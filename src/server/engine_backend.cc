@@ -7,6 +7,7 @@
 #include "model/llama.h"
 #include "plan/device.h"
 #include "plan/plan.h"
+#include "grammar/template_tool_format.h"
 #include "template/chat_render.h"
 #include "template/chat_template.h"
 #include "template/model_chat.h"
@@ -53,19 +54,11 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   if (!config.model.chat_template.empty()) spdlog::info("chat template: {} (model.chat_template)", chat.origin);
   for (const std::string& w : chat.probe.warnings) spdlog::warn("{}", w);
   for (const std::string& n : chat.probe.notes) spdlog::info("{}", n);
-  // Tool calls: the template's syntax. A template without tool support is
-  // taught Hermes's (<tool_call>{json}</tool_call>) by the polyfill that
-  // lists the tools (template/chat_polyfill.h), and a ChatML template that
-  // shows no syntax of its own gets it too (what ChatML models, Qwen and
-  // Hermes, are trained on): replies are parsed in the syntax the prompt
-  // teaches, and calls in the history are written in it.
-  b->tool_format_ = grammar::DetectToolCallFormat(b->template_->source());
+  // Tool calls: the template's syntax, else Hermes's where the prompt teaches
+  // it (grammar/template_tool_format.h); replies are parsed in it and calls in
+  // the history are written in it.
+  b->tool_format_ = grammar::UseToolCallFormatFor(b->template_.get());
   const tmpl::ChatCapabilities& caps = b->template_->capabilities();
-  if (b->tool_format_ == grammar::ToolCallFormat::kNone &&
-      (b->template_->source().find("<|im_start|>") != std::string::npos || !caps.tools)) {
-    b->tool_format_ = grammar::ToolCallFormat::kHermes;
-  }
-  b->template_->set_tool_call_syntax(grammar::ToolCallFormatName(b->tool_format_));
   spdlog::info("tool calls: {} syntax", grammar::ToolCallFormatName(b->tool_format_));
   {
     std::string polyfills;
