@@ -10,7 +10,7 @@ namespace kvs::grammar {
 
 namespace {
 
-struct KnownFormat {
+struct KnownReasoningFormat {
   const char* name;
   const char* start;
   const char* end;
@@ -18,8 +18,8 @@ struct KnownFormat {
   std::vector<std::string> markers;  // the delimiters' single-token pieces
 };
 
-const std::vector<KnownFormat>& Known() {
-  static const std::vector<KnownFormat> k = {
+const std::vector<KnownReasoningFormat>& KnownReasoningFormats() {
+  static const std::vector<KnownReasoningFormat> k = {
       {"think", "<think>", "</think>", false, {"<think>", "</think>"}},
       {"seed_oss", "<seed:think>", "</seed:think>", false, {"<seed:think>", "</seed:think>"}},
       {"minimax", "<mm:think>", "</mm:think>", false, {"<mm:think>", "</mm:think>"}},
@@ -32,61 +32,65 @@ const std::vector<KnownFormat>& Known() {
   return k;
 }
 
-ReasoningFormat Make(const KnownFormat& k) { return {k.name, k.start, k.end, k.harmony}; }
+ReasoningFormat MakeReasoningFormat(const KnownReasoningFormat& k) { return {k.name, k.start, k.end, k.harmony}; }
 
-const KnownFormat* FindKnown(std::string_view name) {
-  for (const KnownFormat& k : Known()) {
+const KnownReasoningFormat* FindReasoningFormat(std::string_view name) {
+  for (const KnownReasoningFormat& k : KnownReasoningFormats()) {
     if (name == k.name) return &k;
   }
   return nullptr;
 }
 
-bool Has(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
-bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-constexpr const char* kSpace = " \n\t\r";
+bool TemplateHas(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+bool IsReasoningSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+constexpr const char* kReasoningSpace = " \n\t\r";
 
 // Harmony: the header of a further analysis message after <|end|>.
-const std::string kHarmonyNext = "<|start|>assistant<|channel|>analysis<|message|>";
-const std::string kHarmonyFinal = "<|channel|>final<|message|>";
+const std::string kHarmonyNextAnalysis = "<|start|>assistant<|channel|>analysis<|message|>";
+const std::string kHarmonyFinalHeader = "<|channel|>final<|message|>";
 
 }  // namespace
 
 ReasoningFormat DetectReasoningFormat(std::string_view t) {
   // Most specific first: "<think>" is not a substring of "<seed:think>",
   // but templates of one family may mention another's tags in prose.
-  if (Has(t, "<|channel|>") && Has(t, "analysis")) return Make(*FindKnown("harmony"));
-  for (const char* name : {"seed_oss", "minimax", "mistral", "command", "think"}) {
-    const KnownFormat& k = *FindKnown(name);
-    if (Has(t, k.start) && Has(t, k.end)) return Make(k);
+  if (TemplateHas(t, "<|channel|>") && TemplateHas(t, "analysis")) {
+    return MakeReasoningFormat(*FindReasoningFormat("harmony"));
   }
-  if (Has(t, "<|channel>") && Has(t, "<channel|>") && Has(t, "thought")) return Make(*FindKnown("gemma4"));
+  for (const char* name : {"seed_oss", "minimax", "mistral", "command", "think"}) {
+    const KnownReasoningFormat& k = *FindReasoningFormat(name);
+    if (TemplateHas(t, k.start) && TemplateHas(t, k.end)) return MakeReasoningFormat(k);
+  }
+  if (TemplateHas(t, "<|channel>") && TemplateHas(t, "<channel|>") && TemplateHas(t, "thought")) {
+    return MakeReasoningFormat(*FindReasoningFormat("gemma4"));
+  }
   return {};
 }
 
 StatusOr<ReasoningFormat> ReasoningFormatByName(std::string_view name) {
   if (name == "none") return ReasoningFormat{};
-  if (const KnownFormat* k = FindKnown(name)) return Make(*k);
+  if (const KnownReasoningFormat* k = FindReasoningFormat(name)) return MakeReasoningFormat(*k);
   // vLLM's --reasoning-parser names of models that think in <think> tags.
   static const char* kThinkAliases[] = {"deepseek_r1", "deepseek_v3", "qwen3", "glm45", "kimi_k2", "step3",
                                         "minimax_m2", "ernie45", "hunyuan_a13b", "granite"};
   for (const char* alias : kThinkAliases) {
-    if (name == alias) return Make(*FindKnown("think"));
+    if (name == alias) return MakeReasoningFormat(*FindReasoningFormat("think"));
   }
-  if (name == "gpt_oss" || name == "openai_gptoss") return Make(*FindKnown("harmony"));
+  if (name == "gpt_oss" || name == "openai_gptoss") return MakeReasoningFormat(*FindReasoningFormat("harmony"));
   return NotFound("unknown reasoning parser '{}'", name);
 }
 
 const std::vector<std::string>& ReasoningFormatNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;
-    for (const KnownFormat& k : Known()) v.emplace_back(k.name);
+    for (const KnownReasoningFormat& k : KnownReasoningFormats()) v.emplace_back(k.name);
     return v;
   }();
   return names;
 }
 
 std::vector<std::string> ReasoningMarkers(const ReasoningFormat& format) {
-  if (const KnownFormat* k = FindKnown(format.name)) return k->markers;
+  if (const KnownReasoningFormat* k = FindReasoningFormat(format.name)) return k->markers;
   if (!format.enabled()) return {};
   return {format.start, format.end};
 }
@@ -110,7 +114,7 @@ std::vector<std::pair<int32_t, std::string>> DroppedMarkerTokens(const tok::Toke
 ReasoningStart ReasoningStartOf(const ReasoningFormat& format, std::string_view prompt) {
   if (!format.enabled()) return ReasoningStart::kContent;
   size_t n = prompt.size();
-  while (n > 0 && IsSpace(prompt[n - 1])) --n;
+  while (n > 0 && IsReasoningSpace(prompt[n - 1])) --n;
   const std::string_view p = prompt.substr(0, n);
   if (p.ends_with(format.start)) return ReasoningStart::kInside;
   // An empty section closed by the template: thinking is off.
@@ -137,7 +141,7 @@ ReasoningStreamParser::ReasoningStreamParser(ReasoningFormat format, ReasoningSt
 }
 
 int ReasoningStreamParser::MatchStart(const std::vector<std::string>& starts, bool final) {
-  const size_t first = buf_.find_first_not_of(kSpace);
+  const size_t first = buf_.find_first_not_of(kReasoningSpace);
   if (first == std::string::npos) return final ? 0 : -1;  // only whitespace so far
   const std::string_view rest = std::string_view(buf_).substr(first);
   bool undecided = false;
@@ -179,7 +183,7 @@ void ReasoningStreamParser::Process(bool final) {
       }
       case State::kInside: {
         if (!section_has_text_) {  // leading whitespace of the reasoning is dropped
-          const size_t first = buf_.find_first_not_of(kSpace);
+          const size_t first = buf_.find_first_not_of(kReasoningSpace);
           buf_.erase(0, first == std::string::npos ? buf_.size() : first);
           if (buf_.empty()) return;
         }
@@ -189,7 +193,7 @@ void ReasoningStreamParser::Process(bool final) {
                                                     : internal::SafePrefixLength(buf_, {format_.end});
         // Trailing whitespace waits: dropped if the section ends right after it.
         size_t keep = upto;
-        while (keep > 0 && IsSpace(buf_[keep - 1])) --keep;
+        while (keep > 0 && IsReasoningSpace(buf_[keep - 1])) --keep;
         EmitReasoning(std::string_view(buf_).substr(0, keep));
         if (at == std::string::npos) {
           buf_.erase(0, final ? buf_.size() : keep);
@@ -203,14 +207,14 @@ void ReasoningStreamParser::Process(bool final) {
         if (format_.harmony) {
           // Another analysis message continues the reasoning; anything else
           // (the final channel, a tool call) is content, headers included.
-          const int m = MatchStart({kHarmonyNext}, final);
+          const int m = MatchStart({kHarmonyNextAnalysis}, final);
           if (m < 0) return;
           state_ = m == 0 ? State::kContent : State::kInside;
           need_separator_ = m == 1;
           section_has_text_ = false;
           continue;
         }
-        const size_t first = buf_.find_first_not_of(kSpace);
+        const size_t first = buf_.find_first_not_of(kReasoningSpace);
         if (first == std::string::npos) {
           buf_.clear();
           return;
@@ -256,7 +260,7 @@ namespace {
 // where, over k = 1 .. |e|-1, L = e[1..k) e0 (a fresh start), Q = e[1..k)
 // [^e0 e_k] (a mismatch: nothing matched), P = e[1..k) (a partial match at
 // the end, completed by the e that follows).
-StatusOr<int32_t> NotContaining(Grammar* g, const std::string& e) {
+StatusOr<int32_t> TextWithout(Grammar* g, const std::string& e) {
   bool ok = e.size() >= 2;
   for (size_t i = 0; i < e.size(); ++i) ok = ok && static_cast<unsigned char>(e[i]) < 0x80 && (i == 0 || e[i] != e[0]);
   if (!ok) return InvalidArgument("reasoning end tag '{}' cannot be excluded by the grammar wrapper", e);
@@ -285,7 +289,7 @@ StatusOr<Grammar> WithReasoningSection(const Grammar& g, const ReasoningFormat& 
   const int32_t old_root = out.root();
   if (old_root < 0) return InvalidArgument("the grammar has no root rule");
   const std::string content = out.RenameRule(old_root, "content");
-  KVS_ASSIGN_OR_RETURN(const int32_t body, NotContaining(&out, format.end));
+  KVS_ASSIGN_OR_RETURN(const int32_t body, TextWithout(&out, format.end));
   int32_t prefix = -1;
   if (format.harmony) {
     // Analysis messages, each "<|channel|>analysis<|message|>...<|end|>"
@@ -294,7 +298,7 @@ StatusOr<Grammar> WithReasoningSection(const Grammar& g, const ReasoningFormat& 
     const int32_t rest = out.Sequence({body, out.Literal(format.end), out.Literal("<|start|>assistant")});
     const int32_t more = out.Star(out.Sequence({out.Literal(format.start), rest}));
     prefix = start == ReasoningStart::kInside ? out.Sequence({rest, more}) : more;
-    if (!tool_call) prefix = out.Sequence({prefix, out.Literal(kHarmonyFinal)});
+    if (!tool_call) prefix = out.Sequence({prefix, out.Literal(kHarmonyFinalHeader)});
   } else {
     const int32_t ws = out.Star(out.Class({{' ', ' '}, {'\t', '\t'}, {'\n', '\n'}, {'\r', '\r'}}));
     const int32_t section = out.Sequence({body, out.Literal(format.end), ws});

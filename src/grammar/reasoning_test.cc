@@ -265,6 +265,19 @@ TEST(ReasoningParserTest, HarmonyContentGoesToTheToolCallParser) {
   EXPECT_EQ(ParseToolCalls(ToolCallFormat::kHarmony, f.content).content, "Hello there");
 }
 
+TEST(ReasoningParserTest, ToolCallsAreParsedFromTheContentOnly) {
+  // A call the model drafts while thinking is reasoning, not a call.
+  const std::string out =
+      "I could write <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call> but let me check.\n</think>\n\n"
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  const ReasoningDelta d = ParseReasoning(Format("think"), ReasoningStart::kInside, out);
+  EXPECT_NE(d.reasoning.find("<tool_call>"), std::string::npos);
+  const ParsedOutput calls = ParseToolCalls(ToolCallFormat::kHermes, d.content);
+  ASSERT_EQ(calls.tool_calls.size(), 1u);
+  EXPECT_EQ(calls.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(calls.content, "");
+}
+
 // --- grammar -------------------------------------------------------------------
 
 std::string Wrapped(const std::string& gbnf, const char* format, ReasoningStart start, bool tool_call = false) {
@@ -358,6 +371,26 @@ TEST(ReasoningGrammarTest, RandomWalksParseBackToValidJson) {
       EXPECT_TRUE(j.contains("answer")) << d.content;
     }
     EXPECT_GT(reasoned, 0);
+  }
+}
+
+TEST(ReasoningGrammarTest, AForcedToolCallAfterTheReasoning) {
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  auto call = ToolCallGrammar(ToolCallFormat::kHermes, tools, ToolChoice{}, /*parallel_tool_calls=*/false);
+  ASSERT_TRUE(call.ok()) << call.status().ToString();
+  auto g = WithReasoningSection(*call, Format("think"), ReasoningStart::kInside, /*tool_call=*/true);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto compiled = testing::CompileOrDie(g->ToGbnf(), testing::ByteVocabulary());
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 10; ++i) {
+    const testing::WalkResult w = testing::RandomWalk(compiled, rng, 30);
+    ASSERT_TRUE(w.finished);
+    const ReasoningDelta d = ParseReasoning(Format("think"), ReasoningStart::kInside, w.text);
+    const ParsedOutput calls = ParseToolCalls(ToolCallFormat::kHermes, d.content);
+    ASSERT_EQ(calls.tool_calls.size(), 1u) << Json(w.text).dump();
+    EXPECT_EQ(calls.tool_calls[0].name, "get_weather");
+    EXPECT_TRUE(Json::parse(calls.tool_calls[0].arguments).contains("city"));
   }
 }
 
