@@ -15,6 +15,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/line_file.h"
+#include "grammar/reasoning.h"
 
 namespace kvs::server {
 
@@ -190,6 +191,13 @@ std::string Sha256Check(const std::string& s) {
   return hex ? "" : "\"\" or 64 hexadecimal digits";
 }
 
+std::string ReasoningParserCheck(const std::string& s) {
+  if (s == "auto" || grammar::ReasoningFormatByName(s).ok()) return "";
+  std::string names = "auto, none";
+  for (const std::string& n : grammar::ReasoningFormatNames()) names += ", " + n;
+  return "one of " + names + " (or a vLLM --reasoning-parser name such as deepseek_r1, qwen3, gpt_oss)";
+}
+
 std::string NonEmpty(const std::string& s) { return s.empty() ? "a non-empty string" : ""; }
 
 const std::vector<KeyDef>& Table() {
@@ -250,6 +258,13 @@ const std::vector<KeyDef>& Table() {
     t.push_back(StringKey("model.sha256", "sha256", [](ServeConfig& c) -> std::string& { return c.model.sha256; },
                           "\"\" or 64 hex digits", "Expected SHA-256 of the weights file; start-up fails on a mismatch",
                           Sha256Check));
+    t.push_back(StringKey("model.reasoning_parser", "reasoning-parser",
+                          [](ServeConfig& c) -> std::string& { return c.model.reasoning_parser; },
+                          "auto, none or a format name",
+                          "How chat replies are split into reasoning_content and content: auto (the format the chat "
+                          "template writes: think, seed_oss, minimax, mistral, command, gemma4, harmony), none (all "
+                          "content, as vLLM without --reasoning-parser), or a format name",
+                          ReasoningParserCheck));
     // kv_cache
     t.push_back(NumberKey("kv_cache.memory_fraction", "memory-fraction",
                           [](ServeConfig& c) -> double& { return c.kv_cache.memory_fraction; }, 0, true, 1,

@@ -55,6 +55,9 @@ struct ModelSection {
   std::string dtype = "auto";       // compute dtype: auto, f32, f16, bf16
   int64_t max_context_length = 32768;  // prompt + output tokens; capped at the model's own
   std::string sha256;               // "": not checked; else the file must hash to it
+  // Reasoning section parser (grammar/reasoning.h): auto (from the chat
+  // template), none, or a format name / vLLM alias.
+  std::string reasoning_parser = "auto";
 };
 
 struct KvCacheSection {
