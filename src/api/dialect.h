@@ -2,8 +2,9 @@
 // (/v1/responses, responses_api.h) and Anthropic's Messages API
 // (/v1/messages, messages_api.h). Each is parsed into the same ParsedRequest
 // a chat completion becomes (Dialect says which shape the answer takes), and
-// answered through a DialectShape: the one choice's output (text and tool
-// calls, in order) goes in; SSE events or the whole response body come out.
+// answered through a DialectShape: the one choice's output (reasoning, text
+// and tool calls, in order) goes in; SSE events or the whole response body
+// come out.
 //
 // Invariants: a shape serves one request with one choice (n = 1); Start (when
 // streaming) comes first, Finish once, last. Body() describes exactly what the
@@ -45,6 +46,8 @@ class DialectShape {
   virtual ~DialectShape() = default;
   // The opening events of a stream (usage: prompt tokens known so far).
   virtual std::vector<SseOut> Start(const Usage& usage) = 0;
+  // Reasoning text (Responses: a reasoning item; Messages: a thinking block).
+  virtual std::vector<SseOut> Reasoning(std::string_view text) = 0;
   // Content text, in order with tool-call fragments.
   virtual std::vector<SseOut> Text(std::string_view text) = 0;
   // A tool-call fragment (the first of a call has id and name).

@@ -154,7 +154,15 @@ TEST(MessagesRequest, Refusals) {
           "tool_choice": {"type": "tool", "name": "nope"}, "tools": [{"name": "f", "input_schema": {}}]})",
        "tool_choice"},
       {R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
-          "thinking": {"type": "enabled", "budget_tokens": 1024}})",
+          "thinking": {"type": "enabled"}})",
+       "thinking.budget_tokens"},
+      {R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+          "thinking": {"type": "enabled", "budget_tokens": "many"}})",
+       "thinking.budget_tokens"},
+      {R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+          "thinking": {"type": "sometimes"}})",
+       "thinking.type"},
+      {R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "thinking": true})",
        "thinking"},
   };
   for (const auto& [body, param] : cases) {
@@ -204,6 +212,105 @@ TEST(MessagesShape, EventsAndBody) {
   stopped->Finish(s);
   EXPECT_EQ(stopped->Body()["stop_reason"], "stop_sequence");
   EXPECT_EQ(stopped->Body()["stop_sequence"], "END");
+}
+
+TEST(ReasoningInputs, DialectsMapThinkingToTemplateVariables) {
+  ParsedRequest r;
+  auto e = ParseResponsesRequest(J(R"({"model": "m", "reasoning": {"effort": "low", "summary": "auto"},
+    "input": [{"role": "user", "content": "q"},
+              {"type": "reasoning", "id": "rs_1", "summary": [],
+               "content": [{"type": "reasoning_text", "text": "I should call f."}]},
+              {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+              {"type": "function_call_output", "call_id": "c1", "output": "ok"}]})"),
+                                  &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.template_kwargs, J(R"({"reasoning_effort": "low"})"));
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1]["reasoning_content"], "I should call f.");
+  EXPECT_EQ(r.dialect_echo["reasoning"]["effort"], "low");
+  e = ParseResponsesRequest(J(R"({"model": "m", "input": "x", "reasoning": {"effort": 3}})"), &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param.value_or(""), "reasoning.effort");
+
+  e = ParseMessagesRequest(J(R"({"model": "m", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
+    "messages": [{"role": "user", "content": "q"},
+                 {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"},
+                                                   {"type": "text", "text": "a"}]},
+                 {"role": "user", "content": "more"}]})"),
+                           &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.template_kwargs, J(R"({"enable_thinking": true})"));
+  EXPECT_EQ(r.messages[1]["reasoning_content"], "hmm");
+  EXPECT_EQ(r.messages[1]["content"], "a");
+  e = ParseMessagesRequest(J(R"({"model": "m", "max_tokens": 9, "thinking": {"type": "disabled"},
+    "messages": [{"role": "user", "content": "q"}]})"),
+                           &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.template_kwargs, J(R"({"enable_thinking": false})"));
+  e = ParseMessagesRequest(J(R"({"model": "m", "max_tokens": 9, "thinking": {"type": "adaptive"},
+    "messages": [{"role": "user", "content": "q"}]})"),
+                           &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_TRUE(r.template_kwargs.empty());
+}
+
+TEST(ResponsesShape, ReasoningItemBeforeTheMessage) {
+  auto shape = MakeResponsesShape("resp_r", 1, "m", json::object());
+  std::vector<SseOut> ev = shape->Start({});
+  for (auto& e : shape->Reasoning("Two plus")) ev.push_back(e);
+  for (auto& e : shape->Reasoning(" two.")) ev.push_back(e);
+  for (auto& e : shape->Text("4")) ev.push_back(e);
+  DialectEnd end;
+  end.finish_reason = "stop";
+  end.usage.completion_tokens = 9;
+  end.usage.reasoning_tokens = 6;
+  for (auto& e : shape->Finish(end)) ev.push_back(e);
+  const std::vector<std::string> want = {
+      "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+      "response.reasoning_text.delta", "response.reasoning_text.delta", "response.reasoning_text.done",
+      "response.content_part.done", "response.output_item.done", "response.output_item.added",
+      "response.content_part.added", "response.output_text.delta", "response.output_text.done",
+      "response.content_part.done", "response.output_item.done", "response.completed"};
+  EXPECT_EQ(Types(ev), want);
+  EXPECT_EQ(ev[2].data["item"]["type"], "reasoning");
+  EXPECT_EQ(ev[3].data["part"], json({{"type", "reasoning_text"}, {"text", ""}}));
+  EXPECT_EQ(ev[5].data["delta"], " two.");
+  EXPECT_EQ(ev[6].data["text"], "Two plus two.");
+  const json body = shape->Body();
+  EXPECT_EQ(body["output"][0]["type"], "reasoning");
+  EXPECT_EQ(body["output"][0]["summary"], json::array());
+  EXPECT_EQ(body["output"][0]["content"], json::parse(R"([{"type": "reasoning_text", "text": "Two plus two."}])"));
+  EXPECT_EQ(body["output"][0]["status"], "completed");
+  EXPECT_EQ(body["output"][1]["content"][0]["text"], "4");
+  EXPECT_EQ(body["usage"]["output_tokens_details"]["reasoning_tokens"], 6);
+}
+
+TEST(MessagesShape, ThinkingBlockBeforeTheText) {
+  auto shape = MakeMessagesShape("msg_t", "m");
+  std::vector<SseOut> ev = shape->Start({});
+  for (auto& e : shape->Reasoning("Two plus")) ev.push_back(e);
+  for (auto& e : shape->Reasoning(" two.")) ev.push_back(e);
+  for (auto& e : shape->Text("4")) ev.push_back(e);
+  DialectEnd end;
+  end.finish_reason = "stop";
+  for (auto& e : shape->Finish(end)) ev.push_back(e);
+  const std::vector<std::string> want = {"message_start",       "ping",
+                                         "content_block_start", "content_block_delta",
+                                         "content_block_delta", "content_block_delta",
+                                         "content_block_stop",  "content_block_start",
+                                         "content_block_delta", "content_block_stop",
+                                         "message_delta",       "message_stop"};
+  EXPECT_EQ(Types(ev), want);
+  EXPECT_EQ(ev[2].data["content_block"], json({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}));
+  EXPECT_EQ(ev[3].data["delta"], json({{"type", "thinking_delta"}, {"thinking", "Two plus"}}));
+  EXPECT_EQ(ev[5].data["delta"]["type"], "signature_delta");
+  const std::string sig = ev[5].data["delta"]["signature"];
+  EXPECT_EQ(sig.rfind("kvs-sha256-", 0), 0u);
+  EXPECT_EQ(ev[7].data["index"], 1);
+  const json body = shape->Body();
+  EXPECT_EQ(body["content"][0], json({{"type", "thinking"}, {"thinking", "Two plus two."}, {"signature", sig}}));
+  EXPECT_EQ(body["content"][1]["text"], "4");
+  EXPECT_EQ(body["stop_reason"], "end_turn");
 }
 
 }  // namespace

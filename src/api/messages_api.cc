@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "base/sha256.h"
+
 namespace kvs::api {
 
 namespace {
@@ -45,7 +47,7 @@ Err Message(const Json& m, const std::string& p, Json* messages) {
     return std::nullopt;
   }
   if (!content->is_array()) return WrongType(p + ".content", "a string or an array of content blocks", *content);
-  std::string text;
+  std::string text, thinking;
   bool has_text = false;
   Json calls = Json::array();
   for (size_t i = 0; i < content->size(); ++i) {
@@ -75,8 +77,14 @@ Err Message(const Json& m, const std::string& p, Json* messages) {
       }
       if (const Json* err = Field(b, "is_error"); err && *err == true) result = "Error: " + result;
       messages->push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
+    } else if (type == "thinking" && role == "assistant") {
+      // Earlier reasoning: the turn's reasoning_content, which templates of
+      // reasoning models render for the turns after the last user message.
+      std::string t;
+      if (auto e = RequiredString(b, "thinking", bp, &t)) return e;
+      thinking += (thinking.empty() ? "" : "\n") + t;
     } else if (type == "thinking" || type == "redacted_thinking") {
-      continue;  // earlier reasoning: chat templates drop it too
+      continue;  // encrypted (or misplaced) reasoning: nothing a template can show
     } else {
       return NotSupported(bp + ".type", fmt::format("'{}' blocks in a {} message (text{} are served)", Clip(type, 32), role,
                                                     role == "user" ? ", tool_result" : ", tool_use"));
@@ -85,7 +93,8 @@ Err Message(const Json& m, const std::string& p, Json* messages) {
   if (role == "assistant") {
     Json msg = {{"role", role}, {"content", text}};  // "" rather than null: simple templates concatenate content
     if (!calls.empty()) msg["tool_calls"] = std::move(calls);
-    if (has_text || msg.contains("tool_calls")) messages->push_back(std::move(msg));
+    if (!thinking.empty()) msg["reasoning_content"] = thinking;
+    if (has_text || msg.contains("tool_calls") || !thinking.empty()) messages->push_back(std::move(msg));
   } else if (has_text) {
     messages->push_back({{"role", role}, {"content", text}});
   }
@@ -139,13 +148,39 @@ Err ToolChoice(const Json& tc, Json* chat) {
   return std::nullopt;
 }
 
+// thinking: {"type": "enabled", "budget_tokens"} | {"type": "disabled"} |
+// {"type": "adaptive"}: on or off is the template's enable_thinking (what
+// templates of hybrid reasoning models read); adaptive leaves the template's
+// default. The budget is checked, not enforced: max_tokens bounds the reply.
+Err Thinking(const Json& th, Json* chat) {
+  if (!th.is_object()) return WrongType("thinking", "an object", th);
+  std::string type;
+  if (auto e = RequiredString(th, "type", "thinking", &type)) return e;
+  if (type == "enabled") {
+    const Json* budget = Field(th, "budget_tokens");
+    if (!budget) {
+      return BadRequest("'thinking.budget_tokens' is required", "thinking.budget_tokens", "missing_required_parameter");
+    }
+    if (!budget->is_number_integer() || budget->get<int64_t>() < 1) {
+      return BadRequest("'thinking.budget_tokens' must be a positive integer", "thinking.budget_tokens");
+    }
+    (*chat)["chat_template_kwargs"] = {{"enable_thinking", true}};
+  } else if (type == "disabled") {
+    (*chat)["chat_template_kwargs"] = {{"enable_thinking", false}};
+  } else if (type != "adaptive" && type != "between_tools") {
+    return BadRequest(fmt::format("'thinking.type' must be enabled, disabled or adaptive, got '{}'", Clip(type, 32)),
+                      "thinking.type");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> ParseMessagesRequest(const Json& body, ParsedRequest* out) {
-  if (const Json* th = Field(body, "thinking"); th && th->is_object() && th->value("type", "") == "enabled") {
-    return NotSupported("thinking", "extended thinking is not served");
-  }
   Json chat = Json::object();
+  if (const Json* th = Field(body, "thinking")) {
+    if (auto e = Thinking(*th, &chat)) return e;
+  }
   // cache_salt and priority (vLLM's fields, as on chat completions): the
   // gateway sets them to keep tenants' prefix caches apart and to apply a
   // tenant's priority class; dropping them would share a cache across tenants.
@@ -210,6 +245,21 @@ class MessagesShape : public DialectShape {
                 {"stop_sequence", nullptr},
                 {"usage", {{"input_tokens", u.prompt_tokens}, {"output_tokens", 0}}}};
     return {Event("message_start", {{"message", std::move(msg)}}), Event("ping", json::object())};
+  }
+
+  std::vector<SseOut> Reasoning(std::string_view text) override {
+    std::vector<SseOut> ev;
+    if (text.empty()) return ev;
+    if (open_ != Open::kThinking) {
+      Close(&ev);
+      open_ = Open::kThinking;
+      blocks_.push_back({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+      ev.push_back(Event("content_block_start", {{"index", Index()}, {"content_block", blocks_.back()}}));
+    }
+    blocks_.back()["thinking"] = blocks_.back()["thinking"].get<std::string>() + std::string(text);
+    ev.push_back(
+        Event("content_block_delta", {{"index", Index()}, {"delta", {{"type", "thinking_delta"}, {"thinking", text}}}}));
+    return ev;
   }
 
   std::vector<SseOut> Text(std::string_view text) override {
@@ -283,7 +333,7 @@ class MessagesShape : public DialectShape {
   json ErrorBody(const ApiError& e) const override { return AnthropicErrorJson(e); }
 
  private:
-  enum class Open { kNone, kText, kToolUse };
+  enum class Open { kNone, kThinking, kText, kToolUse };
 
   static SseOut Event(const std::string& type, json data) {
     data["type"] = type;
@@ -295,6 +345,15 @@ class MessagesShape : public DialectShape {
     if (open_ == Open::kToolUse) {
       json input = json::parse(args_, nullptr, /*allow_exceptions=*/false);
       blocks_.back()["input"] = input.is_object() ? input : json::object();
+    }
+    if (open_ == Open::kThinking) {
+      // Anthropic's signature lets its API verify thinking sent back; this
+      // server keeps no key and reads thinking blocks of earlier turns as
+      // plain text, so the signature only identifies the text (its SHA-256).
+      const std::string sig = "kvs-sha256-" + Sha256Hex(blocks_.back()["thinking"].get<std::string>());
+      blocks_.back()["signature"] = sig;
+      ev->push_back(Event("content_block_delta",
+                          {{"index", Index()}, {"delta", {{"type", "signature_delta"}, {"signature", sig}}}}));
     }
     ev->push_back(Event("content_block_stop", {{"index", Index()}}));
     open_ = Open::kNone;

@@ -5,18 +5,22 @@
 // tool_result on user turns), `system` (a string or text blocks),
 // `stop_sequences`, `temperature`, `top_p`, `top_k`, `stream`, custom `tools`
 // ({"name", "description", "input_schema"}), `tool_choice` (auto, any, tool,
-// none; disable_parallel_tool_use), `metadata` (ignored); kvserve's
-// `cache_salt` and `priority` as on chat completions. Rewritten into a
+// none; disable_parallel_tool_use), `thinking` (enabled / disabled: the
+// template's enable_thinking; adaptive: its default), `metadata` (ignored);
+// kvserve's `cache_salt` and `priority` as on chat completions. Thinking
+// blocks of assistant turns become their reasoning_content. Rewritten into a
 // chat completion body and parsed by ParseChatRequest (same validation and
 // limits; error params name the Messages field). Refused with 400: image and
-// document blocks, server tools (web_search, bash, ...), extended thinking.
+// document blocks, server tools (web_search, bash, ...).
 //
-// Response: {"type": "message", "role": "assistant", "content": [text and
-// tool_use blocks], "stop_reason": end_turn | max_tokens | stop_sequence |
-// tool_use, "stop_sequence", "usage": {input_tokens, output_tokens,
-// cache_read_input_tokens}}. Streaming: named events message_start,
-// content_block_start, ping, content_block_delta (text_delta,
-// input_json_delta), content_block_stop, message_delta, message_stop; errors
+// Response: {"type": "message", "role": "assistant", "content": [thinking,
+// text and tool_use blocks], "stop_reason": end_turn | max_tokens |
+// stop_sequence | tool_use, "stop_sequence", "usage": {input_tokens,
+// output_tokens, cache_read_input_tokens}}. A thinking block's signature is
+// the SHA-256 of its text (no key: nothing to verify). Streaming: named
+// events message_start, content_block_start, ping, content_block_delta
+// (thinking_delta, signature_delta, text_delta, input_json_delta),
+// content_block_stop, message_delta, message_stop; errors
 // are {"type": "error", "error": {"type", "message"}} (a body, or an
 // "error" event).
 // Thread-safety: pure functions; a shape is one request's value.

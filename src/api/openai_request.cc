@@ -217,6 +217,48 @@ Err ParseCommon(const Json& body, ParsedRequest* r) {
   return std::nullopt;
 }
 
+// chat_template_kwargs and reasoning_effort -> the template's extra
+// variables. The renderer's own inputs cannot be replaced: a request that
+// wants other messages sends them.
+Err ParseTemplateInputs(const Json& body, Json* out) {
+  Json kwargs = Json::object();
+  if (const Json* effort = Field(body, "reasoning_effort")) {
+    if (!effort->is_string()) return WrongType("reasoning_effort", "a string", *effort);
+    const auto& s = effort->get_ref<const std::string&>();
+    if (s.empty() || s.size() > kMaxReasoningEffortBytes) {
+      return BadRequest(fmt::format("'reasoning_effort' must be a string of 1 to {} bytes (e.g. \"low\", \"medium\", "
+                                    "\"high\")",
+                                    kMaxReasoningEffortBytes),
+                        "reasoning_effort");
+    }
+    kwargs["reasoning_effort"] = s;
+  }
+  if (const Json* k = Field(body, "chat_template_kwargs")) {
+    if (!k->is_object()) return WrongType("chat_template_kwargs", "an object", *k);
+    static const char* kReserved[] = {"messages", "tools", "documents", "add_generation_prompt", "bos_token",
+                                      "eos_token"};
+    for (auto it = k->begin(); it != k->end(); ++it) {
+      for (const char* r : kReserved) {
+        if (it.key() == r) {
+          return BadRequest(fmt::format("'chat_template_kwargs.{}' cannot be set: the server renders it from the "
+                                        "request",
+                                        r),
+                            std::string("chat_template_kwargs.") + r);
+        }
+      }
+      kwargs[it.key()] = it.value();  // wins over reasoning_effort: it is the more specific field
+    }
+    const size_t bytes = k->dump(-1, ' ', false, Json::error_handler_t::replace).size();
+    if (bytes > kMaxTemplateKwargsBytes) {
+      return BadRequest(fmt::format("'chat_template_kwargs' must serialize to at most {} bytes, got {}",
+                                    kMaxTemplateKwargsBytes, bytes),
+                        "chat_template_kwargs");
+    }
+  }
+  *out = std::move(kwargs);
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* JsonTypeName(const Json& j) { return TypeName(j); }
@@ -464,6 +506,7 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
     }
   }
   if (Field(body, "echo")) return Unsupported("echo", "chat completions have no echo");
+  if (auto e = ParseTemplateInputs(body, &r.template_kwargs)) return e;
   *out = std::move(r);
   return std::nullopt;
 }
@@ -486,7 +529,9 @@ std::optional<ApiError> ParseTokenizeRequest(const Json& body, TokenizeRequest* 
   } else {
     // The messages and tools as a chat request would carry them.
     Json chat = {{"model", "tokenize"}, {"messages", *messages}};
-    if (const Json* tools = Field(body, "tools")) chat["tools"] = *tools;
+    for (const char* k : {"tools", "chat_template_kwargs", "reasoning_effort"}) {
+      if (const Json* f = Field(body, k)) chat[k] = *f;
+    }
     if (auto e = ParseChatRequest(chat, &r.chat)) return e;
   }
   *out = std::move(r);

@@ -87,6 +87,13 @@ struct ParsedRequest {
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;     // kNamed
   bool parallel_tool_calls = true;
+  // chat: extra chat-template variables (an object, {} when none):
+  // chat_template_kwargs (vLLM's field, e.g. {"enable_thinking": false}),
+  // with reasoning_effort under that name (the variable templates read);
+  // the dialects map their thinking switches here (Responses
+  // reasoning.effort -> reasoning_effort, Anthropic thinking ->
+  // enable_thinking).
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
 // POST /tokenize (vLLM's shape): a prompt, or chat messages rendered with
@@ -126,6 +133,10 @@ inline constexpr size_t kMaxArrayElements = size_t{1} << 20;
 inline constexpr size_t kMaxBodyElements = size_t{2} << 20;
 inline constexpr size_t kMaxStops = 16;
 inline constexpr size_t kMaxPrompts = 128;
+// chat_template_kwargs, serialized: the variables are rendered into every
+// prompt of the request, so they are bounded like a stop list, not a body.
+inline constexpr size_t kMaxTemplateKwargsBytes = 65536;
+inline constexpr size_t kMaxReasoningEffortBytes = 64;
 
 // Parses a request body into a JSON object (400 invalid_json otherwise,
 // also when it nests deeper than kMaxJsonDepth, its objects hold more

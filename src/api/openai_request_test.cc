@@ -193,6 +193,26 @@ TEST(OpenAiRequestTest, ChatKeepsTheClientsKeyOrder) {
   EXPECT_EQ(r.messages[0].dump(), R"({"role":"user","content":"x","name":"z"})");
 }
 
+TEST(OpenAiRequestTest, ChatTemplateInputs) {
+  ParsedRequest r;
+  auto e = ParseChatRequest(json::parse(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+      "reasoning_effort":"low","chat_template_kwargs":{"enable_thinking":false,"reasoning_effort":"high","x":{"y":[1]}}})"),
+                            &r);
+  ASSERT_FALSE(e.has_value()) << e->message;
+  // The kwargs win over reasoning_effort (the more specific field); key order is kept.
+  EXPECT_EQ(r.template_kwargs.dump(), R"({"reasoning_effort":"high","enable_thinking":false,"x":{"y":[1]}})");
+  e = ParseChatRequest(json::parse(R"({"model":"m","messages":[{"role":"user","content":"x"}]})"), &r);
+  ASSERT_FALSE(e.has_value());
+  EXPECT_TRUE(r.template_kwargs.is_object());
+  EXPECT_TRUE(r.template_kwargs.empty());
+  // Bounded: the variables are rendered into the prompt.
+  json big = json::parse(R"({"model":"m","messages":[{"role":"user","content":"x"}]})");
+  big["chat_template_kwargs"] = {{"blob", std::string(kMaxTemplateKwargsBytes, 'a')}};
+  const ApiError err = ChatError(big.dump());
+  EXPECT_EQ(err.param.value_or(""), "chat_template_kwargs");
+  EXPECT_NE(err.message.find("at most 65536 bytes"), std::string::npos) << err.message;
+}
+
 TEST(OpenAiRequestTest, ChatErrorsNameTheField) {
   const std::vector<FieldCase> cases = {
       {R"({"model":"m"})", "messages", "messages"},
@@ -219,6 +239,16 @@ TEST(OpenAiRequestTest, ChatErrorsNameTheField) {
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})",
        "response_format", "json_schema"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":{}})", "tools", "array"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"chat_template_kwargs":"x"})",
+       "chat_template_kwargs", "an object"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"messages":[]}})",
+       "chat_template_kwargs.messages", "cannot be set"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"bos_token":""}})",
+       "chat_template_kwargs.bos_token", "cannot be set"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"reasoning_effort":1})", "reasoning_effort",
+       "a string"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"reasoning_effort":""})", "reasoning_effort",
+       "1 to 64 bytes"},
   };
   for (const auto& c : cases) {
     ApiError e = ChatError(c.body);

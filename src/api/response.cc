@@ -129,6 +129,13 @@ json ResponseShape::ToolCallsChunk(int index, json tool_calls) const {
   return chunk;
 }
 
+json ResponseShape::ReasoningChunk(int index, const std::string& text) const {
+  json chunk = ChunkBase();
+  chunk["choices"] = json::array(
+      {{{"index", index}, {"delta", {{"reasoning_content", text}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  return chunk;
+}
+
 json ResponseShape::UsageChunk(const Usage& u) const {
   json chunk = ChunkBase();
   chunk["choices"] = json::array();
@@ -137,10 +144,12 @@ json ResponseShape::UsageChunk(const Usage& u) const {
 }
 
 json ResponseShape::UsageJson(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  json j = {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  if (u.reasoning_tokens) j["completion_tokens_details"] = {{"reasoning_tokens", *u.reasoning_tokens}};
+  return j;
 }
 
 json ResponseShape::Body(const std::vector<FinalChoice>& choices, const Usage& u) const {
@@ -156,6 +165,9 @@ json ResponseShape::Body(const std::vector<FinalChoice>& choices, const Usage& u
       if (!c.tool_calls.is_null()) {
         if (c.text.empty()) choice["message"]["content"] = nullptr;
         choice["message"]["tool_calls"] = c.tool_calls;
+      }
+      if (c.reasoning) {
+        choice["message"]["reasoning_content"] = c.reasoning->empty() ? json(nullptr) : json(*c.reasoning);
       }
     } else {
       choice["text"] = c.text;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,9 @@ struct TokenOutput {
   // A tool-call marker that `text` dropped as a special token
   // (grammar::ToolCallMarkerTokens): its text, for the tool-call parser.
   std::string marker_text;
+  // The same for a reasoning delimiter (grammar::ReasoningMarkers), for the
+  // reasoning parser (a token may be both, e.g. harmony's <|channel|>).
+  std::string reasoning_marker;
   float logprob = 0.0f;                  // when logprobs were asked for
   std::vector<TopLogprob> top_logprobs;  // most likely first
 };
@@ -91,6 +95,10 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  // Output tokens inside reasoning sections (grammar/reasoning.h); set when
+  // the request's model has a reasoning format, reported as
+  // completion_tokens_details.reasoning_tokens.
+  std::optional<int64_t> reasoning_tokens;
 };
 
 // A choice of a whole (non-streamed) response.
@@ -102,6 +110,9 @@ struct FinalChoice {
   // chat: message.tool_calls ([{"id", "type": "function", "function":
   // {"name", "arguments"}}]); null: none (content null when text is empty).
   nlohmann::json tool_calls;
+  // chat: message.reasoning_content; nullopt: the model has no reasoning
+  // format (no field); "": none was written (null).
+  std::optional<std::string> reasoning;
 };
 
 // The JSON shapes of one response. Chat: "chat.completion" /
@@ -119,6 +130,9 @@ class ResponseShape {
   // first fragment of a call has index, id, type and function.name, later
   // ones index and function.arguments text).
   nlohmann::json ToolCallsChunk(int index, nlohmann::json tool_calls) const;
+  // chat: a delta with reasoning text (delta.reasoning_content, the name
+  // vLLM, llama.cpp and DeepSeek use).
+  nlohmann::json ReasoningChunk(int index, const std::string& text) const;
   nlohmann::json UsageChunk(const Usage& u) const;
 
   // The whole response.

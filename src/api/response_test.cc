@@ -58,12 +58,13 @@ TEST(ResponseShapeTest, ChunksAndBodyHaveOpenAiShapes) {
   EXPECT_TRUE(start["usage"].is_null());
   EXPECT_EQ(chat.DeltaChunk(1, "hi", nullptr)["choices"][0]["delta"]["content"], "hi");
   EXPECT_EQ(chat.FinishChunk(0, "stop")["choices"][0]["finish_reason"], "stop");
-  Usage u{5, 3, 2};
+  Usage u{5, 3, 2, std::nullopt};
   EXPECT_EQ(chat.UsageChunk(u)["usage"]["total_tokens"], 8);
+  EXPECT_FALSE(chat.UsageChunk(u)["usage"].contains("completion_tokens_details"));
   ResponseShape text("cmpl-1", 7, "m", false, false);
   EXPECT_TRUE(text.StartChunk(0, "").is_null());  // nothing to echo
   EXPECT_EQ(text.StartChunk(0, "echo")["choices"][0]["text"], "echo");
-  nlohmann::json body = text.Body({{0, "abc", nullptr, "length", nullptr}}, u);
+  nlohmann::json body = text.Body({{0, "abc", nullptr, "length", nullptr, std::nullopt}}, u);
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], "abc");
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
@@ -75,6 +76,26 @@ TEST(ResponseShapeTest, ChunksAndBodyHaveOpenAiShapes) {
   ResponseShape::AppendLogprobs(acc, lp);
   ResponseShape::AppendLogprobs(acc, lp);
   EXPECT_EQ(acc["tokens"].size(), 2u);
+}
+
+TEST(ResponseShapeTest, ReasoningContent) {
+  ResponseShape chat("chatcmpl-1", 7, "m", true, false);
+  const nlohmann::json chunk = chat.ReasoningChunk(2, "hmm");
+  EXPECT_EQ(chunk["choices"][0]["index"], 2);
+  EXPECT_EQ(chunk["choices"][0]["delta"], nlohmann::json({{"reasoning_content", "hmm"}}));
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  Usage u{5, 10, 0, 7};
+  EXPECT_EQ(chat.UsageChunk(u)["usage"]["completion_tokens_details"]["reasoning_tokens"], 7);
+  FinalChoice thought{0, "4", nullptr, "stop", nullptr, "two plus two"};
+  FinalChoice none{1, "", nullptr, "length", nullptr, ""};
+  FinalChoice plain{2, "x", nullptr, "stop", nullptr, std::nullopt};
+  const nlohmann::json body = chat.Body({thought, none, plain}, u);
+  EXPECT_EQ(body["choices"][0]["message"]["reasoning_content"], "two plus two");
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "4");
+  EXPECT_TRUE(body["choices"][1]["message"]["reasoning_content"].is_null());
+  EXPECT_EQ(body["choices"][1]["message"]["content"], "");
+  EXPECT_FALSE(body["choices"][2]["message"].contains("reasoning_content"));
+  EXPECT_EQ(body["usage"]["completion_tokens_details"]["reasoning_tokens"], 7);
 }
 
 TEST(TokenizeRequestTest, PromptOrMessages) {
@@ -91,6 +112,14 @@ TEST(TokenizeRequestTest, PromptOrMessages) {
   EXPECT_FALSE(r.add_special_tokens);
   EXPECT_FALSE(r.add_generation_prompt);
   EXPECT_EQ(r.chat.messages.size(), 1u);
+  body = Json::parse(R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":false},
+                         "reasoning_effort":"high"})");
+  ASSERT_FALSE(ParseTokenizeRequest(body, &r).has_value());
+  EXPECT_EQ(r.chat.template_kwargs, Json::parse(R"({"reasoning_effort":"high","enable_thinking":false})"));
+  EXPECT_EQ(ParseTokenizeRequest(Json::parse(R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[]})"),
+                                 &r)
+                ->param,
+            "chat_template_kwargs");
   EXPECT_EQ(ParseTokenizeRequest(Json::parse(R"({"text":"x"})"), &r)->param, "prompt");
   EXPECT_EQ(ParseTokenizeRequest(Json::parse(R"({"prompt":"x","add_special_tokens":1})"), &r)->param,
             "add_special_tokens");

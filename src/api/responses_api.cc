@@ -33,9 +33,37 @@ Err ContentText(const Json& content, const std::string& param, std::string* out)
   }, out);
 }
 
-// input items -> chat messages (appended to *messages).
+// The text of a reasoning input item (its reasoning_text content, else its
+// summary), "" when it has none in a readable shape: such items were
+// skipped before reasoning was served, so a malformed one still is.
+std::string ReasoningItemText(const Json& item) {
+  for (const char* key : {"content", "summary"}) {
+    const Json* parts = Field(item, key);
+    if (!parts || !parts->is_array()) continue;
+    std::string text;
+    for (const Json& p : *parts) {
+      const Json* t = p.is_object() ? Field(p, "text") : nullptr;
+      if (!t || !t->is_string()) continue;
+      if (!text.empty()) text += "\n";
+      text += t->get<std::string>();
+    }
+    if (!text.empty()) return text;
+  }
+  return "";
+}
+
+// input items -> chat messages (appended to *messages). A reasoning item
+// becomes the reasoning_content of the assistant turn that follows it
+// (templates of reasoning models render it for the turns after the last
+// user message).
 Err InputItems(const Json& input, Json* messages) {
   std::map<std::string, std::string> call_names;  // call_id -> function name
+  std::string reasoning;                          // of the next assistant turn
+  auto attach_reasoning = [&](Json& turn) {
+    if (reasoning.empty()) return;
+    turn["reasoning_content"] = std::move(reasoning);
+    reasoning.clear();
+  };
   for (size_t i = 0; i < input.size(); ++i) {
     const Json& item = input[i];
     const std::string p = fmt::format("input[{}]", i);
@@ -57,6 +85,7 @@ Err InputItems(const Json& input, Json* messages) {
       std::string text;
       if (auto e = ContentText(*content, p + ".content", &text)) return e;
       messages->push_back({{"role", role}, {"content", text}});
+      if (role == "assistant") attach_reasoning(messages->back());
     } else if (type == "function_call") {
       std::string call_id, name, arguments;
       if (auto e = RequiredString(item, "call_id", p, &call_id)) return e;
@@ -68,6 +97,7 @@ Err InputItems(const Json& input, Json* messages) {
       if (messages->empty() || messages->back().value("role", "") != "assistant") {
         messages->push_back({{"role", "assistant"}, {"content", ""}});  // "": templates that concatenate content
       }
+      attach_reasoning(messages->back());
       Json& turn = messages->back();
       if (!turn.contains("tool_calls")) turn["tool_calls"] = Json::array();
       turn["tool_calls"].push_back(std::move(call));
@@ -82,7 +112,8 @@ Err InputItems(const Json& input, Json* messages) {
       if (auto it = call_names.find(call_id); it != call_names.end()) msg["name"] = it->second;
       messages->push_back(std::move(msg));
     } else if (type == "reasoning") {
-      continue;  // a previous turn's reasoning: chat templates drop it too
+      const std::string text = ReasoningItemText(item);
+      if (!text.empty()) reasoning += (reasoning.empty() ? "" : "\n") + text;
     } else {
       return NotSupported(p + ".type", fmt::format("input items of type '{}' (message, function_call and "
                                                    "function_call_output are served)",
@@ -212,12 +243,26 @@ std::optional<ApiError> ParseResponsesRequest(const Json& body, ParsedRequest* o
   if (const Json* text = Field(body, "text")) {
     if (auto e = TextFormat(*text, &chat)) return e;
   }
+  if (const Json* reasoning = Field(body, "reasoning")) {
+    // {"effort", "summary"}: the effort is the template's reasoning_effort;
+    // no summary is written (the reasoning item holds the text itself).
+    if (!reasoning->is_object()) return WrongType("reasoning", "an object", *reasoning);
+    if (const Json* effort = Field(*reasoning, "effort")) {
+      if (!effort->is_string()) return WrongType("reasoning.effort", "a string", *effort);
+      chat["reasoning_effort"] = *effort;
+    }
+    for (const char* k : {"summary", "generate_summary"}) {
+      const Json* f = Field(*reasoning, k);
+      if (f && !f->is_string()) return WrongType(std::string("reasoning.") + k, "a string", *f);
+    }
+  }
   ParsedRequest r;
   if (auto e = ParseChatRequest(chat, &r)) {
     return dialect::RenameParam(std::move(*e), {{"max_tokens", "max_output_tokens"},
                                                 {"messages", "input"},
                                                 {"response_format.json_schema", "text.format"},
-                                                {"response_format", "text.format"}});
+                                                {"response_format", "text.format"},
+                                                {"reasoning_effort", "reasoning.effort"}});
   }
   r.dialect = Dialect::kResponses;
   auto echo_of = [&](const char* k, json dflt) {
@@ -233,6 +278,7 @@ std::optional<ApiError> ParseResponsesRequest(const Json& body, ParsedRequest* o
                     {"parallel_tool_calls", echo_of("parallel_tool_calls", true)},
                     {"text", echo_of("text", {{"format", {{"type", "text"}}}})},
                     {"metadata", echo_of("metadata", json::object())},
+                    {"reasoning", echo_of("reasoning", {{"effort", nullptr}, {"summary", nullptr}})},
                     {"user", echo_of("user", nullptr)}};
   *out = std::move(r);
   return std::nullopt;
@@ -249,6 +295,29 @@ class ResponsesShape : public DialectShape {
     std::vector<SseOut> ev;
     ev.push_back(Event("response.created", {{"response", Response()}}));
     ev.push_back(Event("response.in_progress", {{"response", Response()}}));
+    return ev;
+  }
+
+  std::vector<SseOut> Reasoning(std::string_view text) override {
+    std::vector<SseOut> ev;
+    if (text.empty()) return ev;
+    if (open_ != Open::kReasoning) {
+      Close("completed", &ev);
+      open_ = Open::kReasoning;
+      text_.clear();
+      items_.push_back(
+          {{"id", ItemId("rs")}, {"type", "reasoning"}, {"summary", json::array()}, {"status", "in_progress"}});
+      ev.push_back(Event("response.output_item.added", {{"output_index", Index()}, {"item", items_.back()}}));
+      ev.push_back(Event("response.content_part.added", {{"item_id", items_.back()["id"]},
+                                                         {"output_index", Index()},
+                                                         {"content_index", 0},
+                                                         {"part", ReasoningPart("")}}));
+    }
+    text_ += text;
+    ev.push_back(Event("response.reasoning_text.delta", {{"item_id", items_.back()["id"]},
+                                                         {"output_index", Index()},
+                                                         {"content_index", 0},
+                                                         {"delta", std::string(text)}}));
     return ev;
   }
 
@@ -307,7 +376,7 @@ class ResponsesShape : public DialectShape {
     usage_ = {{"input_tokens", end.usage.prompt_tokens},
               {"input_tokens_details", {{"cached_tokens", end.usage.cached_tokens}}},
               {"output_tokens", end.usage.completion_tokens},
-              {"output_tokens_details", {{"reasoning_tokens", 0}}},
+              {"output_tokens_details", {{"reasoning_tokens", end.usage.reasoning_tokens.value_or(0)}}},
               {"total_tokens", end.usage.prompt_tokens + end.usage.completion_tokens}};
     ev.push_back(Event(incomplete ? "response.incomplete" : "response.completed", {{"response", Response()}}));
     return ev;
@@ -321,7 +390,7 @@ class ResponsesShape : public DialectShape {
   json ErrorBody(const ApiError& e) const override { return e.ToJson(); }
 
  private:
-  enum class Open { kNone, kMessage, kCall };
+  enum class Open { kNone, kReasoning, kMessage, kCall };
 
   SseOut Event(const std::string& type, json data) {
     data["type"] = type;
@@ -331,6 +400,7 @@ class ResponsesShape : public DialectShape {
   static json Part(const std::string& text) {
     return {{"type", "output_text"}, {"text", text}, {"annotations", json::array()}, {"logprobs", json::array()}};
   }
+  static json ReasoningPart(const std::string& text) { return {{"type", "reasoning_text"}, {"text", text}}; }
   int Index() const { return static_cast<int>(items_.size()) - 1; }
   std::string ItemId(const char* prefix) const {
     // Unique within the response, and across responses through its id.
@@ -341,7 +411,15 @@ class ResponsesShape : public DialectShape {
     if (open_ == Open::kNone) return;
     json& item = items_.back();
     item["status"] = status;
-    if (open_ == Open::kMessage) {
+    if (open_ == Open::kReasoning) {
+      item["content"] = json::array({ReasoningPart(text_)});
+      ev->push_back(Event("response.reasoning_text.done",
+                          {{"item_id", item["id"]}, {"output_index", Index()}, {"content_index", 0}, {"text", text_}}));
+      ev->push_back(Event("response.content_part.done", {{"item_id", item["id"]},
+                                                         {"output_index", Index()},
+                                                         {"content_index", 0},
+                                                         {"part", ReasoningPart(text_)}}));
+    } else if (open_ == Open::kMessage) {
       item["content"] = json::array({Part(text_)});
       ev->push_back(Event("response.output_text.done", {{"item_id", item["id"]},
                                                         {"output_index", Index()},
@@ -381,7 +459,7 @@ class ResponsesShape : public DialectShape {
   int64_t seq_ = 0;
   json items_ = json::array();
   Open open_ = Open::kNone;
-  std::string text_;  // the open message's text
+  std::string text_;  // the open message's (or reasoning item's) text
   std::string args_;  // the open call's arguments
   std::string status_ = "in_progress";
   json incomplete_ = nullptr;

@@ -13,12 +13,17 @@
 // (web_search, file_search, ...), non-text input parts, logprobs,
 // truncation "auto", max_tool_calls.
 //
-// Response: a "response" object with output items ("message" with
-// "output_text" content, "function_call"), status "completed" or
-// "incomplete" (incomplete_details.reason "max_output_tokens"), usage in
-// input/output tokens. Streaming sends OpenAI's typed events, each with a
-// sequence_number: response.created, response.in_progress,
-// response.output_item.added, response.content_part.added,
+// `reasoning.effort` is the chat template's reasoning_effort; reasoning
+// input items become the next assistant turn's reasoning_content.
+//
+// Response: a "response" object with output items ("reasoning" with
+// "reasoning_text" content, "message" with "output_text" content,
+// "function_call"), status "completed" or "incomplete"
+// (incomplete_details.reason "max_output_tokens"), usage in input/output
+// tokens (output_tokens_details.reasoning_tokens). Streaming sends OpenAI's
+// typed events, each with a sequence_number: response.created,
+// response.in_progress, response.output_item.added,
+// response.content_part.added, response.reasoning_text.delta / .done,
 // response.output_text.delta / .done, response.content_part.done,
 // response.function_call_arguments.delta / .done, response.output_item.done,
 // and response.completed (or response.incomplete); errors as an "error" event.

@@ -160,6 +160,14 @@ int32_t Grammar::AddRule(std::string_view base, int32_t body) {
   return id;
 }
 
+std::string Grammar::RenameRule(int32_t id, std::string_view base) {
+  std::string name = FreshName(base);
+  rule_index_.erase(rules_[id].name);
+  rules_[id].name = name;
+  rule_index_.emplace(name, id);
+  return name;
+}
+
 Status Grammar::Validate() const {
   const int32_t num_exprs = static_cast<int32_t>(exprs_.size());
   const int32_t num_rules = static_cast<int32_t>(rules_.size());

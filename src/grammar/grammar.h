@@ -106,6 +106,10 @@ class Grammar {
   std::string FreshName(std::string_view base) const;
   // Defines a new rule with a fresh name from `base`; returns its id.
   int32_t AddRule(std::string_view base, int32_t body);
+  // Gives rule `id` a fresh name built from `base` (references are by id, so
+  // they follow it); returns the name. Frees the old name, e.g. "root" for a
+  // new start rule that wraps the old one.
+  std::string RenameRule(int32_t id, std::string_view base);
 
   // --- reading ----------------------------------------------------------------
   const std::vector<Rule>& rules() const { return rules_; }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <random>
 
+#include "grammar/reasoning.h"
+
 namespace kvs::grammar {
 
 namespace {
@@ -66,17 +68,7 @@ std::vector<std::string> ToolCallMarkers(ToolCallFormat f) {
 }
 
 std::vector<std::pair<int32_t, std::string>> ToolCallMarkerTokens(const tok::Tokenizer& tokenizer, ToolCallFormat format) {
-  std::vector<std::pair<int32_t, std::string>> out;
-  for (const std::string& m : ToolCallMarkers(format)) {
-    const int32_t id = tokenizer.FindToken(m);
-    if (id < 0) continue;
-    const int32_t ids[] = {id};
-    // Only what the content decoder drops: a marker that decodes as itself
-    // (a user-defined token, e.g. Qwen's <tool_call>) already reaches the parser.
-    if (tokenizer.Decode(ids, /*skip_special=*/true).empty()) out.emplace_back(id, tokenizer.TokenPiece(id));
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  return DroppedMarkerTokens(tokenizer, ToolCallMarkers(format));
 }
 
 std::string MakeToolCallId(ToolCallFormat format) {

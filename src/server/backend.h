@@ -40,6 +40,7 @@
 #include "api/response.h"
 #include "base/status.h"
 #include "engine/engine.h"
+#include "grammar/reasoning.h"
 #include "grammar/tool_calls.h"
 #include "grammar/vocabulary.h"
 
@@ -116,9 +117,12 @@ class InferenceBackend {
   // definitions) is tokenized as plain text, so "<|im_start|>" in a message
   // is characters, never a forged turn (tmpl::RenderChat). This is the one
   // way messages become tokens: chat requests of every dialect, /tokenize
-  // with messages and warm prompts all call it.
+  // with messages and warm prompts all call it. template_kwargs: extra
+  // template variables (an object: chat_template_kwargs, reasoning_effort,
+  // enable_thinking), the request's data like the messages.
   virtual StatusOr<ChatPrompt> RenderChatPrompt(const nlohmann::ordered_json& messages,
-                                                const nlohmann::ordered_json& tools, bool add_generation_prompt) = 0;
+                                                const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                                const nlohmann::ordered_json& template_kwargs) = 0;
 
   // The model's tokens for constrained decoding (grammar masks are as wide
   // as Info().limits.vocab_size); nullptr when this backend cannot
@@ -127,6 +131,9 @@ class InferenceBackend {
   // The syntax the model writes tool calls in (from its chat template);
   // kNone: tool calls are not parsed and cannot be forced.
   virtual grammar::ToolCallFormat ToolCallFormat() { return grammar::ToolCallFormat::kNone; }
+  // The model's reasoning section syntax (from its chat template, or
+  // model.reasoning_parser); disabled: chat replies are all content.
+  virtual grammar::ReasoningFormat ReasoningFormat() { return {}; }
 
   virtual Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) = 0;
   virtual void Cancel(const std::string& request_id) = 0;

@@ -17,6 +17,7 @@
 
 #include "base/line_file.h"
 #include "template/chat_template.h"
+#include "grammar/reasoning.h"
 
 namespace kvs::server {
 
@@ -198,6 +199,13 @@ std::string BuiltinTemplateNames() {
   return out;
 }
 
+std::string ReasoningParserCheck(const std::string& s) {
+  if (s == "auto" || grammar::ReasoningFormatByName(s).ok()) return "";
+  std::string names = "auto, none";
+  for (const std::string& n : grammar::ReasoningFormatNames()) names += ", " + n;
+  return "one of " + names + " (or a vLLM --reasoning-parser name such as deepseek_r1, qwen3, gpt_oss)";
+}
+
 std::string NonEmpty(const std::string& s) { return s.empty() ? "a non-empty string" : ""; }
 
 const std::vector<KeyDef>& Table() {
@@ -264,6 +272,13 @@ const std::vector<KeyDef>& Table() {
                           "Replaces the model's chat template (GGUF tokenizer.chat_template); probed at load like "
                           "the model's own: a file that cannot be read or a template that does not parse stops "
                           "the start-up"));
+    t.push_back(StringKey("model.reasoning_parser", "reasoning-parser",
+                          [](ServeConfig& c) -> std::string& { return c.model.reasoning_parser; },
+                          "auto, none or a format name",
+                          "How chat replies are split into reasoning_content and content: auto (the format the chat "
+                          "template writes: think, seed_oss, minimax, mistral, command, gemma4, harmony), none (all "
+                          "content, as vLLM without --reasoning-parser), or a format name",
+                          ReasoningParserCheck));
     // kv_cache
     t.push_back(NumberKey("kv_cache.memory_fraction", "memory-fraction",
                           [](ServeConfig& c) -> double& { return c.kv_cache.memory_fraction; }, 0, true, 1,

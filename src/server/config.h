@@ -56,6 +56,9 @@ struct ModelSection {
   int64_t max_context_length = 32768;  // prompt + output tokens; capped at the model's own
   std::string sha256;               // "": not checked; else the file must hash to it
   std::string chat_template;        // "": the model's; else a built-in name (chatml, ...) or a .jinja file
+  // Reasoning section parser (grammar/reasoning.h): auto (from the chat
+  // template), none, or a format name / vLLM alias.
+  std::string reasoning_parser = "auto";
 };
 
 struct KvCacheSection {

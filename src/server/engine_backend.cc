@@ -1,5 +1,7 @@
 #include "server/engine_backend.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "backend/cpu_engine.h"
@@ -107,11 +109,27 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   b->info_.trained_context_length = mc.context_length;
   b->info_.limits = b->engine_->limits();
   for (const auto& [id, text] : grammar::ToolCallMarkerTokens(*b->tok_, b->tool_format_)) b->marker_text_.emplace(id, text);
+  // Reasoning: the template's tags unless model.reasoning_parser names a format.
+  if (config.model.reasoning_parser == "auto") {
+    b->reasoning_format_ = grammar::DetectReasoningFormat(b->template_->source());
+  } else {
+    KVS_ASSIGN_OR_RETURN(b->reasoning_format_, grammar::ReasoningFormatByName(config.model.reasoning_parser));
+  }
+  spdlog::info("reasoning: {}", b->reasoning_format_.enabled() ? b->reasoning_format_.name : std::string("none"));
+  const std::vector<std::string> reasoning_markers = grammar::ReasoningMarkers(b->reasoning_format_);
+  for (const auto& [id, text] : grammar::DroppedMarkerTokens(*b->tok_, reasoning_markers)) {
+    b->reasoning_marker_text_.emplace(id, text);
+  }
   // Constrained decoding: the tokens as bytes, masks as wide as the logits;
-  // the format's markers (special tokens in some vocabularies) may be forced.
+  // the formats' markers (special tokens in some vocabularies) may be forced
+  // (a tool call's, and the end of a reasoning section before the constraint).
   grammar::VocabularyOptions vo;
-  for (const std::string& m : grammar::ToolCallMarkers(b->tool_format_)) {
-    if (b->tok_->FindToken(m) >= 0) vo.special_tokens_as_text.push_back(m);
+  for (const std::vector<std::string>& markers : {grammar::ToolCallMarkers(b->tool_format_), reasoning_markers}) {
+    for (const std::string& m : markers) {
+      const bool listed = std::find(vo.special_tokens_as_text.begin(), vo.special_tokens_as_text.end(), m) !=
+                          vo.special_tokens_as_text.end();
+      if (!listed && b->tok_->FindToken(m) >= 0) vo.special_tokens_as_text.push_back(m);
+    }
   }
   vo.mask_vocab_size = b->info_.limits.vocab_size;
   if (auto v = grammar::Vocabulary::FromTokenizer(*b->tok_, vo); v.ok()) {
@@ -146,8 +164,15 @@ std::string EngineBackend::TokenString(int32_t id) {
 }
 
 StatusOr<ChatPrompt> EngineBackend::RenderChatPrompt(const nlohmann::ordered_json& messages,
-                                                     const nlohmann::ordered_json& tools, bool add_generation_prompt) {
-  auto r = tmpl::RenderChat(*template_, *tok_, messages, tools, add_generation_prompt);
+                                                     const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                                     const nlohmann::ordered_json& template_kwargs) {
+  tmpl::ChatRequest req;
+  req.messages = messages;
+  req.tools = tools.is_array() && !tools.empty() ? tools : nlohmann::ordered_json();
+  req.add_generation_prompt = add_generation_prompt;
+  req.extra = template_kwargs.is_object() ? template_kwargs : nlohmann::ordered_json::object();
+  tmpl::SetSpecialTokens(*tok_, &req);
+  auto r = tmpl::RenderChat(*template_, *tok_, req);
   if (!r.ok()) return InvalidArgument("{}", r.status().message());
   return ChatPrompt{std::move(r->text), std::move(r->tokens)};
 }
@@ -194,6 +219,7 @@ void EngineBackend::Drain(const std::shared_ptr<Live>& live) {
     t.text = live->decoder->Add(id);
     t.piece = tok_->TokenPiece(id);
     if (auto m = marker_text_.find(id); m != marker_text_.end()) t.marker_text = m->second;
+    if (auto m = reasoning_marker_text_.find(id); m != reasoning_marker_text_.end()) t.reasoning_marker = m->second;
     if (live->logprobs && i < c->logprobs.size()) {
       t.logprob = c->logprobs[i].logprob;
       for (const auto& alt : c->logprobs[i].top) {

@@ -39,9 +39,10 @@ class EngineBackend : public InferenceBackend {
   StatusOr<std::string> Detokenize(std::span<const int32_t> ids) override;
   std::string TokenString(int32_t id) override;
   StatusOr<ChatPrompt> RenderChatPrompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                        bool add_generation_prompt) override;
+                                        bool add_generation_prompt, const nlohmann::ordered_json& template_kwargs) override;
   std::shared_ptr<const grammar::Vocabulary> GrammarVocabulary() override { return grammar_vocab_; }
   grammar::ToolCallFormat ToolCallFormat() override { return tool_format_; }
+  grammar::ReasoningFormat ReasoningFormat() override { return reasoning_format_; }
   Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
@@ -64,6 +65,9 @@ class EngineBackend : public InferenceBackend {
   grammar::ToolCallFormat tool_format_ = grammar::ToolCallFormat::kNone;
   // The format's markers that the decoder drops (ToolCallMarkerTokens): id -> text.
   std::unordered_map<int32_t, std::string> marker_text_;
+  grammar::ReasoningFormat reasoning_format_;
+  // The reasoning delimiters that the decoder drops (DroppedMarkerTokens): id -> text.
+  std::unordered_map<int32_t, std::string> reasoning_marker_text_;
 
   std::mutex mu_;
   // Requests whose final chunk has not been delivered; the ready signal of

@@ -119,7 +119,7 @@ TEST(EngineBackendTest, GeneratesCancelsAndShutsDown) {
 
   // Chat template (ChatML fallback: the model has none).
   auto prompt = be.RenderChatPrompt(nlohmann::ordered_json::parse(R"([{"role":"user","content":"hi"}])"),
-                                    nlohmann::ordered_json::array(), true);
+                                    nlohmann::ordered_json::array(), true, nlohmann::ordered_json::object());
   ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
   EXPECT_NE(prompt->text.find("hi"), std::string::npos);
   auto whole = be.Tokenize(prompt->text, /*add_special=*/false);

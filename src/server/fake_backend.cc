@@ -83,6 +83,11 @@ std::string FakeBackend::Piece(int32_t id) {
   return {};
 }
 
+const std::string& FakeBackend::ReasoningScript() {
+  static const std::string s = "The user wants a story. One about Lily at the caf\xC3\xA9 will do.\n</think>\n\n";
+  return s;
+}
+
 FakeBackend::FakeBackend(FakeBackendOptions options) : opt_(std::move(options)) {
   info_.name = opt_.model_name;
   info_.path = opt_.model_path;
@@ -150,7 +155,8 @@ StatusOr<std::string> FakeBackend::Detokenize(std::span<const int32_t> ids) {
 }
 
 StatusOr<ChatPrompt> FakeBackend::RenderChatPrompt(const nlohmann::ordered_json& messages,
-                                                   const nlohmann::ordered_json& tools, bool add_generation_prompt) {
+                                                   const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                                   const nlohmann::ordered_json& template_kwargs) {
   // As the real renderer: the template's text may hold "<s>", the request's
   // text is tokenized without special tokens.
   ChatPrompt p;
@@ -166,13 +172,24 @@ StatusOr<ChatPrompt> FakeBackend::RenderChatPrompt(const nlohmann::ordered_json&
     add(tools.dump(), true);
     add("\n", false);
   }
+  if (template_kwargs.is_object() && !template_kwargs.empty()) {
+    add("[kwargs] ", false);
+    add(template_kwargs.dump(), true);
+    add("\n", false);
+  }
   for (const auto& m : messages) {
     const std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
     add("[" + m.value("role", std::string("user")) + "] ", false);
     add(content, true);
     add("\n", false);
   }
-  if (add_generation_prompt) add("[assistant]", false);
+  if (add_generation_prompt) {
+    add("[assistant]", false);
+    if (opt_.reasoning_template) {
+      const bool off = template_kwargs.is_object() && template_kwargs.value("enable_thinking", true) == false;
+      add(off ? "<think>\n\n</think>\n\n" : "<think>\n", false);
+    }
+  }
   return p;
 }
 
@@ -188,6 +205,14 @@ Status FakeBackend::Submit(engine::Request request, Executor executor, ChunkCall
     seq->story_pos = *request.sampling.seed % story_len;
   } else {
     seq->story_pos = std::random_device()() % story_len;
+  }
+  if (opt_.reasoning_template) {
+    // A prompt that ends inside an opened section is answered by thinking first.
+    const std::vector<int32_t> open = Encode("<think>\n", false, false);
+    const auto& prompt = request.prompt_token_ids;
+    if (prompt.size() >= open.size() && std::equal(open.begin(), open.end(), prompt.end() - open.size())) {
+      seq->script = Encode(ReasoningScript(), false, false);
+    }
   }
   seq->req = std::move(request);
   seq->executor = std::move(executor);
@@ -289,12 +314,14 @@ void FakeBackend::Loop() {
       for (auto it = running_.begin(); it != running_.end();) {
         Seq& s = **it;
         const size_t story_len = story.size() + 1;
-        size_t pos = (s.story_pos + static_cast<size_t>(s.generated)) % story_len;
-        if (s.req.sampling.ignore_eos && pos == story.size()) {
+        const auto g = static_cast<size_t>(s.generated);
+        const bool scripted = g < s.script.size();
+        size_t pos = scripted ? 0 : (s.story_pos + g - s.script.size()) % story_len;
+        if (!scripted && s.req.sampling.ignore_eos && pos == story.size()) {
           ++s.story_pos;  // skip EOS
           pos = 0;
         }
-        const int32_t id = pos < story.size() ? story[pos] : kEos;
+        const int32_t id = scripted ? s.script[g] : pos < story.size() ? story[pos] : kEos;
         ++s.generated;
         api::TokenOutput t;
         t.token_id = id;

@@ -22,6 +22,13 @@
 //     reported as cached tokens and counters.
 //   * logprobs: a fixed pattern (-0.05 - 0.1 * (i % 5) for the chosen
 //     token; alternatives lower).
+//   * chat template: "<s>", then "[role] content\n" per message (after a
+//     "[tools] ..." line, and a "[kwargs] {json}" line for extra template
+//     variables), then "[assistant]". With `reasoning_template` a reasoning
+//     model's: the generation prompt ends "<think>\n" (an opened section),
+//     or "<think>\n\n</think>\n\n" with enable_thinking false; a prompt
+//     that ends inside the section is answered with ReasoningScript()
+//     (thinking text, "</think>", a blank line) before the story.
 // Thread-safety: as InferenceBackend (all methods from any thread).
 #pragma once
 
@@ -58,6 +65,10 @@ struct FakeBackendOptions {
   // sliding window Stats reports (0: no window group).
   engine::PrefixCacheEvents* cache_events = nullptr;
   int32_t window = 0;
+  // A reasoning model's template and scripted thinking (see above), and
+  // the format ReasoningFormat() reports (the server's parser).
+  bool reasoning_template = false;
+  grammar::ReasoningFormat reasoning_format;
 };
 
 class FakeBackend : public InferenceBackend {
@@ -70,7 +81,8 @@ class FakeBackend : public InferenceBackend {
   StatusOr<std::string> Detokenize(std::span<const int32_t> ids) override;
   std::string TokenString(int32_t id) override { return Piece(id); }
   StatusOr<ChatPrompt> RenderChatPrompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                        bool add_generation_prompt) override;
+                                        bool add_generation_prompt, const nlohmann::ordered_json& template_kwargs) override;
+  grammar::ReasoningFormat ReasoningFormat() override { return opt_.reasoning_format; }
   Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
@@ -83,6 +95,8 @@ class FakeBackend : public InferenceBackend {
   static const std::vector<int32_t>& StoryTokens();
   // A token's bytes ("" for specials).
   static std::string Piece(int32_t id);
+  // What a reasoning_template model thinks before the story.
+  static const std::string& ReasoningScript();
 
  private:
   // The tokenizer; parse_special: "<s>"/"</s>" become BOS/EOS (else bytes).
@@ -93,6 +107,7 @@ class FakeBackend : public InferenceBackend {
     ChunkCallback cb;
     std::chrono::steady_clock::time_point arrival;
     size_t story_pos = 0;
+    std::vector<int32_t> script;  // tokens generated before the story (reasoning)
     int32_t generated = 0;
     int32_t cached = 0;
     bool first_token_sent = false;

@@ -2,7 +2,9 @@
 // integration tests in tests/server: no weights, deterministic output. A
 // test-only binary; the kvserve binary never links the fake.
 //   kvserve_fake [serve] [--fake-step-ms MS] [--fake-load-seconds S]
-//                [--fake-kv-blocks N] [--config FILE] [--section.key VALUE]...
+//                [--fake-kv-blocks N] [--fake-reasoning] [--config FILE] [--section.key VALUE]...
+// --fake-reasoning: a reasoning model's template and scripted thinking
+// (fake_backend.h); model.reasoning_parser applies as to a real model.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -20,10 +22,12 @@ int main(int argc, char** argv) {
   std::string config;
   double step_ms = 2, load_seconds = 0;
   int64_t kv_blocks = 4096;
+  bool reasoning = false;
   app.add_option("-c,--config", config);
   app.add_option("--fake-step-ms", step_ms);
   app.add_option("--fake-load-seconds", load_seconds);
   app.add_option("--fake-kv-blocks", kv_blocks);
+  app.add_flag("--fake-reasoning", reasoning);
   server::ConfigOverrides overrides;
   server::AddConfigOptions(&app, &overrides);
   app.allow_extras();
@@ -52,6 +56,11 @@ int main(int argc, char** argv) {
     o.prefix_caching = c.kv_cache.prefix_caching;
     o.num_blocks = kv_blocks;
     o.step_time = std::chrono::microseconds(static_cast<int64_t>(step_ms * 1000));
+    o.reasoning_template = reasoning;
+    if (reasoning) {
+      KVS_ASSIGN_OR_RETURN(o.reasoning_format, grammar::ReasoningFormatByName(
+                                                   c.model.reasoning_parser == "auto" ? "think" : c.model.reasoning_parser));
+    }
     return std::unique_ptr<server::InferenceBackend>(std::make_unique<server::FakeBackend>(o));
   };
   server::ServeOptions opts;

@@ -51,6 +51,10 @@ GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api
   }
   // One copy of the stop strings for every choice.
   const auto stops = std::make_shared<const std::vector<std::string>>(std::move(req_.stop));
+  const grammar::ReasoningFormat reasoning = env_.backend->ReasoningFormat();
+  grammar::ToolCallFormat format = env_.backend->ToolCallFormat();
+  // Harmony content carries message headers that only its parser removes.
+  if (format == grammar::ToolCallFormat::kNone && reasoning.harmony) format = grammar::ToolCallFormat::kHarmony;
   for (size_t p = 0; p < prompts_.size(); ++p) {
     for (int i = 0; i < req_.n; ++i) {
       Choice c;
@@ -58,12 +62,15 @@ GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api
       c.prompt_index = static_cast<int>(p);
       c.backend_id = fmt::format("{}-{}", id_, c.index);
       c.text = api::ChoiceText(stops, req_.sampling.logprobs.has_value());
-      const grammar::ToolCallFormat format = env_.backend->ToolCallFormat();
-      if (shape_.chat() && !req_.tools.empty() && format != grammar::ToolCallFormat::kNone) {
+      if (shape_.chat() && format != grammar::ToolCallFormat::kNone &&
+          (!req_.tools.empty() || format == grammar::ToolCallFormat::kHarmony)) {
         grammar::ToolCallParseOptions o;
         o.tools = req_.tools;
         if (req_.dialect == api::Dialect::kAnthropic) o.make_id = api::MakeToolUseId;
         c.tool_parser = std::make_unique<grammar::ToolCallStreamParser>(format, std::move(o));
+      }
+      if (shape_.chat() && reasoning.enabled()) {
+        c.reasoning = std::make_unique<grammar::ReasoningStreamParser>(reasoning, prompts_[p].reasoning_start);
       }
       if (req_.echo) {
         c.answer = prompts_[p].echo_text;
@@ -151,6 +158,7 @@ void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
     env_.metrics->queue_time.Observe(*chunk.queue_seconds);
   }
   std::string out;
+  std::string reasoning;
   for (api::TokenOutput& t : chunk.tokens) {
     ++c.completion_tokens;
     env_.metrics->generation_tokens.Inc();
@@ -168,8 +176,21 @@ void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
     }
     c.last_token = now;
     // The tool-call parser needs the format's markers that the content
-    // decoder dropped as special tokens ([TOOL_CALLS], <｜tool▁calls▁begin｜>).
-    if (c.tool_parser) t.text += t.marker_text;
+    // decoder dropped as special tokens ([TOOL_CALLS], <｜tool▁calls▁begin｜>),
+    // the reasoning parser its delimiters (<|channel|>...).
+    if (c.tool_parser && !t.marker_text.empty()) {
+      t.text += t.marker_text;
+    } else if (c.reasoning) {
+      t.text += t.reasoning_marker;
+    }
+    if (c.reasoning) {
+      // Only the content after the reasoning meets stop strings and tools.
+      const bool was_inside = c.reasoning->in_reasoning();
+      grammar::ReasoningDelta d = c.reasoning->Feed(t.text);
+      if (was_inside || c.reasoning->in_reasoning()) ++c.reasoning_tokens;
+      reasoning += d.reasoning;
+      t.text = std::move(d.content);
+    }
     if (c.text.AddToken(std::move(t), &out)) {
       c.done = true;
       c.finish_reason = "stop";
@@ -181,6 +202,7 @@ void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
     if (chunk.finish == engine::FinishReason::kError || chunk.finish == engine::FinishReason::kCancelled) {
       api::ApiError e = api::ErrorFromStatus(
           chunk.error.ok() ? Status(StatusCode::kInternal, "the engine cancelled the request") : chunk.error);
+      EmitReasoning(c, reasoning);
       Emit(c, out);
       Fail(e, "error");
       return;
@@ -190,10 +212,19 @@ void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
       env_.metrics->generation_tokens.Inc(static_cast<double>(chunk.num_output_tokens - c.completion_tokens));
       c.completion_tokens = chunk.num_output_tokens;
     }
-    const bool cut = c.text.End(chunk.text_tail, &out);
+    std::string tail = std::move(chunk.text_tail);
+    if (c.reasoning) {
+      // A section that never closed is all reasoning.
+      grammar::ReasoningDelta d = c.reasoning->Feed(tail);
+      const grammar::ReasoningDelta rest = c.reasoning->Finish();
+      reasoning += d.reasoning + rest.reasoning;
+      tail = d.content + rest.content;
+    }
+    const bool cut = c.text.End(tail, &out);
     c.finish_reason = cut ? "stop" : ClientFinishReason(chunk.finish);
     c.done = true;
   }
+  EmitReasoning(c, reasoning);
   Emit(c, out);
   if (c.done) ChoiceDone(c, c.finish_reason);
 }
@@ -204,6 +235,7 @@ void GenerationJob::Emit(Choice& c, const std::string& text) {
   json lp = ready.empty() ? json(nullptr) : shape_.Logprobs(c.offset_base, ready);
   if (c.tool_parser) {
     const grammar::StreamDelta d = c.tool_parser->Feed(text);
+    EmitReasoning(c, d.reasoning);  // harmony analysis after the leading section
     if (!req_.stream) {
       if (!ready.empty()) api::ResponseShape::AppendLogprobs(c.logprobs, lp);
       return;  // the answer is the parser's result (Complete)
@@ -219,6 +251,16 @@ void GenerationJob::Emit(Choice& c, const std::string& text) {
   }
   if (dialect_) return SendDialect(dialect_->Text(text));
   SendEvent(shape_.DeltaChunk(c.index, text, std::move(lp)));
+}
+
+void GenerationJob::EmitReasoning(Choice& c, const std::string& text) {
+  if (text.empty()) return;
+  if (!req_.stream) {
+    c.reasoning_text += text;
+    return;
+  }
+  if (dialect_) return SendDialect(dialect_->Reasoning(text));
+  SendEvent(shape_.ReasoningChunk(c.index, text));
 }
 
 void GenerationJob::SendToolDelta(Choice& c, const grammar::StreamDelta& d, json logprobs) {
@@ -243,6 +285,7 @@ void GenerationJob::SendToolDelta(Choice& c, const grammar::StreamDelta& d, json
 void GenerationJob::ChoiceDone(Choice& c, std::string finish_reason) {
   if (c.tool_parser) {
     const grammar::StreamDelta rest = c.tool_parser->Finish();
+    EmitReasoning(c, rest.reasoning);
     if (req_.stream && dialect_) {
       SendDialect(DialectDelta(rest));
     } else if (req_.stream) {
@@ -273,6 +316,7 @@ void GenerationJob::Complete() {
     end.usage = Usage();
     if (!req_.stream) {
       // The whole answer goes through the same shape the stream would.
+      dialect_->Reasoning(c.reasoning_text);
       if (c.tool_parser) {
         const grammar::ParsedOutput& parsed = c.tool_parser->result();
         dialect_->Text(parsed.content);
@@ -313,6 +357,7 @@ void GenerationJob::Complete() {
     f.text = c.answer;
     if (req_.sampling.logprobs) f.logprobs = c.logprobs.is_null() ? shape_.Logprobs(c.offset_base, {}) : c.logprobs;
     f.finish_reason = c.finish_reason;
+    if (c.reasoning) f.reasoning = c.reasoning_text;
     if (c.tool_parser) {
       const grammar::ParsedOutput& parsed = c.tool_parser->result();
       f.text = c.answer + parsed.content;  // c.answer: nothing but an echo
@@ -447,6 +492,7 @@ api::Usage GenerationJob::Usage() const {
   std::vector<int64_t> cached(prompts_.size(), 0);
   for (const Choice& c : choices_) {
     u.completion_tokens += c.completion_tokens;
+    if (c.reasoning) u.reasoning_tokens = u.reasoning_tokens.value_or(0) + c.reasoning_tokens;
     cached[static_cast<size_t>(c.prompt_index)] = std::max(cached[static_cast<size_t>(c.prompt_index)], c.cached_tokens);
   }
   for (int64_t v : cached) u.cached_tokens += v;

@@ -8,6 +8,12 @@
 // or for the Responses / Messages dialects through their api::DialectShape;
 // it reports usage (with prompt_tokens_details.cached_tokens) and metrics.
 //
+// A chat reply of a model with a reasoning format goes through a
+// grammar::ReasoningStreamParser first: the reasoning section goes out as
+// reasoning (reasoning_content, thinking blocks, reasoning items), and only
+// the content after it meets the stop strings (a stop string inside the
+// reasoning does not end the reply, as in vLLM) and the tool-call parser.
+//
 // Ends early on: client disconnect (backend requests cancelled at once),
 // request timeout (504, or an SSE error event once streaming), Abort (e.g.
 // drain deadline: 503 / error event), or a backend error (500 / event).
@@ -33,6 +39,7 @@
 #include "api/dialect.h"
 #include "api/openai_request.h"
 #include "api/response.h"
+#include "grammar/reasoning.h"
 #include "http/http_server.h"
 #include "server/backend.h"
 #include "server/server_metrics.h"
@@ -55,6 +62,9 @@ struct PreparedPrompt {
   int32_t max_tokens = 16;
   // The request's output constraint compiled for the model; nullptr: none.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // chat: where the reply starts relative to a reasoning section (the
+  // rendered prompt may have opened or closed one).
+  grammar::ReasoningStart reasoning_start = grammar::ReasoningStart::kContent;
 };
 
 // What the access log and the status metric need once the response ended.
@@ -106,6 +116,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     nlohmann::json logprobs;     // non-streaming: accumulated
     // chat with tools: separates tool calls from content as text arrives.
     std::unique_ptr<grammar::ToolCallStreamParser> tool_parser;
+    // chat with a reasoning model: separates the reasoning section first.
+    std::unique_ptr<grammar::ReasoningStreamParser> reasoning;
+    std::string reasoning_text;    // non-streaming: the reasoning so far
+    int64_t reasoning_tokens = 0;  // tokens fed while inside the section
   };
 
   void OnChunk(int index, GenerationChunk chunk);
@@ -113,6 +127,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void OnTimeout();
   // Sends released text (and the logprobs it covers) of a choice.
   void Emit(Choice& c, const std::string& text);
+  // Sends (or, not streaming, keeps) reasoning text of a choice.
+  void EmitReasoning(Choice& c, const std::string& text);
   void ChoiceDone(Choice& c, std::string finish_reason);
   // Streams a tool-call parser's output (content, then call fragments).
   void SendToolDelta(Choice& c, const grammar::StreamDelta& d, nlohmann::json logprobs);

@@ -462,6 +462,7 @@ ApiError RequestError(const Status& st, const std::string& prompt_param, const a
 }  // namespace
 
 std::optional<ApiError> Service::CompileConstraint(const api::ParsedRequest& req, InferenceBackend* b,
+                                                   grammar::ReasoningStart reasoning_start,
                                                    std::shared_ptr<const grammar::CompiledGrammar>* out) {
   using TC = api::ParsedRequest::ToolChoice;
   const bool force_call = req.tool_choice == TC::kRequired || req.tool_choice == TC::kNamed;
@@ -486,6 +487,13 @@ std::optional<ApiError> Service::CompileConstraint(const api::ParsedRequest& req
     choice.name = req.tool_choice_name;
     auto g = grammar::ToolCallGrammar(format, req.tools, choice, req.parallel_tool_calls);
     if (!g.ok()) return api::BadRequest(fmt::format("'tool_choice' cannot be served: {}", g.status().message()), param);
+    constraint = std::make_shared<const grammar::Grammar>(std::move(g).value());
+  }
+  if (reasoning_start != grammar::ReasoningStart::kContent) {
+    // The reasoning section stays free: the constraint starts after its end
+    // tag (and binds the whole reply when the model does not think).
+    auto g = grammar::WithReasoningSection(*constraint, b->ReasoningFormat(), reasoning_start, force_call);
+    if (!g.ok()) return api::BadRequest(fmt::format("'{}' cannot be served: {}", param, g.status().message()), param);
     constraint = std::make_shared<const grammar::Grammar>(std::move(g).value());
   }
   const std::string key = constraint->ToGbnf();
@@ -521,9 +529,10 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
   const bool chat = req.endpoint == api::Endpoint::kChatCompletions;
   std::vector<api::PromptInput> chat_prompt(chat ? 1 : 0);
   std::string chat_text;
+  grammar::ReasoningStart reasoning_start = grammar::ReasoningStart::kContent;
   if (chat) {
     // Rendered and tokenized at once: message text never becomes control tokens.
-    auto rendered = b->RenderChatPrompt(req.messages, req.tools, true);
+    auto rendered = b->RenderChatPrompt(req.messages, req.tools, true, req.template_kwargs);
     if (!rendered.ok()) {
       ApiError e = ErrorFromStatus(rendered.status());
       e.message = "cannot apply the chat template: " + e.message;
@@ -532,9 +541,11 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     }
     chat_prompt[0].tokens = std::move(rendered->tokens);
     chat_text = std::move(rendered->text);
+    // Whether the reply starts inside a reasoning section the prompt opened.
+    reasoning_start = grammar::ReasoningStartOf(b->ReasoningFormat(), chat_text);
   }
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
-  if (auto e = CompileConstraint(req, b, &grammar)) return e;
+  if (auto e = CompileConstraint(req, b, reasoning_start, &grammar)) return e;
   const std::vector<api::PromptInput>& inputs = chat ? chat_prompt : req.prompts;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const api::PromptInput& in = inputs[i];
@@ -566,6 +577,7 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     p.tokens = std::move(check.prompt_token_ids);
     p.max_tokens = check.sampling.max_tokens;
     p.grammar = grammar;
+    p.reasoning_start = reasoning_start;
     if (req.echo && !in.text && !chat) {
       auto text = b->Detokenize(p.tokens);
       if (!text.ok()) return ErrorFromStatus(text.status());
@@ -664,7 +676,8 @@ void Service::HandleTokenize(Ctx& ctx) {
     tokens = b->Tokenize(*req.prompt, req.add_special_tokens);
   } else {
     // Messages count exactly as a chat request with them would.
-    auto rendered = b->RenderChatPrompt(req.chat.messages, req.chat.tools, req.add_generation_prompt);
+    auto rendered =
+        b->RenderChatPrompt(req.chat.messages, req.chat.tools, req.add_generation_prompt, req.chat.template_kwargs);
     if (!rendered.ok()) {
       ApiError e = ErrorFromStatus(rendered.status());
       e.message = "cannot apply the chat template: " + e.message;

@@ -127,7 +127,10 @@ class Service {
   // The request's constraint compiled for the model's vocabulary, shared by
   // requests with the same grammar (so its lazily filled mask cache stays
   // warm); 400 when the backend cannot constrain or the grammar is refused.
+  // Where the reply starts in (or may open) a reasoning section, the
+  // constraint applies after it (grammar::WithReasoningSection).
   std::optional<api::ApiError> CompileConstraint(const api::ParsedRequest& req, InferenceBackend* b,
+                                                 grammar::ReasoningStart reasoning_start,
                                                  std::shared_ptr<const grammar::CompiledGrammar>* out);
 
   const ServeConfig config_;

@@ -57,7 +57,8 @@ StatusOr<WarmResult> WarmPrefixCache(InferenceBackend& backend, const std::strin
         text = j["prompt"].get<std::string>();
       } else if (j.contains("messages") && j["messages"].is_array()) {
         // As requests with these messages will be tokenized (their prefix must match).
-        auto rendered = backend.RenderChatPrompt(j["messages"], nlohmann::ordered_json::array(), false);
+        auto rendered = backend.RenderChatPrompt(j["messages"], nlohmann::ordered_json::array(), false,
+                                                 nlohmann::ordered_json::object());
         if (!rendered.ok()) return InvalidArgument("{}:{}: {}", path, line_no, rendered.status().message());
         chat_tokens = std::move(rendered->tokens);
         chat = true;
