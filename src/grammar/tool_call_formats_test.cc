@@ -1,14 +1,158 @@
-// The value decoders of tool_call_values.h: Python literals, text values
-// typed by a schema, LFM2's pythonic calls, Gemma 4's arguments and
-// MiniMax-M3's nested XML values.
+// Hand-written replies in the formats of tool_call_syntax.h (what the
+// templates do not render: calls without arguments, reasoning and answer
+// blocks, Python and Gemma literals, CDATA, DSML's string attribute,
+// MiniMax-M3 arrays, prose that merely mentions a marker, malformed calls),
+// parsed whole and at every split point; and the value decoders of
+// tool_call_values.h on their own.
 #include <gtest/gtest.h>
 
 #include "grammar/tool_call_values.h"
+#include "grammar/tool_calls.h"
 
 namespace kvs::grammar {
 namespace {
 
 using Json = nlohmann::json;  // unordered: key order is the writer's
+using F = ToolCallFormat;
+
+struct Reply {
+  ToolCallFormat format;
+  std::string text;
+  std::string content;
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments JSON
+  std::string reasoning = "";
+};
+
+ParsedOutput Streamed(ToolCallFormat f, std::string_view a, std::string_view b, const ToolCallParseOptions& o) {
+  ToolCallStreamParser p(f, o);
+  std::string content, reasoning;
+  std::vector<ToolCall> calls;
+  auto take = [&](const StreamDelta& d) {
+    content += d.content;
+    reasoning += d.reasoning;
+    for (const ToolCallDelta& t : d.tool_calls) {
+      if (t.index >= static_cast<int32_t>(calls.size())) calls.push_back({"", t.name.value_or(""), ""});
+      calls[t.index].arguments += t.arguments;
+    }
+  };
+  take(p.Feed(a));
+  take(p.Feed(b));
+  take(p.Finish());
+  ParsedOutput out;
+  out.content = content;
+  out.reasoning = reasoning;
+  out.tool_calls = calls;
+  EXPECT_EQ(content, p.result().content);
+  return out;
+}
+
+TEST(ToolCallFormats, HandWrittenReplies) {
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+      "city": {"type": "string"}, "days": {"type": "integer"}, "code": {"type": "string"}}}}}])");
+  const std::string ns = "]<]minimax[>[";
+  const std::vector<Reply> replies = {
+      {F::kGlm45,
+       "Sure.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n<arg_key>days</arg_key>\n"
+       "<arg_value>3</arg_value>\n<arg_key>code</arg_key>\n<arg_value>007</arg_value>\n</tool_call>",
+       "Sure.", {{"get_weather", R"({"city": "Oslo", "days": 3, "code": "007"})"}}},
+      {F::kGlm45, "<tool_call>list_files</tool_call><tool_call>f<arg_key>a</arg_key><arg_value>[1, 2]</arg_value></tool_call>",
+       "", {{"list_files", "{}"}, {"f", R"({"a": [1, 2]})"}}},
+      {F::kGlm45, "Use <tool_call> tags, like <b>this</b>.", "Use <tool_call> tags, like <b>this</b>.", {}},
+      {F::kKimiK2,
+       "On it.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+       "{\"city\": \"Oslo\"}<|tool_call_end|><|tool_calls_section_end|>",
+       "On it.", {{"get_weather", R"({"city": "Oslo"})"}}},
+      {F::kSolarOpen,
+       "<|think|>Need weather.<|end|><|begin|>assistant<|tool_calls|><|tool_call:begin|>a1b2c3d4e5<|tool_call:name|>"
+       "get_weather<|tool_call:args|>{\"city\":\"Oslo\"}<|tool_call:end|><|calls|>",
+       "", {{"get_weather", R"({"city": "Oslo"})"}}, "Need weather."},
+      {F::kSolarOpen, "<|content|>Hello!<|end|>", "Hello!", {}},
+      {F::kDeepSeekV32,
+       "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"code\" string=\"true\">42"
+       "</｜DSML｜parameter>\n<｜DSML｜parameter name=\"o\" string=\"false\">{\"a\": [1]}</｜DSML｜parameter>\n"
+       "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+       "", {{"get_weather", R"({"code": "42", "o": {"a": [1]}})"}}},
+      {F::kMiniCpm5,
+       "<function name=\"write\"><param name=\"text\"><![CDATA[a<b & c\nd]]></param><param name=\"n\">2</param>"
+       "<param name=\"o\">{'k': True, 'l': [1, 'x'], 'u': '\\u00e9'}</param></function>",
+       "", {{"write", R"({"text": "a<b & c\nd", "n": 2, "o": {"k": true, "l": [1, "x"], "u": "é"}})"}}},
+      {F::kSeedOss, "<seed:tool_call>\n<function=get_weather>\n<parameter=city>New York</parameter>\n</function>\n"
+                    "</seed:tool_call>",
+       "", {{"get_weather", R"({"city": "New York"})"}}},
+      {F::kMiniMaxM3,
+       ns + "<tool_call>\n" + ns + "<invoke name=\"f\">" + ns + "<tags>" + ns + "<item>a" + ns + "</item>" + ns +
+           "<item>b" + ns + "</item>" + ns + "</tags>" + ns + "<n>5" + ns + "</n>" + ns + "</invoke>\n" + ns +
+           "</tool_call>",
+       "", {{"f", R"({"tags": ["a", "b"], "n": 5})"}}},
+      {F::kGemma4, "<|tool_call>call:f{a:<|\"|>x, y<|\"|>,b:[1,2.5],c:{d:true,e:<|\"|>}<|\"|>}}<tool_call|>", "",
+       {{"f", R"({"a": "x, y", "b": [1, 2.5], "c": {"d": true, "e": "}"}})"}}},
+      {F::kLfm2, "<|tool_call_start|>[f(a='it\\'s', b=True, c=None, d=[1, 2.5]), g()]<|tool_call_end|>Done.", "Done.",
+       {{"f", R"({"a": "it's", "b": true, "c": null, "d": [1, 2.5]})"}, {"g", "{}"}}},
+      {F::kLfm2, "<|tool_call_start|>[f(a=]<|tool_call_end|>", "<|tool_call_start|>[f(a=]<|tool_call_end|>", {}},
+      {F::kNemotron, "<TOOLCALL>[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]</TOOLCALL>", "", {{"f", R"({"a": 1})"}}},
+      {F::kCommandR,
+       "<|START_THINKING|>plan<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"f\", "
+       "\"parameters\": {\"a\": 1}}\n]<|END_ACTION|>",
+       "", {{"f", R"({"a": 1})"}}, "plan"},
+      {F::kCommandR, "<|START_RESPONSE|>Hi there<|END_RESPONSE|>", "Hi there", {}},
+      {F::kApriel, "Sure.\n<tool_calls>[{\"name\": \"f\", \"arguments\": {}}]</tool_calls>", "Sure.", {{"f", "{}"}}},
+      {F::kMiniMaxM1,
+       "<tool_calls>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n{\"name\": \"g\", \"arguments\": {}}\n</tool_calls>",
+       "", {{"f", R"({"a": 1})"}, {"g", "{}"}}},
+      {F::kFirefunction, "I used functools.partial here.", "I used functools.partial here.", {}},
+      {F::kFirefunction, " functools[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]", "", {{"f", R"({"a": 1})"}}},
+      {F::kGigaChat3, "Answer<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+       "Answer", {{"f", R"({"a": 1})"}}},
+      {F::kGigaChat31, "<|function_call|>{\"name\": \"f\", \"arguments\": {}}", "", {{"f", "{}"}}},
+      {F::kApertus, "<|tools_prefix|>[{\"f\": {\"a\": 1}}, {\"g\": {}}]<|tools_suffix|>", "",
+       {{"f", R"({"a": 1})"}, {"g", "{}"}}},
+      {F::kAtem, " to=self<|message|>thinking<|eom|><|start|>assistant to=user<|message|>Hello!<|eot|>", "Hello!", {},
+       "thinking"},
+      {F::kAtem, "Hello there", "Hello there", {}},
+      {F::kHy3,
+       "<tool_calls:opensource>\n<tool_call:opensource>f<tool_sep:opensource>\n<arg_key:opensource>a</arg_key:opensource>"
+       "\n<arg_value:opensource>x</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>",
+       "", {{"f", R"({"a": "x"})"}}},
+      // Arguments that do not decode: the reply stays text.
+      {F::kGemma4, "<|tool_call>call:f{a:}<tool_call|>", "<|tool_call>call:f{a:}<tool_call|>", {}},
+  };
+  ToolCallParseOptions o;
+  o.tools = tools;
+  for (const Reply& r : replies) {
+    SCOPED_TRACE(std::string(ToolCallFormatName(r.format)) + ": " + r.text);
+    const ParsedOutput whole = ParseToolCalls(r.format, r.text, o);
+    EXPECT_EQ(whole.content, r.content);
+    EXPECT_EQ(whole.reasoning, r.reasoning);
+    ASSERT_EQ(whole.tool_calls.size(), r.calls.size());
+    for (size_t i = 0; i < r.calls.size(); ++i) {
+      EXPECT_EQ(whole.tool_calls[i].name, r.calls[i].first);
+      EXPECT_EQ(Json::parse(whole.tool_calls[i].arguments), Json::parse(r.calls[i].second));
+    }
+    // ParseToolCalls' fallback to text (undecodable arguments) is not the stream's.
+    if (Streamed(r.format, r.text, "", o).tool_calls.size() != whole.tool_calls.size()) continue;
+    for (size_t cut = 0; cut <= r.text.size() && !HasFailure(); ++cut) {
+      SCOPED_TRACE("split at " + std::to_string(cut));
+      const ParsedOutput s = Streamed(r.format, std::string_view(r.text).substr(0, cut),
+                                      std::string_view(r.text).substr(cut), o);
+      EXPECT_EQ(s.content, whole.content);
+      EXPECT_EQ(s.reasoning, whole.reasoning);
+      ASSERT_EQ(s.tool_calls.size(), whole.tool_calls.size());
+      for (size_t i = 0; i < s.tool_calls.size(); ++i) {
+        EXPECT_EQ(s.tool_calls[i].name, whole.tool_calls[i].name);
+        EXPECT_EQ(s.tool_calls[i].arguments, whole.tool_calls[i].arguments);
+      }
+    }
+  }
+}
+
+TEST(ToolCallFormats, SolarIdsAreTenLowercaseAlphanumerics) {
+  for (int i = 0; i < 20; ++i) {
+    const std::string id = MakeToolCallId(F::kSolarOpen);
+    ASSERT_EQ(id.size(), 10u);
+    EXPECT_EQ(id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789"), std::string::npos) << id;
+  }
+}
 
 TEST(ToolCallValues, PythonLiterals) {
   using internal::ParsePythonLiteral;
