@@ -5,6 +5,7 @@
 
 #include "grammar/json_schema.h"
 #include "grammar/tool_call_grammar_internal.h"
+#include "grammar/tool_call_syntax.h"
 #include "grammar/tool_calls.h"
 
 namespace kvs::grammar {
@@ -131,6 +132,10 @@ StatusOr<Grammar> ToolCallGrammar(ToolCallFormat format, const Json& tools, cons
     fns.push_back(std::move(fn));
   }
   if (fns.empty()) return InvalidArgument("tool_choice names function '{}', which is not among the tools", choice.name);
+  if (internal::TaggedSyntaxOf(format) != nullptr) {
+    KVS_ASSIGN_OR_RETURN(std::string gbnf, internal::TaggedToolCallGbnf(format, fns, parallel_tool_calls));
+    return ParseGbnf(gbnf);
+  }
 
   std::string rules;
   std::vector<std::string> calls;

@@ -1,5 +1,6 @@
-// Shared by the forced-call grammar code (tool_call_grammar.cc): the
-// grammar of parameters written one by one. Internal to the grammar module.
+// Shared by the forced-call grammar files: tool_call_grammar.cc (the entry
+// point and the older formats) and tool_call_grammar_tagged.cc (the formats
+// of tool_call_syntax.h). Internal to the grammar module.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -43,5 +44,9 @@ StatusOr<std::string> RawStringRule(const ToolFunction& f, const std::string& na
                                     const nlohmann::ordered_json& schema, const std::string& chars);
 StatusOr<std::string> ParamSequence(const ToolFunction& f, const std::string& prefix, const ParamStyle& style,
                                     std::string* rules);
+
+// The whole GBNF text (root and rules) of a reply of one call (or one or
+// more when parallel) to one of `fns`, for a format with a TaggedSyntax.
+StatusOr<std::string> TaggedToolCallGbnf(ToolCallFormat format, const std::vector<ToolFunction>& fns, bool parallel);
 
 }  // namespace kvs::grammar::internal

@@ -9,6 +9,7 @@
 //     the template renders several) and the content;
 //   - the stream parser, fed the text split at every position (and byte
 //     by byte), sends deltas that add up to the same calls and content;
+//   - the forced-call grammar (tool_choice "required") accepts the text;
 //   - with the format's markers as control tokens of a vocabulary, the
 //     text generated token by token reaches the parser whole when the
 //     server gives back the text of the dropped markers
@@ -334,6 +335,14 @@ TEST_P(TemplateOracle, RenderedCallsParseBackWholeAndAtEverySplit) {
         EXPECT_EQ(s.tool_calls[i].arguments, whole.tool_calls[i].arguments);
       }
       EXPECT_EQ(s.content, whole.content);
+    }
+
+    // tool_choice "required" forces text of this shape: the grammar accepts
+    // the template's own rendering of the calls.
+    if (!with_content) {
+      auto g = ToolCallGrammar(c.format, Tools(), {}, /*parallel_tool_calls=*/c.parallel);
+      ASSERT_TRUE(g.ok()) << g.status().ToString();
+      EXPECT_TRUE(testing::Matches(g->ToGbnf(), text)) << g->ToGbnf();
     }
   }
 }
