@@ -146,6 +146,27 @@ TEST(ToolCallFormats, HandWrittenReplies) {
   }
 }
 
+// A long argument (a file's text) streamed a few bytes at a time arrives
+// whole; each buffered call and pythonic section is scanned once.
+TEST(ToolCallFormats, LongBufferedArgumentsStreamInSmallPieces) {
+  const std::string value(100000, 'x');
+  const std::vector<std::pair<ToolCallFormat, std::string>> replies = {
+      {F::kGlm45, "<tool_call>write\n<arg_key>text</arg_key>\n<arg_value>" + value + "</arg_value>\n</tool_call>"},
+      {F::kLfm2, "<|tool_call_start|>[write(text='" + value + "')]<|tool_call_end|>"},
+      {F::kKimiK2, "<|tool_calls_section_begin|><|tool_call_begin|>functions.write:0<|tool_call_argument_begin|>"
+                   "{\"text\": \"" + value + "\"}<|tool_call_end|><|tool_calls_section_end|>"},
+  };
+  for (const auto& [format, text] : replies) {
+    SCOPED_TRACE(ToolCallFormatName(format));
+    ToolCallStreamParser p(format);
+    for (size_t i = 0; i < text.size(); i += 3) (void)p.Feed(std::string_view(text).substr(i, 3));
+    (void)p.Finish();
+    ASSERT_EQ(p.result().tool_calls.size(), 1u);
+    EXPECT_EQ(Json::parse(p.result().tool_calls[0].arguments), Json({{"text", value}}));
+    EXPECT_EQ(p.result().content, "");
+  }
+}
+
 TEST(ToolCallFormats, SolarIdsAreTenLowercaseAlphanumerics) {
   for (int i = 0; i < 20; ++i) {
     const std::string id = MakeToolCallId(F::kSolarOpen);

@@ -98,6 +98,7 @@ struct ToolCallStreamParser::Impl {
   bool in_section = false;
   bool in_json_list = false;
   std::vector<std::string> reasoning_ends;
+  size_t searched = 0;              // buf holds no call/section close before this (FindFrom)
   std::string before_call_ws;       // held_ws and content_started before a tagged call
   bool before_call_started = false;
 
@@ -387,6 +388,7 @@ struct ToolCallStreamParser::Impl {
   void StepHarmonyHeader();
   void OnTaggedMarker(const std::string& m);
   void StepSection();
+  size_t FindFrom(const std::string& marker);
   void BeginTaggedCall();
   void AbortTaggedCall();
   void StepTaggedCall();

@@ -68,6 +68,7 @@ void ToolCallStreamParser::Impl::OnTaggedMarker(const std::string& m) {
     mode = Mode::kAtemHeader;
   } else if (m == syn->section_open) {
     call_id.clear();
+    searched = 0;
     in_section = true;
     mode = syn->body == B::kPythonic ? Mode::kPythonicSection : Mode::kSection;
   } else if (m == syn->call_open) {
@@ -144,6 +145,7 @@ void ToolCallStreamParser::Impl::BeginTaggedCall() {
   // Kept in case the marker turns out to be prose (AbortTaggedCall).
   before_call_ws = held_ws;
   before_call_started = content_started;
+  searched = 0;
   StartCall();
   mode = Mode::kTaggedCall;
 }
@@ -158,9 +160,18 @@ void ToolCallStreamParser::Impl::AbortTaggedCall() {
   mode = Mode::kContent;  // what followed the marker is scanned as text
 }
 
+// Where to look for `marker` in buf: past what an earlier look found
+// without it, so a long buffered call is scanned once, not per chunk.
+size_t ToolCallStreamParser::Impl::FindFrom(const std::string& marker) {
+  const size_t from = searched >= marker.size() ? searched - marker.size() + 1 : 0;
+  const size_t at = buf.find(marker, from);
+  searched = at == std::string::npos ? buf.size() : 0;
+  return at;
+}
+
 void ToolCallStreamParser::Impl::StepTaggedCall() {
-  const size_t close = buf.find(syn->call_close);
   if (!name_sent) {
+    const size_t close = buf.find(syn->call_close);  // waited for kMaxName bytes at most
     const std::string* which = nullptr;
     size_t end = FindFirst(buf, syn->name_ends, &which);
     bool keep = syn->keep_name_end;
@@ -176,9 +187,11 @@ void ToolCallStreamParser::Impl::StepTaggedCall() {
     if (!PlausibleName(name)) return AbortTaggedCall();
     SetName(std::move(name));
     Consume(end + (keep || which == nullptr ? 0 : which->size()));
+    searched = 0;
     return;
   }
-  if (syn->body == B::kJsonArgs) {  // streamed as written
+  const size_t close = syn->body == B::kJsonArgs ? buf.find(syn->call_close) : FindFrom(syn->call_close);
+  if (syn->body == B::kJsonArgs) {  // streamed as written (buf stays short)
     if (close == std::string::npos) {
       const size_t safe = final ? buf.size() : SafePrefixLength(buf, {syn->call_close});
       EmitArgs(std::string_view(buf).substr(0, safe));
@@ -193,6 +206,7 @@ void ToolCallStreamParser::Impl::StepTaggedCall() {
     Consume(close + syn->call_close.size());
   } else {
     if (close == std::string::npos && !final) return;  // arguments are decoded whole
+    searched = 0;
     const size_t end = close == std::string::npos ? buf.size() : close;
     const std::string args = DecodeTaggedArgs(buf.substr(0, end));
     Consume(end + (close == std::string::npos ? 0 : syn->call_close.size()));
@@ -284,7 +298,7 @@ std::string ToolCallStreamParser::Impl::DecodeTaggedArgs(const std::string& body
 }
 
 void ToolCallStreamParser::Impl::StepPythonicSection() {
-  const size_t close = buf.find(syn->section_close);
+  const size_t close = FindFrom(syn->section_close);
   if (close == std::string::npos && !final) return;
   const size_t end = close == std::string::npos ? buf.size() : close;
   const std::string text = buf.substr(0, end);
