@@ -56,7 +56,8 @@ TEST(ToolCallFormats, HandWrittenReplies) {
        "Sure.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n<arg_key>days</arg_key>\n"
        "<arg_value>3</arg_value>\n<arg_key>code</arg_key>\n<arg_value>007</arg_value>\n</tool_call>",
        "Sure.", {{"get_weather", R"({"city": "Oslo", "days": 3, "code": "007"})"}}},
-      {F::kGlm45, "<tool_call>list_files</tool_call><tool_call>f<arg_key>a</arg_key><arg_value>[1, 2]</arg_value></tool_call>",
+      {F::kGlm45,
+       "<tool_call>list_files</tool_call><tool_call>f<arg_key>a</arg_key><arg_value>[1, 2]</arg_value></tool_call>",
        "", {{"list_files", "{}"}, {"f", R"({"a": [1, 2]})"}}},
       {F::kGlm45, "Use <tool_call> tags, like <b>this</b>.", "Use <tool_call> tags, like <b>this</b>.", {}},
       {F::kKimiK2,
@@ -98,11 +99,13 @@ TEST(ToolCallFormats, HandWrittenReplies) {
       {F::kCommandR, "<|START_RESPONSE|>Hi there<|END_RESPONSE|>", "Hi there", {}},
       {F::kApriel, "Sure.\n<tool_calls>[{\"name\": \"f\", \"arguments\": {}}]</tool_calls>", "Sure.", {{"f", "{}"}}},
       {F::kMiniMaxM1,
-       "<tool_calls>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n{\"name\": \"g\", \"arguments\": {}}\n</tool_calls>",
+       "<tool_calls>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n"
+       "{\"name\": \"g\", \"arguments\": {}}\n</tool_calls>",
        "", {{"f", R"({"a": 1})"}, {"g", "{}"}}},
       {F::kFirefunction, "I used functools.partial here.", "I used functools.partial here.", {}},
       {F::kFirefunction, " functools[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]", "", {{"f", R"({"a": 1})"}}},
-      {F::kGigaChat3, "Answer<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+      {F::kGigaChat3,
+       "Answer<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
        "Answer", {{"f", R"({"a": 1})"}}},
       {F::kGigaChat31, "<|function_call|>{\"name\": \"f\", \"arguments\": {}}", "", {{"f", "{}"}}},
       {F::kApertus, "<|tools_prefix|>[{\"f\": {\"a\": 1}}, {\"g\": {}}]<|tools_suffix|>", "",
@@ -111,7 +114,8 @@ TEST(ToolCallFormats, HandWrittenReplies) {
        "thinking"},
       {F::kAtem, "Hello there", "Hello there", {}},
       {F::kHy3,
-       "<tool_calls:opensource>\n<tool_call:opensource>f<tool_sep:opensource>\n<arg_key:opensource>a</arg_key:opensource>"
+       "<tool_calls:opensource>\n<tool_call:opensource>f<tool_sep:opensource>\n"
+       "<arg_key:opensource>a</arg_key:opensource>"
        "\n<arg_value:opensource>x</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>",
        "", {{"f", R"({"a": "x"})"}}},
       // Arguments that do not decode: the reply stays text.

@@ -63,7 +63,9 @@ StatusOr<std::string> ParamSequence(const ToolFunction& f, const std::string& pr
   }
   std::vector<std::pair<std::string, Json>> props;
   for (const auto& [name, schema] : p["properties"].items()) props.emplace_back(name, schema);
-  if (style.sorted) std::sort(props.begin(), props.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (style.sorted) {
+    std::sort(props.begin(), props.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
   std::vector<std::string> items;
   std::vector<bool> optional;
   int k = 0;

@@ -5,8 +5,8 @@
 // through the project's Jinja engine, the assistant's turn is cut out (the
 // text the model would generate), and:
 //   - ParseToolCalls gives back exactly the calls (names, JSON-equal
-//     arguments with nested objects, unicode and quotes; two calls where
-//     the template renders several) and the content;
+//     arguments with nested objects, unicode and quotes; one call, and two
+//     where the template renders several) and the content;
 //   - the stream parser, fed the text split at every position (and byte
 //     by byte), sends deltas that add up to the same calls and content;
 //   - the forced-call grammar (tool_choice "required") accepts the text;
@@ -184,11 +184,12 @@ Json Tools() {
 }
 
 // The calls of the round trips: quotes, unicode, a nested object.
-std::vector<std::pair<std::string, Json>> Calls(bool parallel) {
+std::vector<std::pair<std::string, Json>> Calls(size_t n) {
   std::vector<std::pair<std::string, Json>> calls = {
       {"get_weather", Json::parse(R"({"city": "Oslo, \"Norway\"", "unit": "celsius", "days": 3})")}};
-  if (parallel) {
-    calls.push_back({"search_web", Json::parse(R"({"query": "tides é 😀", "filters": {"site": "x.org", "recent": true}})")});
+  if (n > 1) {
+    calls.push_back(
+        {"search_web", Json::parse(R"({"query": "tides é 😀", "filters": {"site": "x.org", "recent": true}})")});
   }
   return calls;
 }
@@ -198,14 +199,15 @@ const char* kContent = "Let me check that.";
 // The assistant turn with tool calls (and content first when asked), as the
 // model would generate it: what the rendered conversation adds after the
 // prompt, up to the end of the turn.
-std::string GeneratedText(const Case& c, const tmpl::ChatTemplate& t, bool with_content) {
-  const auto calls = Calls(c.parallel);
+std::string GeneratedText(const Case& c, const tmpl::ChatTemplate& t, bool with_content, size_t n_calls) {
+  const auto calls = Calls(n_calls);
   Json tool_calls = Json::array(), results = Json::array();
   for (size_t k = 0; k < calls.size(); ++k) {
     const std::string id = c.id_prefix.empty() ? "a1b2c3d4e" + std::to_string(k) : c.id_prefix + std::to_string(k);
     tool_calls.push_back(
         {{"id", id}, {"type", "function"}, {"function", {{"name", calls[k].first}, {"arguments", calls[k].second}}}});
-    results.push_back({{"role", "tool"}, {"tool_call_id", id}, {"name", calls[k].first}, {"content", "{\"ok\": true}"}});
+    results.push_back(
+        {{"role", "tool"}, {"tool_call_id", id}, {"name", calls[k].first}, {"content", "{\"ok\": true}"}});
   }
   tmpl::ChatRequest req;
   req.bos_token = c.bos;
@@ -220,7 +222,9 @@ std::string GeneratedText(const Case& c, const tmpl::ChatTemplate& t, bool with_
     return "";
   }
   req.messages.push_back(
-      {{"role", "assistant"}, {"content", with_content ? Json(kContent) : c.null_content ? Json() : Json("")}, {"tool_calls", tool_calls}});
+      {{"role", "assistant"},
+       {"content", with_content ? Json(kContent) : c.null_content ? Json() : Json("")},
+       {"tool_calls", tool_calls}});
   for (const Json& r : results) req.messages.push_back(r);
   req.add_generation_prompt = false;
   auto full = t.Render(req);
@@ -300,49 +304,53 @@ TEST_P(TemplateOracle, RenderedCallsParseBackWholeAndAtEverySplit) {
   opts.tools = Tools();
   int next_id = 0;
   opts.make_id = [&] { return "id" + std::to_string(next_id++); };
-  const auto calls = Calls(c.parallel);
-  for (const bool with_content : {false, true}) {
-    SCOPED_TRACE(with_content ? "with content" : "calls only");
-    const std::string text = GeneratedText(c, *tmpl, with_content);
-    ASSERT_FALSE(text.empty());
-    SCOPED_TRACE("generated: " + text);
-    const ParsedOutput whole = ParseToolCalls(c.format, text, opts);
-    ASSERT_EQ(whole.tool_calls.size(), calls.size()) << "content: " << whole.content;
-    for (size_t i = 0; i < calls.size(); ++i) {
-      EXPECT_EQ(whole.tool_calls[i].name, calls[i].first);
-      // Key order is the template's (Gemma sorts them): compare unordered.
-      EXPECT_EQ(nlohmann::json::parse(whole.tool_calls[i].arguments, nullptr, false), nlohmann::json(calls[i].second))
-          << whole.tool_calls[i].arguments;
-    }
-    // The template may leave content out of a turn with calls.
-    const bool content_rendered = text.find(kContent) != std::string::npos;
-    EXPECT_EQ(whole.content, content_rendered ? kContent : "");
-    EXPECT_EQ(whole.reasoning, "");
-
-    // Every split point, and byte by byte: the same calls and content.
-    std::vector<std::vector<std::string_view>> feeds;
-    const std::string_view all(text);
-    for (size_t cut = 0; cut <= text.size(); ++cut) feeds.push_back({all.substr(0, cut), all.substr(cut)});
-    std::vector<std::string_view> bytes;
-    for (size_t i = 0; i < text.size(); ++i) bytes.push_back(all.substr(i, 1));
-    feeds.push_back(bytes);
-    for (size_t k = 0; k < feeds.size() && !HasFailure(); ++k) {
-      SCOPED_TRACE(k < text.size() + 1 ? "split at " + std::to_string(k) : "byte by byte");
-      const ParsedOutput s = StreamPieces(c.format, feeds[k], opts);
-      ASSERT_EQ(s.tool_calls.size(), whole.tool_calls.size());
-      for (size_t i = 0; i < whole.tool_calls.size(); ++i) {
-        EXPECT_EQ(s.tool_calls[i].name, whole.tool_calls[i].name);
-        EXPECT_EQ(s.tool_calls[i].arguments, whole.tool_calls[i].arguments);
+  for (const size_t n_calls : {size_t{1}, size_t{2}}) {
+    if (n_calls > 1 && !c.parallel) continue;
+    SCOPED_TRACE(std::to_string(n_calls) + " call(s)");
+    const auto calls = Calls(n_calls);
+    for (const bool with_content : {false, true}) {
+      SCOPED_TRACE(with_content ? "with content" : "calls only");
+      const std::string text = GeneratedText(c, *tmpl, with_content, n_calls);
+      ASSERT_FALSE(text.empty());
+      SCOPED_TRACE("generated: " + text);
+      const ParsedOutput whole = ParseToolCalls(c.format, text, opts);
+      ASSERT_EQ(whole.tool_calls.size(), calls.size()) << "content: " << whole.content;
+      for (size_t i = 0; i < calls.size(); ++i) {
+        EXPECT_EQ(whole.tool_calls[i].name, calls[i].first);
+        // Key order is the template's (Gemma sorts them): compare unordered.
+        EXPECT_EQ(nlohmann::json::parse(whole.tool_calls[i].arguments, nullptr, false), nlohmann::json(calls[i].second))
+            << whole.tool_calls[i].arguments;
       }
-      EXPECT_EQ(s.content, whole.content);
-    }
+      // The template may leave content out of a turn with calls.
+      const bool content_rendered = text.find(kContent) != std::string::npos;
+      EXPECT_EQ(whole.content, content_rendered ? kContent : "");
+      EXPECT_EQ(whole.reasoning, "");
 
-    // tool_choice "required" forces text of this shape: the grammar accepts
-    // the template's own rendering of the calls.
-    if (!with_content) {
-      auto g = ToolCallGrammar(c.format, Tools(), {}, /*parallel_tool_calls=*/c.parallel);
-      ASSERT_TRUE(g.ok()) << g.status().ToString();
-      EXPECT_TRUE(testing::Matches(g->ToGbnf(), text)) << g->ToGbnf();
+      // Every split point, and byte by byte: the same calls and content.
+      std::vector<std::vector<std::string_view>> feeds;
+      const std::string_view all(text);
+      for (size_t cut = 0; cut <= text.size(); ++cut) feeds.push_back({all.substr(0, cut), all.substr(cut)});
+      std::vector<std::string_view> bytes;
+      for (size_t i = 0; i < text.size(); ++i) bytes.push_back(all.substr(i, 1));
+      feeds.push_back(bytes);
+      for (size_t k = 0; k < feeds.size() && !HasFailure(); ++k) {
+        SCOPED_TRACE(k < text.size() + 1 ? "split at " + std::to_string(k) : "byte by byte");
+        const ParsedOutput s = StreamPieces(c.format, feeds[k], opts);
+        ASSERT_EQ(s.tool_calls.size(), whole.tool_calls.size());
+        for (size_t i = 0; i < whole.tool_calls.size(); ++i) {
+          EXPECT_EQ(s.tool_calls[i].name, whole.tool_calls[i].name);
+          EXPECT_EQ(s.tool_calls[i].arguments, whole.tool_calls[i].arguments);
+        }
+        EXPECT_EQ(s.content, whole.content);
+      }
+
+      // tool_choice "required" forces text of this shape: the grammar accepts
+      // the template's own rendering of the calls.
+      if (!with_content) {
+        auto g = ToolCallGrammar(c.format, Tools(), {}, /*parallel_tool_calls=*/n_calls > 1);
+        ASSERT_TRUE(g.ok()) << g.status().ToString();
+        EXPECT_TRUE(testing::Matches(g->ToGbnf(), text)) << g->ToGbnf();
+      }
     }
   }
 }
@@ -380,7 +388,8 @@ TEST_P(TemplateOracle, ControlTokenMarkersReachTheParser) {
   const auto marker_tokens = ToolCallMarkerTokens(*t, c.format);
   ASSERT_EQ(marker_tokens.size(), ToolCallMarkers(c.format).size());
   const std::map<int32_t, std::string> marker_text(marker_tokens.begin(), marker_tokens.end());
-  const std::string text = GeneratedText(c, *tmpl, /*with_content=*/true);
+  const size_t n_calls = c.parallel ? 2 : 1;
+  const std::string text = GeneratedText(c, *tmpl, /*with_content=*/true, n_calls);
   SCOPED_TRACE("generated: " + text);
   std::string parser_text;
   size_t markers_seen = 0;
@@ -400,7 +409,7 @@ TEST_P(TemplateOracle, ControlTokenMarkersReachTheParser) {
   ToolCallParseOptions opts;
   opts.tools = Tools();
   const ParsedOutput parsed = ParseToolCalls(c.format, parser_text, opts);
-  EXPECT_EQ(parsed.tool_calls.size(), Calls(c.parallel).size());
+  EXPECT_EQ(parsed.tool_calls.size(), n_calls);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, TemplateOracle, ::testing::ValuesIn(Cases()), [](const auto& info) {

@@ -362,7 +362,8 @@ std::optional<ToolJson> MiniMaxElements(std::string_view body, std::string_view 
     const bool nested = inner.find(std::string(ns) + "<") != std::string_view::npos;
     if ((type == "array" || type == "object") && !nested && !Trim(inner).empty()) {
       value = TextValue(inner, sub);  // written as JSON
-    } else if (type == "array" || (type.empty() && nested && inner.find(std::string(ns) + "<item>") != std::string_view::npos)) {
+    } else if (type == "array" ||
+               (type.empty() && nested && inner.find(std::string(ns) + "<item>") != std::string_view::npos)) {
       auto v = MiniMaxElements(inner, ns, sub.is_object() && sub.contains("items") ? sub["items"] : ToolJson(), true,
                                depth + 1);
       if (!v) return std::nullopt;
