@@ -13,10 +13,9 @@ namespace {
 
 bool Has(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
-// The descriptor's tags that may be single tokens: whole tags (not
-// '<function name="'-style openings, not "\n" or "{"), the tags inside
-// "function call<|role_sep|>"-style markers, and the format's other
-// special tokens.
+// The descriptor's tags that may be single tokens (whole tags: not
+// '<function name="'-style openings, "\n" or "{"), and the format's other
+// special tokens (those inside longer markers, e.g. "function call<|role_sep|>").
 std::vector<std::string> TaggedMarkers(ToolCallFormat f) {
   const internal::TaggedSyntax* s = internal::TaggedSyntaxOf(f);
   if (s == nullptr) return {};
@@ -25,19 +24,19 @@ std::vector<std::string> TaggedMarkers(ToolCallFormat f) {
                                   s->reasoning_open, s->reasoning_close};
   all.insert(all.end(), s->name_ends.begin(), s->name_ends.end());
   all.insert(all.end(), s->drop.begin(), s->drop.end());
-  switch (f) {
-    case ToolCallFormat::kGemma4: all.insert(all.end(), {"<|tool_call>", "<|\"|>", "<|tool_response>"}); break;
-    case ToolCallFormat::kGigaChat3: all.push_back("<|role_sep|>"); break;
-    case ToolCallFormat::kAtem: all.insert(all.end(), {"<|start|>", "<|message|>"}); break;
-    case ToolCallFormat::kSolarOpen: all.insert(all.end(), {"<|begin|>", "<|tool_call:name|>"}); break;
-    case ToolCallFormat::kMiniMaxM3: all.push_back(s->param_open); break;
-    default: break;
-  }
   std::vector<std::string> out;
   for (std::string& m : all) {
-    const bool tag = (m.size() > 2 && (m[0] == '<' || m[0] == ']') && m.back() != '"' && m.back() != '=' &&
-                      !Has(m, " ")) || m == "functools";
+    const bool tag = m.size() > 2 && m.front() == '<' && m.back() == '>' && !Has(m, " ");
     if (tag && std::find(out.begin(), out.end(), m) == out.end()) out.push_back(std::move(m));
+  }
+  switch (f) {
+    case ToolCallFormat::kGemma4: out.insert(out.end(), {"<|tool_call>", "<|\"|>"}); break;
+    case ToolCallFormat::kGigaChat3: out.push_back("<|role_sep|>"); break;
+    case ToolCallFormat::kAtem: out.insert(out.end(), {"<|start|>", "<|message|>"}); break;
+    case ToolCallFormat::kSolarOpen: out.insert(out.end(), {"<|begin|>", "<|tool_call:name|>"}); break;
+    case ToolCallFormat::kMiniMaxM3: out.push_back(s->param_open); break;  // its "]<]minimax[>[" prefix
+    case ToolCallFormat::kFirefunction: out.push_back(s->section_open); break;
+    default: break;
   }
   return out;
 }
