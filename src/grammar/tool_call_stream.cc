@@ -46,6 +46,10 @@ void ToolCallStreamParser::Impl::StepObject() {
       const Json k = Json::parse(buf.substr(0, n), nullptr, false);
       current_key = k.is_string() ? k.get<std::string>() : "";
       Consume(n);
+      if (syn != nullptr && syn->name_keyed && !name_sent) {  // Apertus: {"NAME": ARGS}
+        SetName(current_key);
+        current_key = "arguments";
+      }
       phase = ObjPhase::kColon;
       return;
     }
@@ -63,7 +67,7 @@ void ToolCallStreamParser::Impl::StepObject() {
       if (!value.started() && !SkipSpace()) return;
       const size_t n = value.Feed(buf);
       const std::string_view text = std::string_view(buf).substr(0, n);
-      if (current_key == "name") {
+      if (current_key == "name" || current_key == "tool_name") {
         name_value += text;
       } else if (current_key == "arguments" || current_key == "parameters") {
         EmitArgs(text);
@@ -73,7 +77,7 @@ void ToolCallStreamParser::Impl::StepObject() {
       Consume(n);
       if (final && !value.done()) value.EndOfInput();
       if (!value.done()) return;
-      if (current_key == "name") {
+      if (current_key == "name" || current_key == "tool_name") {
         const Json v = Json::parse(name_value, nullptr, false);
         std::string id;
         const Json idv = Json::parse(call_id, nullptr, false);
@@ -97,6 +101,7 @@ void ToolCallStreamParser::Impl::StepObject() {
 }
 
 void ToolCallStreamParser::Impl::StepAfterObject() {
+  if (syn != nullptr) return StepAfterJsonCall();
   if (!SkipSpace()) {
     if (final) mode = Mode::kContent;
     return;

@@ -1,7 +1,8 @@
 // ToolCallStreamParser's state (tool_calls.h), shared by its two source
 // files: tool_call_stream.cc (content, JSON-object calls, names, argument
-// values) and tool_call_stream_formats.cc (Qwen3-Coder parameters, python
-// code, DeepSeek, harmony). Internal to the grammar module.
+// values), tool_call_stream_formats.cc (Qwen3-Coder parameters, python
+// code, DeepSeek, harmony) and tool_call_stream_tagged.cc (the formats
+// described by tool_call_syntax.h). Internal to the grammar module.
 // Thread-safety: one instance per stream.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "grammar/tool_call_scan.h"
+#include "grammar/tool_call_syntax.h"
 #include "grammar/tool_calls.h"
 
 namespace kvs::grammar {
@@ -51,6 +53,12 @@ struct ToolCallStreamParser::Impl {
     kDsAfterSep,      // DeepSeek: after <｜tool▁sep｜>
     kHarmonyHeader,   // after <|channel|>, up to <|message|>
     kHarmonyBody,     // a message body up to an end marker
+    // TaggedSyntax formats (tool_call_stream_tagged.cc):
+    kSection,         // inside section_open, before/between calls
+    kTaggedCall,      // after call_open: the name, then the arguments up to call_close
+    kPythonicSection, // LFM2: the whole section up to section_close
+    kReasoning,       // reasoning up to one of reasoning_ends
+    kAtemHeader,      // Muse Glimmer: a message header up to <|message|>
   };
 
   ToolCallFormat format;
@@ -84,11 +92,22 @@ struct ToolCallStreamParser::Impl {
   int qwen_params = 0;
   std::string harmony_channel;
   bool harmony_call = false;
+  // TaggedSyntax formats.
+  const internal::TaggedSyntax* syn = nullptr;
+  std::vector<std::string> tagged_markers;  // what content is scanned for
+  bool in_section = false;
+  bool in_json_list = false;
+  std::vector<std::string> reasoning_ends;
+  size_t searched = 0;              // buf holds no call/section close before this (FindFrom)
+  std::string before_call_ws;       // held_ws and content_started before a tagged call
+  bool before_call_started = false;
 
   Impl(ToolCallFormat f, ToolCallParseOptions o)
       : format(f == ToolCallFormat::kDeepSeekV31 ? ToolCallFormat::kDeepSeekV3 : f), opts(std::move(o)) {
     if (!opts.make_id) opts.make_id = [f] { return MakeToolCallId(f); };
+    InitTagged();
   }
+  void InitTagged();
 
   // --- output helpers ---------------------------------------------------------
   void EmitContent(std::string_view text) {
@@ -202,9 +221,11 @@ struct ToolCallStreamParser::Impl {
       const int stage_before = ds_stage;
       const ObjPhase phase_before = phase;
       const bool id_before = reading_id;
+      const bool name_before = name_sent, section_before = in_section, list_before = in_json_list;
       Step();
       if (buf.size() == before && mode == mode_before && ds_stage == stage_before && phase == phase_before &&
-          reading_id == id_before) {
+          reading_id == id_before && name_sent == name_before && in_section == section_before &&
+          in_json_list == list_before) {
         return;  // needs more input
       }
     }
@@ -224,7 +245,7 @@ struct ToolCallStreamParser::Impl {
       case ToolCallFormat::kDeepSeekV31: markers = {kDsCallsBegin, kDsCallBegin}; break;
       case ToolCallFormat::kFunctionary: markers = {kFuncOpen, kPythonTag}; break;
       case ToolCallFormat::kHarmony: markers = {kHChannel, kHStart}; break;
-      case ToolCallFormat::kNone: break;
+      default: markers = tagged_markers; break;
     }
     if (format == ToolCallFormat::kLlama3 && !content_started && result.tool_calls.empty() && LlamaJsonStart()) return;
     size_t best = std::string::npos;
@@ -271,6 +292,7 @@ struct ToolCallStreamParser::Impl {
   }
 
   void OnMarker(const std::string& m) {
+    if (syn != nullptr) return OnTaggedMarker(m);
     if (m == kHermesOpen) {
       StartCall();
       if (format == ToolCallFormat::kQwen3Coder) {
@@ -346,6 +368,11 @@ struct ToolCallStreamParser::Impl {
       case Mode::kDsAfterSep: return StepDsAfterSep();
       case Mode::kHarmonyHeader: return StepHarmonyHeader();
       case Mode::kHarmonyBody: return StepArgsUntil();
+      case Mode::kSection: return StepSection();
+      case Mode::kTaggedCall: return StepTaggedCall();
+      case Mode::kPythonicSection: return StepPythonicSection();
+      case Mode::kReasoning: return StepReasoning();
+      case Mode::kAtemHeader: return StepAtemHeader();
     }
   }
 
@@ -359,6 +386,17 @@ struct ToolCallStreamParser::Impl {
   void StepDsBetween();
   void StepDsAfterSep();
   void StepHarmonyHeader();
+  void OnTaggedMarker(const std::string& m);
+  void StepSection();
+  size_t FindFrom(const std::string& marker);
+  void BeginTaggedCall();
+  void AbortTaggedCall();
+  void StepTaggedCall();
+  void StepPythonicSection();
+  void StepReasoning();
+  void StepAtemHeader();
+  void StepAfterJsonCall();
+  std::string DecodeTaggedArgs(const std::string& body) const;
   std::string QwenValue(const std::string& param, std::string raw) const;
 };
 

@@ -19,13 +19,53 @@
 //   kFunctionary <function=get_weather>{"city": "Oslo"}</function>   (v3.1; <|python_tag|>code calls "python")
 //   kHarmony     <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{..}<|call|>
 //                (gpt-oss; analysis-channel text is returned as reasoning)
+// Formats described by tool_call_syntax.h (strings written raw where the
+// template does; other values JSON unless said):
+//   kGlm45       <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>
+//                (GLM-4.5/4.6, poolside Laguna; Laguna-S without the newlines)
+//   kHy3         <tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n
+//                <arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>Oslo</arg_value:opensource>
+//                \n</tool_call:opensource>\n</tool_calls:opensource>   (Tencent Hy3)
+//   kKimiK2      <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>
+//                {..}<|tool_call_end|><|tool_calls_section_end|>   (Kimi K2, K2-Thinking)
+//   kSolarOpen   <|tool_calls|><|tool_call:begin|>ID<|tool_call:name|>get_weather<|tool_call:args|>{..}
+//                <|tool_call:end|><|calls|>   (Upstage Solar Open; <|think|>..<|end|> is reasoning)
+//   kDeepSeekV32 <｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city"
+//                string="true">Oslo</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>
+//   kDeepSeekV4  the same with <｜DSML｜tool_calls>
+//   kAtem        <|start|>assistant to=get_weather<|message|><atem:function_calls>\n<atem:invoke name="get_weather">
+//                \n<atem:parameter name="city">Oslo</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eom|>
+//                (Muse Glimmer; a message to=self is reasoning, to=user the answer)
+//   kMiniCpm5    <function name="get_weather"><param name="city">Oslo</param></function>   (MiniCPM5; CDATA
+//                strings, Python literals)
+//   kSeedOss     <seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function>\n
+//                </seed:tool_call>   (ByteDance Seed-OSS)
+//   kMiniMaxM3   NS<tool_call>\nNS<invoke name="get_weather">NS<city>Oslo NS</city>NS</invoke>\nNS</tool_call>
+//                with NS = "]<]minimax[>[", objects and arrays (NS<item>) as nested elements
+//   kGemma4      <|tool_call>call:get_weather{city:<|"|>Oslo<|"|>,days:3}<tool_call|>   (keys sorted)
+//   kLfm2        <|tool_call_start|>[get_weather(city='Oslo', days=3)]<|tool_call_end|>   (LFM2, LFM2.5)
+//   kNemotron    <TOOLCALL>[{"name": "get_weather", "arguments": {..}}]</TOOLCALL>   (Nemotron Nano v2)
+//   kCommandR    <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {..}}]
+//                <|END_ACTION|>   (Command R7B, Cohere2 North; <|START_THINKING|> is reasoning)
+//   kApriel      <tool_calls>[{"name": "get_weather", "arguments": {..}}]</tool_calls>   (Apriel 1.6)
+//   kMiniMaxM1   <tool_calls>\n{"name": "get_weather", "arguments": {..}}\n</tool_calls>   (one object per line)
+//   kFirefunction functools[{"name": "get_weather", "arguments": {..}}]   (firefunction-v2)
+//   kGigaChat3   <|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "get_weather", "arguments": {..}}
+//   kGigaChat31  <|function_call|>{"name": "get_weather", "arguments": {..}}   (both: one call per turn)
+//   kApertus     <|tools_prefix|>[{"get_weather": {..}}]<|tools_suffix|>   (Apertus)
+// docs/structured-output.md maps each template of ../shared/templates to
+// its format.
 // Markers such as [TOOL_CALLS] are special tokens in their vocabularies: the
 // text fed to the parsers must keep them (detokenize with special tokens
 // kept, or at least these: ToolCallMarkers).
 //
 // Arguments are the model's JSON text as written (the concatenation of the
 // streamed argument fragments equals the non-streaming arguments string);
-// for kQwen3Coder and Llama built-in calls they are built as JSON.
+// for kQwen3Coder and Llama built-in calls they are built as JSON, and so
+// are those of the syntaxes that write parameters one by one or not as
+// JSON (sent whole when the call ends; the name is sent first, as soon as
+// it is complete). Values written as text are typed by the request's
+// tool schemas (ToolCallParseOptions::tools).
 //
 // Thread-safety: functions are pure; a ToolCallStreamParser is one
 // sequence's state, used by one thread at a time.
@@ -57,6 +97,27 @@ enum class ToolCallFormat {
   kDeepSeekV31,  // parsed like kDeepSeekV3; differs in the forced-call grammar
   kFunctionary,
   kHarmony,
+  // Formats of tool_call_syntax.h (one descriptor each).
+  kGlm45,        // GLM-4.5/4.6, poolside Laguna
+  kHy3,          // Tencent Hy3
+  kKimiK2,
+  kSolarOpen,
+  kDeepSeekV32,  // DSML <｜DSML｜function_calls>
+  kDeepSeekV4,   // DSML <｜DSML｜tool_calls>
+  kAtem,         // Muse Glimmer
+  kMiniCpm5,
+  kSeedOss,
+  kMiniMaxM3,
+  kGemma4,
+  kLfm2,
+  kNemotron,
+  kCommandR,     // Command R7B, Cohere2 (North)
+  kApriel,
+  kMiniMaxM1,
+  kFirefunction,
+  kGigaChat3,
+  kGigaChat31,
+  kApertus,
 };
 
 // The format a chat template renders tool calls in (kNone: unknown or no
@@ -81,14 +142,15 @@ struct ToolCall {
 
 struct ParsedOutput {
   std::string content;    // text outside tool calls
-  std::string reasoning;  // kHarmony analysis channel
+  std::string reasoning;  // kHarmony's analysis channel, kCommandR's / kSolarOpen's thinking, kAtem's to=self
   std::vector<ToolCall> tool_calls;
 };
 
 struct ToolCallParseOptions {
   // The request's tools (OpenAI form: [{"type": "function", "function":
-  // {"name", "parameters"}}]); kQwen3Coder uses parameter types to decide
-  // which values are strings. May be null.
+  // {"name", "parameters"}}]); the syntaxes that write values as text
+  // (kQwen3Coder, kGlm45, ...) use parameter types to decide which values
+  // are strings. May be null.
   nlohmann::ordered_json tools;
   // Makes call ids ("call_" + 24 characters by default); tests pin it.
   std::function<std::string()> make_id;
@@ -135,7 +197,8 @@ class ToolCallStreamParser {
 // content without tool calls (as vLLM does).
 ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text, const ToolCallParseOptions& options = {});
 
-// "call_" + 24 random alphanumerics (Mistral's 9-character form for kMistral).
+// "call_" + 24 random alphanumerics (Mistral's 9-character form for kMistral,
+// Solar Open's 10 of [a-z0-9] for kSolarOpen).
 std::string MakeToolCallId(ToolCallFormat format);
 
 struct ToolChoice {

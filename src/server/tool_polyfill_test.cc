@@ -24,7 +24,7 @@ TEST(ToolPolyfillTest, WrittenCallsParseBackInEverySyntax) {
       {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": {"tz": "UTC", "n": 2}}}])");
   for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kQwen3Coder, ToolCallFormat::kLlama3,
                            ToolCallFormat::kMistral, ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31,
-                           ToolCallFormat::kFunctionary, ToolCallFormat::kHarmony}) {
+                           ToolCallFormat::kFunctionary, ToolCallFormat::kHarmony, ToolCallFormat::kLfm2}) {
     const std::string name = grammar::ToolCallFormatName(f);
     SCOPED_TRACE(name);
     const std::string text = tmpl::WriteToolCalls(name, calls);

@@ -113,6 +113,54 @@ void MapId(Json* v) {
   if (v->is_string() && !IsNineAlnum(v->get<std::string>())) *v = NineAlnum(v->get<std::string>());
 }
 
+// A JSON value as a Python literal (LFM2's pythonic calls): strings in single
+// quotes with backslash escapes, true/false/null as True/False/None.
+std::string PythonLiteral(const Json& v) {
+  if (v.is_string()) {
+    std::string out = "'";
+    for (char c : v.get<std::string>()) {
+      if (c == '\\' || c == '\'') out += '\\';
+      if (c == '\n') {
+        out += "\\n";
+        continue;
+      }
+      out += c;
+    }
+    return out + "'";
+  }
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_null()) return "None";
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + PythonLiteral(v[i]);
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [k, x] : v.items()) {
+      out += (first ? "" : ", ") + PythonLiteral(Json(k)) + ": " + PythonLiteral(x);
+      first = false;
+    }
+    return out + "}";
+  }
+  return v.dump();  // numbers
+}
+
+// name(k=v, ...) from the arguments' JSON text (not an object: no arguments).
+std::string PythonCall(const std::string& name, const std::string& arguments) {
+  const Json args = Json::parse(arguments, nullptr, false);
+  std::string out = name + "(";
+  if (args.is_object()) {
+    bool first = true;
+    for (const auto& [k, x] : args.items()) {
+      out += (first ? "" : ", ") + k + "=" + PythonLiteral(x);
+      first = false;
+    }
+  }
+  return out + ")";
+}
+
 }  // namespace
 
 std::string WriteToolCalls(const std::string& syntax_name, const Json& tool_calls) {
@@ -145,6 +193,10 @@ std::string WriteToolCalls(const std::string& syntax_name, const Json& tool_call
     join("", [](S n, S a) { return "<|channel|>commentary to=functions." + n + " <|constrain|>json<|message|>" + a + "<|call|>"; });
   } else if (syntax == "qwen3_coder") {
     join("\n", QwenCoderCall);
+  } else if (syntax == "lfm2") {
+    out = "<|tool_call_start|>[";
+    join(", ", PythonCall);
+    out += "]<|tool_call_end|>";
   } else {  // hermes
     join("\n", [](S n, S a) {
       return "<tool_call>\n{\"name\": " + Json(n).dump() + ", \"arguments\": " + a + "}\n</tool_call>";
