@@ -260,6 +260,67 @@ describe("fake reasoning model", () => {
   });
 });
 
+// (c) The same through a real `kvserve gateway` (one key, the fake replica
+// behind it): every dialect's reasoning reaches the client through the
+// gateway's relay, streamed and not (the gateway counts prompts with
+// stories260K's tokenizer; the fake's replies are what is checked).
+describe("through a gateway", { skip: !realModelPath() }, () => {
+  let replica, gw, client, anthropic;
+  before(async () => {
+    const { addKey, startGateway, tempDir } = await import("../gateway/common.mjs");
+    replica = await startServer({ args: ["--fake-reasoning", "--fake-step-ms", "0.2"] });
+    const keyFile = path.join(tempDir(), "keys.yaml");
+    const key = addKey(keyFile, "thinkers");
+    gw = await startGateway({
+      model: realModelPath(),
+      gateway: { key_file: keyFile },
+      pools: [{ name: "main", max_context: 4096, replicas: [replica.baseURL] }],
+    });
+    client = new OpenAI({ apiKey: key, baseURL: `${gw.baseURL}/v1`, maxRetries: 0 });
+    anthropic = new Anthropic({ apiKey: key, baseURL: gw.baseURL, maxRetries: 0 });
+  });
+  after(async () => {
+    if (gw) assert.equal((await gw.stop()).code, 0);
+    if (replica) await replica.stop();
+  });
+
+  test("chat: reasoning_content whole and streamed", async () => {
+    const r = await client.chat.completions.create({ model: "fake-model", messages: MESSAGES, temperature: 0 });
+    assert.equal(r.choices[0].message.reasoning_content, THOUGHT);
+    assert.equal(r.choices[0].message.content, STORY);
+    const stream = await client.chat.completions.create({ model: "fake-model", messages: MESSAGES, temperature: 0, stream: true });
+    let reasoning = "";
+    let content = "";
+    for await (const chunk of stream) {
+      const d = chunk.choices[0]?.delta ?? {};
+      reasoning += d.reasoning_content ?? "";
+      content += d.content ?? "";
+    }
+    assert.equal(reasoning, THOUGHT);
+    assert.equal(content, STORY);
+  });
+
+  test("Messages: the SDK's stream assembles the thinking block", async () => {
+    const msg = await anthropic.messages
+      .stream({ model: "fake-model", max_tokens: 400, temperature: 0, messages: MESSAGES, thinking: { type: "enabled", budget_tokens: 1024 } })
+      .finalMessage();
+    assert.equal(msg.content[0].type, "thinking");
+    assert.equal(msg.content[0].thinking, THOUGHT);
+    assert.equal(msg.content[1].type, "text");
+    assert.equal(msg.content[1].text, STORY);
+  });
+
+  test("Responses: a reasoning item before the message, created and streamed", async () => {
+    const r = await client.responses.create({ model: "fake-model", input: "Tell me a story.", temperature: 0 });
+    assert.equal(r.output[0].type, "reasoning");
+    assert.deepEqual(r.output[0].content, [{ type: "reasoning_text", text: THOUGHT }]);
+    assert.equal(r.output_text, STORY);
+    const streamed = await client.responses.stream({ model: "fake-model", input: "Tell me a story.", temperature: 0 }).finalResponse();
+    assert.deepEqual(streamed.output[0].content, r.output[0].content);
+    assert.equal(streamed.output_text, STORY);
+  });
+});
+
 describe("model.reasoning_parser none", () => {
   test("the raw text is content", async () => {
     const server = await startServer({ args: ["--fake-reasoning", "--fake-step-ms", "0.2", "--reasoning-parser", "none"] });
