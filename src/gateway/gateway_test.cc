@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "base/test_util.h"
+#include "gateway/prompt_counter.h"
 #include "http/sse.h"
 #include "http/sse_parser.h"
 
@@ -171,6 +172,37 @@ struct Fixture {
 
 constexpr const char* kBody = R"({"model":"m","prompt":"Once upon a time","max_tokens":4})";
 constexpr const char* kStream = R"({"model":"m","prompt":"Once upon a time","max_tokens":4,"stream":true})";
+
+// The counter renders as the replica does: with the replicas' template
+// override (model.chat_template) and with the request's template variables
+// (chat_template_kwargs), so a variable the template prints is counted.
+TEST(GatewayTest, PromptCounterUsesTheTemplateOverrideAndTheRequestsTemplateVariables) {
+  if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kvs-counter-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "t.jinja").string();
+  std::ofstream(file) << "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+                         "{% if note is defined %}[note: {{ note }}]{% endif %}<assistant>";
+  auto counter = PromptCounter::Load(ModelPath(), file);
+  ASSERT_TRUE(counter.ok()) << counter.status().message();
+  auto count = [&](const std::string& body) {
+    CountedRequest out;
+    auto e = (*counter)->Count(api::Endpoint::kChatCompletions, api::Json::parse(body), &out);
+    EXPECT_FALSE(e.has_value()) << (e ? e->message : "");
+    return out;
+  };
+  const CountedRequest plain = count(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_EQ(plain.prompt_text, "<user>hi<assistant>");
+  const CountedRequest noted = count(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+      "chat_template_kwargs": {"note": "a variable the template prints"}})");
+  EXPECT_EQ(noted.prompt_text, "<user>hi[note: a variable the template prints]<assistant>");
+  EXPECT_GT(noted.max_prompt_tokens, plain.max_prompt_tokens);
+  // A missing override file is an error at load, naming it.
+  auto missing = PromptCounter::Load(ModelPath(), (dir / "nope.jinja").string());
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("nope.jinja"), std::string::npos) << missing.status().message();
+  std::filesystem::remove_all(dir);
+}
 
 TEST(GatewayTest, PassesAnswersThroughAndRetriesBeforeTheFirstByte) {
   if (ModelPath().empty()) GTEST_SKIP() << "models/kvserve-tiny.gguf is missing";
