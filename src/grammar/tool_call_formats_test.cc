@@ -216,6 +216,12 @@ TEST(ToolCallValues, PythonicCallsAndGemmaArguments) {
   ASSERT_TRUE(gemma.has_value());
   EXPECT_EQ(Json(*gemma), Json::parse(R"({"q": "a:b", "n": 2, "l": ["x"]})"));
   EXPECT_FALSE(internal::ParseGemmaArguments("q:<|\"|>open").has_value());
+  // Cut or malformed: the pairs that a ',' or '}' ended.
+  using internal::GemmaArgumentsPrefix;
+  EXPECT_EQ(Json(GemmaArgumentsPrefix("q:<|\"|>a,b<|\"|>,n:2")), Json::parse(R"({"q": "a,b"})"));
+  EXPECT_EQ(Json(GemmaArgumentsPrefix("q:1,n:2}<tool_c")), Json::parse(R"({"q": 1, "n": 2})"));
+  EXPECT_EQ(Json(GemmaArgumentsPrefix("q:[1,2")), Json::object());
+  EXPECT_EQ(Json(GemmaArgumentsPrefix("q:1,n:}")), Json::parse(R"({"q": 1})"));
 }
 
 TEST(ToolCallValues, MiniMaxNestedValues) {
@@ -230,6 +236,14 @@ TEST(ToolCallValues, MiniMaxNestedValues) {
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(Json(*v), Json::parse(R"({"o": {"id": "12", "on": true}, "l": [1, 2], "e": []})"));
   EXPECT_FALSE(internal::ParseMiniMaxXml(ns + "<o>unclosed", ns, schema).has_value());
+  // Cut or malformed: the top-level elements closed before the fault.
+  EXPECT_EQ(Json(internal::MiniMaxXmlPrefix(ns + "<e>" + ns + "</e>" + ns + "<l>" + ns + "<item>1" + ns + "</item>" + ns +
+                                                "<item>2",
+                                            ns, schema)),
+            Json::parse(R"({"e": []})"));
+  EXPECT_EQ(Json(internal::MiniMaxXmlPrefix(ns + "<l>" + ns + "<item>1" + ns + "</item>" + ns + "</l>" + ns + "</inv",
+                                            ns, schema)),
+            Json::parse(R"({"l": [1]})"));
 }
 
 }  // namespace
