@@ -168,6 +168,48 @@ TEST(ConstrainedEngine, SteersToAValidEndNearMaxTokens) {
   EXPECT_GT(lengthy, 0) << "steering only near the end: replies use their budget";
 }
 
+// Far from max_tokens the draw is free, but one token may open an optional
+// part whose rest alone outgrows the tokens left (a tool call's optional
+// parameter with long closing tags). Such a draw is drawn again, so the
+// reply still ends within max_tokens; with room enough the optional part
+// is still taken.
+TEST(ConstrainedEngine, AFreeDrawNeverPutsTheEndOutOfReach) {
+  FakeModelRunnerOptions opts;
+  opts.vocab_size = kVocab;
+  opts.eos_token_id = 0;
+  auto t = MakeEngine(opts, EngineConfig{});
+  // Shortest: {"a":1} (7 bytes); the optional part adds 24 bytes at once.
+  const auto g = Compile(R"(root ::= "{\"a\":" [0-9]+ ("," "\"bbbbbbbbbbbbbbbbbbbb\":" [0-9])? "}")");
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<int32_t> budgets;
+  for (int i = 0; i < 48; ++i) {
+    Request r;
+    r.prompt_token_ids = MakePrompt(3 + i % 5, static_cast<uint64_t>(i), kVocab);
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = static_cast<uint64_t>(7 + i);
+    r.sampling.max_tokens = i < 32 ? 12 + i % 12 : 48;
+    budgets.push_back(r.sampling.max_tokens);
+    r.grammar = g;
+    auto s = t.engine->Submit(std::move(r));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    streams.push_back(*s);
+  }
+  RunToCompletion(*t.engine);
+  int optional = 0;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const Collected out = Drain(*streams[i]);
+    const std::string text = Text(g->vocabulary(), out.tokens);
+    ASSERT_EQ(out.num_finals, 1);
+    EXPECT_EQ(out.last.finish_reason, FinishReason::kStop) << "max_tokens " << budgets[i] << ": " << text;
+    EXPECT_LE(static_cast<int32_t>(out.tokens.size()), budgets[i]);
+    grammar::GrammarMatcher m(g);
+    for (int32_t tok : out.tokens) ASSERT_TRUE(m.AcceptToken(tok).ok()) << text;
+    EXPECT_TRUE(m.CanEnd()) << text;
+    optional += text.find("bbb") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_GT(optional, 0) << "the optional part is still written when it fits";
+}
+
 TEST(ConstrainedEngine, GrammarForAnotherVocabularyIsRefused) {
   FakeModelRunnerOptions opts;
   opts.vocab_size = kVocab * 2;

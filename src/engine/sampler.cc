@@ -45,6 +45,11 @@ SampleResult Sampler::Sample(std::span<const float> logits, Sequence& seq) {
     for (const auto& [id, bias] : p.logit_bias) work_[static_cast<size_t>(id)] += bias;
   };
   const auto draw = [&] { return p.greedy() ? ArgMax(processed) : Draw(processed, p, seq.rng); };
+  const int32_t tokens_left = p.max_tokens - seq.num_output_tokens();  // this one included
+  // A free draw that leaves the grammar unable to end within max_tokens
+  // (EndsInTime) is undone and drawn again among the tokens that keep the
+  // end in reach (SteerToEnd).
+  bool steer = false;
   prepare();
   if (seq.matcher && UnmaskedDrawIsExact(seq)) {
     // Draw first, mask only if the grammar refuses the token: most tokens
@@ -70,6 +75,12 @@ SampleResult Sampler::Sample(std::span<const float> logits, Sequence& seq) {
       // the masked path below decides, and reports errors.
       if (!accepted) prepare();
     }
+    if (accepted && !EndsInTime(*seq.matcher, tokens_left)) {
+      KVS_CHECK(seq.matcher->Rollback(1).ok());
+      accepted = false;
+      steer = true;
+      prepare();
+    }
     if (accepted) {
       r.grammar_done = seq.matcher->IsTerminated();
       if (p.logprobs) FillLogprobs(logits, *p.logprobs, r);
@@ -77,27 +88,36 @@ SampleResult Sampler::Sample(std::span<const float> logits, Sequence& seq) {
     }
     // Greedy: work_ still holds the processed logits for the masked argmax.
   }
-  if (seq.matcher) {
-    mask_.assign(static_cast<size_t>((vocab_size_ + 31) / 32), 0u);
-    r.error = seq.matcher->FillNextTokenMask(mask_);
-    if (!r.error.ok()) {
-      r.error = r.error.WithContext("constrained decoding cannot continue");
-      r.token_id = 0;
-      return r;
+  for (;;) {
+    bool steered = false;
+    if (seq.matcher) {
+      mask_.assign(static_cast<size_t>((vocab_size_ + 31) / 32), 0u);
+      r.error = seq.matcher->FillNextTokenMask(mask_);
+      if (!r.error.ok()) {
+        r.error = r.error.WithContext("constrained decoding cannot continue");
+        r.token_id = 0;
+        return r;
+      }
+      grammar::ApplyTokenMask(mask_, work_);
+      steered = SteerToEnd(seq, tokens_left, steer);
     }
-    grammar::ApplyTokenMask(mask_, work_);
-    SteerToEnd(seq, p.max_tokens - seq.num_output_tokens());
-  }
-  r.token_id = draw();
-  if (seq.matcher) {
+    r.token_id = draw();
+    if (!seq.matcher) break;
     // A draw never lands on a -inf (zero weight) token unless nothing was
     // allowed; AcceptToken then fails and the sequence ends with the error.
     r.error = seq.matcher->AcceptToken(r.token_id);
     if (!r.error.ok()) {
       r.error = r.error.WithContext("constrained decoding: no allowed token");
-    } else {
-      r.grammar_done = seq.matcher->IsTerminated();
+      break;
     }
+    if (!steered && !EndsInTime(*seq.matcher, tokens_left)) {  // once: the steered draw fits or comes nearest
+      KVS_CHECK(seq.matcher->Rollback(1).ok());
+      steer = true;
+      prepare();
+      continue;
+    }
+    r.grammar_done = seq.matcher->IsTerminated();
+    break;
   }
   if (p.logprobs) FillLogprobs(logits, *p.logprobs, r);
   return r;
@@ -133,10 +153,16 @@ bool Sampler::UnmaskedDrawIsExact(const Sequence& seq) const {
   return static_cast<int64_t>(seq.matcher->MinCompletionBytes()) + 1 + kSteerSlack < tokens_left;
 }
 
-void Sampler::SteerToEnd(Sequence& seq, int32_t tokens_left) {
+bool Sampler::EndsInTime(const grammar::GrammarMatcher& m, int32_t tokens_left) {
+  // After this token, tokens_left - 1 remain for the completion (one-byte
+  // tokens at worst) and the stop token.
+  return m.IsTerminated() || static_cast<int64_t>(m.MinCompletionBytes()) + 1 <= tokens_left - 1;
+}
+
+bool Sampler::SteerToEnd(Sequence& seq, int32_t tokens_left, bool force) {
   grammar::GrammarMatcher& m = *seq.matcher;
   const int32_t need = m.MinCompletionBytes();  // then one stop token
-  if (static_cast<int64_t>(need) + 1 + kSteerSlack < tokens_left) return;  // room enough
+  if (!force && static_cast<int64_t>(need) + 1 + kSteerSlack < tokens_left) return false;  // room enough
   const grammar::Vocabulary& v = m.grammar().vocabulary();
   const auto allowed = [this](int32_t id) { return (mask_[static_cast<size_t>(id) / 32] >> (id % 32)) & 1u; };
   const int32_t n = std::min<int32_t>(vocab_size_, v.size());
@@ -181,12 +207,13 @@ void Sampler::SteerToEnd(Sequence& seq, int32_t tokens_left) {
     }
   }
   if (keep.empty() && nearest >= 0) keep.push_back(nearest);  // cannot end in time: come as near as possible
-  if (keep.empty()) return;                                   // nothing probed: the mask stands
+  if (keep.empty()) return true;                              // nothing probed: the mask stands
   const float kept_floor = -std::numeric_limits<float>::infinity();
   std::vector<float> saved(keep.size());
   for (size_t i = 0; i < keep.size(); ++i) saved[i] = work_[static_cast<size_t>(keep[i])];
   std::fill(work_.begin(), work_.end(), kept_floor);
   for (size_t i = 0; i < keep.size(); ++i) work_[static_cast<size_t>(keep[i])] = saved[i];
+  return true;
 }
 
 void Sampler::ApplyPenalties(const Sequence& seq) {

@@ -22,6 +22,11 @@
 // stay allowed, so a reply that can end within max_tokens does (valid JSON,
 // finish_reason "stop") instead of being cut. When even that cannot fit, the
 // token that brings the end nearest is taken and the reply ends "length".
+// Before that zone a single token can put the end out of reach (one that
+// opens an optional part whose closing tags alone outgrow the tokens left:
+// Hy3's `<arg_key:opensource>` of an optional parameter); such a draw is
+// undone and drawn again as near the end (EndsInTime), so the steering's
+// promise holds from the first token.
 //
 // Cost: O(vocab) per token (one exp per candidate); top-k and top-p are
 // O(vocab) expected selections (quickselect), never a sort of the vocabulary.
@@ -77,9 +82,13 @@ class Sampler {
   int32_t DrawAllowed(std::mt19937_64& rng);
   // On work_ (already masked): restricts a constrained sequence with
   // `tokens_left` tokens of budget (this one included) to tokens after which
-  // its grammar can still end in time. Probes at most kSteerTopK likely
+  // its grammar can still end in time, near that budget's end or when
+  // `force`d; returns whether it did. Probes at most kSteerTopK likely
   // tokens plus the allowed one-byte and stop tokens.
-  void SteerToEnd(Sequence& seq, int32_t tokens_left);
+  bool SteerToEnd(Sequence& seq, int32_t tokens_left, bool force);
+  // After a token was accepted with `tokens_left` of budget (that token
+  // included): whether the grammar can still complete in the tokens left.
+  static bool EndsInTime(const grammar::GrammarMatcher& m, int32_t tokens_left);
   static constexpr int32_t kSteerSlack = 1;
   static constexpr size_t kSteerTopK = 32;
   // logits: the processed logits (may be work_ itself).

@@ -150,6 +150,99 @@ TEST(ToolCallFormats, HandWrittenReplies) {
   }
 }
 
+// Replies that end inside a call (max_tokens), as tool_calls.h says: before
+// the name the call is content as written; after it, a call whose arguments
+// are JSON (decoded syntaxes: the parameters complete before the cut; JSON
+// syntaxes: the text as written, without a cut-off end marker). The stream,
+// split anywhere, gives the same as the whole text.
+TEST(ToolCallFormats, RepliesCutInsideACall) {
+  const std::string ns = "]<]minimax[>[";
+  const std::string hy3_call =
+      "<tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n"
+      "<arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>Oslo</arg_value:opensource>\n"
+      "<arg_key:opensource>unit</arg_key:opensource>\n<arg_value:opensource>c</arg_value:opensource>\n"
+      "</tool_call:opensource>";
+  const std::vector<Reply> replies = {
+      // The forced Hy3 call of the bug report, cut in its last closing tag.
+      {F::kHy3, hy3_call.substr(0, hy3_call.find("</arg_value:opensource>\n</tool_call")) + "</arg_value:opensour", "",
+       {{"get_weather", R"({"city": "Oslo"})"}}},
+      {F::kHy3, hy3_call.substr(0, hy3_call.find("unit")) + "un", "", {{"get_weather", R"({"city": "Oslo"})"}}},
+      {F::kHy3, hy3_call + "\n</tool_calls:open", "", {{"get_weather", R"({"city": "Oslo", "unit": "c"})"}}},
+      {F::kHy3, "Sure.\n" + hy3_call.substr(0, 55), "Sure.\n" + hy3_call.substr(0, 55), {}},
+      {F::kHy3, "Sure.\n<tool_calls:opensource>\n", "Sure.\n<tool_calls:opensource>\n", {}},
+      {F::kGlm45, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Os", "", {{"get_weather", "{}"}}},
+      {F::kGlm45, "<tool_call>f\n<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>\n<tool_call>g",
+       "<tool_call>g",
+       {{"f", R"({"a": 1})"}}},
+      {F::kKimiK2,
+       "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+       "{\"city\": \"Oslo\"}<|tool_call_e",
+       "", {{"get_weather", R"({"city": "Oslo"})"}}},
+      {F::kKimiK2, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_beg",
+       "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_beg", {}},
+      {F::kQwen3Coder,
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=days>\n3\n</para", "",
+       {{"get_weather", R"({"city": "Oslo"})"}}},
+      {F::kQwen3Coder, "<tool_call>\n<function=get_wea", "<tool_call>\n<function=get_wea", {}},
+      {F::kSeedOss, "<seed:tool_call>\n<function=f>\n<parameter=a>1</parameter>\n<parameter=b>x y", "",
+       {{"f", R"({"a": 1})"}}},
+      {F::kDeepSeekV32,
+       "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">1"
+       "</｜DSML｜parameter>\n<｜DSML｜param",
+       "", {{"f", R"({"a": "1"})"}}},
+      {F::kGemma4, "<|tool_call>call:f{a:<|\"|>x, y<|\"|>,b:[1,2", "", {{"f", R"({"a": "x, y"})"}}},
+      {F::kGemma4, "<|tool_call>call:f{a:<|\"|>x<|\"|>,b:3}<tool_c", "", {{"f", R"({"a": "x", "b": 3})"}}},
+      {F::kMiniMaxM3,
+       ns + "<tool_call>\n" + ns + "<invoke name=\"f\">" + ns + "<n>5" + ns + "</n>" + ns + "<tags>" + ns + "<item>a" +
+           ns + "</item>",
+       "", {{"f", R"({"n": 5})"}}},
+      {F::kLfm2, "<|tool_call_start|>[f(a=1), g(b=", "<|tool_call_start|>[f(a=1), g(b=", {}},
+      {F::kHermes, "<tool_call>\n{\"name\": \"get_wea", "<tool_call>\n{\"name\": \"get_wea", {}},
+      {F::kMistral, "[TOOL_CALLS]get_wea", "[TOOL_CALLS]get_wea", {}},
+      {F::kMistral, "[TOOL_CALLS]f[ARGS]{\"x\": 1}[TOOL_CALLS]g[AR", "[TOOL_CALLS]g[AR", {{"f", R"({"x": 1})"}}},
+      {F::kDeepSeekV3, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_wea",
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_wea", {}},
+      {F::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_ca", "", {{"f", R"({"x": 1})"}}},
+      {F::kDeepSeekV31,
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"x\": 1}<｜tool▁call▁en", "",
+       {{"f", R"({"x": 1})"}}},
+  };
+  ToolCallParseOptions o;
+  o.tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}}}}])");
+  for (const Reply& r : replies) {
+    SCOPED_TRACE(std::string(ToolCallFormatName(r.format)) + ": " + r.text);
+    const ParsedOutput whole = ParseToolCalls(r.format, r.text, o);
+    EXPECT_EQ(whole.content, r.content);
+    ASSERT_EQ(whole.tool_calls.size(), r.calls.size());
+    for (size_t i = 0; i < r.calls.size(); ++i) {
+      EXPECT_EQ(whole.tool_calls[i].name, r.calls[i].first);
+      EXPECT_EQ(Json::parse(whole.tool_calls[i].arguments), Json::parse(r.calls[i].second));
+    }
+    for (size_t cut = 0; cut <= r.text.size() && !HasFailure(); ++cut) {
+      SCOPED_TRACE("split at " + std::to_string(cut));
+      const ParsedOutput s = Streamed(r.format, std::string_view(r.text).substr(0, cut),
+                                      std::string_view(r.text).substr(cut), o);
+      EXPECT_EQ(s.content, whole.content);
+      ASSERT_EQ(s.tool_calls.size(), whole.tool_calls.size());
+      for (size_t i = 0; i < s.tool_calls.size(); ++i) {
+        EXPECT_EQ(s.tool_calls[i].arguments, whole.tool_calls[i].arguments);
+      }
+    }
+  }
+  // JSON arguments cut in the middle are sent as written (a prefix).
+  const ParsedOutput cut_json =
+      ParseToolCalls(F::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1, \"y\": \"a", o);
+  ASSERT_EQ(cut_json.tool_calls.size(), 1u);
+  EXPECT_EQ(cut_json.tool_calls[0].arguments, "{\"x\": 1, \"y\": \"a");
+  // A finished tagged call that does not decode: the stream has sent its
+  // name, so its arguments are the parameters before the fault (JSON); the
+  // whole text falls back to content, as for malformed JSON.
+  const std::string bad = "<tool_call>f\n<arg_key>a</arg_key><arg_value>1</arg_value><arg_key>b</arg_key>2</tool_call>";
+  EXPECT_EQ(Streamed(F::kGlm45, bad, "", o).tool_calls.at(0).arguments, R"({"a":1})");
+  EXPECT_EQ(ParseToolCalls(F::kGlm45, bad, o).content, bad);
+}
+
 // A long argument (a file's text) streamed a few bytes at a time arrives
 // whole; each buffered call and pythonic section is scanned once.
 TEST(ToolCallFormats, LongBufferedArgumentsStreamInSmallPieces) {
@@ -216,6 +309,12 @@ TEST(ToolCallValues, PythonicCallsAndGemmaArguments) {
   ASSERT_TRUE(gemma.has_value());
   EXPECT_EQ(Json(*gemma), Json::parse(R"({"q": "a:b", "n": 2, "l": ["x"]})"));
   EXPECT_FALSE(internal::ParseGemmaArguments("q:<|\"|>open").has_value());
+  // Cut or malformed: the pairs that a ',' or '}' ended.
+  using internal::GemmaArgumentsPrefix;
+  EXPECT_EQ(Json(GemmaArgumentsPrefix("q:<|\"|>a,b<|\"|>,n:2")), Json::parse(R"({"q": "a,b"})"));
+  EXPECT_EQ(Json(GemmaArgumentsPrefix("q:1,n:2}<tool_c")), Json::parse(R"({"q": 1, "n": 2})"));
+  EXPECT_EQ(Json(GemmaArgumentsPrefix("q:[1,2")), Json::object());
+  EXPECT_EQ(Json(GemmaArgumentsPrefix("q:1,n:}")), Json::parse(R"({"q": 1})"));
 }
 
 TEST(ToolCallValues, MiniMaxNestedValues) {
@@ -230,6 +329,14 @@ TEST(ToolCallValues, MiniMaxNestedValues) {
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(Json(*v), Json::parse(R"({"o": {"id": "12", "on": true}, "l": [1, 2], "e": []})"));
   EXPECT_FALSE(internal::ParseMiniMaxXml(ns + "<o>unclosed", ns, schema).has_value());
+  // Cut or malformed: the top-level elements closed before the fault.
+  EXPECT_EQ(Json(internal::MiniMaxXmlPrefix(ns + "<e>" + ns + "</e>" + ns + "<l>" + ns + "<item>1" + ns + "</item>" + ns +
+                                                "<item>2",
+                                            ns, schema)),
+            Json::parse(R"({"e": []})"));
+  EXPECT_EQ(Json(internal::MiniMaxXmlPrefix(ns + "<l>" + ns + "<item>1" + ns + "</item>" + ns + "</l>" + ns + "</inv",
+                                            ns, schema)),
+            Json::parse(R"({"l": [1]})"));
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ void ToolCallStreamParser::Impl::StepObject() {
       if (!value.done()) return;
       if (current_key == "name" || current_key == "tool_name") {
         const Json v = Json::parse(name_value, nullptr, false);
+        if (final && !v.is_string()) return DropUnnamedCall();  // cut inside the name
         std::string id;
         const Json idv = Json::parse(call_id, nullptr, false);
         if (idv.is_string()) id = idv.get<std::string>();
@@ -108,8 +109,8 @@ void ToolCallStreamParser::Impl::StepAfterObject() {
   }
   if (format == ToolCallFormat::kHermes || format == ToolCallFormat::kFunctionary ||
       format == ToolCallFormat::kQwen3Coder) {
-    const int e = Expect(format == ToolCallFormat::kFunctionary ? kFuncClose : kHermesClose);
-    if (e < 0) return;
+    const std::string& close = format == ToolCallFormat::kFunctionary ? kFuncClose : kHermesClose;
+    if (!DropCutMarker(close) && Expect(close) < 0) return;
     mode = Mode::kContent;
   } else if (in_mistral_list) {
     if (buf[0] == ',') {
@@ -234,9 +235,10 @@ void ToolCallStreamParser::Impl::StepArgsUntil() {
     }
   };
   if (which == nullptr) {
-    const size_t safe = final ? buf.size() : SafePrefixLength(buf, until);
+    // A cut-off end marker at the end of the output is markup, not text.
+    const size_t safe = SafePrefixLength(buf, until);
     emit(std::string_view(buf).substr(0, safe));
-    Consume(safe);
+    Consume(final ? buf.size() : safe);
     if (final) {
       EndCall();
       mode = Mode::kContent;
@@ -276,6 +278,7 @@ StreamDelta ToolCallStreamParser::Finish() {
   m.out = {};
   if (m.final) return {};
   m.final = true;
+  if (m.in_call) m.cut_call = m.result.tool_calls.size() - 1;
   if (m.format == ToolCallFormat::kNone) {
     m.EmitContent(m.buf);
     m.buf.clear();

@@ -27,7 +27,10 @@ void ToolCallStreamParser::Impl::StepQwenParams() {
     const bool partial_close = !final && kFuncClose.compare(0, std::min(buf.size(), kFuncClose.size()),
                                                             buf.substr(0, kFuncClose.size())) == 0;
     if (partial_close) return;
-    EmitArgs(qwen_params == 0 ? "{}" : "}");  // malformed: close what we have
+    // A tag cut off by the end of the output is markup; anything else is
+    // malformed: close what we have.
+    if (!DropCutMarker(kFuncClose)) DropCutMarker(kParamOpen);
+    EmitArgs(qwen_params == 0 ? "{}" : "}");
     EndCall();
     mode = Mode::kContent;
     return;
@@ -37,14 +40,8 @@ void ToolCallStreamParser::Impl::StepQwenParams() {
   const size_t close = buf.find(kParamClose);
   if (gt == std::string::npos || close == std::string::npos || close < gt) {
     buf.insert(0, kParamOpen);
-    if (final) {  // unterminated: take what there is
-      const size_t g2 = buf.find('>');
-      std::string pname = g2 == std::string::npos ? "" : buf.substr(kParamOpen.size(), g2 - kParamOpen.size());
-      std::string raw = g2 == std::string::npos ? "" : buf.substr(g2 + 1);
+    if (final) {  // the output ended inside the parameter: it is left out
       Consume(buf.size());
-      if (!pname.empty()) {
-        EmitArgs(std::string(qwen_params++ == 0 ? "{" : ", ") + Json(pname).dump() + ": " + QwenValue(pname, raw));
-      }
       EmitArgs(qwen_params == 0 ? "{}" : "}");
       EndCall();
       mode = Mode::kContent;
@@ -139,7 +136,7 @@ void ToolCallStreamParser::Impl::StepPythonCode() {
 }
 
 void ToolCallStreamParser::Impl::StepDsBetween() {
-  if (!SkipSpace()) {
+  if (!SkipSpace() || DropCutMarker(kDsCallsEnd)) {
     if (final) mode = Mode::kContent;
     return;
   }

@@ -99,8 +99,20 @@ struct ToolCallStreamParser::Impl {
   bool in_json_list = false;
   std::vector<std::string> reasoning_ends;
   size_t searched = 0;              // buf holds no call/section close before this (FindFrom)
-  std::string before_call_ws;       // held_ws and content_started before a tagged call
+  std::string before_call_ws;       // held_ws and content_started before the current call
   bool before_call_started = false;
+  // A reply that ends inside a call (tool_calls.h): the text of the call
+  // (from the marker that opened it, or its section's) while its name is
+  // not announced, given back as content if the output ends there.
+  std::string unnamed;
+  bool tracking = false;
+  // The call the output ended in (Finish found it open): its arguments are
+  // what was complete, so ParseToolCalls keeps it whatever they are.
+  size_t cut_call = std::string::npos;
+  // A finished tagged call whose arguments did not decode to the end (its
+  // arguments are the parameters before the fault): ParseToolCalls falls
+  // back to text, as for malformed JSON.
+  bool undecodable = false;
 
   Impl(ToolCallFormat f, ToolCallParseOptions o)
       : format(f == ToolCallFormat::kDeepSeekV31 ? ToolCallFormat::kDeepSeekV3 : f), opts(std::move(o)) {
@@ -141,6 +153,12 @@ struct ToolCallStreamParser::Impl {
     return out.tool_calls.back();
   }
   void StartCall() {
+    before_call_ws = held_ws;
+    before_call_started = content_started;
+    if (!tracking) {  // a call after others in a section: its text starts here
+      tracking = true;
+      unnamed.clear();
+    }
     held_ws.clear();  // whitespace before a call is not content
     result.tool_calls.push_back({});
     in_call = true;
@@ -150,6 +168,8 @@ struct ToolCallStreamParser::Impl {
   }
   void SetName(std::string name, std::string id = "") {
     if (name_sent) return;
+    tracking = false;
+    unnamed.clear();
     ToolCall& call = result.tool_calls.back();
     call.name = std::move(name);
     call.id = id.empty() ? opts.make_id() : std::move(id);
@@ -174,9 +194,37 @@ struct ToolCallStreamParser::Impl {
   }
   void EndCall() {
     if (!in_call) return;
+    if (!name_sent && final) return DropUnnamedCall();
     if (!name_sent) SetName(raw_name);
     if (result.tool_calls.back().arguments.empty()) EmitArgs("{}");
     in_call = false;
+  }
+  // The output ended before the current call's name was complete: nothing
+  // of it was sent, so the call is text, as written (its marker and its
+  // section's included), and what is left of buf with it.
+  void DropUnnamedCall() {
+    result.tool_calls.pop_back();
+    in_call = false;
+    in_section = false;
+    in_json_list = false;
+    held_ws = before_call_ws;
+    content_started = before_call_started;
+    EmitContent(unnamed + buf);
+    buf.clear();
+    tracking = false;
+    unnamed.clear();
+    mode = Mode::kContent;
+  }
+  // At the end of the output, buf (after whitespace) is a cut-off `marker`
+  // in calls already sent (a section's end, a parameter's opening): markup,
+  // not content; consumed.
+  bool DropCutMarker(const std::string& marker) {
+    if (!final || marker.empty()) return false;
+    const size_t first = buf.find_first_not_of(" \n\t\r");
+    if (first == std::string::npos || buf.size() - first >= marker.size()) return false;
+    if (marker.compare(0, buf.size() - first, buf, first) != 0) return false;
+    Consume(buf.size());
+    return true;
   }
   // Skips leading whitespace in buf; false when buf is then empty.
   bool SkipSpace() {
@@ -223,6 +271,13 @@ struct ToolCallStreamParser::Impl {
       const bool id_before = reading_id;
       const bool name_before = name_sent, section_before = in_section, list_before = in_json_list;
       Step();
+      // Back in text: nothing is a call's unannounced text any more.
+      if (tracking && !in_call &&
+          (mode == Mode::kContent || mode == Mode::kReasoning || mode == Mode::kAtemHeader ||
+           mode == Mode::kHarmonyHeader || mode == Mode::kHarmonyBody)) {
+        tracking = false;
+        unnamed.clear();
+      }
       if (buf.size() == before && mode == mode_before && ds_stage == stage_before && phase == phase_before &&
           reading_id == id_before && name_sent == name_before && in_section == section_before &&
           in_json_list == list_before) {
@@ -231,7 +286,10 @@ struct ToolCallStreamParser::Impl {
     }
   }
 
-  void Consume(size_t n) { buf.erase(0, n); }
+  void Consume(size_t n) {
+    if (tracking) unnamed.append(buf, 0, n);
+    buf.erase(0, n);
+  }
 
   // Content: look for the format's start markers.
   void StepContent() {
@@ -269,7 +327,10 @@ struct ToolCallStreamParser::Impl {
       return;
     }
     EmitContent(std::string_view(buf).substr(0, best));
-    Consume(best + which->size());
+    Consume(best);
+    tracking = true;  // the marker may open a call: keep its text until the name is known
+    unnamed.clear();
+    Consume(which->size());
     OnMarker(*which);
   }
 
@@ -388,6 +449,7 @@ struct ToolCallStreamParser::Impl {
   void StepHarmonyHeader();
   void OnTaggedMarker(const std::string& m);
   void StepSection();
+  void EndSection(bool closed);
   size_t FindFrom(const std::string& marker);
   void BeginTaggedCall();
   void AbortTaggedCall();
@@ -396,7 +458,10 @@ struct ToolCallStreamParser::Impl {
   void StepReasoning();
   void StepAtemHeader();
   void StepAfterJsonCall();
-  std::string DecodeTaggedArgs(const std::string& body) const;
+  // A tagged call's arguments as JSON: the parameters written whole, in
+  // order, up to the end of `body` or the first that does not decode (then
+  // *whole is false). `cut`: the output ended inside the call.
+  std::string DecodeTaggedArgs(const std::string& body, bool cut, bool* whole) const;
   std::string QwenValue(const std::string& param, std::string raw) const;
 };
 

@@ -80,10 +80,7 @@ void ToolCallStreamParser::Impl::OnTaggedMarker(const std::string& m) {
 void ToolCallStreamParser::Impl::StepSection() {
   const size_t first = buf.find_first_not_of(" \n\t\r");
   if (first == std::string::npos) {
-    if (final) {
-      in_section = false;
-      mode = Mode::kContent;
-    }
+    if (final) EndSection(/*closed=*/false);
     return;
   }
   if (JsonBody(syn->body)) {
@@ -107,9 +104,22 @@ void ToolCallStreamParser::Impl::StepSection() {
     BeginTaggedCall();
     return;
   }
-  if (!syn->section_close.empty()) {
+  bool closed = DropCutMarker(syn->section_close);
+  if (!closed && !syn->section_close.empty()) {
     const int close = Expect(syn->section_close);
     if (close < 0) return;
+    closed = close == 1;
+  }
+  EndSection(closed);
+}
+
+void ToolCallStreamParser::Impl::EndSection(bool closed) {
+  // A section that holds no call and did not close was text, its marker
+  // included (a reply cut right after it; a marker in prose).
+  if (!closed && tracking) {
+    EmitContent(unnamed);
+    tracking = false;
+    unnamed.clear();
   }
   in_section = false;
   mode = Mode::kContent;
@@ -136,15 +146,12 @@ void ToolCallStreamParser::Impl::StepAfterJsonCall() {
     StartJsonObjectCall();
     return;
   }
-  if (!syn->section_close.empty() && Expect(syn->section_close) < 0) return;
+  if (!DropCutMarker(syn->section_close) && !syn->section_close.empty() && Expect(syn->section_close) < 0) return;
   in_section = false;
   mode = Mode::kContent;
 }
 
 void ToolCallStreamParser::Impl::BeginTaggedCall() {
-  // Kept in case the marker turns out to be prose (AbortTaggedCall).
-  before_call_ws = held_ws;
-  before_call_started = content_started;
   searched = 0;
   StartCall();
   mode = Mode::kTaggedCall;
@@ -156,7 +163,9 @@ void ToolCallStreamParser::Impl::AbortTaggedCall() {
   in_section = false;
   held_ws = before_call_ws;
   content_started = before_call_started;
-  EmitContent(syn->call_open);
+  EmitContent(unnamed);  // the marker (and its section's) as written
+  tracking = false;
+  unnamed.clear();
   mode = Mode::kContent;  // what followed the marker is scanned as text
 }
 
@@ -180,7 +189,8 @@ void ToolCallStreamParser::Impl::StepTaggedCall() {
       keep = true;
     }
     if (end == std::string::npos) {
-      if (!final && buf.size() < kMaxName) return;
+      if (final) return DropUnnamedCall();  // the output ended inside the name
+      if (buf.size() < kMaxName) return;
       return AbortTaggedCall();
     }
     std::string name = internal::CleanCallName(format, buf.substr(0, end));
@@ -193,9 +203,10 @@ void ToolCallStreamParser::Impl::StepTaggedCall() {
   const size_t close = syn->body == B::kJsonArgs ? buf.find(syn->call_close) : FindFrom(syn->call_close);
   if (syn->body == B::kJsonArgs) {  // streamed as written (buf stays short)
     if (close == std::string::npos) {
-      const size_t safe = final ? buf.size() : SafePrefixLength(buf, {syn->call_close});
+      // At the end a cut-off call_close is markup: the arguments stop before it.
+      const size_t safe = SafePrefixLength(buf, {syn->call_close});
       EmitArgs(std::string_view(buf).substr(0, safe));
-      Consume(safe);
+      Consume(final ? buf.size() : safe);
       if (final) {
         EndCall();
         mode = Mode::kContent;
@@ -207,8 +218,11 @@ void ToolCallStreamParser::Impl::StepTaggedCall() {
   } else {
     if (close == std::string::npos && !final) return;  // arguments are decoded whole
     searched = 0;
-    const size_t end = close == std::string::npos ? buf.size() : close;
-    const std::string args = DecodeTaggedArgs(buf.substr(0, end));
+    const bool cut = close == std::string::npos;  // the output ended inside the call
+    const size_t end = cut ? buf.size() : close;
+    bool whole = true;
+    const std::string args = DecodeTaggedArgs(buf.substr(0, end), cut, &whole);
+    if (!cut && !whole) undecodable = true;
     Consume(end + (close == std::string::npos ? 0 : syn->call_close.size()));
     EmitArgs(args);
   }
@@ -216,7 +230,7 @@ void ToolCallStreamParser::Impl::StepTaggedCall() {
   mode = in_section ? Mode::kSection : Mode::kContent;
 }
 
-std::string ToolCallStreamParser::Impl::DecodeTaggedArgs(const std::string& body) const {
+std::string ToolCallStreamParser::Impl::DecodeTaggedArgs(const std::string& body, bool cut, bool* whole) const {
   const std::string& fname = result.tool_calls.back().name;
   Json args = Json::object();
   auto skip_ws = [&](size_t p) {
@@ -276,25 +290,26 @@ std::string ToolCallStreamParser::Impl::DecodeTaggedArgs(const std::string& body
           if (f.is_object() && f.value("name", "") == fname && f.contains("parameters")) schema = f["parameters"];
         }
       }
-      auto v = internal::ParseMiniMaxXml(body, syn->param_open, schema);
+      auto v = cut ? std::nullopt : internal::ParseMiniMaxXml(body, syn->param_open, schema);
       ok = v.has_value();
-      if (ok) args = std::move(*v);
+      args = ok ? std::move(*v) : internal::MiniMaxXmlPrefix(body, syn->param_open, schema);
       break;
     }
     case B::kGemma: {
       std::string inner = body;
       while (!inner.empty() && IsSpace(inner.back())) inner.pop_back();
-      if (!inner.empty() && inner.back() == '}') inner.pop_back();
-      auto v = internal::ParseGemmaArguments(inner);
+      if (!cut && !inner.empty() && inner.back() == '}') inner.pop_back();
+      auto v = cut ? std::nullopt : internal::ParseGemmaArguments(inner);
       ok = v.has_value();
-      if (ok) args = std::move(*v);
+      args = ok ? std::move(*v) : internal::GemmaArgumentsPrefix(body);
       break;
     }
     default: ok = false; break;
   }
-  // Undecodable arguments go out as written (not JSON: ParseToolCalls then
-  // returns the reply as content).
-  return ok ? args.dump() : body;
+  // What did not decode (a fault, or the cut) is left out: arguments are
+  // always a JSON object, never the markup as written.
+  *whole = ok;
+  return args.dump();
 }
 
 void ToolCallStreamParser::Impl::StepPythonicSection() {

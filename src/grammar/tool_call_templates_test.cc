@@ -23,6 +23,7 @@
 #include "base/test_util.h"
 #include "grammar/shared_vocab.h"
 #include "grammar/test_util.h"
+#include "grammar/tool_call_syntax.h"
 #include "grammar/tool_calls.h"
 #include "template/chat_template.h"
 
@@ -350,6 +351,104 @@ TEST_P(TemplateOracle, RenderedCallsParseBackWholeAndAtEverySplit) {
         auto g = ToolCallGrammar(c.format, Tools(), {}, /*parallel_tool_calls=*/n_calls > 1);
         ASSERT_TRUE(g.ok()) << g.status().ToString();
         EXPECT_TRUE(testing::Matches(g->ToGbnf(), text)) << g->ToGbnf();
+      }
+    }
+  }
+}
+
+// Whether `format` decodes its arguments into JSON (tags, XML, Python,
+// Gemma literals) rather than passing the model's JSON text on.
+bool DecodedArguments(ToolCallFormat format) {
+  using B = internal::TaggedSyntax::Body;
+  if (format == F::kQwen3Coder) return true;
+  const internal::TaggedSyntax* s = internal::TaggedSyntaxOf(format);
+  return s != nullptr && s->body != B::kJsonList && s->body != B::kJsonObjects && s->body != B::kJsonArgs;
+}
+
+// A reply cut at every byte (max_tokens, or the model's own stop inside a
+// call): what the whole-text parser and the stream parser (fed byte by
+// byte) make of it is the same, and it follows the rule of tool_calls.h:
+//   - a call whose name the stream had announced when the text stopped is
+//     a call; one it had not is content as written, unless Finish finds it
+//     complete (LFM2's list, decided at its close);
+//   - a call's arguments are a JSON object of the parameters complete
+//     before the cut (decoded syntaxes; the set only grows with the text),
+//     or the JSON text as far as it was written (JSON syntaxes): never
+//     markup;
+//   - content is the full reply's content so far, plus, for a call left
+//     before its name, that call's text as written (a suffix of the text).
+TEST_P(TemplateOracle, ReplyCutAtEveryByteIsCallsOrContentNeverMarkupInArguments) {
+  const Case& c = GetParam();
+  KVS_REQUIRE_SHARED(path, "templates/" + c.file + ".jinja");
+  auto tmpl = tmpl::ChatTemplate::Parse(ReadFile(path));
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
+  ToolCallParseOptions opts;
+  opts.tools = Tools();
+  opts.make_id = [] { return std::string("id"); };
+  const bool decoded = DecodedArguments(c.format);
+  for (const bool with_content : {false, true}) {
+    SCOPED_TRACE(with_content ? "with content" : "calls only");
+    const std::string text = GeneratedText(c, *tmpl, with_content, c.parallel ? 2 : 1);
+    ASSERT_FALSE(text.empty());
+    SCOPED_TRACE("generated: " + text);
+    const ParsedOutput full = ParseToolCalls(c.format, text, opts);
+    ASSERT_EQ(full.tool_calls.size(), c.parallel ? 2u : 1u);
+    // Where the stream announces each call (bytes fed when its name came).
+    std::vector<size_t> announced_at;
+    {
+      ToolCallStreamParser p(c.format, opts);
+      for (size_t i = 0; i < text.size(); ++i) {
+        for (const ToolCallDelta& d : p.Feed(std::string_view(text).substr(i, 1)).tool_calls) {
+          if (d.name) announced_at.push_back(i + 1);
+        }
+      }
+    }
+    std::vector<size_t> members(full.tool_calls.size(), 0);
+    for (size_t cut = 0; cut <= text.size() && !HasFailure(); ++cut) {
+      const std::string_view prefix = std::string_view(text).substr(0, cut);
+      SCOPED_TRACE("cut at " + std::to_string(cut) + ": " + std::string(prefix));
+      const ParsedOutput whole = ParseToolCalls(c.format, prefix, opts);
+      std::vector<std::string_view> bytes;
+      for (size_t i = 0; i < cut; ++i) bytes.push_back(prefix.substr(i, 1));
+      const ParsedOutput streamed = StreamPieces(c.format, bytes, opts);
+      ASSERT_EQ(streamed.tool_calls.size(), whole.tool_calls.size()) << "content: " << whole.content;
+      EXPECT_EQ(streamed.content, whole.content);
+      const size_t announced = static_cast<size_t>(
+          std::count_if(announced_at.begin(), announced_at.end(), [&](size_t at) { return at <= cut; }));
+      ASSERT_GE(whole.tool_calls.size(), announced) << "an announced call is gone; content: " << whole.content;
+      ASSERT_LE(whole.tool_calls.size(), full.tool_calls.size());
+      for (size_t i = 0; i < whole.tool_calls.size(); ++i) {
+        const ToolCall& got = whole.tool_calls[i];
+        const ToolCall& want = full.tool_calls[i];
+        EXPECT_EQ(streamed.tool_calls[i].arguments, got.arguments);
+        EXPECT_EQ(got.name, want.name);
+        const auto args = nlohmann::json::parse(got.arguments, nullptr, false);
+        const auto want_args = nlohmann::json::parse(want.arguments);
+        if (i >= announced) {  // completed by Finish: only when it was whole
+          EXPECT_EQ(args, want_args) << got.arguments;
+        } else if (decoded) {
+          ASSERT_TRUE(args.is_object()) << "arguments: " << got.arguments;
+          for (const auto& [k, v] : args.items()) {
+            EXPECT_TRUE(want_args.contains(k) && want_args[k] == v) << k << " in " << got.arguments;
+          }
+          EXPECT_GE(args.size(), members[i]) << "a complete parameter went missing: " << got.arguments;
+          members[i] = args.size();
+        } else {
+          EXPECT_TRUE(got.arguments == "{}" || want.arguments.compare(0, got.arguments.size(), got.arguments) == 0)
+              << "not a prefix of " << want.arguments << ": " << got.arguments;
+        }
+      }
+      size_t same = 0;
+      while (same < whole.content.size() && same < full.content.size() && whole.content[same] == full.content[same]) {
+        ++same;
+      }
+      std::string_view rest = std::string_view(whole.content).substr(same);
+      rest = rest.substr(0, rest.find_last_not_of(" \n") + 1);
+      if (!rest.empty()) {
+        EXPECT_LT(whole.tool_calls.size(), full.tool_calls.size()) << "content past the calls: " << whole.content;
+        // (Trailing whitespace next to calls is no content.)
+        const std::string_view written = prefix.substr(0, prefix.find_last_not_of(" \n") + 1);
+        EXPECT_TRUE(written.ends_with(rest)) << "content that is not the unfinished call as written: " << rest;
       }
     }
   }

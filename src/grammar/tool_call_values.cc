@@ -116,6 +116,35 @@ class LiteralReader {
     }
   }
 
+  // Gemma's top-level pairs while each is followed by ',' or '}' (which
+  // ends the list): a cut or malformed list's complete part.
+  ToolJson ReadGemmaPairsPrefix() {
+    ToolJson out = ToolJson::object();
+    for (;;) {
+      if (Eat('}')) return out;
+      std::string key;
+      SkipWs();
+      if (s_.substr(pos_, kGemmaQuote.size()) == kGemmaQuote) {
+        ToolJson k;
+        if (!ReadGemmaString(&k)) return out;
+        key = k.get<std::string>();
+      } else if (Peek('"') || Peek('\'')) {
+        if (!ReadQuoted(&key)) return out;
+      } else {
+        key = Ident();
+        if (key.empty()) return out;
+      }
+      ToolJson v;
+      if (!Eat(':') || !ReadValue(&v, 1)) return out;
+      if (Eat(',')) {
+        out[key] = std::move(v);
+        continue;
+      }
+      if (Eat('}')) out[key] = std::move(v);
+      return out;
+    }
+  }
+
  private:
   bool ReadDict(ToolJson* out, int depth) {
     ++pos_;  // '{'
@@ -291,6 +320,11 @@ std::optional<ToolJson> ParseGemmaArguments(std::string_view text) {
   return v;
 }
 
+ToolJson GemmaArgumentsPrefix(std::string_view text) {
+  LiteralReader r(text, /*gemma=*/true);
+  return r.ReadGemmaPairsPrefix();
+}
+
 std::optional<std::vector<std::pair<std::string, ToolJson>>> ParsePythonicCalls(std::string_view text) {
   LiteralReader r(text, /*gemma=*/false);
   std::vector<std::pair<std::string, ToolJson>> calls;
@@ -319,26 +353,32 @@ namespace {
 // One level of NS<key>..NS</key> elements; `schema` is the object's (or,
 // for arrays, the item's) schema.
 std::optional<ToolJson> MiniMaxElements(std::string_view body, std::string_view ns, const ToolJson& schema,
-                                        bool array, int depth) {
+                                        bool array, int depth, bool prefix = false) {
   if (depth > kMaxDepth) return std::nullopt;
   ToolJson out = array ? ToolJson::array() : ToolJson::object();
+  // `prefix` (MiniMaxXmlPrefix, top level): a fault ends the level with the
+  // elements before it.
+  const auto fail = [&]() -> std::optional<ToolJson> {
+    if (prefix) return out;
+    return std::nullopt;
+  };
   size_t pos = 0;
   for (;;) {
     while (pos < body.size() && IsWs(body[pos])) ++pos;
     if (pos == body.size()) return out;
     if (body.substr(pos, ns.size()) != ns || pos + ns.size() >= body.size() || body[pos + ns.size()] != '<') {
-      return std::nullopt;
+      return fail();
     }
     pos += ns.size() + 1;
     const size_t gt = body.find('>', pos);
-    if (gt == std::string_view::npos) return std::nullopt;
+    if (gt == std::string_view::npos) return fail();
     const std::string key(body.substr(pos, gt - pos));
     const std::string open = std::string(ns) + "<" + key + ">", close = std::string(ns) + "</" + key + ">";
     // The matching close: count nested elements of the same name.
     size_t at = gt + 1, level = 1, end = std::string_view::npos;
     while (level > 0) {
       const size_t o = body.find(open, at), c = body.find(close, at);
-      if (c == std::string_view::npos) return std::nullopt;
+      if (c == std::string_view::npos) return fail();
       if (o != std::string_view::npos && o < c) {
         ++level;
         at = o + open.size();
@@ -366,11 +406,11 @@ std::optional<ToolJson> MiniMaxElements(std::string_view body, std::string_view 
                (type.empty() && nested && inner.find(std::string(ns) + "<item>") != std::string_view::npos)) {
       auto v = MiniMaxElements(inner, ns, sub.is_object() && sub.contains("items") ? sub["items"] : ToolJson(), true,
                                depth + 1);
-      if (!v) return std::nullopt;
+      if (!v) return fail();
       value = std::move(*v);
     } else if (type == "object" || (type.empty() && nested)) {
       auto v = MiniMaxElements(inner, ns, sub, false, depth + 1);
-      if (!v) return std::nullopt;
+      if (!v) return fail();
       value = std::move(*v);
     } else {
       value = TextValue(inner, sub);
@@ -387,6 +427,10 @@ std::optional<ToolJson> MiniMaxElements(std::string_view body, std::string_view 
 
 std::optional<ToolJson> ParseMiniMaxXml(std::string_view body, std::string_view ns, const ToolJson& schema) {
   return MiniMaxElements(Trim(body), ns, schema, /*array=*/false, 0);
+}
+
+ToolJson MiniMaxXmlPrefix(std::string_view body, std::string_view ns, const ToolJson& schema) {
+  return *MiniMaxElements(Trim(body), ns, schema, /*array=*/false, 0, /*prefix=*/true);
 }
 
 }  // namespace kvs::grammar::internal

@@ -38,6 +38,12 @@ std::optional<ToolJson> ParsePythonLiteral(std::string_view text);
 // i.e. `key:value,...` with strings as <|"|>text<|"|>, bare or quoted keys.
 std::optional<ToolJson> ParseGemmaArguments(std::string_view text);
 
+// The arguments of a Gemma call that did not end well (cut by the end of
+// the output, or malformed): the pairs before the first that is not
+// followed by ',' or '}' (a value may go on until one of them comes).
+// `text` starts after "call:NAME{"; a '}' ends the list.
+ToolJson GemmaArgumentsPrefix(std::string_view text);
+
 // LFM2's calls: "[name(key=value, ...), ...]" (values Python literals).
 std::optional<std::vector<std::pair<std::string, ToolJson>>> ParsePythonicCalls(std::string_view text);
 
@@ -45,5 +51,8 @@ std::optional<std::vector<std::pair<std::string, ToolJson>>> ParsePythonicCalls(
 // (typed by `schema`, the function's parameters schema) or, for objects
 // and arrays, more such elements (arrays as NS<item>..NS</item>).
 std::optional<ToolJson> ParseMiniMaxXml(std::string_view body, std::string_view ns, const ToolJson& schema);
+// The elements of a MiniMax-M3 body that did not end well before the first
+// that is not closed or does not decode (an object).
+ToolJson MiniMaxXmlPrefix(std::string_view body, std::string_view ns, const ToolJson& schema);
 
 }  // namespace kvs::grammar::internal

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "grammar/reasoning.h"
+#include "grammar/tool_call_stream_impl.h"
 
 namespace kvs::grammar {
 
@@ -163,13 +164,18 @@ ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text, const 
   (void)parser.Feed(text);
   (void)parser.Finish();
   ParsedOutput out = parser.result();
-  for (const ToolCall& call : out.tool_calls) {
-    const auto args = nlohmann::json::parse(call.arguments, nullptr, false);
-    if (call.name.empty() || !args.is_object()) {
-      ParsedOutput plain;
-      plain.content = std::string(text);
-      return plain;
-    }
+  // A malformed call makes the whole reply text (vLLM's rule); a call the
+  // output ended in is kept as the stream sent it (tool_calls.h).
+  bool malformed = parser.impl_->undecodable;
+  for (size_t i = 0; i < out.tool_calls.size(); ++i) {
+    if (i == parser.impl_->cut_call) continue;
+    const auto args = nlohmann::json::parse(out.tool_calls[i].arguments, nullptr, false);
+    malformed = malformed || out.tool_calls[i].name.empty() || !args.is_object();
+  }
+  if (malformed) {
+    ParsedOutput plain;
+    plain.content = std::string(text);
+    return plain;
   }
   return out;
 }

@@ -67,6 +67,19 @@
 // it is complete). Values written as text are typed by the request's
 // tool schemas (ToolCallParseOptions::tools).
 //
+// A reply that ends inside a call (max_tokens; a model's stop) gives, in
+// the stream as in the whole text, what a client can still use:
+//   - the call's name not complete yet (nothing of the call was sent): the
+//     call's text is content, as written, with its section's marker;
+//   - after the name (id and name were sent): a tool call whose arguments
+//     are JSON: for the syntaxes that write JSON, the text as far as it was
+//     written (as OpenAI's own cut calls; a cut-off end marker after it is
+//     left out); for the decoded syntaxes, the object of the parameters
+//     complete before the cut (a parameter whose value or closing tag was
+//     cut is left out), never the markup;
+//   - a cut-off closing marker after complete calls is dropped.
+// The finish_reason ("length") tells the client the call was cut.
+//
 // Thread-safety: functions are pure; a ToolCallStreamParser is one
 // sequence's state, used by one thread at a time.
 #pragma once
@@ -188,13 +201,16 @@ class ToolCallStreamParser {
   const ParsedOutput& result() const;
 
  private:
+  friend ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text, const ToolCallParseOptions& options);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
 // Whole-output parsing: the stream parser fed everything at once. When a
-// call's arguments are not a JSON object, the output is returned as plain
-// content without tool calls (as vLLM does).
+// finished call is malformed (its arguments not a JSON object, or, in a
+// decoded syntax, not decodable to the end) the output is returned as plain
+// content without tool calls (as vLLM does); a call the output ended in is
+// kept as the stream gives it (above).
 ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text, const ToolCallParseOptions& options = {});
 
 // "call_" + 24 random alphanumerics (Mistral's 9-character form for kMistral,

@@ -8,7 +8,8 @@
 // arguments and the tool's result; the start-up log names the polyfills.
 // Also: a forced call (tool_choice required) on a template without tool
 // support comes back parsed in the syntax the polyfill teaches, and goes
-// round the loop again; the override's errors.
+// round the loop again; forced calls under tight max_tokens (Hy3, DeepSeek)
+// end in time, or come back cut with JSON arguments; the override's errors.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, writeFileSync } from "node:fs";
@@ -166,6 +167,141 @@ describe("stories260K with real templates (model.chat_template)", { skip: !stori
     assert.ok(prompt.includes("assistant<|end_header_id|>"), prompt);
     await stop(entry);
   });
+});
+
+// Forced calls and max_tokens (stories260K spells tags in one- and two-byte
+// tokens: Hy3's shortest call is ~240 tokens, DeepSeek's markers a dozen byte
+// tokens each). With max_tokens at or above the shortest call's token count
+// the steering ends the call in time ("tool_calls", arguments valid), also
+// when optional parameters tempt the model into a part it cannot finish;
+// a call cut by a smaller budget comes back with JSON arguments (or, before
+// its name, as text), never the tags.
+const WEATHER2 = {
+  type: "object",
+  properties: { city: { type: "string", enum: ["Oslo", "Paris", "Rome"] }, unit: { type: "string", enum: ["c", "f"] } },
+  required: ["city", "unit"],
+  additionalProperties: false,
+};
+const OPTIONAL = {
+  type: "object",
+  properties: { ...WEATHER2.properties, days: { type: "integer" }, note: { type: "string" } },
+  required: ["city"],
+  additionalProperties: false,
+};
+const weatherTool = (parameters) => [{ type: "function", function: { name: "get_weather", description: "Weather", parameters } }];
+const hy3 = (args) => "<tool_calls:opensource><tool_call:opensource>get_weather<tool_sep:opensource>" +
+  args.map(([k, v]) => `<arg_key:opensource>${k}</arg_key:opensource><arg_value:opensource>${v}</arg_value:opensource>`).join("") +
+  "</tool_call:opensource></tool_calls:opensource>";
+const BUDGET_CASES = {
+  "tencent-Hy3.jinja": { shortest: hy3([["city", "Oslo"], ["unit", "c"]]), shortestRequired: hy3([["city", "Oslo"]]) },
+  "deepseek-ai-DeepSeek-V3.1.jinja": {
+    shortest: '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":"Oslo","unit":"c"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+    shortestRequired: '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":"Oslo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+  },
+};
+
+// One forced call, streamed or not: {finish, calls: [{name, arguments}], content}.
+async function forcedCall({ s, model }, parameters, maxTokens, seed, stream) {
+  const body = {
+    model, messages: [{ role: "user", content: "What is the weather in Oslo?" }], tools: weatherTool(parameters),
+    tool_choice: { type: "function", function: { name: "get_weather" } }, parallel_tool_calls: false,
+    max_tokens: maxTokens, seed, stream,
+  };
+  const r = await request(s, "POST", "/v1/chat/completions", body);
+  assert.equal(r.status, 200, r.text);
+  if (!stream) {
+    const c = r.json.choices[0];
+    const calls = (c.message.tool_calls ?? []).map((t) => ({ name: t.function.name, arguments: t.function.arguments }));
+    return { finish: c.finish_reason, calls, content: c.message.content ?? "", tokens: r.json.usage.completion_tokens };
+  }
+  const out = { finish: null, calls: [], content: "" };
+  for (const e of parseSse(r.text).slice(0, -1)) {
+    const c = JSON.parse(e.data).choices[0];
+    if (!c) continue;
+    out.content += c.delta?.content ?? "";
+    for (const d of c.delta?.tool_calls ?? []) {
+      out.calls[d.index] ??= { name: "", arguments: "" };
+      out.calls[d.index].name += d.function?.name ?? "";
+      out.calls[d.index].arguments += d.function?.arguments ?? "";
+    }
+    out.finish = c.finish_reason ?? out.finish;
+  }
+  return out;
+}
+
+function assertValidArgs(args, schema, text) {
+  const v = JSON.parse(args);
+  for (const k of schema.required) assert.ok(k in v, `${k} missing: ${text}`);
+  for (const [k, x] of Object.entries(v)) {
+    const p = schema.properties[k];
+    assert.ok(p, `unknown parameter ${k}: ${text}`);
+    if (p.enum) assert.ok(p.enum.includes(x), `${k}=${x}: ${text}`);
+    if (p.type === "integer") assert.ok(Number.isInteger(x), `${k}=${x}: ${text}`);
+  }
+}
+
+describe("forced calls within max_tokens (stories260K)", { skip: !stories || !existsSync(templates) }, () => {
+  for (const [file, { shortest, shortestRequired }] of Object.entries(BUDGET_CASES)) {
+    test(file, async () => {
+      const entry = await serve(["--model", stories, "--chat-template", path.join(templates, file)]);
+      // Tokens of a text as the model writes it. stories260K's SentencePiece
+      // reads DeepSeek's "▁" (U+2581) as its space mark, a one-token piece,
+      // while the model has to write its three bytes: count a three-byte
+      // character without merges in its place.
+      const count = async (text) => {
+        const prompt = text.replaceAll("▁", "▂");
+        const t = await request(entry.s, "POST", "/tokenize", { model: entry.model, prompt, add_special_tokens: false });
+        assert.equal(t.status, 200, t.text);
+        return t.json.count;
+      };
+      // Tight budgets: the shortest call's tokens and its stop token, and 1.5
+      // times that.
+      const n = await count(shortest);
+      for (const budget of [n + 1, Math.ceil(1.5 * n)]) {
+        for (const stream of [false, true]) {
+          for (const seed of [1, 2]) {
+            const got = await forcedCall(entry, WEATHER2, budget, seed, stream);
+            const what = `max_tokens ${budget} (shortest call ${n}), ${stream ? "streamed" : "whole"}: ${JSON.stringify(got)}`;
+            assert.equal(got.finish, "tool_calls", what);
+            assert.equal(got.calls.length, 1, what);
+            assert.equal(got.calls[0].name, "get_weather", what);
+            assertValidArgs(got.calls[0].arguments, WEATHER2, what);
+          }
+        }
+      }
+      // Optional parameters: no budget from the shortest call up lets a free
+      // token open a parameter whose tags no longer fit.
+      const m = await count(shortestRequired);
+      for (const k of [1, 1.25, 1.5, 1.75, 2, 2.5]) {
+        for (const seed of [1, 2, 3]) {
+          const got = await forcedCall(entry, OPTIONAL, Math.ceil(k * m), seed, false);
+          const what = `max_tokens ${Math.ceil(k * m)} (shortest call ${m}): ${JSON.stringify(got)}`;
+          assert.equal(got.finish, "tool_calls", what);
+          assertValidArgs(got.calls[0].arguments, OPTIONAL, what);
+        }
+      }
+      // Too small a budget: the call is cut, the same streamed and not. After
+      // its name it is a call with JSON arguments (what was complete); before
+      // it, the text as written (a character cut in its bytes shows as U+FFFD).
+      for (const budget of [Math.floor(0.8 * n), Math.floor(0.5 * n), 8]) {
+        const whole = await forcedCall(entry, WEATHER2, budget, 1, false);
+        const streamed = await forcedCall(entry, WEATHER2, budget, 1, true);
+        const what = `max_tokens ${budget}: ${JSON.stringify(whole)}`;
+        assert.equal(whole.finish, "length", what);
+        assert.deepEqual(streamed.calls, whole.calls, `streamed: ${JSON.stringify(streamed)}`);
+        assert.equal(streamed.content, whole.content, `streamed: ${JSON.stringify(streamed)}`);
+        if (budget === 8) assert.equal(whole.calls.length, 0, what);
+        if (budget === Math.floor(0.8 * n)) assert.equal(whole.calls.length, 1, what);
+        if (whole.calls.length) {
+          const args = JSON.parse(whole.calls[0].arguments);
+          for (const [k, v] of Object.entries(args)) assert.ok(WEATHER2.properties[k].enum.includes(v), what);
+        } else {
+          assert.ok(shortest.startsWith(whole.content.replace(/\uFFFD+$/, "")), what);
+        }
+      }
+      await stop(entry);
+    });
+  }
 });
 
 // Runs `kvserve serve` that must fail; resolves {code, stderr}.
