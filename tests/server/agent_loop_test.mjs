@@ -255,6 +255,35 @@ for (const family of families) {
   });
 }
 
+// firefunction-v2's template renders nothing without the variables its
+// clients pass (`functions`, the tools as JSON text, and `datetime`): with them
+// as chat_template_kwargs, the loop runs like any other (openai chat only: the
+// other dialects have no field for template variables).
+const firefunction = path.join(templates, "fireworks-ai-llama-3-firefunction-v2.jinja");
+describe("stories260K with fireworks-ai-llama-3-firefunction-v2.jinja (chat_template_kwargs)", { skip: !stories || !existsSync(firefunction) || sanitized }, () => {
+  let server, openai;
+  before(async () => {
+    server = await startServer({ fake: false, args: ["--model", stories, "--threads", "1", "--chat-template", firefunction] });
+    openai = new OpenAI({ apiKey: "none", baseURL: `${server.baseURL}/v1`, maxRetries: 0 });
+  });
+  after(async () => server && (await server.stop()));
+  test("a forced call, its result, an answer", async () => {
+    const tools = [{ type: "function", function: { name: "get_weather", description: "The weather in a city", parameters: WEATHER } }];
+    const chat_template_kwargs = { functions: JSON.stringify(tools.map((t) => t.function)), datetime: "2026-12-06" };
+    const messages = [{ role: "user", content: "What is the weather in Oslo?" }];
+    const first = await openai.chat.completions.create({
+      model: "stories260K", messages, tools, tool_choice: "required", parallel_tool_calls: false, max_tokens: 200, seed: 1, chat_template_kwargs,
+    });
+    assert.equal(first.choices[0].finish_reason, "tool_calls", JSON.stringify(first.choices[0]));
+    const call = first.choices[0].message.tool_calls[0];
+    assert.ok(validateWeather(JSON.parse(call.function.arguments)), call.function.arguments);
+    messages.push({ role: "assistant", content: null, tool_calls: [call] }, { role: "tool", tool_call_id: call.id, content: RESULT });
+    const answer = await openai.chat.completions.create({ model: "stories260K", messages, tools, max_tokens: 8, temperature: 0, chat_template_kwargs });
+    assert.equal(typeof answer.choices[0].message.content, "string");
+    assert.ok(answer.usage.prompt_tokens > first.usage.prompt_tokens);
+  });
+});
+
 describe("through a gateway in front of the bundled model", () => {
   let replica, gw;
   before(async () => {
