@@ -48,13 +48,9 @@ std::optional<api::ApiError> PromptCounter::Count(api::Endpoint endpoint, const 
     // text never becomes control tokens, and the count equals the replica's.
     // With the request's template variables (chat_template_kwargs,
     // reasoning_effort, Anthropic's thinking), as the replica renders it.
-    tmpl::ChatRequest chat;
-    chat.messages = req.messages;
-    chat.tools = req.tools.is_array() && !req.tools.empty() ? req.tools : nlohmann::ordered_json();
-    chat.add_generation_prompt = true;
-    chat.extra = req.template_kwargs.is_object() ? req.template_kwargs : nlohmann::ordered_json::object();
-    tmpl::SetSpecialTokens(*tok_, &chat);
-    auto r = tmpl::RenderChat(*template_, *tok_, chat);
+    auto r = tmpl::RenderChat(*template_, *tok_,
+                              tmpl::MakeChatRequest(*tok_, req.messages, req.tools, /*add_generation_prompt=*/true,
+                                                    req.template_kwargs));
     if (!r.ok()) {
       // The server's answer to the same request (400 on messages).
       return BadRequest("cannot apply the chat template: " + r.status().message(), "messages");

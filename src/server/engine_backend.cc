@@ -166,13 +166,8 @@ std::string EngineBackend::TokenString(int32_t id) {
 StatusOr<ChatPrompt> EngineBackend::RenderChatPrompt(const nlohmann::ordered_json& messages,
                                                      const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                                      const nlohmann::ordered_json& template_kwargs) {
-  tmpl::ChatRequest req;
-  req.messages = messages;
-  req.tools = tools.is_array() && !tools.empty() ? tools : nlohmann::ordered_json();
-  req.add_generation_prompt = add_generation_prompt;
-  req.extra = template_kwargs.is_object() ? template_kwargs : nlohmann::ordered_json::object();
-  tmpl::SetSpecialTokens(*tok_, &req);
-  auto r = tmpl::RenderChat(*template_, *tok_, req);
+  auto r = tmpl::RenderChat(*template_, *tok_,
+                            tmpl::MakeChatRequest(*tok_, messages, tools, add_generation_prompt, template_kwargs));
   if (!r.ok()) return InvalidArgument("{}", r.status().message());
   return ChatPrompt{std::move(r->text), std::move(r->tokens)};
 }

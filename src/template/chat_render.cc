@@ -33,12 +33,19 @@ StatusOr<RenderedChat> RenderChat(const ChatTemplate& chat, const tok::Tokenizer
 StatusOr<RenderedChat> RenderChat(const ChatTemplate& chat, const tok::Tokenizer& tok,
                                   const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                   bool add_generation_prompt, const RenderChatOptions& options) {
+  return RenderChat(chat, tok, MakeChatRequest(tok, messages, tools, add_generation_prompt), options);
+}
+
+ChatRequest MakeChatRequest(const tok::Tokenizer& tok, const nlohmann::ordered_json& messages,
+                            const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                            const nlohmann::ordered_json& extra) {
   ChatRequest request;
   request.messages = messages;
   if (tools.is_array() && !tools.empty()) request.tools = tools;
   request.add_generation_prompt = add_generation_prompt;
+  request.extra = extra.is_object() ? extra : nlohmann::ordered_json::object();
   SetSpecialTokens(tok, &request);
-  return RenderChat(chat, tok, request, options);
+  return request;
 }
 
 }  // namespace kvs::tmpl

@@ -64,8 +64,16 @@ struct RenderedChat {
 StatusOr<RenderedChat> RenderChat(const ChatTemplate& chat, const tok::Tokenizer& tok, const ChatRequest& request,
                                   const RenderChatOptions& options = {});
 
-// The same for the usual inputs: bos_token/eos_token are the model's
-// (SetSpecialTokens); tools null or empty means none.
+// A request from the usual inputs: bos_token/eos_token are the model's
+// (SetSpecialTokens); tools null or empty means none; extra: the request's
+// template variables (chat_template_kwargs, ...), null or {} for none. The
+// server and the gateway's prompt counter both build theirs here, so they
+// render alike.
+ChatRequest MakeChatRequest(const tok::Tokenizer& tok, const nlohmann::ordered_json& messages,
+                            const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                            const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
+
+// RenderChat of MakeChatRequest(tok, messages, tools, add_generation_prompt).
 StatusOr<RenderedChat> RenderChat(const ChatTemplate& chat, const tok::Tokenizer& tok,
                                   const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                   bool add_generation_prompt, const RenderChatOptions& options = {});
