@@ -8,13 +8,12 @@
 // blocks through @anthropic-ai/sdk (messages.create, messages.stream),
 // Responses reasoning items through the openai client (responses.create,
 // responses.stream), model.reasoning_parser none.
-// (b) the real engine on ../shared/models/stories260K.gguf, copied with a
-// reasoning template (tests/server/gguf_with_template.py): the tiny model
+// (b) the real engine on ../shared/models/stories260K.gguf, served with a
+// reasoning template (model.chat_template): the tiny model
 // never closes the section, so the whole reply is reasoning; with a JSON
 // schema the grammar leaves the reasoning free and the content after the
 // end tag is valid JSON.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -359,11 +358,9 @@ describe("real engine, reasoning template", () => {
         "{%- if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n" +
         "{%- else %}<think>\n{% endif %}{% endif %}",
     );
-    const gguf = path.join(dir, "stories260K-reasoning.gguf");
-    execFileSync("/usr/bin/python3", [path.join(sourceDir, "tests/server/gguf_with_template.py"), model, gguf, tmpl]);
     server = await startServer({
       fake: false,
-      args: ["-m", gguf, "--threads", "2", "--max-context-length", "512"],
+      args: ["-m", model, "--chat-template", tmpl, "--threads", "2", "--max-context-length", "512"],
     });
     client = new OpenAI({ apiKey: "none", baseURL: `${server.baseURL}/v1`, maxRetries: 0 });
   });
@@ -374,7 +371,7 @@ describe("real engine, reasoning template", () => {
   test("a reply that never closes the section is all reasoning", async (t) => {
     if (!server) return t.skip("../shared/models/stories260K.gguf is absent");
     const r = await client.chat.completions.create({
-      model: "stories260K-reasoning",
+      model: "stories260K",
       messages: MESSAGES,
       temperature: 0,
       max_tokens: 24,
@@ -395,7 +392,7 @@ describe("real engine, reasoning template", () => {
       additionalProperties: false,
     };
     const body = {
-      model: "stories260K-reasoning",
+      model: "stories260K",
       messages: MESSAGES,
       temperature: 0,
       max_tokens: 48,
