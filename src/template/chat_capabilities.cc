@@ -53,14 +53,4 @@ std::vector<std::string> ChatCapabilities::Describe() const {
   return out;
 }
 
-const char* EffectiveToolCallSyntax(const std::string& syntax) {
-  static const char* const kKnown[] = {"hermes",       "qwen3_coder",      "llama3_json", "mistral",
-                                       "deepseek_v3",  "deepseek_v31",     "functionary_v3_1", "harmony",
-                                       "lfm2"};
-  for (const char* k : kKnown) {
-    if (syntax == k) return k;
-  }
-  return "hermes";
-}
-
 }  // namespace kvs::tmpl

@@ -56,10 +56,5 @@ struct ChatCapabilities {
   std::vector<std::string> Describe() const;
 };
 
-// The syntax the polyfills write tool calls in: `syntax` when WriteToolCalls
-// knows it, else "hermes" ("" and "none": the template shows no syntax of its
-// own; the other formats are those of templates that render their calls
-// themselves, so no call is ever written for them).
-const char* EffectiveToolCallSyntax(const std::string& syntax);
 
 }  // namespace kvs::tmpl

@@ -161,48 +161,69 @@ std::string PythonCall(const std::string& name, const std::string& arguments) {
   return out + ")";
 }
 
+// One call's text (name, arguments as JSON text).
+using CallText = std::string (*)(const std::string& name, const std::string& arguments);
+
+// How a syntax writes a list of calls: open, the calls joined by sep, close.
+struct CallWriter {
+  const char* syntax;
+  const char* open;
+  const char* sep;
+  const char* close;
+  CallText one;
+};
+
+// Every syntax the polyfills can write: the first is the fallback.
+constexpr CallWriter kCallWriters[] = {
+    {"hermes", "", "\n", "",
+     [](const std::string& n, const std::string& a) {
+       return "<tool_call>\n{\"name\": " + Json(n).dump() + ", \"arguments\": " + a + "}\n</tool_call>";
+     }},
+    {"llama3_json", "", ";", "",
+     [](const std::string& n, const std::string& a) {
+       return "{\"name\": " + Json(n).dump() + ", \"parameters\": " + a + "}";
+     }},
+    {"mistral", "", "", "", [](const std::string& n, const std::string& a) { return "[TOOL_CALLS]" + n + "[ARGS]" + a; }},
+    {"deepseek_v3", "<｜tool▁calls▁begin｜>", "\n", "<｜tool▁calls▁end｜>",
+     [](const std::string& n, const std::string& a) {
+       return "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + n + "\n```json\n" + a + "\n```<｜tool▁call▁end｜>";
+     }},
+    {"deepseek_v31", "<｜tool▁calls▁begin｜>", "", "<｜tool▁calls▁end｜>",
+     [](const std::string& n, const std::string& a) {
+       return "<｜tool▁call▁begin｜>" + n + "<｜tool▁sep｜>" + a + "<｜tool▁call▁end｜>";
+     }},
+    {"functionary_v3_1", "", "", "",
+     [](const std::string& n, const std::string& a) { return "<function=" + n + ">" + a + "</function>"; }},
+    {"harmony", "", "", "",
+     [](const std::string& n, const std::string& a) {
+       return "<|channel|>commentary to=functions." + n + " <|constrain|>json<|message|>" + a + "<|call|>";
+     }},
+    {"qwen3_coder", "", "\n", "", QwenCoderCall},
+    {"lfm2", "<|tool_call_start|>[", ", ", "]<|tool_call_end|>", PythonCall},
+};
+
+const CallWriter& WriterFor(const std::string& syntax) {
+  for (const CallWriter& w : kCallWriters) {
+    if (syntax == w.syntax) return w;
+  }
+  return kCallWriters[0];
+}
+
 }  // namespace
 
-std::string WriteToolCalls(const std::string& syntax_name, const Json& tool_calls) {
-  const std::string syntax = EffectiveToolCallSyntax(syntax_name);
+const char* EffectiveToolCallSyntax(const std::string& syntax) { return WriterFor(syntax).syntax; }
+
+std::string WriteToolCalls(const std::string& syntax, const Json& tool_calls) {
   if (!tool_calls.is_array()) return "";
-  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments JSON
-  for (const Json& c : tool_calls) calls.emplace_back(CallName(c), ArgumentsText(c));
-  std::string out;
-  auto join = [&](const std::string& sep, auto&& one) {
-    for (size_t i = 0; i < calls.size(); ++i) out += (i ? sep : "") + one(calls[i].first, calls[i].second);
-  };
-  using S = const std::string&;
-  if (syntax == "llama3_json") {
-    join(";", [](S n, S a) { return "{\"name\": " + Json(n).dump() + ", \"parameters\": " + a + "}"; });
-  } else if (syntax == "mistral") {
-    join("", [](S n, S a) { return "[TOOL_CALLS]" + n + "[ARGS]" + a; });
-  } else if (syntax == "deepseek_v3") {
-    out = "<｜tool▁calls▁begin｜>";
-    join("\n", [](S n, S a) {
-      return "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + n + "\n```json\n" + a + "\n```<｜tool▁call▁end｜>";
-    });
-    out += "<｜tool▁calls▁end｜>";
-  } else if (syntax == "deepseek_v31") {
-    out = "<｜tool▁calls▁begin｜>";
-    join("", [](S n, S a) { return "<｜tool▁call▁begin｜>" + n + "<｜tool▁sep｜>" + a + "<｜tool▁call▁end｜>"; });
-    out += "<｜tool▁calls▁end｜>";
-  } else if (syntax == "functionary_v3_1") {
-    join("", [](S n, S a) { return "<function=" + n + ">" + a + "</function>"; });
-  } else if (syntax == "harmony") {
-    join("", [](S n, S a) { return "<|channel|>commentary to=functions." + n + " <|constrain|>json<|message|>" + a + "<|call|>"; });
-  } else if (syntax == "qwen3_coder") {
-    join("\n", QwenCoderCall);
-  } else if (syntax == "lfm2") {
-    out = "<|tool_call_start|>[";
-    join(", ", PythonCall);
-    out += "]<|tool_call_end|>";
-  } else {  // hermes
-    join("\n", [](S n, S a) {
-      return "<tool_call>\n{\"name\": " + Json(n).dump() + ", \"arguments\": " + a + "}\n</tool_call>";
-    });
+  const CallWriter& w = WriterFor(syntax);
+  std::string out = w.open;
+  bool first = true;
+  for (const Json& c : tool_calls) {
+    if (!first) out += w.sep;
+    out += w.one(CallName(c), ArgumentsText(c));
+    first = false;
   }
-  return out;
+  return out + w.close;
 }
 
 std::string ToolInstruction(const std::string& syntax, const Json& tools) {

@@ -58,10 +58,16 @@ namespace kvs::tmpl {
 StatusOr<ChatRequest> ApplyChatPolyfills(const ChatCapabilities& caps, const std::string& tool_call_syntax,
                                          const ChatRequest& request, std::vector<std::string>* applied = nullptr);
 
+// The syntax the polyfills write tool calls in: `syntax` when WriteToolCalls
+// knows it, else "hermes" ("" and "none": the template shows no syntax of its
+// own; the other formats are those of templates that render their calls
+// themselves, so no call is ever written for them).
+const char* EffectiveToolCallSyntax(const std::string& syntax);
+
 // An assistant's tool calls (OpenAI form: [{"id", "type", "function":
-// {"name", "arguments"}}]) as text in `syntax`: what the model would have
-// written. Arguments given as JSON text are kept as written; invalid JSON
-// is written as a JSON string.
+// {"name", "arguments"}}]) as text in EffectiveToolCallSyntax(syntax): what
+// the model would have written. Arguments given as JSON text are kept as
+// written; invalid JSON is written as a JSON string.
 std::string WriteToolCalls(const std::string& syntax, const nlohmann::ordered_json& tool_calls);
 
 // The text tool-definitions-in-system adds: the definitions and how to call
