@@ -1,4 +1,4 @@
-// CpuRunner: the CPU backend's engine::ModelRunner. Owns the model, the KV
+// CpuRunner: the CPU backend's engine::ModelRunner (RunnerFactories()'s "cpu"). Owns the model, the KV
 // block storage and the thread pool; passes the engine's batch to the model.
 // With num_window_blocks > 0 and a model with sliding-window layers, the KV
 // storage is two groups (engine/model_runner.h): a cache of num_blocks
@@ -10,6 +10,7 @@
 
 #include <memory>
 
+#include "backend/runner_factory.h"
 #include "base/thread_pool.h"
 #include "engine/model_runner.h"
 #include "kvcache/kv_cache.h"
@@ -17,14 +18,8 @@
 
 namespace kvs::backend {
 
-struct CpuRunnerOptions {
-  int threads = 0;                  // 0: all cores
-  int32_t block_size = 16;
-  int32_t num_blocks = 0;
-  int32_t num_window_blocks = 0;    // > 0: sliding layers get their own KV group of this many blocks
-  DType kv_dtype = DType::kF16;
-  int64_t max_batch_tokens = 2048;  // activation buffers are sized for this
-};
+// The device-neutral geometry (runner_factory.h); threads size the pool.
+using CpuRunnerOptions = RunnerOptions;
 
 class CpuRunner : public engine::ModelRunner {
  public:

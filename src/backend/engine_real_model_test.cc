@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "backend/cpu_engine.h"
+#include "backend/load_engine.h"
 #include "backend/cpu_runner.h"
 #include "base/test_util.h"
 #include "engine/engine.h"
@@ -185,7 +185,7 @@ model::RandomModelSpec SlidingSpec(const char* arch) {
   return spec;
 }
 
-// The one engine assembly (the memory plan sizes both groups) on a model
+// The one engine assembly, LoadEngine (the memory plan sizes both groups) on a model
 // with sliding layers: its plan passes the engine's check and requests run.
 TEST(EngineRealModelTest, CpuEngineGivesSlidingLayersAWindowGroup) {
   for (const char* arch : {"gemma3", "llama"}) {
@@ -193,17 +193,17 @@ TEST(EngineRealModelTest, CpuEngineGivesSlidingLayersAWindowGroup) {
     auto dir = kvs::testing::TempDir(std::string("swa_cpu_engine_") + arch);
     const std::string path = (dir / "m.gguf").string();
     ASSERT_TRUE(model::WriteRandomModel(SlidingSpec(arch), path, "").ok());
-    auto model = model::LlamaModel::Load(path);
-    ASSERT_TRUE(model.ok());
-    CpuEngineOptions o;
+    EngineSpec o;
     o.model_path = path;
+    o.model_dtype = "f32";     // as stored, as LlamaModel::Load(path) reads it
+    o.load_tokenizer = false;  // no EOS: every request runs to max_tokens
     o.threads = 2;
     o.context = 256;
     o.sequences = 2;
     o.memory_limit_bytes = uint64_t{1} << 30;
     o.engine.max_num_batched_tokens = 64;
     o.engine.max_batch_size = 4;
-    auto cpu = CreateCpuEngine(std::move(*model), o);
+    auto cpu = LoadEngine(o);
     ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
     EXPECT_EQ(cpu->plan.window, 16);
     EXPECT_EQ(cpu->plan.num_window_blocks, 4 * (1 + 2) + 64 / 16);

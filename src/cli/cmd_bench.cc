@@ -17,8 +17,7 @@
 
 #include <filesystem>
 
-#include "backend/cpu_engine.h"
-#include "backend/cpu_runner.h"
+#include "backend/load_engine.h"
 #include "base/cpu.h"
 #include "bench/online_bench.h"
 #include "cli/command.h"
@@ -69,11 +68,10 @@ int RunConcurrency(const BenchOptions& o, DType kv) {
   // One model and one engine sized for the largest N serve every N: the
   // scheduler runs as many sequences as are submitted.
   const int max_n = *std::max_element(o.concurrency.begin(), o.concurrency.end());
-  auto model = model::LlamaModel::Load(o.model, model::LoadOptions::ForDtype(o.dtype));
-  if (!model.ok()) fail(model.status());
-  const int32_t vocab = (*model)->config().vocab;
-  backend::CpuEngineOptions eo;
+  backend::EngineSpec eo;
   eo.model_path = o.model;
+  eo.model_dtype = o.dtype;
+  eo.load_tokenizer = false;  // random prompts, EOS ignored
   eo.threads = o.threads;
   eo.kv_dtype = kv;
   eo.context = o.prompt + o.gen + 1;
@@ -81,8 +79,9 @@ int RunConcurrency(const BenchOptions& o, DType kv) {
   eo.engine.max_num_batched_tokens = std::max(512, max_n);
   eo.engine.max_batch_size = max_n;
   eo.engine.admission_watermark = 0.0;
-  auto eng = backend::CreateCpuEngine(std::move(*model), eo);
+  auto eng = backend::LoadEngine(eo);
   if (!eng.ok()) fail(eng.status());
+  const int32_t vocab = eng->model.vocab;
   engine::Engine& e = *eng->engine;
   if (Status s = e.Start(); !s.ok()) fail(s);
   std::mt19937 rng(7);
@@ -135,17 +134,23 @@ int RunConcurrency(const BenchOptions& o, DType kv) {
 // Logit deviation and greedy agreement of each KV dtype against f32 K/V on
 // a -p token random prompt, then -n greedy tokens.
 int RunKvAccuracy(const BenchOptions& o) {
-  auto model = model::LlamaModel::Load(o.model, model::LoadOptions::ForDtype(o.dtype));
-  if (!model.ok()) {
-    std::fprintf(stderr, "error: %s\n", model.status().ToString().c_str());
+  backend::EngineSpec spec;
+  spec.model_path = o.model;
+  spec.model_dtype = o.dtype;
+  spec.load_tokenizer = false;
+  spec.assemble_engine = false;  // the model itself, run under each KV dtype
+  auto loaded = backend::LoadEngine(spec);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "error: %s\n", loaded.status().ToString().c_str());
     return 1;
   }
+  model::LlamaModel& weights = *loaded->weights;
   ThreadPool pool(o.threads);
   std::mt19937 rng(42);
   std::vector<int32_t> prompt(static_cast<size_t>(std::max(o.prompt, 1)));
-  for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>((*model)->config().vocab));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(weights.config().vocab));
   const DType dtypes[] = {DType::kF16, DType::kBF16, DType::kQ8_0};
-  auto r = model::MeasureKvAccuracy(**model, prompt, dtypes, 512, o.gen, pool);
+  auto r = model::MeasureKvAccuracy(weights, prompt, dtypes, 512, o.gen, pool);
   if (!r.ok()) {
     std::fprintf(stderr, "error: %s\n", r.status().ToString().c_str());
     return 1;
@@ -222,27 +227,32 @@ int RunBench(const BenchOptions& o) {
     return 2;
   }
   if (!o.concurrency.empty()) return RunConcurrency(o, *kv);
-  auto model = model::LlamaModel::Load(o.model, model::LoadOptions::ForDtype(o.dtype));
-  if (!model.ok()) {
-    std::fprintf(stderr, "error: %s\n", model.status().ToString().c_str());
+  backend::EngineSpec spec;
+  spec.model_path = o.model;
+  spec.model_dtype = o.dtype;
+  spec.load_tokenizer = false;
+  spec.assemble_engine = false;  // a runner driven directly, one sequence
+  spec.threads = o.threads;
+  auto loaded = backend::LoadEngine(spec);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "error: %s\n", loaded.status().ToString().c_str());
     return 1;
   }
-  const model::ModelConfig cfg = (*model)->config();
+  const model::ModelConfig cfg = loaded->model;
   const int64_t max_pos = static_cast<int64_t>(o.depth) + std::max(o.prompt, o.gen) + 16;
-  backend::CpuRunnerOptions ro;
+  backend::RunnerOptions ro;
   ro.threads = o.threads;
   ro.block_size = 16;
   ro.num_blocks = static_cast<int32_t>(max_pos / 16 + 2);
   ro.kv_dtype = *kv;
   ro.max_batch_tokens = std::max({o.prompt, o.depth > 0 ? std::min(o.depth, 512) : 1, 1});
-  auto runner_or = backend::CpuRunner::Create(std::move(*model), ro);
-  if (!runner_or.ok()) {
-    std::fprintf(stderr, "error: %s\n", runner_or.status().ToString().c_str());
+  if (Status s = backend::MakeRunner(spec, ro, &*loaded); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
     return 1;
   }
-  backend::CpuRunner& runner = **runner_or;
+  engine::ModelRunner& runner = *loaded->runner;
   std::fprintf(stderr, "model: %s\ncpu: %s, threads %d, kv %s\n", cfg.Describe().c_str(),
-               GetCpuFeatures().Describe().c_str(), runner.pool().size(), o.kv_dtype.c_str());
+               GetCpuFeatures().Describe().c_str(), loaded->threads, o.kv_dtype.c_str());
   std::vector<int32_t> table(static_cast<size_t>(ro.num_blocks));
   std::iota(table.begin(), table.end(), 0);
   std::mt19937 rng(42);

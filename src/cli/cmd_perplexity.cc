@@ -1,6 +1,6 @@
 // `kvserve perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [-b N] [-t N]`:
 // the perplexity of a model on a text file by llama-perplexity's method and
-// output (backend/perplexity.h), to check quantisations, KV dtypes and
+// output (bench/perplexity.h), to check quantisations, KV dtypes and
 // architectures against llama.cpp. stdout gets the running estimate after
 // each window, `[1]x,[2]y,...`, then `Final estimate: PPL = <ppl> +/- <err>`;
 // setup and speed go to stderr.
@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend/cpu_runner.h"
-#include "backend/perplexity.h"
+#include "backend/load_engine.h"
+#include "bench/perplexity.h"
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "tokenizer/tokenizer.h"
@@ -56,44 +56,47 @@ int RunPerplexity(PerplexityArgs a) {
   if (!kv) return PerplexityFail(InvalidArgument("unknown --kv-dtype '{}' (f32, f16, bf16, q8_0)", a.kv_dtype));
   auto text = ReadTextFile(a.file);
   if (!text.ok()) return PerplexityFail(text.status());
-  auto model = model::LlamaModel::Load(a.model, model::LoadOptions::ForDtype(a.dtype));
-  if (!model.ok()) return PerplexityFail(model.status());
-  auto tok = tok::Tokenizer::FromGguf((*model)->file());
-  if (!tok.ok()) return PerplexityFail(tok.status().WithContext("tokenizer"));
-  const model::ModelConfig cfg = (*model)->config();
+  backend::EngineSpec spec;
+  spec.model_path = a.model;
+  spec.model_dtype = a.dtype;
+  spec.assemble_engine = false;  // a runner driven directly (MakeRunner below)
+  spec.threads = a.threads;
+  auto loaded = backend::LoadEngine(spec);
+  if (!loaded.ok()) return PerplexityFail(loaded.status());
+  const std::unique_ptr<tok::Tokenizer>& tok = loaded->tokenizer;
+  const model::ModelConfig cfg = loaded->model;
 
   // As llama.cpp's -f: one final newline is not part of the text.
   if (!text->empty() && text->back() == '\n') text->pop_back();
   const auto t0 = Clock::now();
   // As llama-perplexity: the whole file at once, BOS first when the vocabulary
   // adds one, control-token text taken literally.
-  const std::vector<int32_t> tokens = (*tok)->Encode(*text, /*add_special=*/true, /*parse_special=*/false);
+  const std::vector<int32_t> tokens = tok->Encode(*text, /*add_special=*/true, /*parse_special=*/false);
   const double tokenize_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 
-  backend::PerplexityOptions po;
+  bench::PerplexityOptions po;
   po.ctx = a.ctx > 0 ? a.ctx : (cfg.context_length > 0 ? std::min(512, cfg.context_length) : 512);
   po.batch = a.batch;
   po.max_chunks = a.chunks;
-  po.bos_id = (*tok)->add_bos() ? (*tok)->bos_id() : -1;
-  auto n_chunks = backend::PerplexityChunks(static_cast<int64_t>(tokens.size()), po, cfg.context_length);
+  po.bos_id = tok->add_bos() ? tok->bos_id() : -1;
+  auto n_chunks = bench::PerplexityChunks(static_cast<int64_t>(tokens.size()), po, cfg.context_length);
   if (!n_chunks.ok()) return PerplexityFail(n_chunks.status());
 
-  backend::CpuRunnerOptions ro;
+  backend::RunnerOptions ro;
   ro.threads = a.threads;
   ro.block_size = 16;
   ro.num_blocks = (po.ctx + ro.block_size - 1) / ro.block_size;
   ro.kv_dtype = *kv;
   ro.max_batch_tokens = std::min(po.batch, po.ctx);
-  auto runner = backend::CpuRunner::Create(std::move(*model), ro);
-  if (!runner.ok()) return PerplexityFail(runner.status());
+  if (Status s = backend::MakeRunner(spec, ro, &*loaded); !s.ok()) return PerplexityFail(s);
   std::fprintf(stderr,
                "kvserve perplexity: %s\nmodel: %s\n%zu tokens (tokenized in %.1f ms); %d chunks of %d tokens, "
                "batch %d, threads %d, kv %s\n",
                a.model.c_str(), cfg.Describe().c_str(), tokens.size(), tokenize_ms, *n_chunks, po.ctx,
-               static_cast<int>(ro.max_batch_tokens), (*runner)->pool().size(), a.kv_dtype.c_str());
+               static_cast<int>(ro.max_batch_tokens), loaded->threads, a.kv_dtype.c_str());
 
   const auto t_eval = Clock::now();
-  auto est = backend::EvaluatePerplexity(**runner, tokens, po, [](const backend::PerplexityEstimate& e) {
+  auto est = bench::EvaluatePerplexity(*loaded->runner, tokens, po, [](const bench::PerplexityEstimate& e) {
     std::printf("[%d]%.4f,", e.chunks, e.Ppl());
     std::fflush(stdout);
   });

@@ -5,10 +5,11 @@
 #include <chrono>
 #include <cstdio>
 
-#include "backend/cpu_engine.h"
+#include "backend/load_engine.h"
 #include "cli/command.h"
 #include "cli/default_model.h"
 #include "engine/engine.h"
+#include "template/chat_template.h"
 #include "template/model_chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,17 +41,20 @@ int Fail(const Status& s) {
 }
 
 // The chat prompt: --system and -p as one conversation, rendered with the
-// model's chat template (ChatML when the model has none).
-StatusOr<std::string> RenderChat(const RunOptions& o, const tok::Tokenizer& tok) {
-  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(tok));
-  for (const std::string& w : chat.probe.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  if (chat.is_fallback && chat.probe.warnings.empty()) std::fprintf(stderr, "the model has no chat template; using ChatML\n");
+// model's chat template (ChatML when the model has none), which LoadEngine
+// loaded and probed.
+StatusOr<std::string> RenderChat(const RunOptions& o, const backend::LoadedEngine& loaded) {
+  const tok::Tokenizer& tok = *loaded.tokenizer;
+  for (const std::string& w : loaded.chat_probe.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (loaded.chat_template_is_fallback && loaded.chat_probe.warnings.empty()) {
+    std::fprintf(stderr, "the model has no chat template; using ChatML\n");
+  }
   tmpl::ChatRequest r;
   if (!o.system.empty()) r.messages.push_back({{"role", "system"}, {"content", o.system}});
   r.messages.push_back({{"role", "user"}, {"content", o.prompt}});
   r.add_generation_prompt = true;
   tmpl::SetSpecialTokens(tok, &r);
-  auto text = chat.tmpl.Render(r);
+  auto text = loaded.chat_template->Render(r);
   if (!text.ok()) return text.status().WithContext("rendering the chat template");
   return text;
 }
@@ -66,16 +70,25 @@ int RunGenerate(RunOptions o) {
   }
   auto kv = DTypeFromName(o.kv_dtype);
   if (!kv) return Fail(InvalidArgument("unknown --kv-dtype '{}' (f32, f16, bf16, q8_0)", o.kv_dtype));
-  auto model_or = model::LlamaModel::Load(o.model, model::LoadOptions::ForDtype(o.dtype));
-  if (!model_or.ok()) return Fail(model_or.status());
-  auto tok_or = tok::Tokenizer::FromGguf((*model_or)->file());
-  if (!tok_or.ok()) return Fail(tok_or.status().WithContext("tokenizer"));
-  const tok::Tokenizer& tok = **tok_or;
-  const model::ModelConfig cfg = (*model_or)->config();
+  // The weights, tokenizer and (--chat) template first; the engine is
+  // sized once the prompt's length is known.
+  backend::EngineSpec spec;
+  spec.model_path = o.model;
+  spec.model_dtype = o.dtype;
+  spec.load_chat = o.chat;
+  spec.assemble_engine = false;
+  spec.threads = o.threads;
+  spec.kv_dtype = *kv;
+  spec.engine.max_num_batched_tokens = 512;
+  spec.engine.max_batch_size = 1;
+  auto loaded = backend::LoadEngine(spec);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const tok::Tokenizer& tok = *loaded->tokenizer;
+  const model::ModelConfig cfg = loaded->model;
 
   std::vector<int32_t> prompt;
   if (o.chat) {
-    auto text = RenderChat(o, tok);
+    auto text = RenderChat(o, *loaded);
     if (!text.ok()) return Fail(text.status());
     // The template writes BOS itself where the model wants one, and its
     // special tokens (<|im_start|>...) must become their ids.
@@ -84,21 +97,12 @@ int RunGenerate(RunOptions o) {
     prompt = tok.Encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
   }
   if (prompt.empty()) return Fail(InvalidArgument("the prompt encodes to no tokens"));
-  const int ctx = o.ctx > 0 ? o.ctx : std::max<int>(cfg.context_length, static_cast<int>(prompt.size()) + o.n_predict);
-  backend::CpuEngineOptions eo;
-  eo.model_path = o.model;
-  eo.threads = o.threads;
-  eo.kv_dtype = *kv;
-  eo.context = ctx;
-  eo.engine.max_num_batched_tokens = 512;
-  eo.engine.max_batch_size = 1;
-  eo.engine.eos_token_ids = tok.end_of_generation_ids();
-  auto cpu = backend::CreateCpuEngine(std::move(*model_or), eo);
-  if (!cpu.ok()) return Fail(cpu.status());
-  engine::Engine& engine = *cpu->engine;
+  spec.context = o.ctx > 0 ? o.ctx : std::max<int>(cfg.context_length, static_cast<int>(prompt.size()) + o.n_predict);
+  if (Status s = backend::AssembleEngine(spec, &*loaded); !s.ok()) return Fail(s);
+  engine::Engine& engine = *loaded->engine;
   std::fprintf(stderr, "kvserve run: %s\nmodel: %s\nload: %.1f ms, threads %d, kv %s, prompt %zu tokens\n",
                o.model.c_str(), cfg.Describe().c_str(),
-               std::chrono::duration<double, std::milli>(Clock::now() - t_load).count(), cpu->threads,
+               std::chrono::duration<double, std::milli>(Clock::now() - t_load).count(), loaded->threads,
                o.kv_dtype.c_str(), prompt.size());
   KVS_CHECK(engine.Start().ok());
 

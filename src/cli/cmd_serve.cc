@@ -74,6 +74,12 @@ const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatib
                      std::printf("%s\n", server::ConfigToJson(cfg).dump(2).c_str());
                      return 0;
                    }
+                   // What the engine is built from, checked before the port is taken
+                   // (runtime.device: a runner this build has).
+                   if (Status spec = server::EngineSpecFromConfig(cfg).status(); !spec.ok()) {
+                     std::fprintf(stderr, "kvserve serve: %s\n", spec.message().c_str());
+                     return 2;
+                   }
                    auto opts = GateOptions(a->needle_gate);
                    if (!opts.ok()) {
                      std::fprintf(stderr, "kvserve serve: %s\n", opts.status().message().c_str());

@@ -4,12 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "backend/cpu_engine.h"
 #include "kernels/kernels.h"
-#include "model/llama.h"
 #include "plan/device.h"
 #include "plan/plan.h"
-#include "grammar/template_tool_format.h"
 #include "template/chat_render.h"
 #include "template/chat_template.h"
 #include "template/model_chat.h"
@@ -31,35 +28,62 @@ EngineBackend::EngineBackend() = default;
 
 EngineBackend::~EngineBackend() { Shutdown(); }
 
+StatusOr<backend::EngineSpec> EngineSpecFromConfig(const ServeConfig& config) {
+  backend::EngineSpec spec;
+  spec.model_path = config.model.path;
+  spec.model_dtype = config.model.dtype;
+  if (auto device = backend::FindRunnerFactory(config.runtime.device); !device.ok()) {
+    return device.status().WithContext("runtime.device");
+  }
+  spec.device = config.runtime.device;
+  spec.load_chat = true;
+  spec.chat_template = config.model.chat_template;
+  spec.reasoning_parser = config.model.reasoning_parser;
+  spec.threads = static_cast<int>(config.runtime.threads);
+  KVS_ASSIGN_OR_RETURN(spec.kv_dtype, plan::ParseKvDType(config.kv_cache.dtype));
+  spec.block_size = static_cast<int32_t>(config.kv_cache.block_size);
+  spec.context = config.model.max_context_length;
+  spec.context_within_trained = true;
+  spec.sequences = config.runtime.max_concurrent_requests;
+  spec.memory_limit_bytes = static_cast<uint64_t>(config.kv_cache.memory_limit_bytes);
+  spec.memory_fraction = config.kv_cache.memory_fraction;
+  engine::EngineConfig& ec = spec.engine;
+  ec.max_num_batched_tokens = static_cast<int32_t>(config.runtime.max_num_batched_tokens);
+  ec.max_batch_size = static_cast<int32_t>(config.runtime.max_batch_size);
+  // The service admits at most max_concurrent_requests sequences, so the
+  // engine's own queue bound is never what refuses a request.
+  ec.max_queued_requests = static_cast<int32_t>(config.runtime.max_concurrent_requests);
+  ec.enable_prefix_caching = config.kv_cache.prefix_caching;
+  ec.output_reservation = config.runtime.output_reservation;
+  ec.policy = config.runtime.scheduling_policy == "priority" ? engine::SchedulingPolicy::kPriority
+                                                              : engine::SchedulingPolicy::kFcfs;
+  return spec;  // eos_token_ids: the tokenizer's (LoadEngine)
+}
+
 StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& config) {
   std::unique_ptr<EngineBackend> b(new EngineBackend());
-  KVS_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model,
-                       model::LlamaModel::Load(config.model.path, model::LoadOptions::ForDtype(config.model.dtype)));
-  auto tok = tok::Tokenizer::FromGguf(model->file());
-  if (!tok.ok()) return tok.status().WithContext("tokenizer");
-  b->tok_ = std::move(*tok);
-  if (model->bf16_weight_bytes() > 0) {
+  KVS_ASSIGN_OR_RETURN(const backend::EngineSpec spec, EngineSpecFromConfig(config));
+  KVS_ASSIGN_OR_RETURN(backend::LoadedEngine loaded, backend::LoadEngine(spec));
+  if (loaded.bf16_weight_bytes > 0) {
     spdlog::info("model.dtype {}: {} bytes of {} matrices converted to BF16{}", config.model.dtype,
-                 model->bf16_weight_bytes(), config.model.dtype == "auto" ? "F16" : "F32/F16",
+                 loaded.bf16_weight_bytes, config.model.dtype == "auto" ? "F16" : "F32/F16",
                  kernels::NativeBf16Dot() ? " (AVX512_BF16 dot products; model.dtype f16 keeps F16 exact)"
                                           : "; this CPU has no AVX512_BF16, so they are widened to f32");
   } else if (config.model.dtype == "f32" || config.model.dtype == "f16") {
     spdlog::info("model.dtype {}: weights as stored, float matrices multiplied in f32", config.model.dtype);
   }
-
-  tmpl::ChatTemplateLoadOptions template_options;
-  template_options.override = config.model.chat_template;
-  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(*b->tok_, template_options));
-  b->template_ = std::make_unique<tmpl::ChatTemplate>(std::move(chat.tmpl));
-  b->info_.has_chat_template = !chat.is_fallback;
-  if (chat.is_fallback) spdlog::warn("{} has no chat template; /v1/chat/completions uses ChatML", config.model.path);
-  if (!config.model.chat_template.empty()) spdlog::info("chat template: {} (model.chat_template)", chat.origin);
-  for (const std::string& w : chat.probe.warnings) spdlog::warn("{}", w);
-  for (const std::string& n : chat.probe.notes) spdlog::info("{}", n);
-  // Tool calls: the template's syntax, else Hermes's where the prompt teaches
-  // it (grammar/template_tool_format.h); replies are parsed in it and calls in
-  // the history are written in it.
-  b->tool_format_ = grammar::UseToolCallFormatFor(b->template_.get());
+  b->tok_ = std::move(loaded.tokenizer);
+  b->template_ = std::move(loaded.chat_template);
+  b->info_.has_chat_template = !loaded.chat_template_is_fallback;
+  if (loaded.chat_template_is_fallback) {
+    spdlog::warn("{} has no chat template; /v1/chat/completions uses ChatML", config.model.path);
+  }
+  if (!config.model.chat_template.empty()) {
+    spdlog::info("chat template: {} (model.chat_template)", loaded.chat_template_origin);
+  }
+  for (const std::string& w : loaded.chat_probe.warnings) spdlog::warn("{}", w);
+  for (const std::string& n : loaded.chat_probe.notes) spdlog::info("{}", n);
+  b->tool_format_ = loaded.tool_format;
   const tmpl::ChatCapabilities& caps = b->template_->capabilities();
   spdlog::info("tool calls: {} syntax", grammar::ToolCallFormatName(b->tool_format_));
   {
@@ -73,73 +97,32 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
     }
   }
 
-  const model::ModelConfig mc = model->config();
-  backend::CpuEngineOptions o;
-  o.model_path = config.model.path;
-  o.threads = static_cast<int>(config.runtime.threads);
-  KVS_ASSIGN_OR_RETURN(o.kv_dtype, plan::ParseKvDType(config.kv_cache.dtype));
-  o.block_size = static_cast<int32_t>(config.kv_cache.block_size);
-  o.context = config.model.max_context_length;
-  if (mc.context_length > 0) o.context = std::min<int64_t>(o.context, mc.context_length);
-  o.sequences = config.runtime.max_concurrent_requests;
-  o.memory_limit_bytes = static_cast<uint64_t>(config.kv_cache.memory_limit_bytes);
-  o.memory_fraction = config.kv_cache.memory_fraction;
-  engine::EngineConfig& ec = o.engine;
-  ec.max_num_batched_tokens = static_cast<int32_t>(config.runtime.max_num_batched_tokens);
-  ec.max_batch_size = static_cast<int32_t>(config.runtime.max_batch_size);
-  // The service admits at most max_concurrent_requests sequences, so the
-  // engine's own queue bound is never what refuses a request.
-  ec.max_queued_requests = static_cast<int32_t>(config.runtime.max_concurrent_requests);
-  ec.enable_prefix_caching = config.kv_cache.prefix_caching;
-  ec.output_reservation = config.runtime.output_reservation;
-  ec.policy = config.runtime.scheduling_policy == "priority" ? engine::SchedulingPolicy::kPriority
-                                                              : engine::SchedulingPolicy::kFcfs;
-  ec.eos_token_ids = b->tok_->end_of_generation_ids();
-  KVS_ASSIGN_OR_RETURN(backend::CpuEngine cpu, backend::CreateCpuEngine(std::move(model), o));
-  b->engine_ = std::move(cpu.engine);
+  b->engine_ = std::move(loaded.engine);
   KVS_RETURN_IF_ERROR(b->engine_->Start());
-  b->memory_.weights_bytes = cpu.plan.weights_bytes;
-  b->memory_.kv_pool_bytes = cpu.plan.kv_pool_bytes;
-  b->memory_.activation_bytes = cpu.plan.activation_bytes;
-  b->memory_.overhead_bytes = cpu.plan.overhead_bytes;
+  const plan::ServingPlan& plan = loaded.plan;
+  b->memory_.weights_bytes = plan.weights_bytes;
+  b->memory_.kv_pool_bytes = plan.kv_pool_bytes;
+  b->memory_.activation_bytes = plan.activation_bytes;
+  b->memory_.overhead_bytes = plan.overhead_bytes;
 
   b->info_.name = config.model.name;  // "": the service derives it from the path
   b->info_.path = config.model.path;
-  b->info_.architecture = mc.arch;
-  b->info_.trained_context_length = mc.context_length;
+  b->info_.architecture = loaded.model.arch;
+  b->info_.trained_context_length = loaded.model.context_length;
   b->info_.limits = b->engine_->limits();
   for (const auto& [id, text] : grammar::ToolCallMarkerTokens(*b->tok_, b->tool_format_)) b->marker_text_.emplace(id, text);
-  // Reasoning: the template's tags unless model.reasoning_parser names a format.
-  if (config.model.reasoning_parser == "auto") {
-    b->reasoning_format_ = grammar::DetectReasoningFormat(b->template_->source());
-  } else {
-    KVS_ASSIGN_OR_RETURN(b->reasoning_format_, grammar::ReasoningFormatByName(config.model.reasoning_parser));
-  }
+  b->reasoning_format_ = loaded.reasoning_format;
   spdlog::info("reasoning: {}", b->reasoning_format_.enabled() ? b->reasoning_format_.name : std::string("none"));
-  const std::vector<std::string> reasoning_markers = grammar::ReasoningMarkers(b->reasoning_format_);
-  for (const auto& [id, text] : grammar::DroppedMarkerTokens(*b->tok_, reasoning_markers)) {
+  for (const auto& [id, text] : grammar::DroppedMarkerTokens(*b->tok_, grammar::ReasoningMarkers(b->reasoning_format_))) {
     b->reasoning_marker_text_.emplace(id, text);
   }
-  // Constrained decoding: the tokens as bytes, masks as wide as the logits;
-  // the formats' markers (special tokens in some vocabularies) may be forced
-  // (a tool call's, and the end of a reasoning section before the constraint).
-  grammar::VocabularyOptions vo;
-  for (const std::vector<std::string>& markers : {grammar::ToolCallMarkers(b->tool_format_), reasoning_markers}) {
-    for (const std::string& m : markers) {
-      const bool listed = std::find(vo.special_tokens_as_text.begin(), vo.special_tokens_as_text.end(), m) !=
-                          vo.special_tokens_as_text.end();
-      if (!listed && b->tok_->FindToken(m) >= 0) vo.special_tokens_as_text.push_back(m);
-    }
+  b->grammar_vocab_ = std::move(loaded.grammar_vocab);
+  if (b->grammar_vocab_ == nullptr) {
+    spdlog::warn("constrained decoding is unavailable: {}", loaded.grammar_vocab_status.ToString());
   }
-  vo.mask_vocab_size = b->info_.limits.vocab_size;
-  if (auto v = grammar::Vocabulary::FromTokenizer(*b->tok_, vo); v.ok()) {
-    b->grammar_vocab_ = std::move(*v);
-  } else {
-    spdlog::warn("constrained decoding is unavailable: {}", v.status().ToString());
-  }
-  spdlog::info("engine: {} KV blocks of {} tokens ({}), {} threads, context {}", cpu.plan.num_kv_blocks,
-               o.block_size, plan::FormatBinary(cpu.plan.kv_pool_bytes), cpu.threads, cpu.plan.context);
-  spdlog::info("{}", cpu.plan.Describe(o.kv_dtype));
+  spdlog::info("engine: {} KV blocks of {} tokens ({}), {} threads, context {} (device {})", plan.num_kv_blocks,
+               spec.block_size, plan::FormatBinary(plan.kv_pool_bytes), loaded.threads, plan.context, spec.device);
+  spdlog::info("{}", plan.Describe(spec.kv_dtype));
   return b;
 }
 

@@ -1,7 +1,7 @@
-// EngineBackend: the InferenceBackend over the real stack: a GGUF model on
-// the CPU (backend::CreateCpuEngine: the memory plan sizes the KV pool, a
-// CpuRunner computes, engine::Engine schedules), the model's tokenizer and
-// chat template.
+// EngineBackend: the InferenceBackend over the real stack: a GGUF model
+// loaded by backend::LoadEngine on the device runtime.device names (the
+// memory plan sizes the KV pool, the device's runner computes,
+// engine::Engine schedules), the model's tokenizer and chat template.
 //
 // Output path (no thread of its own): the engine thread pushes a request's
 // tokens into its RequestStream; the stream's ready signal posts one drain to
@@ -22,15 +22,23 @@
 #include <string>
 #include <unordered_map>
 
+#include "backend/load_engine.h"
 #include "server/backend.h"
 #include "server/config.h"
 #include "template/fwd.h"
 
 namespace kvs::server {
 
+// The configuration read once into what LoadEngine needs: model.*,
+// kv_cache.* and runtime.* (device, threads, batching, admission). An
+// unknown runtime.device is InvalidArgument "runtime.device: 'cuda' is not
+// available in this build; accepted: cpu".
+StatusOr<backend::EngineSpec> EngineSpecFromConfig(const ServeConfig& config);
+
 class EngineBackend : public InferenceBackend {
  public:
-  // Loads the model of config.model.path and starts the engine.
+  // Loads the model of config.model.path (LoadEngine over
+  // EngineSpecFromConfig) and starts the engine.
   static StatusOr<std::unique_ptr<EngineBackend>> Load(const ServeConfig& config);
   ~EngineBackend() override;
 

@@ -2,14 +2,14 @@
 // which positions are scored, forward calls split by --batch) and the
 // estimate's arithmetic; the end-to-end check against the NumPy reference on
 // a real model is tests/cli/perplexity_test.sh.
-#include "backend/perplexity.h"
+#include "bench/perplexity.h"
 
 #include <cmath>
 #include <random>
 
 #include <gtest/gtest.h>
 
-namespace kvs::backend {
+namespace kvs::bench {
 namespace {
 
 // A runner whose logits at a token t favour t + 1 (mod vocab): logit log(3)
@@ -147,4 +147,4 @@ TEST(PerplexityTest, BadInputIsRejected) {
 }
 
 }  // namespace
-}  // namespace kvs::backend
+}  // namespace kvs::bench

@@ -1,11 +1,11 @@
-#include "backend/perplexity.h"
+#include "bench/perplexity.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
-namespace kvs::backend {
+namespace kvs::bench {
 
 double PerplexityEstimate::Ppl() const { return count > 0 ? std::exp(nll / static_cast<double>(count)) : 0.0; }
 
@@ -91,4 +91,4 @@ StatusOr<PerplexityEstimate> EvaluatePerplexity(engine::ModelRunner& runner, std
   return est;
 }
 
-}  // namespace kvs::backend
+}  // namespace kvs::bench

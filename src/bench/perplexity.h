@@ -19,7 +19,7 @@
 #include "base/status.h"
 #include "engine/model_runner.h"
 
-namespace kvs::backend {
+namespace kvs::bench {
 
 struct PerplexityOptions {
   int32_t ctx = 512;        // tokens per window (llama-perplexity's -c)
@@ -64,4 +64,4 @@ using PerplexityProgress = std::function<void(const PerplexityEstimate&)>;
 StatusOr<PerplexityEstimate> EvaluatePerplexity(engine::ModelRunner& runner, std::span<const int32_t> tokens,
                                                 const PerplexityOptions& o, const PerplexityProgress& progress);
 
-}  // namespace kvs::backend
+}  // namespace kvs::bench

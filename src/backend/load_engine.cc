@@ -1,0 +1,121 @@
+#include "backend/load_engine.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "grammar/template_tool_format.h"
+#include "plan/model_shape.h"
+#include "template/chat_template.h"
+
+namespace kvs::backend {
+namespace {
+
+// Template, tool-call syntax, reasoning format and the grammar vocabulary.
+Status LoadChat(const EngineSpec& spec, LoadedEngine* out) {
+  const tok::Tokenizer& tok = *out->tokenizer;
+  tmpl::ChatTemplateLoadOptions template_options;
+  template_options.override = spec.chat_template;
+  KVS_ASSIGN_OR_RETURN(tmpl::ModelChatTemplate chat, tmpl::LoadModelChatTemplate(tok, template_options));
+  out->chat_template = std::make_unique<tmpl::ChatTemplate>(std::move(chat.tmpl));
+  out->chat_template_is_fallback = chat.is_fallback;
+  out->chat_template_origin = std::move(chat.origin);
+  out->chat_probe = std::move(chat.probe);
+  // Tool calls: the template's syntax, else Hermes's where the prompt teaches
+  // it (grammar/template_tool_format.h); replies are parsed in it and calls in
+  // the history are written in it.
+  out->tool_format = grammar::UseToolCallFormatFor(out->chat_template.get());
+  // Reasoning: the template's tags unless reasoning_parser names a format.
+  if (spec.reasoning_parser == "auto") {
+    out->reasoning_format = grammar::DetectReasoningFormat(out->chat_template->source());
+  } else {
+    KVS_ASSIGN_OR_RETURN(out->reasoning_format, grammar::ReasoningFormatByName(spec.reasoning_parser));
+  }
+  // Constrained decoding: the tokens as bytes, masks as wide as the logits;
+  // the formats' markers (special tokens in some vocabularies) may be forced
+  // (a tool call's, and the end of a reasoning section before the constraint).
+  grammar::VocabularyOptions vo;
+  for (const std::vector<std::string>& markers :
+       {grammar::ToolCallMarkers(out->tool_format), grammar::ReasoningMarkers(out->reasoning_format)}) {
+    for (const std::string& m : markers) {
+      const bool listed = std::find(vo.special_tokens_as_text.begin(), vo.special_tokens_as_text.end(), m) !=
+                          vo.special_tokens_as_text.end();
+      if (!listed && tok.FindToken(m) >= 0) vo.special_tokens_as_text.push_back(m);
+    }
+  }
+  vo.mask_vocab_size = out->model.vocab;  // the runner's logits width
+  if (auto v = grammar::Vocabulary::FromTokenizer(tok, vo); v.ok()) {
+    out->grammar_vocab = std::move(*v);
+  } else {
+    out->grammar_vocab_status = v.status();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<LoadedEngine> LoadEngine(const EngineSpec& spec) {
+  // The device first: an unknown one fails before a large file is read.
+  KVS_RETURN_IF_ERROR(FindRunnerFactory(spec.device).status().WithContext("device"));
+  if (spec.load_chat && !spec.load_tokenizer) return InvalidArgument("LoadEngine: load_chat needs load_tokenizer");
+  LoadedEngine out;
+  out.threads = spec.threads > 0 ? spec.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  KVS_ASSIGN_OR_RETURN(out.weights,
+                       model::LlamaModel::Load(spec.model_path, model::LoadOptions::ForDtype(spec.model_dtype)));
+  out.model = out.weights->config();
+  out.weight_bytes = out.weights->weight_bytes();
+  out.bf16_weight_bytes = out.weights->bf16_weight_bytes();
+  if (spec.load_tokenizer) {
+    auto tok = tok::Tokenizer::FromGguf(out.weights->file());
+    if (!tok.ok()) return tok.status().WithContext("tokenizer");
+    out.tokenizer = std::move(*tok);
+  }
+  if (spec.load_chat) KVS_RETURN_IF_ERROR(LoadChat(spec, &out));
+  if (spec.assemble_engine) KVS_RETURN_IF_ERROR(AssembleEngine(spec, &out));
+  return out;
+}
+
+Status AssembleEngine(const EngineSpec& spec, LoadedEngine* loaded) {
+  if (loaded->weights == nullptr) return FailedPrecondition("AssembleEngine: the weights were already taken");
+  KVS_ASSIGN_OR_RETURN(const RunnerFactoryEntry* factory, FindRunnerFactory(spec.device));
+  std::unique_ptr<model::LlamaModel> model = std::move(loaded->weights);
+  KVS_ASSIGN_OR_RETURN(const plan::ModelShape shape, plan::ShapeFromGgufFile(model->file(), spec.model_path));
+  plan::ServingPlanOptions po;
+  po.memory_limit_bytes = spec.memory_limit_bytes;
+  po.memory_fraction = spec.memory_fraction;
+  po.kv_dtype = spec.kv_dtype;
+  po.block_size = spec.block_size;
+  po.context = spec.context;
+  if (spec.context_within_trained && loaded->model.context_length > 0) {
+    po.context = std::min<int64_t>(po.context, loaded->model.context_length);
+  }
+  po.sequences = spec.sequences;
+  po.max_num_batched_tokens = spec.engine.max_num_batched_tokens;
+  po.max_batch_size = spec.engine.max_batch_size;
+  po.threads = loaded->threads;
+  KVS_ASSIGN_OR_RETURN(loaded->plan, plan::PlanServing(shape, model->weight_bytes(), po));
+  // LongRoPE picks its factors by the context served (as llama.cpp does).
+  model->SetContextLength(loaded->plan.context);
+
+  RunnerOptions ro;
+  ro.threads = loaded->threads;
+  ro.block_size = spec.block_size;
+  ro.num_blocks = static_cast<int32_t>(loaded->plan.num_kv_blocks);
+  ro.num_window_blocks = static_cast<int32_t>(loaded->plan.num_window_blocks);  // sliding layers' own group
+  ro.kv_dtype = spec.kv_dtype;
+  ro.max_batch_tokens = std::max(spec.engine.max_num_batched_tokens, spec.engine.max_batch_size);
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<engine::ModelRunner> runner, factory->make(std::move(model), ro));
+  engine::EngineConfig ec = spec.engine;
+  ec.max_context_length = static_cast<int32_t>(loaded->plan.context);
+  if (spec.eos_from_tokenizer && loaded->tokenizer) ec.eos_token_ids = loaded->tokenizer->end_of_generation_ids();
+  KVS_ASSIGN_OR_RETURN(loaded->engine, engine::Engine::Create(std::move(ec), std::move(runner)));
+  return Status::Ok();
+}
+
+Status MakeRunner(const EngineSpec& spec, const RunnerOptions& options, LoadedEngine* loaded) {
+  if (loaded->weights == nullptr) return FailedPrecondition("MakeRunner: the weights were already taken");
+  KVS_ASSIGN_OR_RETURN(const RunnerFactoryEntry* factory, FindRunnerFactory(spec.device));
+  KVS_ASSIGN_OR_RETURN(loaded->runner, factory->make(std::move(loaded->weights), options));
+  return Status::Ok();
+}
+
+}  // namespace kvs::backend

@@ -1,0 +1,141 @@
+// The device seam: LoadEngine with device "cpu" on stories260K generates
+// the greedy tokens the engine gave before the seam existed (recorded from
+// the CreateCpuEngine assembly at main b4c648a) and the same as an engine
+// assembled by hand over a CpuRunner (the independent path of
+// engine_real_model_test); an unknown device is refused, naming the
+// accepted ones, before the file is read. Skips when ../shared is absent.
+#include "backend/load_engine.h"
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu_runner.h"
+#include "base/test_util.h"
+#include "engine/engine.h"
+
+namespace kvs::backend {
+namespace {
+
+constexpr char kPrompt[] = "Once upon a time, there was a little";
+// Encode(kPrompt, add_special) and 32 greedy tokens, ignore_eos, recorded
+// before the seam (context 256, 2 threads, F16 KV, batches of 64).
+const std::vector<int32_t> kPromptTokens = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
+const std::vector<int32_t> kRecorded = {298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411,
+                                        322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266};
+
+std::vector<int32_t> Greedy(engine::Engine& e, const std::vector<int32_t>& prompt) {
+  engine::Request r;
+  r.prompt_token_ids = prompt;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = static_cast<int32_t>(kRecorded.size());
+  r.sampling.ignore_eos = true;
+  auto s = e.Submit(std::move(r));
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return {};
+  std::vector<int32_t> out;
+  for (;;) {
+    auto c = (*s)->Next();
+    EXPECT_TRUE(c.ok());
+    if (!c.ok()) return out;
+    out.insert(out.end(), c->token_ids.begin(), c->token_ids.end());
+    if (c->finished()) return out;
+  }
+}
+
+EngineSpec Spec(const std::string& path) {
+  EngineSpec spec;
+  spec.model_path = path;
+  spec.threads = 2;
+  spec.context = 256;
+  spec.sequences = 4;
+  spec.engine.max_num_batched_tokens = 64;
+  spec.engine.max_batch_size = 4;
+  return spec;
+}
+
+TEST(LoadEngineTest, CpuDeviceGeneratesTheRecordedTokens) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  EngineSpec spec = Spec(path);
+  spec.load_chat = true;
+  auto loaded = LoadEngine(spec);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_NE(loaded->engine, nullptr);
+  EXPECT_EQ(loaded->weights, nullptr) << "the runner owns the weights";
+  EXPECT_EQ(loaded->model.arch, "llama");
+  EXPECT_EQ(loaded->plan.context, 256);
+  EXPECT_EQ(loaded->plan.num_kv_blocks, 64);
+  EXPECT_EQ(loaded->threads, 2);
+  ASSERT_NE(loaded->tokenizer, nullptr);
+  ASSERT_NE(loaded->chat_template, nullptr);
+  EXPECT_TRUE(loaded->chat_template_is_fallback) << "stories260K has no chat template: ChatML";
+  EXPECT_NE(loaded->grammar_vocab, nullptr) << loaded->grammar_vocab_status.ToString();
+  const std::vector<int32_t> prompt = loaded->tokenizer->Encode(kPrompt, /*add_special=*/true, /*parse_special=*/false);
+  EXPECT_EQ(prompt, kPromptTokens);
+  ASSERT_TRUE(loaded->engine->Start().ok());
+  EXPECT_EQ(Greedy(*loaded->engine, prompt), kRecorded);
+  loaded->engine->Stop();
+}
+
+// The same tokens from an engine assembled by hand over a CpuRunner with
+// the pool LoadEngine planned: the seam adds nothing to what is computed.
+TEST(LoadEngineTest, MatchesAHandAssembledCpuEngine) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  EngineSpec spec = Spec(path);
+  spec.assemble_engine = false;
+  auto loaded = LoadEngine(spec);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_NE(loaded->weights, nullptr);
+  CpuRunnerOptions ro;
+  ro.threads = 2;
+  ro.num_blocks = 64;
+  ro.kv_dtype = DType::kF16;
+  ro.max_batch_tokens = 64;
+  auto runner = CpuRunner::Create(std::move(loaded->weights), ro);
+  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+  engine::EngineConfig ec;
+  ec.max_num_batched_tokens = 64;
+  ec.max_batch_size = 4;
+  ec.max_context_length = 256;
+  auto e = engine::Engine::Create(ec, std::move(*runner));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_TRUE((*e)->Start().ok());
+  EXPECT_EQ(Greedy(**e, kPromptTokens), kRecorded);
+  (*e)->Stop();
+}
+
+// assemble_engine = false, then MakeRunner: the tools' path (perplexity,
+// bench --offline) gets the spec's device with the geometry it asks for.
+TEST(LoadEngineTest, MakeRunnerGivesTheRequestedGeometry) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  EngineSpec spec = Spec(path);
+  spec.assemble_engine = false;
+  spec.load_tokenizer = false;
+  auto loaded = LoadEngine(spec);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->tokenizer, nullptr);
+  RunnerOptions ro;
+  ro.threads = 1;
+  ro.num_blocks = 5;
+  ro.max_batch_tokens = 16;
+  ASSERT_TRUE(MakeRunner(spec, ro, &*loaded).ok());
+  ASSERT_NE(loaded->runner, nullptr);
+  EXPECT_EQ(loaded->runner->num_blocks(), 5);
+  EXPECT_EQ(loaded->runner->vocab_size(), loaded->model.vocab);
+  const Status again = AssembleEngine(spec, &*loaded);
+  EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << "the weights were taken";
+}
+
+TEST(LoadEngineTest, UnknownDeviceIsRefusedNamingTheAcceptedOnes) {
+  EngineSpec spec;
+  spec.model_path = "/nonexistent/model.gguf";  // never opened: the device is checked first
+  spec.device = "cuda";
+  auto loaded = LoadEngine(spec);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(loaded.status().message(), "device: 'cuda' is not available in this build; accepted: cpu");
+  ASSERT_FALSE(RunnerFactories().empty());
+  EXPECT_EQ(RunnerFactories().front().device, "cpu");
+  EXPECT_TRUE(FindRunnerFactory("cpu").ok());
+}
+
+}  // namespace
+}  // namespace kvs::backend
