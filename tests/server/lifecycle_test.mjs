@@ -142,6 +142,17 @@ function suites(name, { fake, model, extraArgs = [] }) {
 
 suites("fake backend", { fake: true, extraArgs: ["--fake-step-ms", "5"] });
 
+// The device seam (backend/runner_factory.h): a device this build has no
+// runner for stops the start-up as bad configuration, before any port or
+// model is touched, naming the devices it accepts.
+test("an unknown runtime.device exits 2 naming the accepted devices", () => {
+  for (const args of [["--runtime.device=cuda"], ["--device", "cuda"]]) {
+    const r = spawnSync(binary, ["serve", "--port", "0", ...args], { encoding: "utf8", timeout: 30000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /runtime\.device: 'cuda' is not available in this build; accepted: cpu/);
+  }
+});
+
 const real = realModelPath();
 if (!real) {
   test("real model", { skip: "../shared/models/stories260K.gguf is absent" }, () => {});
