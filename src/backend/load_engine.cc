@@ -1,8 +1,10 @@
 #include "backend/load_engine.h"
 
 #include <algorithm>
+#include <cctype>
 #include <thread>
 
+#include "base/sha256.h"
 #include "grammar/template_tool_format.h"
 #include "plan/model_shape.h"
 #include "template/chat_template.h"
@@ -57,6 +59,15 @@ StatusOr<LoadedEngine> LoadEngine(const EngineSpec& spec) {
   // The device first: an unknown one fails before a large file is read.
   KVS_RETURN_IF_ERROR(FindRunnerFactory(spec.device).status().WithContext("device"));
   if (spec.load_chat && !spec.load_tokenizer) return InvalidArgument("LoadEngine: load_chat needs load_tokenizer");
+  if (!spec.sha256.empty()) {
+    KVS_ASSIGN_OR_RETURN(const std::string got, Sha256File(spec.model_path));
+    std::string want = spec.sha256;
+    std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (got != want) {
+      return Status(StatusCode::kDataLoss,
+                    spec.model_path + " hashes to " + got + ", the expected SHA-256 is " + want);
+    }
+  }
   LoadedEngine out;
   out.threads = spec.threads > 0 ? spec.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   KVS_ASSIGN_OR_RETURN(out.weights,

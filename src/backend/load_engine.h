@@ -44,6 +44,10 @@ namespace kvs::backend {
 struct EngineSpec {
   // What to load.
   std::string model_path;             // GGUF file
+  // Expected SHA-256 of the file (64 hex digits, any case); "": not
+  // checked. The server leaves it "": its loader hashes the file anyway for
+  // the model card and checks model.sha256 there (serve.cc).
+  std::string sha256;
   std::string model_dtype = "auto";   // compute dtype: auto, f32, f16, bf16 (model::LoadOptions::ForDtype)
   std::string device = "cpu";         // a RunnerFactories() name
   bool load_tokenizer = true;         // false: weights only (a model without a vocabulary loads too)

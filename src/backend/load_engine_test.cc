@@ -3,7 +3,8 @@
 // the CreateCpuEngine assembly at main b4c648a) and the same as an engine
 // assembled by hand over a CpuRunner (the independent path of
 // engine_real_model_test); an unknown device is refused, naming the
-// accepted ones, before the file is read. Skips when ../shared is absent.
+// accepted ones, before the file is read, and so is a file whose hash
+// is not the expected one. Skips when ../shared is absent.
 #include "backend/load_engine.h"
 
 #include <gtest/gtest.h>
@@ -122,6 +123,17 @@ TEST(LoadEngineTest, MakeRunnerGivesTheRequestedGeometry) {
   EXPECT_EQ(loaded->runner->vocab_size(), loaded->model.vocab);
   const Status again = AssembleEngine(spec, &*loaded);
   EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << "the weights were taken";
+}
+
+TEST(LoadEngineTest, AWrongHashIsRefusedBeforeLoading) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  EngineSpec spec = Spec(path);
+  spec.sha256 = std::string(64, '0');
+  auto loaded = LoadEngine(spec);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(loaded.status().message().find("the expected SHA-256 is 0000"), std::string::npos)
+      << loaded.status().message();
 }
 
 TEST(LoadEngineTest, UnknownDeviceIsRefusedNamingTheAcceptedOnes) {

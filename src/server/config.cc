@@ -299,7 +299,8 @@ const std::vector<KeyDef>& Table() {
                           "Prompts prefilled into the prefix cache at start, before /ready (one per line: text, or a "
                           "JSON object {\"prompt\": ...} or {\"messages\": [...]}); needs prefix_caching"));
     // runtime
-    t.push_back(StringKey("runtime.device", "device", [](ServeConfig& c) -> std::string& { return c.runtime.device; }, "a device this build runs on (cpu)", "Which runner computes the model (backend::RunnerFactories); this build has cpu only", NonEmpty));
+    t.push_back(StringKey("runtime.device", "device", [](ServeConfig& c) -> std::string& { return c.runtime.device; },
+                          "a device this build runs on: cpu", "Which runner computes the model; another is refused at start-up", NonEmpty));
     t.push_back(IntKey("runtime.threads", "threads", [](ServeConfig& c) -> int64_t& { return c.runtime.threads; }, 0, 1024,
                        "Compute threads; 0: one per core"));
     t.push_back(IntKey("runtime.max_batch_size", "max-batch-size", [](ServeConfig& c) -> int64_t& { return c.runtime.max_batch_size; },
