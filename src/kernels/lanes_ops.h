@@ -1,8 +1,11 @@
 // Vector math and storage-row conversions written once over lane traits
 // (kernels/lanes.h), shared by the kernels' ops (ops_impl.h) and kvcache's
 // attention kernel. Include after the traits header of the ISA the source is
-// compiled for. Every function is always_inline (see lanes.h: no out-of-line
-// copy from one ISA's TU may stand in for another's).
+// compiled for. Exp and Exp2 are always_inline; the row conversions are
+// static (internal linkage), so the compiler's usual inlining choices hold in
+// the callers (forcing them inline made GCC stop inlining attention's
+// LoadRow) while still no out-of-line copy from one ISA's TU can stand in
+// for another's (lanes.h).
 #pragma once
 
 #include <cstdint>
@@ -53,13 +56,13 @@ KVS_LANE typename L::R Exp2(typename L::R x) {
 
 // n f16 / bf16 values -> floats (exact).
 template <class L>
-KVS_LANE void F16RowToF32(const uint16_t* x, float* y, int64_t n) {
+static inline void F16RowToF32(const uint16_t* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + L::kLanes <= n; i += L::kLanes) L::Store(y + i, L::LoadF16(x + i));
   if (i < n) L::StorePartial(y + i, L::LoadF16Partial(x + i, n - i), n - i);
 }
 template <class L>
-KVS_LANE void BF16RowToF32(const uint16_t* x, float* y, int64_t n) {
+static inline void BF16RowToF32(const uint16_t* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + L::kLanes <= n; i += L::kLanes) L::Store(y + i, L::LoadBF16(x + i));
   if (i < n) L::StorePartial(y + i, L::LoadBF16Partial(x + i, n - i), n - i);
@@ -67,7 +70,7 @@ KVS_LANE void BF16RowToF32(const uint16_t* x, float* y, int64_t n) {
 
 // One Q8_0 block's 32 codes times its scale d.
 template <class L>
-KVS_LANE void I8BlockToF32(const int8_t* x, float d, float* y) {
+static inline void I8BlockToF32(const int8_t* x, float d, float* y) {
   const auto vd = L::Set1(d);
   for (int i = 0; i < 32; i += L::kLanes) L::Store(y + i, L::Mul(L::LoadI8(x + i), vd));
 }
