@@ -56,7 +56,9 @@
 namespace kvs::kernels {
 
 // Eight plain floats; the compiler vectorises what the baseline ISA allows.
-// Float vocabulary only (no activation quantization).
+// Float vocabulary only (no activation quantization). Not always_inline:
+// it is compiled with the baseline flags wherever it is used, and forcing
+// its Map loops inline changed GCC's inlining of the attention kernel.
 struct GenericLanes {
   struct R {
     float v[8];
@@ -64,66 +66,66 @@ struct GenericLanes {
   static constexpr int kLanes = 8;
   static constexpr int kRegisters = 16;
   template <typename F>
-  static KVS_LANE R Map(F f) {
+  static R Map(F f) {
     R r;
     for (int i = 0; i < 8; ++i) r.v[i] = f(i);
     return r;
   }
-  static KVS_LANE R Zero() { return Set1(0.0f); }
-  static KVS_LANE R Load(const float* p) { return Map([&](int i) { return p[i]; }); }
-  static KVS_LANE void Store(float* p, R a) {
+  static R Zero() { return Set1(0.0f); }
+  static R Load(const float* p) { return Map([&](int i) { return p[i]; }); }
+  static void Store(float* p, R a) {
     for (int i = 0; i < 8; ++i) p[i] = a.v[i];
   }
-  static KVS_LANE R Set1(float x) { return Map([&](int) { return x; }); }
-  static KVS_LANE R Fma(R a, R b, R c) { return Map([&](int i) { return a.v[i] * b.v[i] + c.v[i]; }); }
-  static KVS_LANE R Fnma(R a, R b, R c) { return Map([&](int i) { return c.v[i] - a.v[i] * b.v[i]; }); }
-  static KVS_LANE R Mul(R a, R b) { return Map([&](int i) { return a.v[i] * b.v[i]; }); }
-  static KVS_LANE R Div(R a, R b) { return Map([&](int i) { return a.v[i] / b.v[i]; }); }
-  static KVS_LANE R Add(R a, R b) { return Map([&](int i) { return a.v[i] + b.v[i]; }); }
-  static KVS_LANE R Sub(R a, R b) { return Map([&](int i) { return a.v[i] - b.v[i]; }); }
-  static KVS_LANE R Max(R a, R b) { return Map([&](int i) { return a.v[i] > b.v[i] ? a.v[i] : b.v[i]; }); }
-  static KVS_LANE R Min(R a, R b) { return Map([&](int i) { return a.v[i] < b.v[i] ? a.v[i] : b.v[i]; }); }
+  static R Set1(float x) { return Map([&](int) { return x; }); }
+  static R Fma(R a, R b, R c) { return Map([&](int i) { return a.v[i] * b.v[i] + c.v[i]; }); }
+  static R Fnma(R a, R b, R c) { return Map([&](int i) { return c.v[i] - a.v[i] * b.v[i]; }); }
+  static R Mul(R a, R b) { return Map([&](int i) { return a.v[i] * b.v[i]; }); }
+  static R Div(R a, R b) { return Map([&](int i) { return a.v[i] / b.v[i]; }); }
+  static R Add(R a, R b) { return Map([&](int i) { return a.v[i] + b.v[i]; }); }
+  static R Sub(R a, R b) { return Map([&](int i) { return a.v[i] - b.v[i]; }); }
+  static R Max(R a, R b) { return Map([&](int i) { return a.v[i] > b.v[i] ? a.v[i] : b.v[i]; }); }
+  static R Min(R a, R b) { return Map([&](int i) { return a.v[i] < b.v[i] ? a.v[i] : b.v[i]; }); }
   // For |x| < 2^22 (the callers' range: Exp/Exp2 clamp first); adding and
   // subtracting 1.5 * 2^23 rounds to nearest-even in plain SSE2, where
   // nearbyint would be a library call per lane.
-  static KVS_LANE R RoundNearest(R a) {
+  static R RoundNearest(R a) {
     return Map([&](int i) { return (a.v[i] + 12582912.0f) - 12582912.0f; });  // not folded without -ffast-math
   }
-  static KVS_LANE R ScalePow2(R p, R n) {  // via the exponent bits, as AVX2 (vectorisable)
+  static R ScalePow2(R p, R n) {  // via the exponent bits, as AVX2 (vectorisable)
     return Map([&](int i) { return p.v[i] * std::bit_cast<float>((static_cast<int32_t>(n.v[i]) + 127) << 23); });
   }
-  static KVS_LANE R SelectGreater(R a, R b, R x, R y) {
+  static R SelectGreater(R a, R b, R x, R y) {
     return Map([&](int i) { return a.v[i] > b.v[i] ? x.v[i] : y.v[i]; });
   }
-  static KVS_LANE float ReduceMax(R a) {
+  static float ReduceMax(R a) {
     float m = a.v[0];
     for (int i = 1; i < 8; ++i) m = a.v[i] > m ? a.v[i] : m;
     return m;
   }
-  static KVS_LANE float ReduceAdd(R a) {
+  static float ReduceAdd(R a) {
     float s = 0.0f;
     for (float x : a.v) s += x;
     return s;
   }
-  static KVS_LANE void Sum4(R a, R b, R c, R d, float* out) {
+  static void Sum4(R a, R b, R c, R d, float* out) {
     out[0] = ReduceAdd(a);
     out[1] = ReduceAdd(b);
     out[2] = ReduceAdd(c);
     out[3] = ReduceAdd(d);
   }
-  static KVS_LANE R LoadF16(const uint16_t* p) { return Map([&](int i) { return ::kvs::F16ToF32(p[i]); }); }
-  static KVS_LANE R LoadBF16(const uint16_t* p) { return Map([&](int i) { return ::kvs::BF16ToF32(p[i]); }); }
-  static KVS_LANE R LoadF16Partial(const uint16_t* p, int64_t n) {
+  static R LoadF16(const uint16_t* p) { return Map([&](int i) { return ::kvs::F16ToF32(p[i]); }); }
+  static R LoadBF16(const uint16_t* p) { return Map([&](int i) { return ::kvs::BF16ToF32(p[i]); }); }
+  static R LoadF16Partial(const uint16_t* p, int64_t n) {
     return Map([&](int i) { return i < n ? ::kvs::F16ToF32(p[i]) : 0.0f; });
   }
-  static KVS_LANE R LoadBF16Partial(const uint16_t* p, int64_t n) {
+  static R LoadBF16Partial(const uint16_t* p, int64_t n) {
     return Map([&](int i) { return i < n ? ::kvs::BF16ToF32(p[i]) : 0.0f; });
   }
-  static KVS_LANE R LoadI8(const int8_t* p) { return Map([&](int i) { return static_cast<float>(p[i]); }); }
-  static KVS_LANE void StorePartial(float* p, R a, int64_t n) {
+  static R LoadI8(const int8_t* p) { return Map([&](int i) { return static_cast<float>(p[i]); }); }
+  static void StorePartial(float* p, R a, int64_t n) {
     for (int64_t i = 0; i < n; ++i) p[i] = a.v[i];
   }
-  static KVS_LANE float HalfToFloat(uint16_t h) { return ::kvs::F16ToF32(h); }
+  static float HalfToFloat(uint16_t h) { return ::kvs::F16ToF32(h); }
 };
 
 }  // namespace kvs::kernels
