@@ -36,18 +36,6 @@ inline float HMax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline __m256 Abs(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
-
-// C roundf (halfway cases away from zero), exactly: truncate, then step
-// away from zero when the dropped fraction (exact) is at least one half.
-inline __m256 RoundAway(__m256 v) {
-  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = Abs(_mm256_sub_ps(v, t));
-  const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
-  const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-  return _mm256_add_ps(t, _mm256_and_ps(up, step));
-}
-
 // Four vectors of 8 int32 (each in [-128, 127]) -> 32 int8 in order.
 inline __m256i PackI32ToI8(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i ab = _mm256_packs_epi32(a, b);
@@ -64,27 +52,6 @@ inline int32_t LoadI32(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return v;
-}
-
-// e^x for x in float range; ~2 ulp. Inputs are clamped so 2^n stays finite
-// and normal (results below ~1e-38 come out as ~1e-38, above 2e38 as 2e38).
-inline __m256 Exp(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  // Taylor series to r^7; |r| <= ln2/2 keeps the truncation below 1e-8.
-  __m256 p = _mm256_set1_ps(1.f / 5040);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 720));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 // 8x8 transpose of 32-bit elements held in r[0..7].

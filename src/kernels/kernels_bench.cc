@@ -20,6 +20,10 @@
 //                                       "load" like the model does. Reports
 //                                       tok/s of the matmul work alone and
 //                                       GB/s of weights.
+//   Ops/<isa>/<op>/n:<n>                one element-wise, normalisation or
+//                                       conversion op of the kernel table on
+//                                       one row of n floats (L1-resident; the
+//                                       odd n has a tail); single-threaded.
 //
 // Shapes: S = 125M Llama (hidden 768, 12 layers, 12/4 heads, FFN 2048, vocab
 // 32000), M = 1.1B (TinyLlama: hidden 2048, 22 layers, 32/4 heads, FFN 5632).
@@ -253,6 +257,45 @@ void BenchModel(benchmark::State& state, const KernelTable* k, DType t, ModelSha
   state.counters["GB/s"] = benchmark::Counter(bytes * it / 1e9, benchmark::Counter::kIsRate);
 }
 
+// One call of a row op of the kernel table per iteration; the row stays in
+// L1, so this times the op's instructions, not memory.
+void BenchOp(benchmark::State& state, const KernelTable* k, std::string op, int64_t n) {
+  std::vector<float> a = Acts(1, n), b = Acts(2, n), w = Acts(3, n), out(static_cast<size_t>(n));
+  std::vector<uint8_t> bytes(static_cast<size_t>(RowBytes(DType::kF32, n) + 1024));
+  const DType conv = op.find("f16") != std::string::npos    ? DType::kF16
+                     : op.find("bf16") != std::string::npos ? DType::kBF16
+                                                            : DType::kQ8_0;
+  const ActLayout layout = MakeActLayout(op == "quantize_acts_q8k" ? WType::kQ4_K : WType::kQ8_0, n);
+  if (op.rfind("dequantize", 0) == 0) k->convert_from_f32(conv, a.data(), bytes.data(), n);
+  std::vector<uint8_t> acts(static_cast<size_t>(layout.row_stride));
+  for (auto _ : state) {
+    if (op == "rms_norm") {
+      k->rms_norm(a.data(), w.data(), out.data(), n, 1e-5f);
+    } else if (op == "silu_mul") {
+      k->silu_mul(a.data(), b.data(), out.data(), n);
+    } else if (op == "add") {
+      k->add(a.data(), b.data(), out.data(), n);
+    } else if (op == "axpy") {
+      k->axpy(0.5f, a.data(), out.data(), n);
+    } else if (op == "dot") {
+      benchmark::DoNotOptimize(k->dot(a.data(), b.data(), n));
+    } else if (op == "softmax") {
+      std::memcpy(out.data(), a.data(), static_cast<size_t>(n) * 4);
+      k->softmax(out.data(), n);
+    } else if (op == "argmax") {
+      benchmark::DoNotOptimize(k->argmax(a.data(), n));
+    } else if (op.rfind("convert", 0) == 0) {
+      k->convert_from_f32(conv, a.data(), bytes.data(), n);
+    } else if (op.rfind("dequantize", 0) == 0) {
+      k->dequantize_row(conv, bytes.data(), out.data(), n);
+    } else {
+      k->quantize_acts(layout, a.data(), n, 1, acts.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["elem/s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void RegisterAll() {
   auto finish = [](benchmark::internal::Benchmark* b) {
     b->Unit(benchmark::kMillisecond);
@@ -273,6 +316,15 @@ void RegisterAll() {
   for (Isa isa : {Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
     const KernelTable* k = GetKernelTable(isa);
     if (k == nullptr) continue;
+    for (const char* op : {"rms_norm", "silu_mul", "add", "axpy", "dot", "softmax", "argmax", "convert_f16",
+                           "convert_bf16", "convert_q8_0", "dequantize_f16", "dequantize_bf16", "dequantize_q8_0",
+                           "quantize_acts_q8_0", "quantize_acts_q8k"}) {
+      const bool blocks = std::string(op).find("q8") != std::string::npos;
+      for (int64_t n : {int64_t{2048}, blocks ? int64_t{5632} : int64_t{5633}}) {
+        const std::string name = std::string("Ops/") + IsaName(isa) + "/" + op + "/n:" + std::to_string(n);
+        benchmark::RegisterBenchmark(name.c_str(), BenchOp, k, std::string(op), n);
+      }
+    }
     for (DType t : types) {
       for (int64_t m : {1, 512}) {
         for (const Proj& p : projs) {

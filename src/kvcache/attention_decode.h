@@ -145,7 +145,7 @@ void AttendDot(const AttnContext& cx, const AttnItem& it, float* partial, float*
       const R mv = V::Set1(m_sub);
       R sum = V::Zero();
       for (int64_t j = 0; j < nkp; j += L) {
-        const R p = V::Exp2(V::Sub(V::Load(sr + j), mv));
+        const R p = kernels::Exp2<V>(V::Sub(V::Load(sr + j), mv));
         V::Store(sr + j, p);
         sum = V::Add(sum, p);
       }

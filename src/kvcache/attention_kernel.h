@@ -1,5 +1,6 @@
-// The tiled (flash-style) attention kernel, written once over a small SIMD
-// wrapper `V` and compiled per ISA (attention_avx512.cc, attention_avx2.cc,
+// The tiled (flash-style) attention kernel, written once over the kernels'
+// lane traits `V` (kernels/lanes.h: Avx512Lanes, Avx2Lanes, GenericLanes)
+// and compiled per ISA (attention_avx512.cc, attention_avx2.cc,
 // attention_generic.cc). Everything here sits in an anonymous namespace so
 // the per-ISA copies never merge at link time. paged_attention.cc plans the
 // work items; this file computes one (items with few rows go to
@@ -201,11 +202,11 @@ void AttendTiled(const AttnContext& cx, const AttnItem& it, float* partial, floa
       const R m_old = V::Load(m + c * L);
       const R m_new = V::Max(m_old, mt);
       const R m_sub = V::SelectGreater(m_new, neg_inf, m_new, V::Zero());
-      const R cr = V::Exp2(V::Sub(m_old, m_sub));
+      const R cr = kernels::Exp2<V>(V::Sub(m_old, m_sub));
       R sum = V::Mul(V::Load(l + c * L), cr);
       for (int64_t j = 0; j < nkp; ++j) {
         float* sp = sT + j * Rp + c * L;
-        const R p = V::Exp2(V::Sub(V::Load(sp), m_sub));
+        const R p = kernels::Exp2<V>(V::Sub(V::Load(sp), m_sub));
         V::Store(sp, p);
         sum = V::Add(sum, p);
       }

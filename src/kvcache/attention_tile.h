@@ -10,6 +10,7 @@
 #include <span>
 
 #include "base/fp16.h"
+#include "kernels/lanes_ops.h"
 #include "kvcache/kv_cache.h"
 
 namespace kvs::kvcache::internal {
@@ -26,10 +27,10 @@ inline void LoadRow(DType type, const uint8_t* row, int64_t first, int64_t n, fl
       std::memcpy(out, reinterpret_cast<const float*>(row) + first, static_cast<size_t>(n) * sizeof(float));
       return;
     case DType::kF16:
-      V::F16ToF32(reinterpret_cast<const uint16_t*>(row) + first, out, n);
+      kernels::F16RowToF32<V>(reinterpret_cast<const uint16_t*>(row) + first, out, n);
       return;
     case DType::kBF16:
-      V::BF16ToF32(reinterpret_cast<const uint16_t*>(row) + first, out, n);
+      kernels::BF16RowToF32<V>(reinterpret_cast<const uint16_t*>(row) + first, out, n);
       return;
     case DType::kQ8_0:
       if (first % 32 == 0 && n % 32 == 0) {
@@ -37,7 +38,7 @@ inline void LoadRow(DType type, const uint8_t* row, int64_t first, int64_t n, fl
         for (int64_t b = 0; b < n / 32; ++b, blk += 34) {
           uint16_t d16;
           std::memcpy(&d16, blk, 2);
-          V::I8ToF32(reinterpret_cast<const int8_t*>(blk + 2), V::HalfToFloat(d16), out + b * 32);
+          kernels::I8BlockToF32<V>(reinterpret_cast<const int8_t*>(blk + 2), V::HalfToFloat(d16), out + b * 32);
         }
       } else {  // a head that is not whole blocks (small head_dim): element by element
         for (int64_t i = 0; i < n; ++i) {
@@ -62,7 +63,7 @@ inline void LoadRows(DType type, const uint8_t* row, int64_t row_bytes, int64_t 
   switch (type) {
     case DType::kF16:
       for (int64_t i = 0; i < count; ++i, row += row_bytes, out += out_stride) {
-        V::F16ToF32(reinterpret_cast<const uint16_t*>(row) + first, out, n);
+        kernels::F16RowToF32<V>(reinterpret_cast<const uint16_t*>(row) + first, out, n);
       }
       return;
     default:
