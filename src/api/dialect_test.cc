@@ -315,3 +315,90 @@ TEST(MessagesShape, ThinkingBlockBeforeTheText) {
 
 }  // namespace
 }  // namespace kvs::api
+
+namespace kvs::api {
+namespace {
+
+TEST(DialectRegistry, EveryGenerationRouteIsAnEntry) {
+  std::vector<std::string> paths, prefixes;
+  for (const DialectEntry& d : Dialects()) {
+    paths.push_back(d.path);
+    prefixes.push_back(d.id_prefix);
+    EXPECT_EQ(&FindDialect(d.endpoint, d.dialect), &d);
+  }
+  EXPECT_EQ(paths, (std::vector<std::string>{"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages"}));
+  EXPECT_EQ(prefixes, (std::vector<std::string>{"cmpl-", "chatcmpl-", "resp_", "msg_"}));
+}
+
+ShapeOptions Options(bool stream, std::vector<std::string> echo) {
+  ShapeOptions o;
+  o.id = "chatcmpl-1";
+  o.created = 5;
+  o.model = "m";
+  o.stream = stream;
+  o.choice_echo = std::move(echo);
+  return o;
+}
+
+LogprobToken Lp(const char* piece, size_t start, size_t end) {
+  LogprobToken t;
+  t.token.piece = piece;
+  t.token.logprob = -0.5f;
+  t.start = start;
+  t.end = end;
+  return t;
+}
+
+TEST(ChatShape, StreamsEveryChoiceThenUsageAndDone) {
+  ShapeOptions o = Options(true, {"", ""});
+  o.include_usage = true;
+  auto shape = MakeChatShape(o);
+  std::vector<SseOut> ev = shape->Start({});
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].data["choices"][0]["index"], 1);
+  EXPECT_EQ(ev[1].data["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(shape->Text(0, "", {}).empty());  // nothing to say
+  ev = shape->Text(1, "hi", {});
+  EXPECT_EQ(ev[0].data["choices"][0]["delta"]["content"], "hi");
+  EXPECT_EQ(ev[0].data["choices"][0]["index"], 1);
+  EXPECT_TRUE(ev[0].data["usage"].is_null());
+  const grammar::ToolCallDelta call{0, "call_1", "f", "{}"};
+  ev = shape->ToolCalls(0, std::span(&call, 1));
+  EXPECT_EQ(ev[0].data["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "f");
+  ev = shape->FinishChoice(0, {"tool_calls", ""});
+  EXPECT_EQ(ev[0].data["choices"][0]["finish_reason"], "tool_calls");
+  Usage u;
+  u.prompt_tokens = 3;
+  u.completion_tokens = 4;
+  ev = shape->End(u);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].data["usage"]["total_tokens"], 7);
+  EXPECT_TRUE(ev[1].done);
+  const std::vector<SseOut> err = shape->FailStream(BadRequest("x", std::nullopt));
+  ASSERT_EQ(err.size(), 2u);
+  EXPECT_EQ(err[0].event, "error");
+  EXPECT_TRUE(err[1].done);
+}
+
+TEST(CompletionsShape, WholeBodyEchoesAndOffsetsLogprobs) {
+  ShapeOptions o = Options(false, {"ab", "ab"});
+  o.id = "cmpl-1";
+  o.logprobs = true;
+  auto shape = MakeCompletionsShape(o);
+  for (int i = 0; i < 2; ++i) {
+    shape->Reasoning(i, "");
+    shape->Text(i, i ? "y" : "xz", i ? std::vector<LogprobToken>{} : std::vector<LogprobToken>{Lp("x", 0, 1), Lp("z", 1, 2)});
+    shape->FinishChoice(i, {i ? "length" : "stop", ""});
+  }
+  EXPECT_TRUE(shape->End({}).empty());
+  const json body = shape->Body();
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["choices"][0]["text"], "abxz");
+  EXPECT_EQ(body["choices"][0]["logprobs"]["text_offset"], json::array({2, 3}));
+  EXPECT_EQ(body["choices"][1]["text"], "aby");
+  EXPECT_EQ(body["choices"][1]["logprobs"]["tokens"], json::array());
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "length");
+}
+
+}  // namespace
+}  // namespace kvs::api

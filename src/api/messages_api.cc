@@ -247,7 +247,7 @@ class MessagesShape : public DialectShape {
     return {Event("message_start", {{"message", std::move(msg)}}), Event("ping", json::object())};
   }
 
-  std::vector<SseOut> Reasoning(std::string_view text) override {
+  std::vector<SseOut> Reasoning(int, std::string_view text) override {
     std::vector<SseOut> ev;
     if (text.empty()) return ev;
     if (open_ != Open::kThinking) {
@@ -262,7 +262,7 @@ class MessagesShape : public DialectShape {
     return ev;
   }
 
-  std::vector<SseOut> Text(std::string_view text) override {
+  std::vector<SseOut> Text(int, std::string_view text, std::vector<LogprobToken>) override {
     std::vector<SseOut> ev;
     if (text.empty()) return ev;
     if (open_ != Open::kText) {
@@ -276,25 +276,21 @@ class MessagesShape : public DialectShape {
     return ev;
   }
 
-  std::vector<SseOut> ToolCall(const grammar::ToolCallDelta& d) override {
+  std::vector<SseOut> ToolCalls(int, std::span<const grammar::ToolCallDelta> calls) override {
     std::vector<SseOut> ev;
-    if (d.name || open_ != Open::kToolUse) {
-      Close(&ev);
-      open_ = Open::kToolUse;
-      args_.clear();
-      blocks_.push_back({{"type", "tool_use"}, {"id", d.id.value_or(MakeToolUseId())}, {"name", d.name.value_or("")},
-                         {"input", json::object()}});
-      ev.push_back(Event("content_block_start", {{"index", Index()}, {"content_block", blocks_.back()}}));
-    }
-    if (!d.arguments.empty()) {
-      args_ += d.arguments;
-      ev.push_back(Event("content_block_delta",
-                         {{"index", Index()}, {"delta", {{"type", "input_json_delta"}, {"partial_json", d.arguments}}}}));
+    for (const grammar::ToolCallDelta& d : calls) {
+      for (SseOut& e : OneCall(d)) ev.push_back(std::move(e));
     }
     return ev;
   }
 
-  std::vector<SseOut> Finish(const DialectEnd& end) override {
+  std::vector<SseOut> FinishChoice(int, const ChoiceEnd& end) override {
+    end_ = end;
+    return {};
+  }
+
+  std::vector<SseOut> End(const Usage& usage) override {
+    const ChoiceEnd& end = end_;
     std::vector<SseOut> ev;
     Close(&ev);
     if (end.finish_reason == "length") {
@@ -307,10 +303,10 @@ class MessagesShape : public DialectShape {
     } else {
       stop_reason_ = "end_turn";
     }
-    usage_ = {{"input_tokens", end.usage.prompt_tokens - end.usage.cached_tokens},
-              {"cache_read_input_tokens", end.usage.cached_tokens},
+    usage_ = {{"input_tokens", usage.prompt_tokens - usage.cached_tokens},
+              {"cache_read_input_tokens", usage.cached_tokens},
               {"cache_creation_input_tokens", 0},
-              {"output_tokens", end.usage.completion_tokens}};
+              {"output_tokens", usage.completion_tokens}};
     // The whole usage: message_start's input_tokens did not know the cached part yet.
     ev.push_back(Event("message_delta", {{"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", stop_sequence_}}},
                                          {"usage", usage_}}));
@@ -333,6 +329,25 @@ class MessagesShape : public DialectShape {
   json ErrorBody(const ApiError& e) const override { return AnthropicErrorJson(e); }
 
  private:
+  // One tool-call fragment.
+  std::vector<SseOut> OneCall(const grammar::ToolCallDelta& d) {
+    std::vector<SseOut> ev;
+    if (d.name || open_ != Open::kToolUse) {
+      Close(&ev);
+      open_ = Open::kToolUse;
+      args_.clear();
+      blocks_.push_back({{"type", "tool_use"}, {"id", d.id.value_or(MakeToolUseId())}, {"name", d.name.value_or("")},
+                         {"input", json::object()}});
+      ev.push_back(Event("content_block_start", {{"index", Index()}, {"content_block", blocks_.back()}}));
+    }
+    if (!d.arguments.empty()) {
+      args_ += d.arguments;
+      ev.push_back(Event("content_block_delta",
+                         {{"index", Index()}, {"delta", {{"type", "input_json_delta"}, {"partial_json", d.arguments}}}}));
+    }
+    return ev;
+  }
+
   enum class Open { kNone, kThinking, kText, kToolUse };
 
   static SseOut Event(const std::string& type, json data) {
@@ -359,6 +374,7 @@ class MessagesShape : public DialectShape {
     open_ = Open::kNone;
   }
 
+  ChoiceEnd end_;  // the choice's end (FinishChoice)
   std::string id_;
   std::string model_;
   json blocks_ = json::array();

@@ -77,19 +77,21 @@ Err GetInt(const Json& body, const char* name, int64_t lo, int64_t hi, std::opti
   return std::nullopt;
 }
 
-// A number in [lo, hi] ((lo, hi] when lo_open).
-Err GetFloat(const Json& body, const char* name, double lo, bool lo_open, double hi, float* out) {
-  const Json* f = Field(body, name);
+// The limits of the sampling table (engine::SamplingLimits): the range and
+// the message are the engine's own. `name` overrides the field's name.
+Err GetLimited(const Json& body, const engine::ParamLimit& l, float* out) {
+  const Json* f = Field(body, l.param);
   if (!f) return std::nullopt;
-  if (!f->is_number()) return WrongType(name, "a number", *f);
+  if (!f->is_number()) return WrongType(l.param, "a number", *f);
   const double v = f->get<double>();
-  if (!std::isfinite(v) || v > hi || v < lo || (lo_open && v == lo)) {
-    return BadRequest(fmt::format("'{}' must be a number in {}{}, {}], got {}", name, lo_open ? "(" : "[", lo, hi,
-                                  Shown(*f)),
-                      name);
-  }
+  if (!l.Contains(v)) return BadRequest(l.Message(Shown(*f)), l.param);
   *out = static_cast<float>(v);
   return std::nullopt;
+}
+
+Err GetLimited(const Json& body, const engine::ParamLimit& l, std::optional<int64_t>* out, const char* name = nullptr) {
+  if (!name) name = l.param;
+  return GetInt(body, name, static_cast<int64_t>(l.lo), static_cast<int64_t>(l.hi), out);
 }
 
 Err GetBool(const Json& body, const char* name, bool* out) {
@@ -145,15 +147,16 @@ Err ParseCommon(const Json& body, ParsedRequest* r) {
       return e;
     }
   }
-  if (auto e = GetFloat(body, "temperature", 0, false, 2, &r->sampling.temperature)) return e;
-  if (auto e = GetFloat(body, "top_p", 0, true, 1, &r->sampling.top_p)) return e;
+  using L = engine::SamplingLimits;
+  if (auto e = GetLimited(body, L::kTemperature, &r->sampling.temperature)) return e;
+  if (auto e = GetLimited(body, L::kTopP, &r->sampling.top_p)) return e;
   std::optional<int64_t> top_k;
-  if (auto e = GetInt(body, "top_k", -1, INT32_MAX, &top_k)) return e;
+  if (auto e = GetLimited(body, L::kTopK, &top_k)) return e;
   if (top_k) r->sampling.top_k = *top_k < 0 ? 0 : static_cast<int32_t>(*top_k);
-  if (auto e = GetFloat(body, "min_p", 0, false, 1, &r->sampling.min_p)) return e;
-  if (auto e = GetFloat(body, "presence_penalty", -2, false, 2, &r->sampling.presence_penalty)) return e;
-  if (auto e = GetFloat(body, "frequency_penalty", -2, false, 2, &r->sampling.frequency_penalty)) return e;
-  if (auto e = GetFloat(body, "repetition_penalty", 0, true, 10, &r->sampling.repetition_penalty)) return e;
+  if (auto e = GetLimited(body, L::kMinP, &r->sampling.min_p)) return e;
+  if (auto e = GetLimited(body, L::kPresencePenalty, &r->sampling.presence_penalty)) return e;
+  if (auto e = GetLimited(body, L::kFrequencyPenalty, &r->sampling.frequency_penalty)) return e;
+  if (auto e = GetLimited(body, L::kRepetitionPenalty, &r->sampling.repetition_penalty)) return e;
   if (const Json* seed = Field(body, "seed")) {
     int64_t v = 0;
     if (seed->is_number_unsigned()) {
@@ -365,13 +368,13 @@ std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* 
     return BadRequest(fmt::format("prompts x n must be at most {}, got {} x {}", kMaxPrompts, r.prompts.size(), r.n),
                       "n");
   }
-  if (auto e = GetInt(body, "max_tokens", 1, INT32_MAX, &r.max_tokens)) return e;
+  if (auto e = GetLimited(body, engine::SamplingLimits::kMaxTokens, &r.max_tokens)) return e;
   std::optional<int64_t> logprobs;
   if (const Json* lp = Field(body, "logprobs"); lp && lp->is_boolean()) {
     return BadRequest("'logprobs' of /v1/completions is the number of alternatives, an integer in [0, 20]",
                       "logprobs", "invalid_type");
   }
-  if (auto e = GetInt(body, "logprobs", 0, engine::kMaxLogprobs, &logprobs)) return e;
+  if (auto e = GetLimited(body, engine::SamplingLimits::kLogprobs, &logprobs)) return e;
   if (logprobs) r.sampling.logprobs = static_cast<int32_t>(*logprobs);
   if (auto e = GetBool(body, "echo", &r.echo)) return e;
   if (r.echo && r.sampling.logprobs) {
@@ -439,8 +442,8 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
     r.messages.push_back(std::move(msg));
   }
   std::optional<int64_t> mt, mct;
-  if (auto e = GetInt(body, "max_tokens", 1, INT32_MAX, &mt)) return e;
-  if (auto e = GetInt(body, "max_completion_tokens", 1, INT32_MAX, &mct)) return e;
+  if (auto e = GetLimited(body, engine::SamplingLimits::kMaxTokens, &mt)) return e;
+  if (auto e = GetLimited(body, engine::SamplingLimits::kMaxTokens, &mct, "max_completion_tokens")) return e;
   if (mct) {
     r.max_tokens = mct;
     r.max_tokens_param = "max_completion_tokens";
@@ -450,7 +453,7 @@ std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out) {
   bool logprobs = false;
   if (auto e = GetBool(body, "logprobs", &logprobs)) return e;
   std::optional<int64_t> top;
-  if (auto e = GetInt(body, "top_logprobs", 0, engine::kMaxLogprobs, &top)) return e;
+  if (auto e = GetLimited(body, engine::SamplingLimits::kLogprobs, &top, "top_logprobs")) return e;
   if (top && !logprobs) return BadRequest("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
   if (logprobs) r.sampling.logprobs = static_cast<int32_t>(top.value_or(0));
   using TC = ParsedRequest::ToolChoice;

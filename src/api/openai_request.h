@@ -6,9 +6,11 @@
 //
 // The body is parsed once, as an ordered_json (the client's key order
 // survives into chat templates that render tool schemas with tojson).
-// Validation of the JSON happens once, here; the prompt against the model
-// (token ids, context length, KV pool) is checked by the server with
-// engine::ValidateRequest once it is tokenized. Fields OpenAI defines but
+// Validation of the JSON happens once, here, with the engine's own table of
+// sampling limits (engine::SamplingLimits: the same ranges and messages);
+// the prompt against the model (token ids, context length, KV pool) is
+// checked by the server once it is tokenized, where it builds the
+// engine::ValidatedRequest the engine trusts. Fields OpenAI defines but
 // kvserve cannot honour (suffix, best_of != n, non-text content parts)
 // are refused with 400 rather than silently ignored; fields that do not change
 // the output (user, store, metadata, parallel_tool_calls, ...) and unknown

@@ -1,6 +1,5 @@
 #include "api/openai_request.h"
 
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace kvs::api {
@@ -102,6 +101,35 @@ struct FieldCase {
   std::string param;
   std::string fragment;
 };
+
+// The parser reads sampling fields against the engine's table
+// (engine::SamplingLimits): an out-of-range value gets the engine's message,
+// and every in-range value passes SamplingParams::Validate.
+TEST(OpenAiRequestTest, SamplingBoundsAreTheEnginesTable) {
+  using L = engine::SamplingLimits;
+  const engine::ParamLimit floats[] = {L::kTemperature, L::kTopP, L::kMinP, L::kPresencePenalty,
+                                       L::kFrequencyPenalty, L::kRepetitionPenalty};
+  for (const engine::ParamLimit& l : floats) {
+    for (double v : {l.lo - 1, l.hi + 1}) {
+      Json body = Json::parse(R"({"model": "m", "prompt": "x"})");
+      body[l.param] = v;
+      ParsedRequest r;
+      auto e = ParseCompletionRequest(body, &r);
+      ASSERT_TRUE(e) << l.param << " " << v;
+      EXPECT_EQ(e->status, 400);
+      EXPECT_EQ(e->param.value_or(""), l.param);
+      EXPECT_EQ(e->message, l.Message(body[l.param].dump()));  // the value as the client wrote it
+    }
+    for (double v : {l.lo_open ? l.lo + 0.001 : l.lo, l.hi}) {
+      Json body = Json::parse(R"({"model": "m", "prompt": "x"})");
+      body[l.param] = v;
+      ParsedRequest r;
+      ASSERT_FALSE(ParseCompletionRequest(body, &r)) << l.param << " " << v;
+      r.sampling.max_tokens = 1;
+      EXPECT_TRUE(r.sampling.Validate(8).ok()) << l.param << " " << v;
+    }
+  }
+}
 
 TEST(OpenAiRequestTest, CompletionErrorsNameTheField) {
   const std::vector<FieldCase> cases = {

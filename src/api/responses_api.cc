@@ -298,7 +298,7 @@ class ResponsesShape : public DialectShape {
     return ev;
   }
 
-  std::vector<SseOut> Reasoning(std::string_view text) override {
+  std::vector<SseOut> Reasoning(int, std::string_view text) override {
     std::vector<SseOut> ev;
     if (text.empty()) return ev;
     if (open_ != Open::kReasoning) {
@@ -321,7 +321,7 @@ class ResponsesShape : public DialectShape {
     return ev;
   }
 
-  std::vector<SseOut> Text(std::string_view text) override {
+  std::vector<SseOut> Text(int, std::string_view text, std::vector<LogprobToken>) override {
     std::vector<SseOut> ev;
     if (text.empty()) return ev;
     if (open_ != Open::kMessage) {
@@ -345,7 +345,45 @@ class ResponsesShape : public DialectShape {
     return ev;
   }
 
-  std::vector<SseOut> ToolCall(const grammar::ToolCallDelta& d) override {
+  std::vector<SseOut> ToolCalls(int, std::span<const grammar::ToolCallDelta> calls) override {
+    std::vector<SseOut> ev;
+    for (const grammar::ToolCallDelta& d : calls) {
+      for (SseOut& e : OneCall(d)) ev.push_back(std::move(e));
+    }
+    return ev;
+  }
+
+  std::vector<SseOut> FinishChoice(int, const ChoiceEnd& end) override {
+    end_ = end;
+    return {};
+  }
+
+  std::vector<SseOut> End(const Usage& usage) override {
+    const ChoiceEnd& end = end_;
+    std::vector<SseOut> ev;
+    const bool incomplete = end.finish_reason == "length";
+    Close(incomplete ? "incomplete" : "completed", &ev);
+    status_ = incomplete ? "incomplete" : "completed";
+    if (incomplete) incomplete_ = {{"reason", "max_output_tokens"}};
+    usage_ = {{"input_tokens", usage.prompt_tokens},
+              {"input_tokens_details", {{"cached_tokens", usage.cached_tokens}}},
+              {"output_tokens", usage.completion_tokens},
+              {"output_tokens_details", {{"reasoning_tokens", usage.reasoning_tokens.value_or(0)}}},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+    ev.push_back(Event(incomplete ? "response.incomplete" : "response.completed", {{"response", Response()}}));
+    return ev;
+  }
+
+  json Body() const override { return Response(); }
+
+  SseOut StreamError(const ApiError& e) override {
+    return Event("error", {{"code", e.code}, {"message", e.message}, {"param", e.param ? json(*e.param) : json(nullptr)}});
+  }
+  json ErrorBody(const ApiError& e) const override { return e.ToJson(); }
+
+ private:
+  // One tool-call fragment.
+  std::vector<SseOut> OneCall(const grammar::ToolCallDelta& d) {
     std::vector<SseOut> ev;
     if (d.name || open_ != Open::kCall) {
       Close("completed", &ev);
@@ -367,29 +405,6 @@ class ResponsesShape : public DialectShape {
     return ev;
   }
 
-  std::vector<SseOut> Finish(const DialectEnd& end) override {
-    std::vector<SseOut> ev;
-    const bool incomplete = end.finish_reason == "length";
-    Close(incomplete ? "incomplete" : "completed", &ev);
-    status_ = incomplete ? "incomplete" : "completed";
-    if (incomplete) incomplete_ = {{"reason", "max_output_tokens"}};
-    usage_ = {{"input_tokens", end.usage.prompt_tokens},
-              {"input_tokens_details", {{"cached_tokens", end.usage.cached_tokens}}},
-              {"output_tokens", end.usage.completion_tokens},
-              {"output_tokens_details", {{"reasoning_tokens", end.usage.reasoning_tokens.value_or(0)}}},
-              {"total_tokens", end.usage.prompt_tokens + end.usage.completion_tokens}};
-    ev.push_back(Event(incomplete ? "response.incomplete" : "response.completed", {{"response", Response()}}));
-    return ev;
-  }
-
-  json Body() const override { return Response(); }
-
-  SseOut StreamError(const ApiError& e) override {
-    return Event("error", {{"code", e.code}, {"message", e.message}, {"param", e.param ? json(*e.param) : json(nullptr)}});
-  }
-  json ErrorBody(const ApiError& e) const override { return e.ToJson(); }
-
- private:
   enum class Open { kNone, kReasoning, kMessage, kCall };
 
   SseOut Event(const std::string& type, json data) {
@@ -452,6 +467,7 @@ class ResponsesShape : public DialectShape {
     return r;
   }
 
+  ChoiceEnd end_;  // the choice's end (FinishChoice)
   std::string id_;
   int64_t created_;
   std::string model_;

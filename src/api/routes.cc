@@ -2,25 +2,32 @@
 
 #include <fmt/format.h>
 
-#include "api/messages_api.h"
+#include "api/dialect.h"
 #include "api/openai_request.h"
-#include "api/responses_api.h"
 #include "base/strings.h"
 
 namespace kvs::api {
 
 namespace {
-// Order matters only among prefix routes; none overlaps another here.
-constexpr ApiRoute kApiRoutes[] = {
-    {{"/v1/models", "GET", false}, ApiAction::kModels},
-    {{"/v1/models/", "GET", true}, ApiAction::kModels},
-    {{"/v1/completions", "POST", false}, ApiAction::kGenerate, Endpoint::kCompletions, Dialect::kOpenAI},
-    {{"/v1/chat/completions", "POST", false}, ApiAction::kGenerate, Endpoint::kChatCompletions, Dialect::kOpenAI},
-    {{"/v1/responses", "POST", false}, ApiAction::kGenerate, Endpoint::kChatCompletions, Dialect::kResponses},
-    {{"/v1/messages", "POST", false}, ApiAction::kGenerate, Endpoint::kChatCompletions, Dialect::kAnthropic},
-    {{"/tokenize", "POST", false}, ApiAction::kTokenize},
-    {{"/detokenize", "POST", false}, ApiAction::kDetokenize},
-};
+// Order matters only among prefix routes; none overlaps another here. The
+// generation routes are the dialect registry's (api/dialect.h), in its order.
+std::vector<ApiRoute> MakeApiRoutes() {
+  std::vector<ApiRoute> t = {
+      {{"/v1/models", "GET", false}, ApiAction::kModels},
+      {{"/v1/models/", "GET", true}, ApiAction::kModels},
+  };
+  for (const DialectEntry& d : Dialects()) {
+    t.push_back({{d.path, "POST", false}, ApiAction::kGenerate, d.endpoint, d.dialect});
+  }
+  t.push_back({{"/tokenize", "POST", false}, ApiAction::kTokenize});
+  t.push_back({{"/detokenize", "POST", false}, ApiAction::kDetokenize});
+  return t;
+}
+
+const std::vector<ApiRoute>& ApiRoutes() {
+  static const std::vector<ApiRoute> routes = MakeApiRoutes();
+  return routes;
+}
 
 const char* ActionName(ApiAction a) {
   switch (a) {
@@ -32,20 +39,12 @@ const char* ActionName(ApiAction a) {
   return "?";
 }
 
-const char* DialectName(Dialect d) {
-  switch (d) {
-    case Dialect::kOpenAI: return "openai";
-    case Dialect::kResponses: return "responses";
-    case Dialect::kAnthropic: return "anthropic";
-  }
-  return "?";
-}
 }  // namespace
 
-std::span<const ApiRoute> PublicApiRoutes() { return kApiRoutes; }
+std::span<const ApiRoute> PublicApiRoutes() { return ApiRoutes(); }
 
 const ApiRoute* FindApiRoute(const Route& r) {
-  for (const ApiRoute& a : kApiRoutes) {
+  for (const ApiRoute& a : ApiRoutes()) {
     if (std::string_view(a.route.path) == r.path && std::string_view(a.route.method) == r.method) return &a;
   }
   return nullptr;
@@ -53,16 +52,16 @@ const ApiRoute* FindApiRoute(const Route& r) {
 
 std::vector<Route> RouteTable(std::initializer_list<Route> own) {
   std::vector<Route> t(own);
-  for (const ApiRoute& a : kApiRoutes) t.push_back(a.route);
+  for (const ApiRoute& a : ApiRoutes()) t.push_back(a.route);
   return t;
 }
 
 nlohmann::json PublicApiRoutesJson() {
   nlohmann::json out = nlohmann::json::array();
-  for (const ApiRoute& a : kApiRoutes) {
+  for (const ApiRoute& a : ApiRoutes()) {
     nlohmann::json r = {{"method", a.route.method}, {"path", a.route.path}, {"prefix", a.route.prefix},
                         {"action", ActionName(a.action)}};
-    if (a.action == ApiAction::kGenerate) r["dialect"] = DialectName(a.dialect);
+    if (a.action == ApiAction::kGenerate) r["dialect"] = FindDialect(a.endpoint, a.dialect).name;
     out.push_back(std::move(r));
   }
   return out;
@@ -74,23 +73,21 @@ std::string RouteLabel(const Route* r) {
 }
 
 std::optional<ApiError> ParseGenerateRequest(Endpoint endpoint, Dialect dialect, const Json& body, ParsedRequest* out) {
-  switch (dialect) {
-    case Dialect::kResponses: return ParseResponsesRequest(body, out);
-    case Dialect::kAnthropic: return ParseMessagesRequest(body, out);
-    case Dialect::kOpenAI: break;
-  }
-  return endpoint == Endpoint::kChatCompletions ? ParseChatRequest(body, out) : ParseCompletionRequest(body, out);
+  return FindDialect(endpoint, dialect).parse(body, out);
 }
 
 Dialect ErrorDialect(std::string_view path) {
-  for (const ApiRoute& a : kApiRoutes) {
+  for (const ApiRoute& a : ApiRoutes()) {
     if (a.action == ApiAction::kGenerate && !a.route.prefix && path == a.route.path) return a.dialect;
   }
   return Dialect::kOpenAI;
 }
 
 nlohmann::json ErrorJson(Dialect d, const ApiError& e) {
-  return d == Dialect::kAnthropic ? AnthropicErrorJson(e) : e.ToJson();
+  for (const DialectEntry& entry : Dialects()) {
+    if (entry.dialect == d) return entry.error_json(e);
+  }
+  return e.ToJson();
 }
 
 RouteMatch MatchRoute(std::span<const Route> routes, std::string_view method, std::string_view path) {

@@ -65,8 +65,8 @@ nlohmann::json PublicApiRoutesJson();
 std::string RouteLabel(const Route* r);
 
 // Parses a generation request body as the route (endpoint, dialect) reads
-// it: ParseCompletionRequest, ParseChatRequest, ParseResponsesRequest or
-// ParseMessagesRequest.
+// it: with the parser of its entry in the dialect registry (api/dialect.h),
+// which also gives PublicApiRoutes() its generation routes.
 std::optional<ApiError> ParseGenerateRequest(Endpoint endpoint, Dialect dialect, const Json& body, ParsedRequest* out);
 
 // The answer shape of errors on a request path: Anthropic's on the

@@ -171,8 +171,24 @@ void Engine::ReleaseIdleKv() {
 }
 
 StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
-  KVS_RETURN_IF_ERROR(ValidateRequest(request, limits()));
-  return inbox_.Push(std::move(request));
+  KVS_ASSIGN_OR_RETURN(ValidatedRequest v, ValidatedRequest::Validate(std::move(request), limits()));
+  return Submit(std::move(v));
+}
+
+StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(ValidatedRequest request) {
+  const RequestLimits mine = limits();
+  if (!(request.limits() == mine)) {
+    // Validated for another engine's limits (a caller that kept a request
+    // across an engine swap): what held there may not hold here.
+    KVS_ASSIGN_OR_RETURN(request, ValidatedRequest::Validate(std::move(request).Release(), mine));
+  }
+  // Trusted, not re-validated: only the invariants the engine's arithmetic
+  // depends on, at O(1).
+  const Request& r = request.request();
+  const auto num_prompt = static_cast<int64_t>(r.prompt_token_ids.size());
+  KVS_CHECK(num_prompt > 0 && r.sampling.max_tokens >= 1);
+  KVS_CHECK(num_prompt + r.sampling.max_tokens <= mine.max_context_length);
+  return inbox_.Push(std::move(request).Release());
 }
 
 RequestLimits Engine::limits() const {

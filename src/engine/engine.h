@@ -137,12 +137,16 @@ class Engine {
   // (Unavailable: "the engine stopped") and Submit refuses from now on.
   void Stop();
 
-  // Validates (ValidateRequest against limits()) and queues a request; its
-  // output arrives on the stream.
-  // InvalidArgument: as ValidateRequest, or a duplicate live request id.
-  // OutOfRange: as ValidateRequest.
+  // Queues a request validated for limits() (ValidatedRequest: not checked
+  // again; one validated for other limits is validated anew); its output
+  // arrives on the stream.
+  // InvalidArgument: a duplicate live request id (or as ValidateRequest,
+  //   for other limits).
   // ResourceExhausted: max_queued_requests are already queued.
   // Unavailable: the engine is stopped.
+  StatusOr<std::shared_ptr<RequestStream>> Submit(ValidatedRequest request);
+  // Validates (ValidatedRequest::Validate against limits()), then as above.
+  // InvalidArgument, OutOfRange: as ValidateRequest.
   StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
   // Ends a live request with kCancelled at the next step and frees its KV.
   // NotFound if no live request has this id (e.g. it already finished).

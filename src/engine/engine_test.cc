@@ -686,5 +686,27 @@ TEST(EngineTest, ValidateRequestIsTheOneCheck) {
   EXPECT_NE(ValidateRequest(r, l).message().find("stop token id 99"), std::string::npos);
 }
 
+TEST(EngineTest, ValidatedRequestIsTrustedForItsLimits) {
+  RequestLimits l;
+  l.vocab_size = 64;
+  l.max_context_length = 100;
+  l.block_size = 16;
+  l.num_blocks = 8;
+  Request bad = MakeRequest({1, 2, 3}, 10, true, 0);
+  bad.sampling.temperature = 2.5f;  // SamplingLimits: [0, 2]
+  auto refused = ValidatedRequest::Validate(bad, l);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "'temperature' must be a number in [0, 2], got 2.5");
+  auto v = ValidatedRequest::Validate(MakeRequest({1, 2, 3}, 10, true, 0), l);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->limits(), l);
+  v->set_request_id("x");
+  v->set_seed(7);
+  EXPECT_EQ(v->request().request_id, "x");
+  EXPECT_EQ(v->request().sampling.seed, 7u);
+  EXPECT_EQ(std::move(*v).Release().prompt_token_ids.size(), 3u);
+}
+
 }  // namespace
 }  // namespace kvs::engine

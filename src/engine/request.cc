@@ -35,6 +35,11 @@ Status ValidateRequest(const Request& request, const RequestLimits& limits) {
   return Status::Ok();
 }
 
+StatusOr<ValidatedRequest> ValidatedRequest::Validate(Request request, const RequestLimits& limits) {
+  KVS_RETURN_IF_ERROR(ValidateRequest(request, limits));
+  return ValidatedRequest(std::move(request), limits);
+}
+
 void RequestStream::Push(StreamChunk delta) {
   bool notify = false;
   {

@@ -53,15 +53,47 @@ struct RequestLimits {
   int32_t max_context_length = 0;  // prompt + max_tokens
   int32_t block_size = 1;
   int32_t num_blocks = 0;          // the whole KV pool
+
+  bool operator==(const RequestLimits&) const = default;
 };
 
-// The one validation of a request (Engine::Submit calls it; a server calls
-// it where a request enters, to answer before queueing anything).
+// The one validation of a request (ValidatedRequest::Validate runs it).
 // InvalidArgument: empty prompt, token outside the vocabulary, bad sampling
-//   parameters (SamplingParams::Validate).
+//   parameters (SamplingParams::Validate), a grammar of another vocabulary.
 // OutOfRange: prompt + max_tokens > max_context_length, or more KV blocks
 //   than the whole pool could ever give it.
 Status ValidateRequest(const Request& request, const RequestLimits& limits);
+
+// A Request that ValidateRequest accepted for some RequestLimits. Only
+// Validate makes one, so whoever takes it (Engine::Submit, a server's
+// backend) trusts it: the server validates once where a request enters, to
+// answer before queueing anything, and the engine does not check it again
+// (Engine::Submit keeps a cheap CHECK of its invariants).
+// Invariants: request() passed ValidateRequest(request(), limits()); only
+// fields no limit concerns change afterwards (the setters).
+// Thread-safety: value type.
+class ValidatedRequest {
+ public:
+  static StatusOr<ValidatedRequest> Validate(Request request, const RequestLimits& limits);
+
+  const Request& request() const { return request_; }
+  const RequestLimits& limits() const { return limits_; }
+
+  // Per-submission fields that no limit concerns.
+  void set_request_id(std::string id) { request_.request_id = std::move(id); }
+  void set_seed(std::optional<uint64_t> seed) { request_.sampling.seed = seed; }
+  void set_priority(int32_t priority) { request_.priority = priority; }
+  void set_cache_salt(std::string salt) { request_.cache_salt = std::move(salt); }
+
+  // The request itself, for the engine that runs it.
+  Request Release() && { return std::move(request_); }
+
+ private:
+  ValidatedRequest(Request request, const RequestLimits& limits) : request_(std::move(request)), limits_(limits) {}
+
+  Request request_;
+  RequestLimits limits_;
+};
 
 // Logprobs of one output token (see sampler.h for what they are).
 struct OutputLogprobs {

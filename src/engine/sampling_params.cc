@@ -2,34 +2,41 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace kvs::engine {
 
+std::string ParamLimit::Message(std::string_view got, std::string_view name) const {
+  return fmt::format("'{}' must be {} in {}{}, {}], got {}", name.empty() ? std::string_view(param) : name,
+                     integer ? "an integer" : "a number", lo_open ? "(" : "[", lo, hi, got);
+}
+
+namespace {
+
+Status Check(const ParamLimit& limit, double v) {
+  if (limit.Contains(v)) return Status::Ok();
+  return InvalidArgument("{}", limit.Message(fmt::format("{}", v)));
+}
+
+}  // namespace
+
 Status SamplingParams::Validate(int32_t vocab_size) const {
-  // Written as !(in range) so that NaN fails every check.
-  if (!(temperature >= 0.0f && std::isfinite(temperature))) {
-    return InvalidArgument("temperature must be >= 0, got {}", temperature);
-  }
-  if (top_k < 0) return InvalidArgument("top_k must be >= 0 (0 disables it), got {}", top_k);
-  if (!(top_p > 0.0f && top_p <= 1.0f)) return InvalidArgument("top_p must be in (0, 1], got {}", top_p);
-  if (!(min_p >= 0.0f && min_p <= 1.0f)) return InvalidArgument("min_p must be in [0, 1], got {}", min_p);
-  if (!(repetition_penalty > 0.0f && std::isfinite(repetition_penalty))) {
-    return InvalidArgument("repetition_penalty must be > 0, got {}", repetition_penalty);
-  }
-  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
-    return InvalidArgument("presence_penalty must be in [-2, 2], got {}", presence_penalty);
-  }
-  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
-    return InvalidArgument("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
-  }
-  if (max_tokens < 1) return InvalidArgument("max_tokens must be >= 1, got {}", max_tokens);
+  using L = SamplingLimits;
+  // Contains is written so that NaN fails every check.
+  KVS_RETURN_IF_ERROR(Check(L::kTemperature, temperature));
+  KVS_RETURN_IF_ERROR(Check(L::kTopK, top_k));
+  KVS_RETURN_IF_ERROR(Check(L::kTopP, top_p));
+  KVS_RETURN_IF_ERROR(Check(L::kMinP, min_p));
+  KVS_RETURN_IF_ERROR(Check(L::kRepetitionPenalty, repetition_penalty));
+  KVS_RETURN_IF_ERROR(Check(L::kPresencePenalty, presence_penalty));
+  KVS_RETURN_IF_ERROR(Check(L::kFrequencyPenalty, frequency_penalty));
+  KVS_RETURN_IF_ERROR(Check(L::kMaxTokens, max_tokens));
   for (int32_t id : stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
       return InvalidArgument("stop token id {} is outside the vocabulary [0, {})", id, vocab_size);
     }
   }
-  if (logprobs && (*logprobs < 0 || *logprobs > kMaxLogprobs)) {
-    return InvalidArgument("logprobs must be in [0, {}], got {}", kMaxLogprobs, *logprobs);
-  }
+  if (logprobs) KVS_RETURN_IF_ERROR(Check(L::kLogprobs, *logprobs));
   if (logit_bias.size() > kMaxLogitBias) {
     return InvalidArgument("logit_bias has {} entries; at most {} are allowed", logit_bias.size(), kMaxLogitBias);
   }
@@ -37,8 +44,10 @@ Status SamplingParams::Validate(int32_t vocab_size) const {
     if (id < 0 || id >= vocab_size) {
       return InvalidArgument("logit_bias token id {} is outside the vocabulary [0, {})", id, vocab_size);
     }
-    if (!(bias >= -100.0f && bias <= 100.0f)) {
-      return InvalidArgument("logit_bias for token {} must be in [-100, 100], got {}", id, bias);
+    if (!L::kLogitBias.Contains(bias)) {
+      // Starts with the field's name, which the server reads to name the param.
+      return InvalidArgument("logit_bias for token {} must be in [{}, {}], got {}", id, L::kLogitBias.lo,
+                             L::kLogitBias.hi, bias);
     }
   }
   return Status::Ok();

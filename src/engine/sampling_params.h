@@ -1,6 +1,9 @@
 // SamplingParams: how one request turns logits into tokens and when it stops.
-// A plain value, validated once at Engine::Submit (Validate); everything
-// downstream trusts it.
+// A plain value, validated once where a request enters (Validate, through
+// ValidatedRequest::Validate); everything downstream trusts it. The ranges
+// are one table (SamplingLimits): the API parser reads a field against the
+// same entry and says the same message, so the API and the engine cannot
+// disagree on a bound.
 //
 // Processing order (sampler.cc): raw logits -> repetition, presence and
 // frequency penalties -> logit_bias -> the grammar mask (a constrained
@@ -12,7 +15,10 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,12 +29,44 @@ namespace kvs::engine {
 // The most top-N alternatives a request may ask for (OpenAI's limit).
 inline constexpr int32_t kMaxLogprobs = 20;
 
+// The range of one bounded sampling parameter, under its API name (OpenAI's
+// documented ranges where OpenAI has the field; vLLM's names otherwise).
+struct ParamLimit {
+  const char* param;  // the request field: "temperature", ...
+  double lo = 0, hi = 0;
+  bool lo_open = false;  // (lo, hi] instead of [lo, hi]
+  bool integer = false;
+
+  // False for NaN and infinities outside the range.
+  bool Contains(double v) const { return v >= lo && v <= hi && !(lo_open && v == lo); }
+  // "'temperature' must be a number in [0, 2], got 3" (got: the value as
+  // the caller shows it), the message of both the API's 400 and Validate.
+  // `param` overrides the field name (e.g. top_logprobs for logprobs).
+  std::string Message(std::string_view got, std::string_view param = {}) const;
+};
+
+// The one table of sampling limits.
+struct SamplingLimits {
+  static constexpr ParamLimit kTemperature{"temperature", 0, 2};
+  static constexpr ParamLimit kTopP{"top_p", 0, 1, /*lo_open=*/true};
+  // -1 and 0 both disable it (vLLM's -1).
+  static constexpr ParamLimit kTopK{"top_k", -1, std::numeric_limits<int32_t>::max(), false, /*integer=*/true};
+  static constexpr ParamLimit kMinP{"min_p", 0, 1};
+  static constexpr ParamLimit kPresencePenalty{"presence_penalty", -2, 2};
+  static constexpr ParamLimit kFrequencyPenalty{"frequency_penalty", -2, 2};
+  static constexpr ParamLimit kRepetitionPenalty{"repetition_penalty", 0, 10, /*lo_open=*/true};
+  static constexpr ParamLimit kMaxTokens{"max_tokens", 1, std::numeric_limits<int32_t>::max(), false, true};
+  static constexpr ParamLimit kLogprobs{"logprobs", 0, kMaxLogprobs, false, /*integer=*/true};
+  static constexpr ParamLimit kLogitBias{"logit_bias", -100, 100};
+};
+
 struct SamplingParams {
-  float temperature = 1.0f;         // 0: greedy (argmax, ties to the lowest id)
-  int32_t top_k = 0;                // 0: off; else keep the k most likely tokens
+  // Ranges: SamplingLimits.
+  float temperature = 1.0f;         // [0, 2]; 0: greedy (argmax, ties to the lowest id)
+  int32_t top_k = 0;                // <= 0: off; else keep the k most likely tokens
   float top_p = 1.0f;               // (0, 1]; 1: off
   float min_p = 0.0f;               // [0, 1]; drop tokens with p < min_p * p_max
-  float repetition_penalty = 1.0f;  // > 0; 1: off. Prompt and output tokens:
+  float repetition_penalty = 1.0f;  // (0, 10]; 1: off. Prompt and output tokens:
                                     // positive logits / penalty, negative * penalty
   float presence_penalty = 0.0f;    // [-2, 2]; subtracted once per token seen in the output
   float frequency_penalty = 0.0f;   // [-2, 2]; subtracted per occurrence in the output

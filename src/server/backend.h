@@ -7,8 +7,8 @@
 // FakeBackend (fake_backend.h, test-only library kvs_server_testing) serves
 // a fixed story without a model.
 //
-// A generation is an engine::Request, validated at the API boundary against
-// Info().limits (engine::ValidateRequest) before it is submitted.
+// A generation is an engine::ValidatedRequest: validated once, at the API
+// boundary, against Info().limits; the backend and its engine trust it.
 //
 // Generation contract:
 //   * Submit either fails (nothing else happens) or accepts; an accepted
@@ -135,7 +135,14 @@ class InferenceBackend {
   // model.reasoning_parser); disabled: chat replies are all content.
   virtual grammar::ReasoningFormat ReasoningFormat() { return {}; }
 
-  virtual Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) = 0;
+  virtual Status Submit(engine::ValidatedRequest request, Executor executor, ChunkCallback on_chunk) = 0;
+  // Validates against Info().limits (engine::ValidatedRequest::Validate: its
+  // InvalidArgument / OutOfRange), then submits as above.
+  Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) {
+    auto v = engine::ValidatedRequest::Validate(std::move(request), Info().limits);
+    if (!v.ok()) return v.status();
+    return Submit(std::move(*v), std::move(executor), std::move(on_chunk));
+  }
   virtual void Cancel(const std::string& request_id) = 0;
   virtual BackendStats Stats() = 0;
   // The prefix cache's stored/evicted block hashes after `since` of log

@@ -155,13 +155,13 @@ StatusOr<ChatPrompt> EngineBackend::RenderChatPrompt(const nlohmann::ordered_jso
   return ChatPrompt{std::move(r->text), std::move(r->tokens)};
 }
 
-Status EngineBackend::Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) {
+Status EngineBackend::Submit(engine::ValidatedRequest request, Executor executor, ChunkCallback on_chunk) {
   auto live = std::make_shared<Live>();
   live->executor = std::move(executor);
   live->cb = std::move(on_chunk);
-  live->logprobs = request.sampling.logprobs.has_value();
+  live->logprobs = request.request().sampling.logprobs.has_value();
   live->decoder = std::make_unique<tok::IncrementalDecoder>(*tok_, /*skip_special=*/true, /*at_sequence_start=*/false);
-  const std::string id = request.request_id;
+  const std::string id = request.request().request_id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Status(StatusCode::kUnavailable, "the engine is shutting down");

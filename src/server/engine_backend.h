@@ -51,7 +51,8 @@ class EngineBackend : public InferenceBackend {
   std::shared_ptr<const grammar::Vocabulary> GrammarVocabulary() override { return grammar_vocab_; }
   grammar::ToolCallFormat ToolCallFormat() override { return tool_format_; }
   grammar::ReasoningFormat ReasoningFormat() override { return reasoning_format_; }
-  Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;
+  using InferenceBackend::Submit;
+  Status Submit(engine::ValidatedRequest request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
   std::optional<engine::CacheEventsPage> CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) override;

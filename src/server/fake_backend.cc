@@ -193,9 +193,12 @@ StatusOr<ChatPrompt> FakeBackend::RenderChatPrompt(const nlohmann::ordered_json&
   return p;
 }
 
-Status FakeBackend::Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) {
+Status FakeBackend::Submit(engine::ValidatedRequest validated, Executor executor, ChunkCallback on_chunk) {
+  if (!(validated.limits() == info_.limits)) {  // validated for other limits: as the engine, check anew
+    KVS_ASSIGN_OR_RETURN(validated, engine::ValidatedRequest::Validate(std::move(validated).Release(), info_.limits));
+  }
+  engine::Request request = std::move(validated).Release();
   if (request.request_id.empty()) return InvalidArgument("request_id is empty");
-  KVS_RETURN_IF_ERROR(engine::ValidateRequest(request, info_.limits));
   if (opt_.on_submit) opt_.on_submit(request);
   auto seq = std::make_shared<Seq>();
   const size_t story_len = StoryTokens().size() + 1;  // + EOS

@@ -83,7 +83,8 @@ class FakeBackend : public InferenceBackend {
   StatusOr<ChatPrompt> RenderChatPrompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                         bool add_generation_prompt, const nlohmann::ordered_json& template_kwargs) override;
   grammar::ReasoningFormat ReasoningFormat() override { return opt_.reasoning_format; }
-  Status Submit(engine::Request request, Executor executor, ChunkCallback on_chunk) override;
+  using InferenceBackend::Submit;
+  Status Submit(engine::ValidatedRequest request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
   void Shutdown() override;

@@ -5,8 +5,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "api/messages_api.h"
-#include "api/responses_api.h"
 #include "http/sse.h"
 
 namespace kvs::server {
@@ -42,19 +40,24 @@ GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api
       req_(std::move(req)),
       prompts_(std::move(prompts)),
       id_(std::move(id)),
-      done_(std::move(done)),
-      shape_(id_, UnixNow(), env_.model_name, req_.endpoint == api::Endpoint::kChatCompletions, req_.include_usage) {
-  if (req_.dialect == api::Dialect::kResponses) {
-    dialect_ = api::MakeResponsesShape(id_, UnixNow(), env_.model_name, req_.dialect_echo);
-  } else if (req_.dialect == api::Dialect::kAnthropic) {
-    dialect_ = api::MakeMessagesShape(id_, env_.model_name);
-  }
+      done_(std::move(done)) {
+  const api::DialectEntry& dialect = api::FindDialect(req_.endpoint, req_.dialect);
+  const bool chat = req_.endpoint == api::Endpoint::kChatCompletions;
   // One copy of the stop strings for every choice.
   const auto stops = std::make_shared<const std::vector<std::string>>(std::move(req_.stop));
   const grammar::ReasoningFormat reasoning = env_.backend->ReasoningFormat();
   grammar::ToolCallFormat format = env_.backend->ToolCallFormat();
   // Harmony content carries message headers that only its parser removes.
   if (format == grammar::ToolCallFormat::kNone && reasoning.harmony) format = grammar::ToolCallFormat::kHarmony;
+  api::ShapeOptions shape;
+  shape.id = id_;
+  shape.created = UnixNow();
+  shape.model = env_.model_name;
+  shape.stream = req_.stream;
+  shape.include_usage = req_.include_usage;
+  shape.logprobs = req_.sampling.logprobs.has_value();
+  shape.reasoning = chat && reasoning.enabled();
+  shape.request_echo = req_.dialect_echo;
   for (size_t p = 0; p < prompts_.size(); ++p) {
     for (int i = 0; i < req_.n; ++i) {
       Choice c;
@@ -62,23 +65,21 @@ GenerationJob::GenerationJob(JobEnv env, std::shared_ptr<http::Exchange> ex, api
       c.prompt_index = static_cast<int>(p);
       c.backend_id = fmt::format("{}-{}", id_, c.index);
       c.text = api::ChoiceText(stops, req_.sampling.logprobs.has_value());
-      if (shape_.chat() && format != grammar::ToolCallFormat::kNone &&
+      if (chat && format != grammar::ToolCallFormat::kNone &&
           (!req_.tools.empty() || format == grammar::ToolCallFormat::kHarmony)) {
         grammar::ToolCallParseOptions o;
         o.tools = req_.tools;
-        if (req_.dialect == api::Dialect::kAnthropic) o.make_id = api::MakeToolUseId;
+        if (dialect.tool_call_id) o.make_id = dialect.tool_call_id;
         c.tool_parser = std::make_unique<grammar::ToolCallStreamParser>(format, std::move(o));
       }
-      if (shape_.chat() && reasoning.enabled()) {
+      if (chat && reasoning.enabled()) {
         c.reasoning = std::make_unique<grammar::ReasoningStreamParser>(reasoning, prompts_[p].reasoning_start);
       }
-      if (req_.echo) {
-        c.answer = prompts_[p].echo_text;
-        c.offset_base = c.answer.size();
-      }
+      shape.choice_echo.push_back(req_.echo ? prompts_[p].echo_text : std::string());
       choices_.push_back(std::move(c));
     }
   }
+  shape_ = dialect.make_shape(std::move(shape));
 }
 
 void GenerationJob::Start() {
@@ -93,15 +94,9 @@ void GenerationJob::Start() {
   const Executor on_strand = [ex = ex_](std::function<void()> fn) { ex->Post(std::move(fn)); };
   for (Choice& c : choices_) {
     const PreparedPrompt& p = prompts_[static_cast<size_t>(c.prompt_index)];
-    engine::Request g;
-    g.request_id = c.backend_id;
-    g.prompt_token_ids = p.tokens;
-    g.sampling = req_.sampling;
-    g.sampling.max_tokens = p.max_tokens;
-    if (req_.sampling.seed) g.sampling.seed = *req_.sampling.seed + static_cast<uint64_t>(c.index % req_.n);  // distinct choices
-    g.cache_salt = req_.cache_salt;
-    g.grammar = p.grammar;
-    g.priority = req_.priority;
+    engine::ValidatedRequest g = *p.request;
+    g.set_request_id(c.backend_id);
+    if (req_.sampling.seed) g.set_seed(*req_.sampling.seed + static_cast<uint64_t>(c.index % req_.n));  // distinct choices
     const int index = c.index;
     Status st = env_.backend->Submit(std::move(g), on_strand,
                                      [self, index](GenerationChunk chunk) { self->OnChunk(index, std::move(chunk)); });
@@ -122,9 +117,9 @@ void GenerationJob::Start() {
     c.submitted = true;
   }
   double prompt_tokens = 0;
-  for (const auto& p : prompts_) prompt_tokens += static_cast<double>(p.tokens.size());
+  for (const auto& p : prompts_) prompt_tokens += static_cast<double>(p.tokens().size());
   env_.metrics->prompt_tokens.Inc(prompt_tokens);
-  for (const auto& p : prompts_) env_.metrics->ObservePrompt(static_cast<int64_t>(p.tokens.size()));
+  for (const auto& p : prompts_) env_.metrics->ObservePrompt(static_cast<int64_t>(p.tokens().size()));
   if (!req_.stream) return;
   http::HttpResponse h;
   h.SetHeader("Content-Type", "text/event-stream");
@@ -132,16 +127,9 @@ void GenerationJob::Start() {
   h.SetHeader("X-Request-Id", id_);
   h.SetHeader("X-Accel-Buffering", "no");
   ex_->StartStream(std::move(h), kSsePingInterval, http::SseComment("keep-alive"));
-  if (dialect_) {
-    api::Usage u;
-    u.prompt_tokens = Usage().prompt_tokens;
-    SendDialect(dialect_->Start(u));
-    return;
-  }
-  for (Choice& c : choices_) {
-    json start = shape_.StartChunk(c.index, req_.echo ? c.answer : std::string());
-    if (!start.is_null()) SendEvent(start);
-  }
+  api::Usage u;
+  u.prompt_tokens = Usage().prompt_tokens;
+  Send(shape_->Start(u));
 }
 
 void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
@@ -168,7 +156,7 @@ void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
       c.first_token = now;
       if (!first_token_) {
         first_token_ = now;
-        env_.metrics->ObserveFirstToken(static_cast<int64_t>(prompts_[static_cast<size_t>(c.prompt_index)].tokens.size()),
+        env_.metrics->ObserveFirstToken(static_cast<int64_t>(prompts_[static_cast<size_t>(c.prompt_index)].tokens().size()),
                                         std::chrono::duration<double>(now - ex_->received_at()).count());
       }
     } else {
@@ -232,25 +220,22 @@ void GenerationJob::OnChunk(int index, GenerationChunk chunk) {
 void GenerationJob::Emit(Choice& c, const std::string& text) {
   std::vector<api::LogprobToken> ready = c.text.TakeReadyLogprobs();
   if (text.empty() && ready.empty()) return;
-  json lp = ready.empty() ? json(nullptr) : shape_.Logprobs(c.offset_base, ready);
   if (c.tool_parser) {
     const grammar::StreamDelta d = c.tool_parser->Feed(text);
     EmitReasoning(c, d.reasoning);  // harmony analysis after the leading section
     if (!req_.stream) {
-      if (!ready.empty()) api::ResponseShape::AppendLogprobs(c.logprobs, lp);
+      for (api::LogprobToken& t : ready) c.logprobs.push_back(std::move(t));
       return;  // the answer is the parser's result (Complete)
     }
-    if (dialect_) return SendDialect(DialectDelta(d));
-    SendToolDelta(c, d, std::move(lp));
+    SendToolDelta(c, d, std::move(ready));
     return;
   }
   if (!req_.stream) {
     c.answer += text;
-    if (!ready.empty()) api::ResponseShape::AppendLogprobs(c.logprobs, lp);
+    for (api::LogprobToken& t : ready) c.logprobs.push_back(std::move(t));
     return;
   }
-  if (dialect_) return SendDialect(dialect_->Text(text));
-  SendEvent(shape_.DeltaChunk(c.index, text, std::move(lp)));
+  Send(shape_->Text(c.index, text, std::move(ready)));
 }
 
 void GenerationJob::EmitReasoning(Choice& c, const std::string& text) {
@@ -259,38 +244,20 @@ void GenerationJob::EmitReasoning(Choice& c, const std::string& text) {
     c.reasoning_text += text;
     return;
   }
-  if (dialect_) return SendDialect(dialect_->Reasoning(text));
-  SendEvent(shape_.ReasoningChunk(c.index, text));
+  Send(shape_->Reasoning(c.index, text));
 }
 
-void GenerationJob::SendToolDelta(Choice& c, const grammar::StreamDelta& d, json logprobs) {
-  if (!d.content.empty() || !logprobs.is_null()) SendEvent(shape_.DeltaChunk(c.index, d.content, std::move(logprobs)));
-  if (d.tool_calls.empty()) return;
-  json calls = json::array();
-  for (const grammar::ToolCallDelta& t : d.tool_calls) {
-    json call = {{"index", t.index}};
-    json fn = json::object();
-    if (t.id) {
-      call["id"] = *t.id;
-      call["type"] = "function";
-    }
-    if (t.name) fn["name"] = *t.name;
-    fn["arguments"] = t.arguments;
-    call["function"] = std::move(fn);
-    calls.push_back(std::move(call));
-  }
-  SendEvent(shape_.ToolCallsChunk(c.index, std::move(calls)));
+void GenerationJob::SendToolDelta(Choice& c, const grammar::StreamDelta& d, std::vector<api::LogprobToken> logprobs) {
+  std::vector<api::SseOut> ev = shape_->Text(c.index, d.content, std::move(logprobs));
+  for (api::SseOut& e : shape_->ToolCalls(c.index, d.tool_calls)) ev.push_back(std::move(e));
+  Send(ev);
 }
 
 void GenerationJob::ChoiceDone(Choice& c, std::string finish_reason) {
   if (c.tool_parser) {
     const grammar::StreamDelta rest = c.tool_parser->Finish();
     EmitReasoning(c, rest.reasoning);
-    if (req_.stream && dialect_) {
-      SendDialect(DialectDelta(rest));
-    } else if (req_.stream) {
-      SendToolDelta(c, rest, nullptr);
-    }
+    if (req_.stream) SendToolDelta(c, rest, {});
     // OpenAI: a reply that ends in tool calls finishes with "tool_calls".
     if (finish_reason == "stop" && !c.tool_parser->result().tool_calls.empty()) finish_reason = "tool_calls";
     c.finish_reason = finish_reason;
@@ -299,7 +266,7 @@ void GenerationJob::ChoiceDone(Choice& c, std::string finish_reason) {
   if (c.got_token) {
     env_.metrics->ObserveDecode(c.timed_tokens, std::chrono::duration<double>(c.last_token - c.first_token).count());
   }
-  if (req_.stream && !dialect_) SendEvent(shape_.FinishChunk(c.index, finish_reason));
+  if (req_.stream) Send(shape_->FinishChoice(c.index, {finish_reason, c.text.matched_stop()}));
   for (const Choice& other : choices_) {
     if (!other.done) return;
   }
@@ -308,74 +275,39 @@ void GenerationJob::ChoiceDone(Choice& c, std::string finish_reason) {
 
 void GenerationJob::Complete() {
   if (finished_) return;
-  if (dialect_) {
-    const Choice& c = choices_.front();  // dialects have one choice
-    api::DialectEnd end;
-    end.finish_reason = c.finish_reason;
-    end.stop_string = c.text.matched_stop();
-    end.usage = Usage();
-    if (!req_.stream) {
-      // The whole answer goes through the same shape the stream would.
-      dialect_->Reasoning(c.reasoning_text);
+  if (!req_.stream) {
+    // The whole answer goes through the same shape a stream would: per
+    // choice its reasoning, its content (with the logprobs it covers), its
+    // tool calls, its end.
+    for (Choice& c : choices_) {
+      shape_->Reasoning(c.index, c.reasoning_text);
       if (c.tool_parser) {
         const grammar::ParsedOutput& parsed = c.tool_parser->result();
-        dialect_->Text(parsed.content);
+        shape_->Text(c.index, parsed.content, std::move(c.logprobs));
+        std::vector<grammar::ToolCallDelta> calls;
         for (size_t i = 0; i < parsed.tool_calls.size(); ++i) {
           const grammar::ToolCall& t = parsed.tool_calls[i];
-          dialect_->ToolCall({static_cast<int32_t>(i), t.id, t.name, t.arguments});
+          calls.push_back({static_cast<int32_t>(i), t.id, t.name, t.arguments});
         }
+        shape_->ToolCalls(c.index, calls);
       } else {
-        dialect_->Text(c.answer);
+        shape_->Text(c.index, c.answer, std::move(c.logprobs));
       }
+      shape_->FinishChoice(c.index, {c.finish_reason, c.text.matched_stop()});
     }
-    const std::vector<api::SseOut> last = dialect_->Finish(end);
-    if (req_.stream) {
-      SendDialect(last);
-      ex_->EndStream();
-    } else {
-      http::HttpResponse res;
-      res.status = 200;
-      res.SetHeader("Content-Type", "application/json");
-      res.SetHeader("X-Request-Id", id_);
-      res.body = api::Dump(dialect_->Body());
-      ex_->Respond(std::move(res));
-    }
-    Finish(200);
-    return;
   }
+  const std::vector<api::SseOut> last = shape_->End(Usage());
   if (req_.stream) {
-    if (req_.include_usage) SendEvent(shape_.UsageChunk(Usage()));
-    ex_->Write(std::string(http::kSseDone));
+    Send(last);
     ex_->EndStream();
     Finish(200);
     return;
-  }
-  std::vector<api::FinalChoice> out;
-  for (const Choice& c : choices_) {
-    api::FinalChoice f;
-    f.index = c.index;
-    f.text = c.answer;
-    if (req_.sampling.logprobs) f.logprobs = c.logprobs.is_null() ? shape_.Logprobs(c.offset_base, {}) : c.logprobs;
-    f.finish_reason = c.finish_reason;
-    if (c.reasoning) f.reasoning = c.reasoning_text;
-    if (c.tool_parser) {
-      const grammar::ParsedOutput& parsed = c.tool_parser->result();
-      f.text = c.answer + parsed.content;  // c.answer: nothing but an echo
-      if (!parsed.tool_calls.empty()) {
-        f.tool_calls = json::array();
-        for (const grammar::ToolCall& t : parsed.tool_calls) {
-          f.tool_calls.push_back(
-              {{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
-        }
-      }
-    }
-    out.push_back(std::move(f));
   }
   http::HttpResponse res;
   res.status = 200;
   res.SetHeader("Content-Type", "application/json");
   res.SetHeader("X-Request-Id", id_);
-  res.body = api::Dump(shape_.Body(out, Usage()));
+  res.body = api::Dump(shape_->Body());
   ex_->Respond(std::move(res));
   Finish(200);
 }
@@ -391,16 +323,9 @@ void GenerationJob::Fail(const api::ApiError& error, const std::string& finish_r
     }
   }
   CancelUnfinished();
-  if (ex_->streaming() && dialect_) {
-    SendDialect({dialect_->StreamError(error)});
-    ex_->EndStream();
-    Finish(200);
-    return;
-  }
   if (ex_->streaming()) {
     // Headers (200) are gone: report in-band, then end the stream.
-    ex_->Write(http::SseEvent("error", api::Dump(error.ToJson())));
-    ex_->Write(std::string(http::kSseDone));
+    Send(shape_->FailStream(error));
     ex_->EndStream();
     Finish(200);
     return;
@@ -410,7 +335,7 @@ void GenerationJob::Fail(const api::ApiError& error, const std::string& finish_r
   res.SetHeader("Content-Type", "application/json");
   res.SetHeader("X-Request-Id", id_);
   if (error.retry_after_seconds) res.SetHeader("Retry-After", std::to_string(*error.retry_after_seconds));
-  res.body = api::Dump(dialect_ ? dialect_->ErrorBody(error) : error.ToJson());
+  res.body = api::Dump(shape_->ErrorBody(error));
   ex_->Respond(std::move(res));
   Finish(error.status);
 }
@@ -488,7 +413,7 @@ void GenerationJob::Finish(int status) {
 
 api::Usage GenerationJob::Usage() const {
   api::Usage u;
-  for (const auto& p : prompts_) u.prompt_tokens += static_cast<int64_t>(p.tokens.size());
+  for (const auto& p : prompts_) u.prompt_tokens += static_cast<int64_t>(p.tokens().size());
   std::vector<int64_t> cached(prompts_.size(), 0);
   for (const Choice& c : choices_) {
     u.completion_tokens += c.completion_tokens;
@@ -499,22 +424,16 @@ api::Usage GenerationJob::Usage() const {
   return u;
 }
 
-void GenerationJob::SendEvent(const json& j) { ex_->Write(http::SseData(api::Dump(j))); }
-
-void GenerationJob::SendDialect(const std::vector<api::SseOut>& events) {
+void GenerationJob::Send(const std::vector<api::SseOut>& events) {
   std::string out;
   for (const api::SseOut& e : events) {
-    out += e.event.empty() ? http::SseData(api::Dump(e.data)) : http::SseEvent(e.event, api::Dump(e.data));
+    if (e.done) {
+      out += http::kSseDone;
+    } else {
+      out += e.event.empty() ? http::SseData(api::Dump(e.data)) : http::SseEvent(e.event, api::Dump(e.data));
+    }
   }
   if (!out.empty()) ex_->Write(std::move(out));
-}
-
-std::vector<api::SseOut> GenerationJob::DialectDelta(const grammar::StreamDelta& d) {
-  std::vector<api::SseOut> out = dialect_->Text(d.content);
-  for (const grammar::ToolCallDelta& t : d.tool_calls) {
-    for (api::SseOut& e : dialect_->ToolCall(t)) out.push_back(std::move(e));
-  }
-  return out;
 }
 
 }  // namespace kvs::server

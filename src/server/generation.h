@@ -4,9 +4,9 @@
 // backend as engine::Requests (the parsed request's SamplingParams, the
 // prompt's tokens and max_tokens), and turns their token chunks into the
 // client's response through api::ChoiceText (stop strings, logprobs) and
-// api::ResponseShape (whole JSON, or SSE chunks ending with "data: [DONE]"),
-// or for the Responses / Messages dialects through their api::DialectShape;
-// it reports usage (with prompt_tokens_details.cached_tokens) and metrics.
+// the api::DialectShape of the request's dialect (api::Dialects(): whole
+// JSON, or SSE events), the one interface to every API shape; it reports
+// usage (with prompt_tokens_details.cached_tokens) and metrics.
 //
 // A chat reply of a model with a reasoning format goes through a
 // grammar::ReasoningStreamParser first: the reasoning section goes out as
@@ -57,14 +57,17 @@ struct JobEnv {
 };
 
 struct PreparedPrompt {
-  std::vector<int32_t> tokens;
+  // The prompt's engine request, validated once against the backend's
+  // limits (its tokens, max_tokens, sampling, compiled output constraint,
+  // cache salt and priority); each choice submits a copy with its own id and
+  // seed. Always set once prepared.
+  std::optional<engine::ValidatedRequest> request;
   std::string echo_text;  // completions with echo: the prompt's text
-  int32_t max_tokens = 16;
-  // The request's output constraint compiled for the model; nullptr: none.
-  std::shared_ptr<const grammar::CompiledGrammar> grammar;
   // chat: where the reply starts relative to a reasoning section (the
   // rendered prompt may have opened or closed one).
   grammar::ReasoningStart reasoning_start = grammar::ReasoningStart::kContent;
+
+  const std::vector<int32_t>& tokens() const { return request->request().prompt_token_ids; }
 };
 
 // What the access log and the status metric need once the response ended.
@@ -104,8 +107,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     bool done = false;           // the client-visible end is decided
     std::string finish_reason;
     api::ChoiceText text;        // stop strings and logprob alignment
-    std::string answer;          // non-streaming: the answer so far (echo included)
-    size_t offset_base = 0;      // echo prefix bytes before the generated text
+    std::string answer;          // non-streaming: the answer so far (the echo is the shape's)
     int64_t completion_tokens = 0;
     int64_t cached_tokens = -1;
     bool got_token = false;
@@ -113,7 +115,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     Clock::time_point first_token;
     Clock::time_point last_token;
     int64_t timed_tokens = 0;    // tokens received with a time (not a stop token counted at the end)
-    nlohmann::json logprobs;     // non-streaming: accumulated
+    std::vector<api::LogprobToken> logprobs;  // non-streaming: accumulated
     // chat with tools: separates tool calls from content as text arrives.
     std::unique_ptr<grammar::ToolCallStreamParser> tool_parser;
     // chat with a reasoning model: separates the reasoning section first.
@@ -131,7 +133,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void EmitReasoning(Choice& c, const std::string& text);
   void ChoiceDone(Choice& c, std::string finish_reason);
   // Streams a tool-call parser's output (content, then call fragments).
-  void SendToolDelta(Choice& c, const grammar::StreamDelta& d, nlohmann::json logprobs);
+  void SendToolDelta(Choice& c, const grammar::StreamDelta& d, std::vector<api::LogprobToken> logprobs);
   void Complete();
   void Fail(const api::ApiError& error, const std::string& finish_reason);
   void CancelUnfinished();
@@ -139,10 +141,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void Finish(int status);
 
   api::Usage Usage() const;
-  void SendEvent(const nlohmann::json& j);
-  void SendDialect(const std::vector<api::SseOut>& events);
-  // Hands a dialect the content and calls of a tool-call parser's delta.
-  std::vector<api::SseOut> DialectDelta(const grammar::StreamDelta& d);
+  // Writes a shape's events (one write).
+  void Send(const std::vector<api::SseOut>& events);
 
   JobEnv env_;
   std::shared_ptr<http::Exchange> ex_;
@@ -150,8 +150,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<PreparedPrompt> prompts_;
   std::string id_;
   DoneFn done_;
-  api::ResponseShape shape_;
-  std::unique_ptr<api::DialectShape> dialect_;  // /v1/responses, /v1/messages (one choice)
+  std::unique_ptr<api::DialectShape> shape_;  // the request's dialect: every byte of the answer
   std::vector<Choice> choices_;
   bool finished_ = false;  // response ended (or the client left)
   std::optional<Clock::time_point> first_token_;

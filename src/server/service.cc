@@ -551,35 +551,35 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     const api::PromptInput& in = inputs[i];
     const std::string param = chat ? "messages" : inputs.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
     PreparedPrompt p;
+    engine::Request check;
     if (in.text) {
       // A completions prompt is the client's own formatting: special-token
       // text in it is recognised (as llama.cpp and vLLM do).
       auto tokens = b->Tokenize(*in.text, /*add_special=*/true);
       if (!tokens.ok()) return ErrorFromStatus(tokens.status());
-      p.tokens = std::move(*tokens);
+      check.prompt_token_ids = std::move(*tokens);
       if (req.echo) p.echo_text = *in.text;
     } else {
-      p.tokens = in.tokens;
+      check.prompt_token_ids = in.tokens;
       if (chat && req.echo) p.echo_text = chat_text;
     }
-    const auto n = static_cast<int64_t>(p.tokens.size());
+    const auto n = static_cast<int64_t>(check.prompt_token_ids.size());
     // The default: the rest of the context for chat, 16 for completions (as
     // OpenAI), at least one token (a prompt that fills the context fails).
     const int64_t by_default = std::max<int64_t>(1, std::min<int64_t>(chat ? limit - n : 16, limit - n));
     const int64_t max_tokens = req.max_tokens.value_or(by_default);
-    engine::Request check;
-    check.prompt_token_ids = std::move(p.tokens);
     check.sampling = req.sampling;
     check.sampling.max_tokens = static_cast<int32_t>(std::min<int64_t>(max_tokens, INT32_MAX));
-    if (Status st = engine::ValidateRequest(check, limits); !st.ok()) {
-      return RequestError(st, param, req, n, max_tokens, limit);
-    }
-    p.tokens = std::move(check.prompt_token_ids);
-    p.max_tokens = check.sampling.max_tokens;
-    p.grammar = grammar;
+    check.grammar = grammar;
+    check.cache_salt = req.cache_salt;
+    check.priority = req.priority;
+    // The one validation: the backend and its engine trust the result.
+    auto validated = engine::ValidatedRequest::Validate(std::move(check), limits);
+    if (!validated.ok()) return RequestError(validated.status(), param, req, n, max_tokens, limit);
+    p.request = std::move(*validated);
     p.reasoning_start = reasoning_start;
     if (req.echo && !in.text && !chat) {
-      auto text = b->Detokenize(p.tokens);
+      auto text = b->Detokenize(p.tokens());
       if (!text.ok()) return ErrorFromStatus(text.status());
       p.echo_text = std::move(*text);
     }

@@ -20,15 +20,14 @@ Status RunOne(InferenceBackend& backend, std::vector<int32_t> tokens, int line) 
   r.sampling.max_tokens = 1;
   r.sampling.temperature = 0;
   r.sampling.ignore_eos = true;
-  if (Status st = engine::ValidateRequest(r, backend.Info().limits); !st.ok()) {
-    return InvalidArgument("line {}: {}", line, st.message());
-  }
+  auto validated = engine::ValidatedRequest::Validate(std::move(r), backend.Info().limits);
+  if (!validated.ok()) return InvalidArgument("line {}: {}", line, validated.status().message());
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   Status result;
   KVS_RETURN_IF_ERROR(backend.Submit(
-      std::move(r), [](std::function<void()> f) { f(); },
+      std::move(*validated), [](std::function<void()> f) { f(); },
       [&](GenerationChunk c) {
         if (!c.finished()) return;
         std::lock_guard<std::mutex> lock(mu);
