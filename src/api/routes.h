@@ -20,7 +20,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/auth.h"  // ApiKeyFromHeaders, Unauthenticated: the front ends' requests
 #include "api/error.h"
 #include "api/openai_request.h"
 
