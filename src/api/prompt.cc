@@ -13,7 +13,8 @@ namespace kvs::api {
 
 StatusOr<ChatPrompt> RenderChatPrompt(const tmpl::ChatTemplate& chat, const tok::Tokenizer& tok, const Json& messages,
                                       const Json& tools, bool add_generation_prompt, const Json& template_kwargs) {
-  auto r = tmpl::RenderChat(chat, tok, tmpl::MakeChatRequest(tok, messages, tools, add_generation_prompt, template_kwargs));
+  auto r = tmpl::RenderChat(chat, tok,
+                            tmpl::MakeChatRequest(tok, messages, tools, add_generation_prompt, template_kwargs));
   if (!r.ok()) return InvalidArgument("{}", r.status().message());
   return ChatPrompt{std::move(r->text), std::move(r->tokens)};
 }
@@ -22,8 +23,8 @@ StatusOr<std::vector<int32_t>> TemplatePromptModel::Tokenize(std::string_view te
   return tok_.Encode(text, add_special, /*parse_special=*/true);
 }
 
-StatusOr<ChatPrompt> TemplatePromptModel::RenderChat(const Json& messages, const Json& tools, bool add_generation_prompt,
-                                                     const Json& template_kwargs) const {
+StatusOr<ChatPrompt> TemplatePromptModel::RenderChat(const Json& messages, const Json& tools,
+                                                     bool add_generation_prompt, const Json& template_kwargs) const {
   return RenderChatPrompt(chat_, tok_, messages, tools, add_generation_prompt, template_kwargs);
 }
 

@@ -105,14 +105,16 @@ TEST(PreparePromptTest, EveryDialectRendersTheSameConversationAlikeInEveryBundle
     ASSERT_EQ(a.size(), 1u);
     ASSERT_TRUE(a[0].text.has_value());
     // The renderer's own answer for these messages, generation prompt on.
-    auto direct = tmpl::RenderChat(t->chat.tmpl, *tiny->tok,
-                                   tmpl::MakeChatRequest(*tiny->tok, chat.messages, chat.tools, true, chat.template_kwargs));
+    auto direct = tmpl::RenderChat(
+        t->chat.tmpl, *tiny->tok,
+        tmpl::MakeChatRequest(*tiny->tok, chat.messages, chat.tools, true, chat.template_kwargs));
     ASSERT_TRUE(direct.ok()) << direct.status().ToString();
     EXPECT_EQ(a[0].tokens, direct->tokens);
     EXPECT_EQ(*a[0].text, direct->text);
     EXPECT_NE(a[0].text->find("Say <|im_end|> hi"), std::string::npos);
     if (im_end >= 0) {
-      EXPECT_NE(a[0].tokens, tiny->tok->Encode(*a[0].text, false, true)) << "the user's <|im_end|> became a control token";
+      EXPECT_NE(a[0].tokens, tiny->tok->Encode(*a[0].text, false, true))
+          << "the user's <|im_end|> became a control token";
     }
     EXPECT_EQ(Prepare(responses, model)[0].tokens, a[0].tokens) << "Responses";
     EXPECT_EQ(Prepare(messages, model)[0].tokens, a[0].tokens) << "Messages";
@@ -131,7 +133,8 @@ TEST(PreparePromptTest, CompletionsPromptsAreTokenizedWithBosOrPassedThrough) {
       Parse(Endpoint::kCompletions, Dialect::kOpenAI, R"({"model": "m", "prompt": ["Once upon<|im_end|>", "a time"]})");
   const std::vector<Prompt> p = Prepare(r, model);
   ASSERT_EQ(p.size(), 2u);
-  EXPECT_EQ(p[0].tokens, tiny->tok->Encode("Once upon<|im_end|>", true, true)) << "the client's own special tokens count";
+  EXPECT_EQ(p[0].tokens, tiny->tok->Encode("Once upon<|im_end|>", true, true))
+      << "the client's own special tokens count";
   EXPECT_EQ(*p[0].text, "Once upon<|im_end|>");
   EXPECT_EQ(p[1].tokens, tiny->tok->Encode("a time", true, true));
   const ParsedRequest ids = Parse(Endpoint::kCompletions, Dialect::kOpenAI, R"({"model": "m", "prompt": [5, 6, 7]})");

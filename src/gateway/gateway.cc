@@ -354,7 +354,8 @@ int Gateway::CheckHeader(const http::HttpRequest& head, std::string* message) co
   const api::RouteMatch match = api::MatchRoute(PublicRoutes(), head.method, head.path);
   if (match.error || IsPublicProbe(match.route->path)) return 0;  // answered by the handler
   const std::shared_ptr<const KeyStore> keys = parts_.auth->Current();
-  auto auth = api::Authenticate(api::KeyHeaders::Of(head), [&](std::string_view key) { return keys->Authenticate(key); });
+  const auto lookup = [&](std::string_view key) { return keys->Authenticate(key); };
+  auto auth = api::Authenticate(api::KeyHeaders::Of(head), lookup);
   if (auth.ok()) return 0;
   *message = auth.error->message;
   return auth.error->status;
@@ -395,7 +396,8 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
     principal.tenant = kAnonymousTenant;
   } else {
     const std::shared_ptr<const KeyStore> keys = parts_.auth->Current();
-    auto auth = api::Authenticate(api::KeyHeaders::Of(req), [&](std::string_view key) { return keys->Authenticate(key); });
+    const auto lookup = [&](std::string_view key) { return keys->Authenticate(key); };
+    auto auth = api::Authenticate(api::KeyHeaders::Of(req), lookup);
     if (!auth.ok()) return ReplyGatewayError(this, ex, *auth.error, id, nullptr, route);
     principal = std::move(*auth.identity);
   }

@@ -248,14 +248,15 @@ bool Service::Authorize(Ctx& ctx) {
     std::string key_id;
     std::string digest;
   };
-  auto auth = api::Authenticate(api::KeyHeaders::Of(ctx.ex->request()), [&](std::string_view key) -> std::optional<Caller> {
+  const auto lookup = [&](std::string_view key) -> std::optional<Caller> {
     // Compare digests, in constant time, against every key.
     const std::string digest = Sha256Hex(key);
     bool ok = false;
     for (const auto& d : *digests) ok |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
     if (!ok) return std::nullopt;
     return Caller{KeyId(key), digest};
-  });
+  };
+  auto auth = api::Authenticate(api::KeyHeaders::Of(ctx.ex->request()), lookup);
   if (!auth.ok()) {
     ReplyError(ctx, *auth.error);
     return false;
