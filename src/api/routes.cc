@@ -4,6 +4,7 @@
 
 #include "api/dialect.h"
 #include "api/openai_request.h"
+#include "api/responses_api.h"
 #include "base/strings.h"
 
 namespace kvs::api {
@@ -119,29 +120,11 @@ ApiError TransportError(int status, std::string message) {
                    status == 413 ? "request_too_large" : status == 431 ? "header_too_large" : "invalid_request");
 }
 
-namespace {
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-}  // namespace
-
-std::string_view ApiKeyFromHeaders(std::string_view authorization, std::string_view x_api_key) {
-  std::string_view key;
-  if (authorization.size() > 7 && EqualsIgnoreAsciiCase(authorization.substr(0, 6), "Bearer") &&
-      (authorization[6] == ' ' || authorization[6] == '\t')) {
-    key = Trim(authorization.substr(7));
-  }
-  if (key.empty()) key = Trim(x_api_key);
-  return key;
-}
-
-ApiError Unauthenticated(bool key_missing) {
-  return MakeError(401,
-                   key_missing ? "missing API key: send it as \"Authorization: Bearer YOUR_KEY\""
-                               : "incorrect API key provided",
-                   "authentication_error", "invalid_api_key");
+std::vector<std::pair<std::string, std::string>> ErrorHeaders(const ApiError& e) {
+  std::vector<std::pair<std::string, std::string>> h;
+  if (e.retry_after_seconds) h.emplace_back("Retry-After", std::to_string(*e.retry_after_seconds));
+  if (e.status == 401) h.emplace_back("WWW-Authenticate", "Bearer");
+  return h;
 }
 
 }  // namespace kvs::api

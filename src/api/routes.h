@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -83,15 +84,9 @@ RouteMatch MatchRoute(std::span<const Route> routes, std::string_view method, st
 // its transport_error(), 413 and 431 among them).
 ApiError TransportError(int status, std::string message);
 
-// The API key a request presents, as both front ends read it: the
-// `Authorization` header's credentials when its scheme is Bearer (in any
-// case: RFC 9110 11.1 makes auth-schemes case-insensitive; one or more
-// spaces after it), else the `x-api-key` header (Anthropic's clients);
-// surrounding spaces trimmed. "" when neither carries a key.
-std::string_view ApiKeyFromHeaders(std::string_view authorization, std::string_view x_api_key);
-
-// The 401 for a request without a valid key (missing or wrong), the same
-// from the server and the gateway.
-ApiError Unauthenticated(bool key_missing);
+// The headers of an error's answer, the same from both front ends:
+// Retry-After (when the error has one) and, on a 401, `WWW-Authenticate:
+// Bearer` (RFC 9110 11.6.1: a 401 names the scheme it wants).
+std::vector<std::pair<std::string, std::string>> ErrorHeaders(const ApiError& e);
 
 }  // namespace kvs::api

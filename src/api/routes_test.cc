@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "api/auth.h"
+
 namespace kvs::api {
 namespace {
 

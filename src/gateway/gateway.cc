@@ -8,6 +8,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "api/auth.h"
 #include "api/error.h"
 #include "api/routes.h"
 #include "base/file_stamp.h"
@@ -352,10 +353,12 @@ int Gateway::CheckHeader(const http::HttpRequest& head, std::string* message) co
   if (parts_.auth->anonymous()) return 0;
   const api::RouteMatch match = api::MatchRoute(PublicRoutes(), head.method, head.path);
   if (match.error || IsPublicProbe(match.route->path)) return 0;  // answered by the handler
-  const std::string_view key = api::ApiKeyFromHeaders(head.Header("Authorization"), head.Header("x-api-key"));
-  if (parts_.auth->Current()->Authenticate(key)) return 0;
-  *message = api::Unauthenticated(key.empty()).message;
-  return 401;
+  const std::shared_ptr<const KeyStore> keys = parts_.auth->Current();
+  const auto lookup = [&](std::string_view key) { return keys->Authenticate(key); };
+  auto auth = api::Authenticate(api::KeyHeaders::Of(head), lookup);
+  if (auth.ok()) return 0;
+  *message = auth.error->message;
+  return auth.error->status;
 }
 
 void Gateway::HandleAdmin(std::shared_ptr<http::Exchange> ex) {
@@ -392,10 +395,11 @@ void Gateway::Handle(std::shared_ptr<http::Exchange> ex) {
   if (parts_.auth->anonymous()) {
     principal.tenant = kAnonymousTenant;
   } else {
-    const std::string_view key = api::ApiKeyFromHeaders(req.Header("Authorization"), req.Header("x-api-key"));
-    auto p = parts_.auth->Current()->Authenticate(key);
-    if (!p) return ReplyGatewayError(this, ex, api::Unauthenticated(key.empty()), id, nullptr, route);
-    principal = std::move(*p);
+    const std::shared_ptr<const KeyStore> keys = parts_.auth->Current();
+    const auto lookup = [&](std::string_view key) { return keys->Authenticate(key); };
+    auto auth = api::Authenticate(api::KeyHeaders::Of(req), lookup);
+    if (!auth.ok()) return ReplyGatewayError(this, ex, *auth.error, id, nullptr, route);
+    principal = std::move(*auth.identity);
   }
   if (draining_) {
     api::ApiError e = api::MakeError(503, "the gateway is shutting down and accepts no new requests",

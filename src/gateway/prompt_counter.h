@@ -1,10 +1,11 @@
 // PromptCounter: the gateway's exact count of a request's prompt tokens.
 //
 // It loads the model's tokenizer and chat template from the GGUF file (the
-// mapping is opened, no weights are read or converted) and runs the same
-// code as the server: the request parsers and validators of every dialect
-// (api/openai_request.h, api/routes.h), the model's chat template (tmpl::ChatTemplate via
-// tmpl::LoadModelChatTemplate) and the tokenizer. A request the server would
+// mapping is opened, no weights are read or converted) as the replica does
+// (api::LoadPromptTemplate), and runs the same code as the server: the
+// request parsers and validators of every dialect (api/openai_request.h,
+// api/routes.h) and the one prompt preparation (api::PreparePrompt: the chat
+// template rendered, the prompts tokenized). A request the server would
 // refuse as malformed gets the same 400 here, before it costs a replica
 // anything.
 // Thread-safety: immutable after Load; Count may run on many threads at once.
@@ -20,6 +21,7 @@
 
 #include "base/status.h"
 #include "api/openai_request.h"
+#include "api/prompt.h"
 #include "template/fwd.h"
 
 namespace kvs::gguf {
@@ -59,6 +61,7 @@ class PromptCounter {
   std::unique_ptr<gguf::GgufFile> file_;
   std::unique_ptr<tok::Tokenizer> tok_;
   std::unique_ptr<tmpl::ChatTemplate> template_;
+  std::unique_ptr<api::TemplatePromptModel> model_;  // over tok_ and template_
 };
 
 }  // namespace kvs::gateway

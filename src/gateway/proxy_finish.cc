@@ -100,8 +100,7 @@ void ReplyGatewayError(Gateway* gw, const std::shared_ptr<http::Exchange>& ex, c
   res.status = e.status;
   res.SetHeader("Content-Type", "application/json");
   res.SetHeader("X-Request-Id", request_id);
-  if (e.retry_after_seconds) res.SetHeader("Retry-After", std::to_string(*e.retry_after_seconds));
-  if (e.status == 401) res.SetHeader("WWW-Authenticate", "Bearer");
+  for (auto& [name, value] : api::ErrorHeaders(e)) res.SetHeader(std::move(name), std::move(value));
   res.body = api::Dump(api::ErrorJson(api::ErrorDialect(ex->request().path), e));
   ex->Respond(std::move(res));
   const std::string tenant = principal ? principal->tenant : "";

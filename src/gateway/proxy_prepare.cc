@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "api/error.h"
+#include "api/prompt.h"
 #include "gateway/proxy_errors.h"
 #include "gateway/proxy_request.h"
 #include "gateway/routing.h"
@@ -100,19 +101,23 @@ std::optional<api::ApiError> ProxyRequest::ChoosePools() {
   const bool chat = endpoint_ == api::Endpoint::kChatCompletions;
   if (req.max_tokens) {
     max_tokens_ = *req.max_tokens;
-  } else if (chat) {
-    // The smallest pool whose default fits, else the largest room left.
-    // (Messages requests always have max_tokens: their parser requires it.)
-    for (const auto& p : router.pools()) {
-      if (prompt + p->config.default_max_tokens <= p->config.max_context) {
-        max_tokens_ = p->config.default_max_tokens;
-        break;
-      }
-    }
-    if (max_tokens_ == 0 && prompt < largest) max_tokens_ = largest - prompt;
-    inject_max_tokens_ = max_tokens_ > 0;
   } else {
-    max_tokens_ = std::max<int64_t>(1, std::min<int64_t>(16, largest - prompt));  // the server's default
+    // The replica's own default (api::DefaultMaxTokens) in the largest
+    // context. Chat: the smallest pool whose default_max_tokens fits comes
+    // first, and the choice is sent along, so the replica generates what was
+    // charged. (Messages requests always have max_tokens: their parser
+    // requires it.) A prompt that fills the largest context gets 1, and then
+    // no pool (below).
+    max_tokens_ = api::DefaultMaxTokens(chat, prompt, largest);
+    if (chat) {
+      for (const auto& p : router.pools()) {
+        if (prompt + p->config.default_max_tokens <= p->config.max_context) {
+          max_tokens_ = p->config.default_max_tokens;
+          break;
+        }
+      }
+      inject_max_tokens_ = true;
+    }
   }
   const int64_t wanted = std::max<int64_t>(max_tokens_, 1);
   pools_ = router.PoolsFor(prompt + wanted);

@@ -54,7 +54,6 @@ namespace kvs::gateway {
 
 namespace proxy_detail {
 using Clock = std::chrono::steady_clock;
-inline constexpr auto kSsePing = std::chrono::seconds(15);
 inline constexpr size_t kMaxHeldEvents = 64;                 // token-less events held before the first token
 inline constexpr size_t kUsageTailBytes = size_t{64} << 10;  // of a relayed body: where its "usage" is
 inline double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }

@@ -4,6 +4,7 @@
 
 #include "gateway/proxy_request.h"
 #include "http/sse.h"
+#include "http/sse_stream.h"
 
 namespace kvs::gateway {
 
@@ -80,12 +81,7 @@ void ProxyRequest::Commit() {
   ttft_ = Clock::now();
   ObserveFirstToken(std::chrono::duration<double>(*ttft_ - attempt_start_).count());
   ex_->SetDeadline(deadline_, [self = shared_from_this(), attempt = attempt_id_] { self->OnDeadline(attempt); });
-  http::HttpResponse h;
-  h.SetHeader("Content-Type", "text/event-stream");
-  h.SetHeader("Cache-Control", "no-cache");
-  h.SetHeader("X-Request-Id", id_);
-  h.SetHeader("X-Accel-Buffering", "no");
-  ex_->StartStream(std::move(h), proxy_detail::kSsePing, http::SseComment("keep-alive"));
+  http::StartSseStream(*ex_, id_);
   for (http::SseMessage& m : held_) {
     if (!m.event.empty()) {
       ex_->Write(http::SseEvent(m.event, m.data));

@@ -37,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/prompt.h"
 #include "api/response.h"
 #include "base/status.h"
 #include "engine/engine.h"
@@ -89,10 +90,8 @@ struct BackendStats {
   int64_t max_admissible_context = 0;  // longest request (prompt + output) that fits right now
 };
 
-struct ChatPrompt {
-  std::string text;             // the rendered prompt (logs, echo)
-  std::vector<int32_t> tokens;  // its token ids, BOS included where the template writes it
-};
+// A rendered chat prompt (api/prompt.h: what prompt preparation reads).
+using ChatPrompt = api::ChatPrompt;
 
 class InferenceBackend {
  public:

@@ -149,10 +149,7 @@ std::string EngineBackend::TokenString(int32_t id) {
 StatusOr<ChatPrompt> EngineBackend::RenderChatPrompt(const nlohmann::ordered_json& messages,
                                                      const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                                      const nlohmann::ordered_json& template_kwargs) {
-  auto r = tmpl::RenderChat(*template_, *tok_,
-                            tmpl::MakeChatRequest(*tok_, messages, tools, add_generation_prompt, template_kwargs));
-  if (!r.ok()) return InvalidArgument("{}", r.status().message());
-  return ChatPrompt{std::move(r->text), std::move(r->tokens)};
+  return api::RenderChatPrompt(*template_, *tok_, messages, tools, add_generation_prompt, template_kwargs);
 }
 
 Status EngineBackend::Submit(engine::ValidatedRequest request, Executor executor, ChunkCallback on_chunk) {

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "http/sse.h"
+#include "http/sse_stream.h"
 
 namespace kvs::server {
 
@@ -26,10 +27,6 @@ double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
-
-// A quiet stream (a long prefill, a long queue) gets an SSE comment this
-// often, so proxies with read timeouts keep it open; clients ignore it.
-constexpr std::chrono::seconds kSsePingInterval{15};
 
 }  // namespace
 
@@ -121,12 +118,7 @@ void GenerationJob::Start() {
   env_.metrics->prompt_tokens.Inc(prompt_tokens);
   for (const auto& p : prompts_) env_.metrics->ObservePrompt(static_cast<int64_t>(p.tokens().size()));
   if (!req_.stream) return;
-  http::HttpResponse h;
-  h.SetHeader("Content-Type", "text/event-stream");
-  h.SetHeader("Cache-Control", "no-cache");
-  h.SetHeader("X-Request-Id", id_);
-  h.SetHeader("X-Accel-Buffering", "no");
-  ex_->StartStream(std::move(h), kSsePingInterval, http::SseComment("keep-alive"));
+  http::StartSseStream(*ex_, id_);
   api::Usage u;
   u.prompt_tokens = Usage().prompt_tokens;
   Send(shape_->Start(u));

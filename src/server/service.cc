@@ -9,6 +9,8 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "api/auth.h"
+#include "api/prompt.h"
 #include "api/routes.h"
 #include "base/strings.h"
 #include "metrics/status_page.h"
@@ -174,11 +176,8 @@ void Service::Reply(Ctx& ctx, int status, const json& body, std::vector<std::pai
 }
 
 void Service::ReplyError(Ctx& ctx, const ApiError& e) {
-  std::vector<std::pair<std::string, std::string>> headers;
-  if (e.retry_after_seconds) headers.emplace_back("Retry-After", std::to_string(*e.retry_after_seconds));
-  if (e.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
   // Anthropic's clients read errors in Anthropic's shape.
-  Reply(ctx, e.status, api::ErrorJson(api::ErrorDialect(ctx.route), e), std::move(headers));
+  Reply(ctx, e.status, api::ErrorJson(api::ErrorDialect(ctx.route), e), api::ErrorHeaders(e));
 }
 
 void Service::Handle(std::shared_ptr<http::Exchange> ex) {
@@ -245,21 +244,26 @@ void Service::OnPrepPool(Ctx& ctx, std::function<void(Ctx&)> work) {
 bool Service::Authorize(Ctx& ctx) {
   const std::shared_ptr<const std::vector<std::string>> digests = std::atomic_load(&key_digests_);
   if (digests->empty()) return true;
-  const http::HttpRequest& r = ctx.ex->request();
-  const std::string_view key = api::ApiKeyFromHeaders(r.Header("Authorization"), r.Header("x-api-key"));
-  if (!key.empty()) {
+  struct Caller {
+    std::string key_id;
+    std::string digest;
+  };
+  const auto lookup = [&](std::string_view key) -> std::optional<Caller> {
     // Compare digests, in constant time, against every key.
     const std::string digest = Sha256Hex(key);
     bool ok = false;
     for (const auto& d : *digests) ok |= CRYPTO_memcmp(d.data(), digest.data(), d.size()) == 0;
-    if (ok) {
-      ctx.key_id = KeyId(key);
-      ctx.key_digest = digest;
-      return true;
-    }
+    if (!ok) return std::nullopt;
+    return Caller{KeyId(key), digest};
+  };
+  auto auth = api::Authenticate(api::KeyHeaders::Of(ctx.ex->request()), lookup);
+  if (!auth.ok()) {
+    ReplyError(ctx, *auth.error);
+    return false;
   }
-  ReplyError(ctx, api::Unauthenticated(key.empty()));
-  return false;
+  ctx.key_id = std::move(auth.identity->key_id);
+  ctx.key_digest = std::move(auth.identity->digest);
+  return true;
 }
 
 bool Service::CheckReady(Ctx& ctx) {
@@ -522,52 +526,51 @@ std::optional<ApiError> Service::CompileConstraint(const api::ParsedRequest& req
   return std::nullopt;
 }
 
+namespace {
+
+// The backend as prompt preparation (api/prompt.h) sees it: EngineBackend
+// renders with the model's template (api::RenderChatPrompt), a test fake
+// with its own.
+class BackendPromptModel final : public api::PromptModel {
+ public:
+  explicit BackendPromptModel(InferenceBackend* b) : b_(b) {}
+  StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) const override {
+    return b_->Tokenize(text, add_special);
+  }
+  StatusOr<api::ChatPrompt> RenderChat(const api::Json& messages, const api::Json& tools, bool add_generation_prompt,
+                                       const api::Json& template_kwargs) const override {
+    return b_->RenderChatPrompt(messages, tools, add_generation_prompt, template_kwargs);
+  }
+
+ private:
+  InferenceBackend* b_;
+};
+
+}  // namespace
+
 std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vector<PreparedPrompt>* out) {
   InferenceBackend* b = backend_.load();
   const engine::RequestLimits& limits = b->Info().limits;
   const int64_t limit = limits.max_context_length;
   const bool chat = req.endpoint == api::Endpoint::kChatCompletions;
-  std::vector<api::PromptInput> chat_prompt(chat ? 1 : 0);
-  std::string chat_text;
+  // Parsed -> rendered -> tokenized as the gateway counts it (api/prompt.h).
+  std::vector<api::Prompt> prompts;
+  if (auto e = api::PreparePrompt(req, BackendPromptModel(b), &prompts)) return e;
   grammar::ReasoningStart reasoning_start = grammar::ReasoningStart::kContent;
   if (chat) {
-    // Rendered and tokenized at once: message text never becomes control tokens.
-    auto rendered = b->RenderChatPrompt(req.messages, req.tools, true, req.template_kwargs);
-    if (!rendered.ok()) {
-      ApiError e = ErrorFromStatus(rendered.status());
-      e.message = "cannot apply the chat template: " + e.message;
-      if (e.status == 400) e.param = "messages";
-      return e;
-    }
-    chat_prompt[0].tokens = std::move(rendered->tokens);
-    chat_text = std::move(rendered->text);
     // Whether the reply starts inside a reasoning section the prompt opened.
-    reasoning_start = grammar::ReasoningStartOf(b->ReasoningFormat(), chat_text);
+    reasoning_start = grammar::ReasoningStartOf(b->ReasoningFormat(), *prompts[0].text);
   }
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   if (auto e = CompileConstraint(req, b, reasoning_start, &grammar)) return e;
-  const std::vector<api::PromptInput>& inputs = chat ? chat_prompt : req.prompts;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const api::PromptInput& in = inputs[i];
-    const std::string param = chat ? "messages" : inputs.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    api::Prompt& in = prompts[i];
+    const std::string param = chat ? "messages" : prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
     PreparedPrompt p;
+    const auto n = static_cast<int64_t>(in.tokens.size());
+    const int64_t max_tokens = req.max_tokens.value_or(api::DefaultMaxTokens(chat, n, limit));
     engine::Request check;
-    if (in.text) {
-      // A completions prompt is the client's own formatting: special-token
-      // text in it is recognised (as llama.cpp and vLLM do).
-      auto tokens = b->Tokenize(*in.text, /*add_special=*/true);
-      if (!tokens.ok()) return ErrorFromStatus(tokens.status());
-      check.prompt_token_ids = std::move(*tokens);
-      if (req.echo) p.echo_text = *in.text;
-    } else {
-      check.prompt_token_ids = in.tokens;
-      if (chat && req.echo) p.echo_text = chat_text;
-    }
-    const auto n = static_cast<int64_t>(check.prompt_token_ids.size());
-    // The default: the rest of the context for chat, 16 for completions (as
-    // OpenAI), at least one token (a prompt that fills the context fails).
-    const int64_t by_default = std::max<int64_t>(1, std::min<int64_t>(chat ? limit - n : 16, limit - n));
-    const int64_t max_tokens = req.max_tokens.value_or(by_default);
+    check.prompt_token_ids = std::move(in.tokens);
     check.sampling = req.sampling;
     check.sampling.max_tokens = static_cast<int32_t>(std::min<int64_t>(max_tokens, INT32_MAX));
     check.grammar = grammar;
@@ -578,10 +581,16 @@ std::optional<ApiError> Service::Prepare(const api::ParsedRequest& req, std::vec
     if (!validated.ok()) return RequestError(validated.status(), param, req, n, max_tokens, limit);
     p.request = std::move(*validated);
     p.reasoning_start = reasoning_start;
-    if (req.echo && !in.text && !chat) {
-      auto text = b->Detokenize(p.tokens());
-      if (!text.ok()) return ErrorFromStatus(text.status());
-      p.echo_text = std::move(*text);
+    if (req.echo) {
+      // The prompt's text (chat: the rendered template); a token-id prompt's
+      // decoded once its ids are known to be in the vocabulary.
+      if (in.text) {
+        p.echo_text = std::move(*in.text);
+      } else {
+        auto text = b->Detokenize(p.tokens());
+        if (!text.ok()) return ErrorFromStatus(text.status());
+        p.echo_text = std::move(*text);
+      }
     }
     out->push_back(std::move(p));
   }
