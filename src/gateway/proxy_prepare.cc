@@ -4,13 +4,14 @@
 #include <fmt/format.h>
 
 #include "api/error.h"
+#include "gateway/cache_salt.h"
 #include "gateway/proxy_errors.h"
 #include "gateway/proxy_request.h"
 #include "gateway/routing.h"
 
 namespace kvs::gateway {
 
-ProxyRequest::ProxyRequest(Gateway* gw, std::shared_ptr<http::Exchange> ex, const api::ApiRoute& route,
+ProxyRequest::ProxyRequest(ProxyHost* gw, std::shared_ptr<http::Exchange> ex, const api::ApiRoute& route,
                            Principal principal, std::string id)
     : gw_(gw),
       ex_(std::move(ex)),
