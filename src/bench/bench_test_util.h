@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/endpoint.h"
-#include "bench/fake_openai_server.h"
+#include "bench/testing/fake_openai_server.h"
 
 namespace kvs::bench::testing {
 

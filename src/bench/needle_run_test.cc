@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/bench_test_util.h"
-#include "bench/fake_openai_server.h"
+#include "bench/testing/fake_openai_server.h"
 #include "bench/needle_report.h"
 
 namespace kvs::bench {

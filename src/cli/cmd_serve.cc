@@ -4,7 +4,7 @@
 // configs/default.yaml documents them). Exit codes: 0 after a drain (SIGTERM/SIGINT),
 // 1 when the port or the model cannot be used, 2 for bad configuration.
 // (The test servers over a fake backend are a separate, test-only binary:
-// src/server/fake_serve_main.cc.)
+// src/server/testing/fake_serve_main.cc.)
 #include <cstdio>
 #include <memory>
 

@@ -8,7 +8,7 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
                            WindowGroupConfig window)
     : block_size_(block_size),
       prefix_caching_(enable_prefix_caching),
-      hash_fn_(&ChainBlockHash),
+      hash_fn_(&kvcache::ChainBlockHash),
       full_(num_blocks) {
   KVS_CHECK(num_blocks > 0 && block_size > 0);
   // A full block's link is the previous full block (Verifies): when its KV
@@ -28,9 +28,9 @@ std::span<const int32_t> BlockManager::BlockTokens(const Sequence& seq, int32_t 
 
 void BlockManager::EnsureHashes(Sequence& seq, int32_t n) const {
   KVS_CHECK(n <= seq.num_tokens() / block_size_);
-  std::vector<BlockHash>& h = seq.block_hashes;
+  std::vector<kvcache::BlockHash>& h = seq.block_hashes;
   for (auto i = static_cast<int32_t>(h.size()); i < n; ++i) {
-    const BlockHash parent = i == 0 ? BlockHashRoot(seq.cache_salt) : h[static_cast<size_t>(i - 1)];
+    const kvcache::BlockHash parent = i == 0 ? kvcache::BlockHashRoot(seq.cache_salt) : h[static_cast<size_t>(i - 1)];
     h.push_back(hash_fn_(parent, BlockTokens(seq, i)));
   }
 }
@@ -155,10 +155,10 @@ void BlockManager::Append(Sequence& seq, int32_t num_positions) {
   }
 }
 
-void BlockManager::set_events(PrefixCacheEvents* events) {
+void BlockManager::set_events(kvcache::PrefixCacheEvents* events) {
   events_ = events;
-  full_.set_events(events, CacheGroup::kFull);
-  if (window_) window_->set_events(events, CacheGroup::kWindow);
+  full_.set_events(events, kvcache::CacheGroup::kFull);
+  if (window_) window_->set_events(events, kvcache::CacheGroup::kWindow);
 }
 
 void BlockManager::ForgetWindowTwin(int32_t full_id) {
@@ -169,7 +169,7 @@ void BlockManager::ForgetWindowTwin(int32_t full_id) {
   const BlockPool::Block& f = full_.block(full_id);
   const int32_t w = window_->Find(*f.hash);
   if (w >= 0 && window_->block(w).link == full_id && window_->block(w).link_generation == f.generation) {
-    events_->Evicted(*f.hash, CacheGroup::kWindow);
+    events_->Evicted(*f.hash, kvcache::CacheGroup::kWindow);
   }
 }
 
@@ -197,7 +197,7 @@ void BlockManager::CommitComputed(Sequence& seq) {
   if (full > seq.num_committed_blocks && prefix_caching_) {
     EnsureHashes(seq, full);
     for (int32_t i = seq.num_committed_blocks; i < full; ++i) {
-      const BlockHash h = seq.block_hashes[static_cast<size_t>(i)];
+      const kvcache::BlockHash h = seq.block_hashes[static_cast<size_t>(i)];
       const int32_t id = seq.block_table[static_cast<size_t>(i)];
       const std::string& salt = i == 0 ? seq.cache_salt : std::string();
       // The same content computed twice (two sequences prefilled it in the

@@ -16,7 +16,7 @@
 // + 1 window blocks however long it grows, plus the blocks of its chunk.
 //
 // Prefix cache: only FULL blocks are hashed, as a chain of 128-bit hashes
-// (engine/block_hash.h defines it: XXH3-128 over the parent hash and the
+// (kvcache/block_hash.h defines it: XXH3-128 over the parent hash and the
 // block's token ids, rooted at the hash of the cache salt), so a hash names
 // the whole prefix up to its block and two salts never share a block.
 // A hash is only an index: a hit also compares the block's token ids, the
@@ -70,9 +70,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 #include "engine/block_pool.h"
-#include "engine/cache_events.h"
+#include "kvcache/cache_events.h"
 #include "engine/sequence.h"
 
 namespace kvs::engine {
@@ -191,10 +191,10 @@ class BlockManager {
 
   // Reports every published and evicted hash of both groups to `events`
   // (nullptr: none); it must outlive the manager.
-  void set_events(PrefixCacheEvents* events);
+  void set_events(kvcache::PrefixCacheEvents* events);
 
   // Tests only: replaces the chain hash (to force collisions).
-  using HashFn = BlockHash (*)(const BlockHash& parent, std::span<const int32_t> tokens);
+  using HashFn = kvcache::BlockHash (*)(const kvcache::BlockHash& parent, std::span<const int32_t> tokens);
   void TEST_SetHashFunction(HashFn fn) { hash_fn_ = fn; }
 
  private:
@@ -225,7 +225,7 @@ class BlockManager {
   BlockPool full_;
   std::unique_ptr<BlockPool> window_;  // nullptr: no window group
   int32_t window_size_ = 0;
-  PrefixCacheEvents* events_ = nullptr;
+  kvcache::PrefixCacheEvents* events_ = nullptr;
   int64_t num_query_tokens_ = 0;
   int64_t num_hit_tokens_ = 0;
 };

@@ -152,7 +152,7 @@ TEST(BlockManagerTest, EvictsOldestCachedBlockOnlyWhenNoFreeBlockIsLeft) {
   EXPECT_EQ(bm.CheckInvariants(), "");
 }
 
-BlockHash ConstantHash(const BlockHash&, std::span<const int32_t>) { return BlockHash{42, 42}; }
+kvcache::BlockHash ConstantHash(const kvcache::BlockHash&, std::span<const int32_t>) { return kvcache::BlockHash{42, 42}; }
 
 TEST(BlockManagerTest, HashCollisionIsAMiss) {
   BlockManager bm(16, 2, true);
@@ -172,10 +172,10 @@ TEST(BlockManagerTest, HashCollisionIsAMiss) {
 
 // The real chain hash, except that block [7, 7] is made to collide with
 // block [1, 2] (same parent): an injected collision.
-BlockHash CollidingHash(const BlockHash& parent, std::span<const int32_t> tokens) {
+kvcache::BlockHash CollidingHash(const kvcache::BlockHash& parent, std::span<const int32_t> tokens) {
   static const int32_t kTwin[] = {1, 2};
   if (tokens.size() == 2 && tokens[0] == 7 && tokens[1] == 7) tokens = kTwin;
-  return ChainBlockHash(parent, tokens);
+  return kvcache::ChainBlockHash(parent, tokens);
 }
 
 // Two different prefixes whose chain hashes collide at block i-1 = 0: the
@@ -200,10 +200,10 @@ TEST(BlockManagerTest, CollidingParentHashNeverServesAnotherPrefixKv) {
 }
 
 // [7, 7] and [5, 5] both hash as [1, 2].
-BlockHash TwoCollisionsHash(const BlockHash& parent, std::span<const int32_t> tokens) {
+kvcache::BlockHash TwoCollisionsHash(const kvcache::BlockHash& parent, std::span<const int32_t> tokens) {
   static const int32_t kTwin[] = {1, 2};
   if (tokens.size() == 2 && tokens[0] == tokens[1] && (tokens[0] == 7 || tokens[0] == 5)) tokens = kTwin;
-  return ChainBlockHash(parent, tokens);
+  return kvcache::ChainBlockHash(parent, tokens);
 }
 
 // A block computed after a private duplicate of its parent is not
@@ -236,12 +236,12 @@ TEST(BlockManagerTest, BlockAfterAPrivateDuplicateIsNotPublished) {
 // (BlockManager releases a sequence's tail first, so a parent normally
 // outlives its children in the LRU; here the pool is driven directly.)
 TEST(BlockPoolTest, EvictingAParentUnpublishesItsChain) {
-  PrefixCacheEvents log(64);
+  kvcache::PrefixCacheEvents log(64);
   BlockPool pool(4);
-  pool.set_events(&log, CacheGroup::kFull);
+  pool.set_events(&log, kvcache::CacheGroup::kFull);
   std::vector<int32_t> dropped;
   pool.set_chained([&](int32_t id) { dropped.push_back(id); });
-  const BlockHash h0{1, 0}, h1{2, 0}, h2{3, 0}, other{4, 0};
+  const kvcache::BlockHash h0{1, 0}, h1{2, 0}, h2{3, 0}, other{4, 0};
   const std::vector<int32_t> tokens = {1, 2};
   const int32_t p = pool.Take(), c = pool.Take(), gc = pool.Take(), side = pool.Take();
   pool.Publish(p, h0, -1, 0, tokens, "");
@@ -291,7 +291,7 @@ TEST(BlockPoolTest, EvictingAParentUnpublishesItsChain) {
 TEST(BlockHashTest, FollowsTheDocumentedLayout) {
   const std::string salt = "tenant-7";
   const XXH128_hash_t root = XXH3_128bits_withSeed(salt.data(), salt.size(), 0x6b7673657276ULL);
-  EXPECT_EQ(BlockHashRoot(salt), (BlockHash{root.low64, root.high64}));
+  EXPECT_EQ(kvcache::BlockHashRoot(salt), (kvcache::BlockHash{root.low64, root.high64}));
   const std::vector<int32_t> tokens = {1, -2, 300000, 4, 5, 6, 7};
   std::vector<unsigned char> bytes;
   auto put = [&](uint64_t v, int n) {
@@ -301,11 +301,11 @@ TEST(BlockHashTest, FollowsTheDocumentedLayout) {
   put(root.high64, 8);
   for (int i = 0; i < 3; ++i) put(static_cast<uint32_t>(tokens[static_cast<size_t>(i)]), 4);
   const XXH128_hash_t h0 = XXH3_128bits_withSeed(bytes.data(), bytes.size(), 0);
-  const std::vector<BlockHash> chain = ChainBlockHashes(salt, tokens, 3);
+  const std::vector<kvcache::BlockHash> chain = kvcache::ChainBlockHashes(salt, tokens, 3);
   ASSERT_EQ(chain.size(), 2u);  // full blocks only
-  EXPECT_EQ(chain[0], (BlockHash{h0.low64, h0.high64}));
-  EXPECT_EQ(chain[1], ChainBlockHash(chain[0], std::span<const int32_t>(tokens).subspan(3, 3)));
-  EXPECT_NE(ChainBlockHashes("", tokens, 3)[0], chain[0]) << "the salt roots the chain";
+  EXPECT_EQ(chain[0], (kvcache::BlockHash{h0.low64, h0.high64}));
+  EXPECT_EQ(chain[1], kvcache::ChainBlockHash(chain[0], std::span<const int32_t>(tokens).subspan(3, 3)));
+  EXPECT_NE(kvcache::ChainBlockHashes("", tokens, 3)[0], chain[0]) << "the salt roots the chain";
 
   BlockManager bm(8, 3, true);
   Sequence s = MakeSeq(tokens, salt);

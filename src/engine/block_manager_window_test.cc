@@ -165,10 +165,10 @@ TEST(BlockManagerWindowTest, PrefixHitNeedsTheWindowBlocksItReads) {
 }
 
 // The real chain hash, except that block [7, 7] collides with [1, 2].
-BlockHash CollidingHash(const BlockHash& parent, std::span<const int32_t> tokens) {
+kvcache::BlockHash CollidingHash(const kvcache::BlockHash& parent, std::span<const int32_t> tokens) {
   static const int32_t kTwin[] = {1, 2};
   if (tokens.size() == 2 && tokens[0] == 7 && tokens[1] == 7) tokens = kTwin;
-  return ChainBlockHash(parent, tokens);
+  return kvcache::ChainBlockHash(parent, tokens);
 }
 
 // A = [7 7 | 3 4 | 5] and B = [1 2 | 3 4 | 5] collide at both blocks. A's
@@ -182,13 +182,13 @@ BlockHash CollidingHash(const BlockHash& parent, std::span<const int32_t> tokens
 // the same hash (then MatchPrefix misses: the twin's generation changed).
 TEST(BlockManagerWindowTest, EventsReportAWindowBlockGoneWithItsTwin) {
   constexpr int32_t kBs = 4, kWindow = 6;
-  PrefixCacheEvents log;
+  kvcache::PrefixCacheEvents log;
   BlockManager bm(8, kBs, true, WindowGroupConfig{5, kWindow});
   bm.set_events(&log);
-  auto held = [&](const std::vector<int32_t>& tokens, int32_t i, CacheGroup g) {
-    const BlockHash h = ChainBlockHashes("", tokens, kBs)[static_cast<size_t>(i)];
-    const CacheEventsPage p = log.Since(0, 0, 0);  // a reset: the held sets
-    const std::vector<BlockHash>& set = g == CacheGroup::kWindow ? p.window_blocks : p.blocks;
+  auto held = [&](const std::vector<int32_t>& tokens, int32_t i, kvcache::CacheGroup g) {
+    const kvcache::BlockHash h = kvcache::ChainBlockHashes("", tokens, kBs)[static_cast<size_t>(i)];
+    const kvcache::CacheEventsPage p = log.Since(0, 0, 0);  // a reset: the held sets
+    const std::vector<kvcache::BlockHash>& set = g == kvcache::CacheGroup::kWindow ? p.window_blocks : p.blocks;
     return std::find(set.begin(), set.end(), h) != set.end();
   };
   std::vector<int32_t> prompt(12);
@@ -198,13 +198,13 @@ TEST(BlockManagerWindowTest, EventsReportAWindowBlockGoneWithItsTwin) {
   Admit(bm, a, 12);
   Compute(bm, a, 12);
   bm.Free(a);
-  EXPECT_TRUE(held(prompt, 0, CacheGroup::kWindow));
+  EXPECT_TRUE(held(prompt, 0, kvcache::CacheGroup::kWindow));
   // E takes 3 window blocks: 2 free and the oldest cached one, A's window 0.
   Sequence e = MakeSeq(std::vector<int32_t>(12, 90));
   Admit(bm, e, 12);
   bm.Free(e);
-  EXPECT_FALSE(held(prompt, 0, CacheGroup::kWindow));
-  EXPECT_TRUE(held(prompt, 0, CacheGroup::kFull));
+  EXPECT_FALSE(held(prompt, 0, kvcache::CacheGroup::kWindow));
+  EXPECT_TRUE(held(prompt, 0, kvcache::CacheGroup::kFull));
   // B shares blocks 0-1 but misses (window 0 is gone) and recomputes them:
   // its private block 0's window block is published with twin A's block 0.
   std::vector<int32_t> b_tokens(prompt.begin(), prompt.begin() + 8);
@@ -213,7 +213,7 @@ TEST(BlockManagerWindowTest, EventsReportAWindowBlockGoneWithItsTwin) {
   EXPECT_TRUE(bm.MatchPrefix(b).block_ids.empty());
   Admit(bm, b, 8);
   Compute(bm, b, 8);
-  EXPECT_TRUE(held(prompt, 0, CacheGroup::kWindow));
+  EXPECT_TRUE(held(prompt, 0, kvcache::CacheGroup::kWindow));
   // D grows to 6 full blocks (a window's worth of window blocks at a time):
   // the 3 free ones, then A's 2, 1 and 0, the twin of B's window block 0.
   Sequence d = MakeSeq(std::vector<int32_t>(24, 91));
@@ -224,8 +224,8 @@ TEST(BlockManagerWindowTest, EventsReportAWindowBlockGoneWithItsTwin) {
     bm.Append(d, n);
     Compute(bm, d, n);
   }
-  EXPECT_FALSE(held(prompt, 0, CacheGroup::kFull));
-  EXPECT_FALSE(held(prompt, 0, CacheGroup::kWindow)) << "its twin is gone; B still holds the window block";
+  EXPECT_FALSE(held(prompt, 0, kvcache::CacheGroup::kFull));
+  EXPECT_FALSE(held(prompt, 0, kvcache::CacheGroup::kWindow)) << "its twin is gone; B still holds the window block";
   bm.Free(d);
   // T publishes block 0 again; B's window block, still in use, keeps the
   // hash in the window group's index, but no hit can verify it.
@@ -235,9 +235,9 @@ TEST(BlockManagerWindowTest, EventsReportAWindowBlockGoneWithItsTwin) {
   Admit(bm, t, 9);
   Compute(bm, t, 9);
   bm.Free(t);
-  EXPECT_TRUE(held(prompt, 0, CacheGroup::kFull));
-  EXPECT_FALSE(held(prompt, 0, CacheGroup::kWindow));
-  EXPECT_GE(bm.pool(KvGroup::kWindow).Find(ChainBlockHashes("", prompt, kBs)[0]), 0);
+  EXPECT_TRUE(held(prompt, 0, kvcache::CacheGroup::kFull));
+  EXPECT_FALSE(held(prompt, 0, kvcache::CacheGroup::kWindow));
+  EXPECT_GE(bm.pool(KvGroup::kWindow).Find(kvcache::ChainBlockHashes("", prompt, kBs)[0]), 0);
   std::vector<int32_t> probe_tokens(prompt.begin(), prompt.begin() + 4);
   probe_tokens.insert(probe_tokens.end(), {60, 61, 62, 63, 64});
   Sequence probe = MakeSeq(probe_tokens);

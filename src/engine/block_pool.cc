@@ -66,12 +66,12 @@ void BlockPool::Release(int32_t id) {
   }
 }
 
-int32_t BlockPool::Find(const BlockHash& h) const {
+int32_t BlockPool::Find(const kvcache::BlockHash& h) const {
   const auto it = hash_to_block_.find(h);
   return it == hash_to_block_.end() ? -1 : it->second;
 }
 
-void BlockPool::Publish(int32_t id, const BlockHash& h, int32_t link, uint64_t link_generation,
+void BlockPool::Publish(int32_t id, const kvcache::BlockHash& h, int32_t link, uint64_t link_generation,
                         std::span<const int32_t> tokens, const std::string& salt) {
   Block& b = blocks_[static_cast<size_t>(id)];
   KVS_CHECK(b.ref_count > 0 && !b.hash.has_value() && !IsPublished(h));

@@ -36,8 +36,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/block_hash.h"
-#include "engine/cache_events.h"
+#include "kvcache/block_hash.h"
+#include "kvcache/cache_events.h"
 #include "engine/sequence.h"
 
 namespace kvs::engine {
@@ -47,7 +47,7 @@ class BlockPool {
   struct Block {
     int32_t ref_count = 0;
     uint64_t generation = 0;          // bumped each time the block is handed out for new KV
-    std::optional<BlockHash> hash;    // published; then also link/tokens/salt are set
+    std::optional<kvcache::BlockHash> hash;    // published; then also link/tokens/salt are set
     // The block this one's KV was verified against when published, and its
     // generation then (BlockManager's meaning: the previous block of the
     // same pool, or the twin in another pool); -1: none.
@@ -82,13 +82,13 @@ class BlockPool {
   void Release(int32_t id);
 
   // The published block with this hash; -1 if none.
-  int32_t Find(const BlockHash& h) const;
-  bool IsPublished(const BlockHash& h) const { return hash_to_block_.count(h) != 0; }
+  int32_t Find(const kvcache::BlockHash& h) const;
+  bool IsPublished(const kvcache::BlockHash& h) const { return hash_to_block_.count(h) != 0; }
   // Drops the hash of a cached block (one that can no longer be a valid
   // hit): it becomes free.
   void Unpublish(int32_t id);
   // Publishes a used, unpublished block under a hash nobody else holds.
-  void Publish(int32_t id, const BlockHash& h, int32_t link, uint64_t link_generation, std::span<const int32_t> tokens,
+  void Publish(int32_t id, const kvcache::BlockHash& h, int32_t link, uint64_t link_generation, std::span<const int32_t> tokens,
                const std::string& salt);
 
   // Free (not cached) blocks that may hold committed memory and were freed
@@ -107,7 +107,7 @@ class BlockPool {
 
   // Reports every published and evicted hash to `events` (nullptr: none)
   // as events of `group`.
-  void set_events(PrefixCacheEvents* events, CacheGroup group) {
+  void set_events(kvcache::PrefixCacheEvents* events, kvcache::CacheGroup group) {
     events_ = events;
     group_ = group;
   }
@@ -124,8 +124,8 @@ class BlockPool {
   // generation `generation`, and theirs in turn.
   void DropDependents(int32_t id, uint64_t generation);
 
-  PrefixCacheEvents* events_ = nullptr;
-  CacheGroup group_ = CacheGroup::kFull;
+  kvcache::PrefixCacheEvents* events_ = nullptr;
+  kvcache::CacheGroup group_ = kvcache::CacheGroup::kFull;
   std::vector<Block> blocks_;
   std::vector<int32_t> free_ids_;  // stack; dirty entries are in freed_at order
   size_t clean_below_ = 0;         // free_ids_[0, clean_below_) are all clean
@@ -134,7 +134,7 @@ class BlockPool {
   int32_t lru_tail_ = -1;
   int32_t lru_size_ = 0;
   int32_t num_used_ = 0;
-  std::unordered_map<BlockHash, int32_t, BlockHashHasher> hash_to_block_;
+  std::unordered_map<kvcache::BlockHash, int32_t, kvcache::BlockHashHasher> hash_to_block_;
   bool chained_ = false;
   std::function<void(int32_t)> on_dropped_;
   // Chained pools: [num_blocks] the blocks published with this one as link

@@ -159,7 +159,7 @@ class Engine {
   EngineStats GetStats() const;
   // What the prefix cache publishes and evicts (thread-safe; empty when
   // prefix caching is off).
-  const PrefixCacheEvents& cache_events() const { return cache_events_; }
+  const kvcache::PrefixCacheEvents& cache_events() const { return cache_events_; }
 
   const EngineConfig& config() const { return config_; }
   RequestLimits limits() const;
@@ -207,7 +207,7 @@ class Engine {
   const int32_t block_size_;
   const int32_t num_blocks_;
 
-  PrefixCacheEvents cache_events_;  // thread-safe; outlives block_manager_, which writes it
+  kvcache::PrefixCacheEvents cache_events_;  // thread-safe; outlives block_manager_, which writes it
 
   // Engine thread only.
   BlockManager block_manager_;

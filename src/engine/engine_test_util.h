@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/fake_model_runner.h"
+#include "engine/testing/fake_model_runner.h"
 
 namespace kvs::engine::testing {
 

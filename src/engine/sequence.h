@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 #include "engine/sampling_params.h"
 #include "grammar/matcher.h"
 
@@ -64,7 +64,7 @@ struct Sequence {
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;       // leading tokens whose KV is written (cached ones included)
   std::vector<int32_t> block_table;      // KV block ids, in position order
-  std::vector<BlockHash> block_hashes;   // chained prefix-cache hashes of full blocks (BlockManager's cache)
+  std::vector<kvcache::BlockHash> block_hashes;   // chained prefix-cache hashes of full blocks (BlockManager's cache)
   int32_t num_committed_blocks = 0;      // leading blocks already offered to the prefix cache
   std::vector<int32_t> window_block_table;  // sliding layers' KV blocks (empty without a window group)
   int32_t num_window_dropped = 0;        // leading window_block_table entries freed (-1)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gateway/pool.h"
+#include "gateway/router.h"
 
 namespace kvs::gateway {
 namespace {

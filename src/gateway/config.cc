@@ -16,7 +16,7 @@
 #include "base/line_file.h"
 #include "gateway/client_address.h"
 #include "gateway/redis_limiter.h"
-#include "gateway/warmup.h"
+#include "gateway/warm_prompts.h"
 #include "http/http_client.h"
 
 namespace kvs::gateway {

@@ -50,6 +50,8 @@
 #include "gateway/limits.h"
 #include "gateway/pool.h"
 #include "gateway/prompt_counter.h"
+#include "gateway/proxy_host.h"
+#include "gateway/router.h"
 #include "gateway/status_board.h"
 #include "gateway/warmup.h"
 #include "gateway/work_queue.h"
@@ -58,7 +60,7 @@
 
 namespace kvs::gateway {
 
-class Gateway {
+class Gateway : public ProxyHost {
  public:
   // Everything built from the configuration; the Gateway owns it.
   struct Parts {
@@ -71,7 +73,7 @@ class Gateway {
   static StatusOr<Parts> BuildParts(const GatewayConfig& cfg);
 
   Gateway(GatewayConfig cfg, Parts parts);
-  ~Gateway();  // Stop()s
+  ~Gateway() override;  // Stop()s
 
   // Starts the upstream client, the health checker (one probe round first)
   // and the HTTP server.
@@ -97,25 +99,25 @@ class Gateway {
   void Handle(std::shared_ptr<http::Exchange> ex);       // the public listener
   void HandleAdmin(std::shared_ptr<http::Exchange> ex);  // the admin listener
 
-  // Shared with ProxyRequest (proxy.cc).
-  const GatewayConfig& config() const { return cfg_; }
-  GatewayMetrics& metrics() { return metrics_; }
-  Router& router() { return *router_; }
-  http::HttpClient& client() { return *client_; }
-  RateLimiter& limiter() { return *parts_.limiter; }
-  AuditLog& audit() { return *parts_.audit; }
-  const PromptCounter& counter() const { return *parts_.counter; }
-  WorkQueue& prep() { return *prep_; }
+  // ProxyHost: shared with the proxy (proxy_host.h).
+  const GatewayConfig& config() const override { return cfg_; }
+  GatewayMetrics& metrics() override { return metrics_; }
+  Router& router() override { return *router_; }
+  http::HttpClient& client() override { return *client_; }
+  RateLimiter& limiter() override { return *parts_.limiter; }
+  AuditLog& audit() override { return *parts_.audit; }
+  const PromptCounter& counter() const override { return *parts_.counter; }
+  WorkQueue& prep() override { return *prep_; }
   http::HttpServer* server() { return server_.get(); }
   // A tenant refused for its request rate (its own or the gateway's) is
   // refused again, before its next bodies are parsed or tokenized, until the
   // refusal's Retry-After has passed: a tenant over its rate pays for its
   // own flood, not the prep threads everyone shares. Thread-safe.
-  void RememberRefusal(const std::string& tenant, const AdmitResult& r);
+  void RememberRefusal(const std::string& tenant, const AdmitResult& r) override;
   std::optional<AdmitResult> RecentRefusal(const std::string& tenant) const;
 
-  void RequestStarted() { in_flight_.fetch_add(1); }
-  void RequestEnded() { in_flight_.fetch_sub(1); }
+  void RequestStarted() override { in_flight_.fetch_add(1); }
+  void RequestEnded() override { in_flight_.fetch_sub(1); }
 
  private:
   // True when not draining and every pool has an available replica; fills
@@ -135,8 +137,8 @@ class Gateway {
   // The client's address: the TCP peer, or what a trusted proxy says
   // (gateway.trusted_proxies, client_address.h).
  public:
-  std::string ClientAddress(const http::Exchange& ex) const;  // "IP:PORT" of the peer, or the forwarded IP
-  std::string ClientIp(const http::Exchange& ex) const;       // the address alone (X-Forwarded-For upstream)
+  std::string ClientAddress(const http::Exchange& ex) const override;  // "IP:PORT" of the peer, or the forwarded IP
+  std::string ClientIp(const http::Exchange& ex) const override;       // the address alone (X-Forwarded-For upstream)
 
  private:
   void WatchTlsFiles();

@@ -3,9 +3,9 @@
 //   gateway_bench --model models/kvserve-tiny.gguf [--requests 2000] [--streams 40] [--tokens 50]
 //                 [--token-interval-ms 5] [--concurrency 32] [--seconds 5]
 //
-// A fake-fast upstream (an HttpServer in this process that answers like a
-// kvserve replica, instantly or with a fixed inter-token interval; test
-// support, not part of the kvserve binary) is reached directly and through
+// A fake-fast upstream (testing/fake_upstream.h: an HttpServer in this
+// process that answers like a kvserve replica, instantly or with a fixed
+// inter-token interval; test support, not part of the kvserve binary) is reached directly and through
 // an in-process Gateway (anonymous, local limits), alternately, by the same
 // HttpClient:
 //   1. added latency of small non-streaming requests (p50, p99), one at a time;
@@ -26,6 +26,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gateway/gateway.h"
+#include "gateway/testing/fake_upstream.h"
 #include "http/http_client.h"
 #include "http/http_server.h"
 #include "http/sse.h"
@@ -44,76 +45,6 @@ struct Args {
   double token_interval_ms = 5;
   int concurrency = 32;
   double seconds = 5;
-};
-
-// The fake-fast upstream: completions answered at once; streams with one
-// event per token_interval (0: all at once).
-class FakeUpstream {
- public:
-  explicit FakeUpstream(const Args& a) : args_(a), server_(http::ServerOptions{}) {}
-  Status Start() {
-    return server_.Start([this](std::shared_ptr<http::Exchange> ex) { Handle(std::move(ex)); });
-  }
-  uint16_t port() const { return server_.port(); }
-
- private:
-  void Handle(std::shared_ptr<http::Exchange> ex) {
-    const auto& path = ex->request().path;
-    http::HttpResponse res;
-    res.SetHeader("Content-Type", "application/json");
-    if (path == "/ready" || path == "/health") {
-      res.body = R"({"status":"ready"})";
-    } else if (path == "/metrics") {
-      res.SetHeader("Content-Type", "text/plain");
-      res.body = "kvserve:num_requests_waiting 0\nkvserve:num_requests_running 0\nkvserve:kv_cache_usage_ratio 0\n";
-    } else if (path == "/v1/models") {
-      res.body = R"({"object":"list","data":[{"id":"fake","object":"model"}]})";
-    } else if (ex->request().body.find("\"stream\":true") != std::string::npos) {
-      return Stream(std::move(ex));
-    } else {
-      res.body =
-          R"({"id":"cmpl-1","object":"text_completion","created":1,"model":"fake","choices":[{"index":0,"text":" hi","finish_reason":"length","logprobs":null}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}})";
-    }
-    ex->Respond(std::move(res));
-  }
-
-  void Stream(std::shared_ptr<http::Exchange> ex) {
-    http::HttpResponse h;
-    h.SetHeader("Content-Type", "text/event-stream");
-    ex->StartStream(std::move(h));
-    auto left = std::make_shared<int>(args_.tokens);
-    auto step = std::make_shared<std::function<void()>>();
-    *step = [this, ex, left, step] {
-      if (ex->client_closed()) {
-        *step = nullptr;
-        return;
-      }
-      if (*left == 0) {
-        ex->Write(http::SseData(
-            R"({"id":"c","object":"text_completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":)" +
-            std::to_string(args_.tokens) + "}}"));
-        ex->Write(std::string(http::kSseDone));
-        ex->EndStream();
-        *step = nullptr;
-        return;
-      }
-      --*left;
-      ex->Write(http::SseData(
-          R"({"id":"c","object":"text_completion","choices":[{"index":0,"text":" tok","finish_reason":null}],"usage":null})"));
-      server_.RunAfter(Interval(), [ex, step] {
-        ex->Post([step] {
-          if (*step) (*step)();
-        });
-      });
-    };
-    (*step)();
-  }
-  std::chrono::milliseconds Interval() const {
-    return std::chrono::milliseconds(static_cast<int64_t>(args_.token_interval_ms));
-  }
-
-  const Args args_;
-  http::HttpServer server_;
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -163,7 +94,7 @@ double Timed(http::HttpClient& c, const http::Url& url, bool stream, std::vector
 
 int Run(const Args& a) {
   spdlog::set_level(spdlog::level::warn);
-  FakeUpstream up(a);
+  testing::FakeUpstream up(testing::FakeUpstreamOptions{a.tokens, a.token_interval_ms});
   if (Status s = up.Start(); !s.ok()) return 1;
   GatewayConfig cfg;
   cfg.gateway.port = 0;

@@ -22,6 +22,7 @@
 
 #include "gateway/gateway_metrics.h"
 #include "gateway/pool.h"
+#include "gateway/router.h"
 #include "http/http_client.h"
 
 namespace kvs::gateway {

@@ -1,7 +1,7 @@
 // Pools of replicas, their state, and the routing policy.
 //
 // A Pool is a set of `kvserve serve` replicas sized for one range of request
-// lengths (max_context). Router picks the smallest pool whose max_context
+// lengths (max_context). Router (router.h) picks the smallest pool whose max_context
 // holds prompt + max_tokens, so short requests never queue behind long ones;
 // when that pool has no available replica, the next larger pools are
 // candidates too (a short request fits anywhere larger).
@@ -21,8 +21,8 @@
 // picks one available replica or none. LeastOutstandingTokens scores
 // outstanding tokens / weight, tie-broken by scraped queue length, then KV
 // use, then round robin.
-// Thread-safety: Replica's state is atomics and a mutex; Router and the
-// policies are thread-safe (the pool list is fixed after construction).
+// Thread-safety: Replica's state is atomics and a mutex; the policies are
+// thread-safe.
 #pragma once
 
 #include <atomic>
@@ -184,6 +184,10 @@ struct RouteInput {
   mutable RoutePrediction prediction;  // written by Pick
 };
 
+// Whether a replica is within the pool's max_kv_usage and max_queue (every
+// policy prefers the replicas that are).
+bool WithinLimits(const Pool& pool, const Replica& r);
+
 // Whether the replica's version is one `in` may use in this pool.
 inline bool VersionAdmits(const Pool& pool, const Replica& r, const RouteInput& in) {
   if (in.version_filter == 0 || !pool.canary->enabled()) return true;
@@ -205,28 +209,6 @@ class LeastOutstandingTokens : public RoutingPolicy {
 
  private:
   std::atomic<uint64_t> rr_{0};
-};
-
-class Router {
- public:
-  // Each pool gets the policy its config names (MakeRoutingPolicy), unless
-  // `policy` is given: then every pool uses it (tests).
-  Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPolicy> policy = nullptr,
-         double health_interval_seconds = 1);
-
-  // Pools sorted by max_context, smallest first.
-  const std::vector<std::unique_ptr<Pool>>& pools() const { return pools_; }
-  Pool* FindPool(const std::string& name) const;
-  // Pools whose max_context is at least `needed`, smallest first.
-  std::vector<Pool*> PoolsFor(int64_t needed) const;
-  int64_t largest_context() const;
-  RoutingPolicy& policy(const Pool& p) { return policy_ ? *policy_ : *p.policy; }
-  RoutingPolicy& policy() { return policy(*pools_.front()); }
-  std::vector<Replica*> AllReplicas() const;
-
- private:
-  std::vector<std::unique_ptr<Pool>> pools_;
-  std::unique_ptr<RoutingPolicy> policy_;  // overrides the pools' own (tests)
 };
 
 }  // namespace kvs::gateway

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "gateway/health.h"
+#include "gateway/router.h"
 
 namespace kvs::gateway {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/cache_events.h"
+#include "kvcache/cache_events.h"
 
 namespace kvs::gateway {
 
@@ -24,7 +24,7 @@ namespace {
 
 // Hex hashes ("<32 hex>"), or events ("+<32 hex>" / "-<32 hex>") when
 // `signed_events`; false when anything is malformed.
-bool ParseHashes(const nlohmann::json& list, bool signed_events, std::vector<std::pair<bool, engine::BlockHash>>* out) {
+bool ParseHashes(const nlohmann::json& list, bool signed_events, std::vector<std::pair<bool, kvcache::BlockHash>>* out) {
   if (!list.is_array()) return false;
   for (const auto& e : list) {
     if (!e.is_string()) return false;
@@ -35,8 +35,8 @@ bool ParseHashes(const nlohmann::json& list, bool signed_events, std::vector<std
       stored = s[0] == '+';
       s.remove_prefix(1);
     }
-    engine::BlockHash h;
-    if (!engine::ParseBlockHashHex(s, &h)) return false;
+    kvcache::BlockHash h;
+    if (!kvcache::ParseBlockHashHex(s, &h)) return false;
     out->emplace_back(stored, h);
   }
   return true;
@@ -55,7 +55,7 @@ bool PrefixIndex::Apply(const nlohmann::json& page, Clock::time_point now, bool*
   }
   const bool reset = page.value("reset", false);
   // A sliding-window replica also sends its window and the window group's
-  // sets (engine/cache_events_json.h); an older replica or a model without
+  // sets (kvcache/cache_events_json.h); an older replica or a model without
   // sliding layers sends neither: window 0, the full group alone.
   int32_t window = 0;
   if (page.contains("window")) {
@@ -78,7 +78,7 @@ bool PrefixIndex::Apply(const nlohmann::json& page, Clock::time_point now, bool*
     MarkFailed();
     return false;
   }
-  auto apply = [](std::unordered_set<BlockHash, engine::BlockHashHasher>& held,
+  auto apply = [](std::unordered_set<BlockHash, kvcache::BlockHashHasher>& held,
                   const std::vector<std::pair<bool, BlockHash>>& evs) {
     for (const auto& [stored, h] : evs) {
       if (stored) {

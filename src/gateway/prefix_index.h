@@ -10,7 +10,7 @@
 //     It is "fresh" while the last poll succeeded within `stale_after`.
 //     With a sliding-window model the page also carries the window (W
 //     tokens) and the hashes whose window blocks a hit can use (the window
-//     group's set, engine/cache_events_json.h): a hit of L blocks then also
+//     group's set, kvcache/cache_events_json.h): a hit of L blocks then also
 //     needs the window blocks of [max(0, L * bs - W + 1) / bs, L), the
 //     engine's own rule (engine/block_manager.h), so the index never counts
 //     a prefix whose window blocks the replica no longer has. Pages without
@@ -36,14 +36,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 
 namespace kvs::gateway {
 
 class PrefixIndex {
  public:
   using Clock = std::chrono::steady_clock;
-  using BlockHash = engine::BlockHash;
+  using BlockHash = kvcache::BlockHash;
 
   enum class Source { kNone, kReplica, kRouted };
   struct Match {
@@ -89,9 +89,9 @@ class PrefixIndex {
   bool failed_ = true;
   Clock::time_point synced_at_{};
   uint64_t resyncs_ = 0;
-  std::unordered_set<BlockHash, engine::BlockHashHasher> held_;
-  std::unordered_set<BlockHash, engine::BlockHashHasher> window_held_;  // window group's hits (window_ > 0)
-  std::unordered_map<BlockHash, Clock::time_point, engine::BlockHashHasher> routed_;
+  std::unordered_set<BlockHash, kvcache::BlockHashHasher> held_;
+  std::unordered_set<BlockHash, kvcache::BlockHashHasher> window_held_;  // window group's hits (window_ > 0)
+  std::unordered_map<BlockHash, Clock::time_point, kvcache::BlockHashHasher> routed_;
 };
 
 }  // namespace kvs::gateway

@@ -375,7 +375,7 @@ void ProxyRequest::ObserveFirstToken(double seconds) {
   gw_->metrics().version_first_token.With({pool_->name(), replica_->version()}).Observe(seconds);
 }
 
-void StartProxy(Gateway* gw, std::shared_ptr<http::Exchange> ex, const api::ApiRoute& route, Principal principal,
+void StartProxy(ProxyHost* gw, std::shared_ptr<http::Exchange> ex, const api::ApiRoute& route, Principal principal,
                 std::string request_id) {
   gw->RequestStarted();
   gw->metrics().in_flight.Inc();

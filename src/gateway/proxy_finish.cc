@@ -59,7 +59,7 @@ void ProxyRequest::Finish(int status) {
       gw_->metrics().version_completion_tokens.With({pool_->name(), replica_->version()}).Inc(static_cast<double>(completion));
     }
     gw_->metrics().tenant_in_flight.With({principal_.tenant}).Dec();
-    Gateway* gw = gw_;
+    ProxyHost* gw = gw_;
     Lease lease = lease_;
     gw_->prep().Post([gw, lease, actual] { gw->limiter().Release(lease, actual); });
   }
@@ -94,7 +94,7 @@ void ProxyRequest::Finish(int status) {
   gw_->metrics().in_flight.Dec();
   gw_->RequestEnded();
 }
-void ReplyGatewayError(Gateway* gw, const std::shared_ptr<http::Exchange>& ex, const api::ApiError& e,
+void ReplyGatewayError(ProxyHost* gw, const std::shared_ptr<http::Exchange>& ex, const api::ApiError& e,
                        const std::string& request_id, const Principal* principal, const api::Route* route) {
   http::HttpResponse res;
   res.status = e.status;

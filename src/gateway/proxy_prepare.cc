@@ -5,13 +5,14 @@
 
 #include "api/error.h"
 #include "api/prompt.h"
+#include "gateway/cache_salt.h"
 #include "gateway/proxy_errors.h"
 #include "gateway/proxy_request.h"
 #include "gateway/routing.h"
 
 namespace kvs::gateway {
 
-ProxyRequest::ProxyRequest(Gateway* gw, std::shared_ptr<http::Exchange> ex, const api::ApiRoute& route,
+ProxyRequest::ProxyRequest(ProxyHost* gw, std::shared_ptr<http::Exchange> ex, const api::ApiRoute& route,
                            Principal principal, std::string id)
     : gw_(gw),
       ex_(std::move(ex)),

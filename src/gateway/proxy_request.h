@@ -44,7 +44,8 @@
 #include "api/openai_request.h"
 #include "api/routes.h"
 #include "gateway/fair_queue.h"
-#include "gateway/gateway.h"
+#include "gateway/keys.h"
+#include "gateway/proxy_host.h"
 #include "gateway/sse_relay.h"
 #include "http/http_client.h"
 #include "http/http_server.h"
@@ -66,7 +67,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
  public:
   using Clock = proxy_detail::Clock;
 
-  ProxyRequest(Gateway* gw, std::shared_ptr<http::Exchange> ex, const api::ApiRoute& route, Principal principal,
+  ProxyRequest(ProxyHost* gw, std::shared_ptr<http::Exchange> ex, const api::ApiRoute& route, Principal principal,
                std::string id);
 
   // Prep thread.
@@ -119,7 +120,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   void FinishWithError(const api::ApiError& e);
   void Finish(int status);
 
-  Gateway* gw_;
+  ProxyHost* gw_;
   std::shared_ptr<http::Exchange> ex_;
   const api::ApiRoute& route_entry_;
   const api::Endpoint endpoint_;

@@ -23,10 +23,11 @@
 #include <string_view>
 
 #include "api/openai_request.h"
-#include "engine/block_hash.h"
+#include "gateway/cache_salt.h"
 #include "gateway/limits.h"
 #include "gateway/prompt_counter.h"
 #include "gateway/routing.h"
+#include "kvcache/block_hash.h"
 
 #ifndef KVSERVE_SOURCE_DIR
 #define KVSERVE_SOURCE_DIR "."
@@ -93,7 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string salt = TenantCacheSalt("tenant", counted.req.cache_salt);
   if (salt.size() != 66) Fail("a tenant salt of the wrong length");
   if (!counted.prompts.empty()) {
-    const auto hashes = kvs::engine::ChainBlockHashes(kvs::engine::PrefixCacheNamespace("", salt), counted.prompts.front(), 16);
+    const auto hashes = kvs::kvcache::ChainBlockHashes(kvs::kvcache::PrefixCacheNamespace("", salt), counted.prompts.front(), 16);
     if (hashes.size() > counted.prompts.front().size() / 16 + 1) Fail("more block hashes than blocks");
   }
 

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <span>
 
-#include "base/sha256.h"
-
 namespace kvs::gateway {
 
 namespace {
@@ -27,24 +25,10 @@ Clock::duration Seconds(double s) {
 
 }  // namespace
 
-bool WithinLimits(const Pool& pool, const Replica& r) {
-  if (pool.config.max_kv_usage < 1 && r.kv_usage() >= pool.config.max_kv_usage) return false;
-  if (pool.config.max_queue > 0 && r.queue_length() >= static_cast<double>(pool.config.max_queue)) return false;
-  return true;
-}
-
 Replica* RoundRobin::Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
   std::vector<Replica*> c = Candidates(pool, in, tried);
   if (c.empty()) return nullptr;
   return c[static_cast<size_t>(next_.fetch_add(1) % c.size())];
-}
-
-std::string TenantCacheSalt(std::string_view tenant, std::string_view client_salt) {
-  // The tenant's own digest first: fixed length, so no (tenant, salt) pair
-  // can be written as another's.
-  std::string in = Sha256Hex(tenant);
-  in.append("\n").append(client_salt);
-  return "t:" + Sha256Hex(in);
 }
 
 Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
@@ -59,15 +43,15 @@ Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vec
   static const std::vector<int32_t> kNone;
   const std::vector<int32_t>& prompt =
       in.prompt_ids && !in.prompt_ids->empty() ? in.prompt_ids->front() : kNone;
-  const std::string salt = engine::PrefixCacheNamespace(pool.credentials()->key_digest, in.cache_salt);
+  const std::string salt = kvcache::PrefixCacheNamespace(pool.credentials()->key_digest, in.cache_salt);
   const Clock::time_point now = Clock::now();
 
   // Hashes per block size (replicas of a pool normally share one).
   int32_t hashed_bs = 0;
-  std::vector<engine::BlockHash> hashes;
-  auto hashes_for = [&](int32_t bs) -> const std::vector<engine::BlockHash>& {
+  std::vector<kvcache::BlockHash> hashes;
+  auto hashes_for = [&](int32_t bs) -> const std::vector<kvcache::BlockHash>& {
     if (bs != hashed_bs) {
-      hashes = engine::ChainBlockHashes(salt, prompt, bs);
+      hashes = kvcache::ChainBlockHashes(salt, prompt, bs);
       hashed_bs = bs;
     }
     return hashes;

@@ -20,7 +20,7 @@
 // max_queue requests, is skipped while any other is below its limits.
 //
 // The tokens a replica holds come from its PrefixIndex (prefix_index.h):
-// the gateway computes the request's chained block hashes (engine/
+// the gateway computes the request's chained block hashes (kvcache/
 // block_hash.h, the replica's own definition) from the token ids it counted,
 // with the salt the replica will use (PrefixCacheNamespace of the pool's
 // key digest and the request's cache_salt), never covering the last prompt
@@ -36,16 +36,6 @@
 #include "gateway/pool.h"
 
 namespace kvs::gateway {
-
-// The cache_salt the gateway sends a replica for a tenant's request under
-// gateway.prefix_cache_scope "tenant": "t:" + SHA-256 hex of (SHA-256 hex of
-// the tenant, "\n", the client's cache_salt). Fixed length (66 bytes, within the API's 256),
-// and no client salt of one tenant can equal another tenant's, so tenants
-// never share a prefix-cache block; the same tenant's requests still do.
-// The replica scopes it further by the gateway's key (PrefixCacheNamespace),
-// so a client that reaches a replica with a key of its own cannot address
-// these namespaces either.
-std::string TenantCacheSalt(std::string_view tenant, std::string_view client_salt);
 
 class RoundRobin : public RoutingPolicy {
  public:
@@ -77,8 +67,5 @@ class CacheAware : public RoutingPolicy {
 // The policy PoolConfig::routing names. A replica's index counts as stale
 // after 3 health intervals (at least 2 s) without a successful poll.
 std::unique_ptr<RoutingPolicy> MakeRoutingPolicy(const PoolConfig& pc, double health_interval_seconds);
-
-// Whether a replica is within the pool's max_kv_usage and max_queue.
-bool WithinLimits(const Pool& pool, const Replica& r);
 
 }  // namespace kvs::gateway

@@ -9,8 +9,9 @@
 
 #include <map>
 
-#include "engine/cache_events.h"
-#include "engine/cache_events_json.h"
+#include "gateway/router.h"
+#include "kvcache/cache_events.h"
+#include "kvcache/cache_events_json.h"
 
 namespace kvs::gateway {
 namespace {
@@ -38,7 +39,7 @@ std::vector<int32_t> Prompt(int32_t prefix_id, int32_t prefix_len, int32_t tail_
 nlohmann::json PageHolding(const std::vector<std::vector<int32_t>>& prompts, uint64_t seq = 1) {
   nlohmann::json blocks = nlohmann::json::array();
   for (const auto& p : prompts) {
-    for (const auto& h : engine::ChainBlockHashes("", p, 16)) blocks.push_back(engine::BlockHashHex(h));
+    for (const auto& h : kvcache::ChainBlockHashes("", p, 16)) blocks.push_back(kvcache::BlockHashHex(h));
   }
   return {{"object", "cache.blocks"}, {"block_size", 16}, {"epoch", "abc"}, {"seq", seq}, {"reset", true},
           {"more", false}, {"blocks", blocks}, {"events", nlohmann::json::array()}};
@@ -117,7 +118,7 @@ TEST(CacheAwareTest, RoutingRecordBridgesAStaleOrMissingIndex) {
   bool more = false;
   ASSERT_TRUE(first->prefix_index().Apply(PageHolding({}), Clock::now(), &more));
   EXPECT_EQ(first->prefix_index().Longest({}, Clock::now(), 1s, 1s).blocks, 0);
-  const auto h = engine::ChainBlockHashes("", Prompt(3, 512, 0), 16);
+  const auto h = kvcache::ChainBlockHashes("", Prompt(3, 512, 0), 16);
   EXPECT_EQ(first->prefix_index().Longest(h, Clock::now(), 2s, 300s).blocks, 32);  // just routed: bridged
   ASSERT_TRUE(first->prefix_index().Apply(PageHolding({}, 2), Clock::now() + 3s, &more));
   EXPECT_EQ(first->prefix_index().Longest(h, Clock::now() + 3s, 2s, 300s).blocks, 0);  // older: the replica's word
@@ -164,18 +165,18 @@ TEST(PrefixIndexTest, EventsAfterResetAndMalformedPagesChangeNothing) {
   PrefixIndex idx;
   EXPECT_EQ(idx.NextQuery(), "epoch=0&since=0");
   EXPECT_FALSE(idx.Fresh(Clock::now(), 10s));
-  const auto a = engine::ChainBlockHashes("", Prompt(1, 32, 0), 16);
+  const auto a = kvcache::ChainBlockHashes("", Prompt(1, 32, 0), 16);
   bool more = false;
   ASSERT_TRUE(idx.Apply(PageHolding({Prompt(1, 32, 0)}, 5), Clock::now(), &more));
   EXPECT_EQ(idx.NextQuery(), "epoch=abc&since=5");
   EXPECT_EQ(idx.num_replica_blocks(), 2u);
   EXPECT_TRUE(idx.Fresh(Clock::now(), 10s));
   nlohmann::json ev = {{"epoch", "abc"}, {"seq", 7}, {"block_size", 16}, {"reset", false}, {"more", true},
-                       {"events", {"-" + engine::BlockHashHex(a[1]), "+" + engine::BlockHashHex(a[1])}}};
+                       {"events", {"-" + kvcache::BlockHashHex(a[1]), "+" + kvcache::BlockHashHex(a[1])}}};
   ASSERT_TRUE(idx.Apply(ev, Clock::now(), &more));
   EXPECT_TRUE(more);
   EXPECT_EQ(idx.Longest(a, Clock::now(), 10s, 10s).blocks, 2);
-  ev["events"] = {"-" + engine::BlockHashHex(a[1]), "?zz"};
+  ev["events"] = {"-" + kvcache::BlockHashHex(a[1]), "?zz"};
   EXPECT_FALSE(idx.Apply(ev, Clock::now(), &more));
   EXPECT_FALSE(idx.Fresh(Clock::now(), 10s));  // a bad page makes the index stale...
   EXPECT_EQ(idx.num_replica_blocks(), 2u);     // ...and changes nothing
@@ -184,22 +185,22 @@ TEST(PrefixIndexTest, EventsAfterResetAndMalformedPagesChangeNothing) {
 }
 
 // A sliding-window replica (window 40, blocks of 16): its page, encoded by
-// the server's own encoder (engine::CacheBlocksJson), holds `full` of the
+// the server's own encoder (kvcache::CacheBlocksJson), holds `full` of the
 // prompt's full blocks and `window` of their window blocks. A hit of L
 // blocks needs window blocks [max(0, 16 L - 39) / 16, L).
-nlohmann::json WindowPage(const std::vector<engine::BlockHash>& h, const std::vector<int>& full,
+nlohmann::json WindowPage(const std::vector<kvcache::BlockHash>& h, const std::vector<int>& full,
                           const std::vector<int>& window, uint64_t seq = 1) {
-  engine::CacheEventsPage p;
+  kvcache::CacheEventsPage p;
   p.epoch = 0xabc;
   p.seq = seq;
   p.reset = true;
   for (int i : full) p.blocks.push_back(h[static_cast<size_t>(i)]);
   for (int i : window) p.window_blocks.push_back(h[static_cast<size_t>(i)]);
-  return engine::CacheBlocksJson(p, 16, 40);
+  return kvcache::CacheBlocksJson(p, 16, 40);
 }
 
 TEST(PrefixIndexTest, WindowBlocksLimitTheMatchLikeTheEngine) {
-  const auto h = engine::ChainBlockHashes("", Prompt(3, 160, 5), 16);
+  const auto h = kvcache::ChainBlockHashes("", Prompt(3, 160, 5), 16);
   ASSERT_EQ(h.size(), 10u);
   PrefixIndex idx;
   bool more = false;
@@ -212,20 +213,20 @@ TEST(PrefixIndexTest, WindowBlocksLimitTheMatchLikeTheEngine) {
   EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 6);
   EXPECT_EQ(idx.Longest(std::span(h.data(), 5), now, 10s, 10s).blocks, 5) << "a shorter prompt needs 2-4 only";
   // Events of both groups (the encoder splits them into two lists).
-  engine::CacheEventsPage ev;
+  kvcache::CacheEventsPage ev;
   ev.epoch = 0xabc;
   ev.seq = 4;
-  ev.events = {{true, h[6], engine::CacheGroup::kWindow},
-               {true, h[7], engine::CacheGroup::kWindow},
-               {false, h[9], engine::CacheGroup::kWindow}};
-  const nlohmann::json events_page = engine::CacheBlocksJson(ev, 16, 40);
+  ev.events = {{true, h[6], kvcache::CacheGroup::kWindow},
+               {true, h[7], kvcache::CacheGroup::kWindow},
+               {false, h[9], kvcache::CacheGroup::kWindow}};
+  const nlohmann::json events_page = kvcache::CacheBlocksJson(ev, 16, 40);
   EXPECT_EQ(events_page["events"].size(), 0u);
   EXPECT_EQ(events_page["window_events"].size(), 3u);
   ASSERT_TRUE(idx.Apply(events_page, now, &more));
   EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 9) << "10 needs window block 9";
   ev.seq = 5;
-  ev.events = {{false, h[3], engine::CacheGroup::kFull}};
-  ASSERT_TRUE(idx.Apply(engine::CacheBlocksJson(ev, 16, 40), now, &more));
+  ev.events = {{false, h[3], kvcache::CacheGroup::kFull}};
+  ASSERT_TRUE(idx.Apply(kvcache::CacheBlocksJson(ev, 16, 40), now, &more));
   EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 3) << "full blocks are contiguous from 0; 3 needs 0-2";
 
   // Malformed window parts change nothing.
@@ -233,7 +234,7 @@ TEST(PrefixIndexTest, WindowBlocksLimitTheMatchLikeTheEngine) {
   bad.erase("window_blocks");
   EXPECT_FALSE(idx.Apply(bad, now, &more)) << "a reset with a window must carry its window set";
   bad = events_page;
-  bad["window_events"] = {"+" + engine::BlockHashHex(h[0]), "*zz"};
+  bad["window_events"] = {"+" + kvcache::BlockHashHex(h[0]), "*zz"};
   EXPECT_FALSE(idx.Apply(bad, now, &more));
   bad = events_page;
   bad["window"] = -1;
@@ -241,7 +242,7 @@ TEST(PrefixIndexTest, WindowBlocksLimitTheMatchLikeTheEngine) {
   EXPECT_EQ(idx.Longest(h, Clock::now(), 10s, 10s).blocks, 0) << "stale after a bad page";
   ev.seq = 6;
   ev.events.clear();
-  ASSERT_TRUE(idx.Apply(engine::CacheBlocksJson(ev, 16, 40), now, &more));
+  ASSERT_TRUE(idx.Apply(kvcache::CacheBlocksJson(ev, 16, 40), now, &more));
   EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 3);
 
   // A page without a window (an older replica, a model without sliding
@@ -252,10 +253,10 @@ TEST(PrefixIndexTest, WindowBlocksLimitTheMatchLikeTheEngine) {
   old.erase("window_events");
   ASSERT_TRUE(idx.Apply(old, now, &more));
   EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 10);
-  engine::CacheEventsPage plain;
+  kvcache::CacheEventsPage plain;
   plain.epoch = 0xabc;
   plain.reset = true;
-  const nlohmann::json plain_page = engine::CacheBlocksJson(plain, 16, 0);
+  const nlohmann::json plain_page = kvcache::CacheBlocksJson(plain, 16, 0);
   EXPECT_FALSE(plain_page.contains("window"));
   EXPECT_FALSE(plain_page.contains("window_events"));
 }
@@ -263,7 +264,7 @@ TEST(PrefixIndexTest, WindowBlocksLimitTheMatchLikeTheEngine) {
 TEST(CacheAwareTest, RoutesToTheReplicaWhoseWindowBlocksMakeTheHit) {
   Env e("cache_aware");
   const auto prompt = Prompt(5, 320, 50, 1);
-  const auto h = engine::ChainBlockHashes("", prompt, 16);
+  const auto h = kvcache::ChainBlockHashes("", prompt, 16);
   std::vector<int> all, most;
   for (int i = 0; i < 20; ++i) all.push_back(i);
   for (int i = 0; i < 12; ++i) most.push_back(i);

@@ -13,19 +13,9 @@
 // missing one). Slow start (`slow_start_seconds`) ramps from the end of the
 // warm-up.
 //
-// File format (the one `kvserve serve` reads for kv_cache.warm_prompts_file,
-// server/warm.h): one prompt per line; empty lines and lines starting with
-// '#' are skipped; a line is plain text (sent as a completions prompt) or a
-// JSON object {"prompt": "text"} (completions) or {"messages": [...]} (a chat
-// request: the replica renders it with its chat template, so a later
-// conversation starting with these messages shares its full blocks).
-// Under gateway.prefix_cache_scope "tenant" each tenant has its own cache
-// namespace, so a prompt warms one tenant's: the object's "tenant" member
-// names it; plain lines and objects without one warm kAnonymousTenant's
-// (the tenant of every request to a gateway without a key file).
+// The prompts and their file: warm_prompts.h.
 //
-// Thread-safety: LoadWarmPrompts is pure apart from reading the file.
-// Warmer::Begin may be called from any thread; the replays run on the HTTP
+// Thread-safety: Warmer::Begin may be called from any thread; the replays run on the HTTP
 // client's threads and only do I/O and counting there (request bodies are
 // serialized when the file is loaded).
 #pragma once
@@ -37,29 +27,12 @@
 #include <string>
 #include <vector>
 
-#include "base/status.h"
 #include "gateway/gateway_metrics.h"
-#include "gateway/pool.h"
+#include "gateway/router.h"
+#include "gateway/warm_prompts.h"
 #include "http/http_client.h"
 
 namespace kvs::gateway {
-
-struct WarmPrompt {
-  int line = 0;        // in the file, for logs
-  bool chat = false;   // /v1/chat/completions, else /v1/completions
-  // The request body's members after "model" (serialized once at load):
-  // `"prompt":"...","max_tokens":1,...}` -- the body is `{"model":M,` + this.
-  std::string rest;
-};
-
-// NotFound when the file cannot be read; InvalidArgument naming the file and
-// line for a bad line, and for a file without prompts.
-// tenant_scope: gateway.prefix_cache_scope is "tenant" (each replay carries
-// its tenant's cache_salt).
-StatusOr<std::vector<WarmPrompt>> LoadWarmPrompts(const std::string& path, bool tenant_scope = false);
-
-// The body of one replay to a replica serving `model`.
-std::string WarmRequestBody(const WarmPrompt& p, const std::string& model);
 
 class Warmer {
  public:

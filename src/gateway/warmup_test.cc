@@ -15,7 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/test_util.h"
+#include "gateway/cache_salt.h"
 #include "gateway/config.h"
+#include "gateway/router.h"
 #include "gateway/routing.h"
 #include "http/http_server.h"
 

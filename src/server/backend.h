@@ -145,9 +145,9 @@ class InferenceBackend {
   virtual void Cancel(const std::string& request_id) = 0;
   virtual BackendStats Stats() = 0;
   // The prefix cache's stored/evicted block hashes after `since` of log
-  // `epoch` (engine/cache_events.h), for routers; nullopt when this backend
+  // `epoch` (kvcache/cache_events.h), for routers; nullopt when this backend
   // publishes none. Blocks are Stats().engine.block_size tokens.
-  virtual std::optional<engine::CacheEventsPage> CacheEvents(uint64_t /*epoch*/, uint64_t /*since*/,
+  virtual std::optional<kvcache::CacheEventsPage> CacheEvents(uint64_t /*epoch*/, uint64_t /*since*/,
                                                              size_t /*max_events*/) {
     return std::nullopt;
   }

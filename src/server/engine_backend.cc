@@ -223,7 +223,7 @@ void EngineBackend::Drain(const std::shared_ptr<Live>& live) {
   if (it != live_.end() && it->second == live) live_.erase(it);
 }
 
-std::optional<engine::CacheEventsPage> EngineBackend::CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) {
+std::optional<kvcache::CacheEventsPage> EngineBackend::CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) {
   if (!engine_->config().enable_prefix_caching) return std::nullopt;
   return engine_->cache_events().Since(epoch, since, max_events);
 }

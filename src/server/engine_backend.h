@@ -55,7 +55,7 @@ class EngineBackend : public InferenceBackend {
   Status Submit(engine::ValidatedRequest request, Executor executor, ChunkCallback on_chunk) override;
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
-  std::optional<engine::CacheEventsPage> CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) override;
+  std::optional<kvcache::CacheEventsPage> CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) override;
   void Shutdown() override;
 
  private:

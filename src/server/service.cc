@@ -16,7 +16,7 @@
 #include "metrics/status_page.h"
 #include "base/sha256.h"
 #include "base/random_id.h"
-#include "engine/cache_events_json.h"
+#include "kvcache/cache_events_json.h"
 
 namespace kvs::server {
 
@@ -67,7 +67,7 @@ Service::~Service() { prep_.Stop(); }
 std::string Service::KeyId(std::string_view key) { return "k-" + Sha256Hex(key).substr(0, 8); }
 
 std::string Service::PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt) {
-  return engine::PrefixCacheNamespace(key_digest, cache_salt);
+  return kvcache::PrefixCacheNamespace(key_digest, cache_salt);
 }
 
 void Service::SetReady(InferenceBackend* backend, ModelCard card) {
@@ -410,7 +410,7 @@ bool QueryUint(std::string_view query, std::string_view name, int base, uint64_t
 
 // The prefix cache's block hashes for a router: events after `since` of log
 // `epoch`, or (unknown epoch, too far behind) the whole held set, in the
-// format of engine/cache_events_json.h (with a sliding-window model, also
+// format of kvcache/cache_events_json.h (with a sliding-window model, also
 // the window group's).
 void Service::HandleCacheBlocks(Ctx& ctx) {
   InferenceBackend* b = backend_.load();
@@ -433,7 +433,7 @@ void Service::HandleCacheBlocks(Ctx& ctx) {
                                      "not_found_error", "prefix_cache_disabled"));
   }
   const engine::EngineStats stats = b->Stats().engine;
-  const json out = engine::CacheBlocksJson(*page, stats.block_size, stats.window);
+  const json out = kvcache::CacheBlocksJson(*page, stats.block_size, stats.window);
   Reply(ctx, 200, out);
 }
 

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "http/sse_parser.h"
-#include "server/fake_backend.h"
+#include "server/testing/fake_backend.h"
 
 namespace kvs::server {
 namespace {
@@ -466,18 +466,18 @@ TEST(ServiceTest, EachApiKeyIsItsOwnPrefixCacheNamespace) {
 // The status page and its document, with a sampler thread adding history
 // while requests run (as RunServe does), so TSan sees the sharing.
 // GET /v1/cache/blocks: the event log's pages in the wire form of
-// engine/cache_events_json.h; with a sliding window, the window group's
+// kvcache/cache_events_json.h; with a sliding window, the window group's
 // set and events under their own keys (an older gateway ignores them).
 TEST(ServiceTest, CacheBlocksPagesCarryTheWindowGroupUnderTheirOwnKeys) {
-  const engine::BlockHash a{1, 2}, b{3, 4};
+  const kvcache::BlockHash a{1, 2}, b{3, 4};
   {
     FakeBackendOptions fo = Fast();
     Harness h(ServeConfig{}, fo);
     EXPECT_EQ(Send(h.port(), bhttp::verb::get, "/v1/cache/blocks").status, 404);
   }
-  engine::PrefixCacheEvents log;
+  kvcache::PrefixCacheEvents log;
   log.Stored(a);
-  log.Stored(a, engine::CacheGroup::kWindow);
+  log.Stored(a, kvcache::CacheGroup::kWindow);
   FakeBackendOptions fo = Fast();
   fo.cache_events = &log;
   fo.window = 4096;
@@ -489,13 +489,13 @@ TEST(ServiceTest, CacheBlocksPagesCarryTheWindowGroupUnderTheirOwnKeys) {
   EXPECT_EQ(j["block_size"], 16);
   EXPECT_EQ(j["reset"], true);
   EXPECT_EQ(j["seq"], 2);
-  EXPECT_EQ(j["blocks"], json::array({engine::BlockHashHex(a)}));
+  EXPECT_EQ(j["blocks"], json::array({kvcache::BlockHashHex(a)}));
   EXPECT_EQ(j["events"], json::array());
   EXPECT_EQ(j["window"], 4096);
-  EXPECT_EQ(j["window_blocks"], json::array({engine::BlockHashHex(a)}));
+  EXPECT_EQ(j["window_blocks"], json::array({kvcache::BlockHashHex(a)}));
   EXPECT_EQ(j["window_events"], json::array());
   log.Stored(b);
-  log.Evicted(a, engine::CacheGroup::kWindow);
+  log.Evicted(a, kvcache::CacheGroup::kWindow);
   r = Send(h.port(), bhttp::verb::get, "/v1/cache/blocks?epoch=" + j["epoch"].get<std::string>() + "&since=2");
   ASSERT_EQ(r.status, 200) << r.body;
   j = r.Json();
@@ -503,8 +503,8 @@ TEST(ServiceTest, CacheBlocksPagesCarryTheWindowGroupUnderTheirOwnKeys) {
   EXPECT_FALSE(j.contains("blocks"));
   EXPECT_FALSE(j.contains("window_blocks"));
   EXPECT_EQ(j["seq"], 4);
-  EXPECT_EQ(j["events"], json::array({"+" + engine::BlockHashHex(b)}));
-  EXPECT_EQ(j["window_events"], json::array({"-" + engine::BlockHashHex(a)}));
+  EXPECT_EQ(j["events"], json::array({"+" + kvcache::BlockHashHex(b)}));
+  EXPECT_EQ(j["window_events"], json::array({"-" + kvcache::BlockHashHex(a)}));
 }
 
 TEST(ServiceTest, StatusPageAndDocumentAgreeWithMetrics) {

@@ -14,13 +14,13 @@
 # [DONE] and no error event), and after each step the gateway's audit log
 # puts every new request on the expected slot, whose /metrics reports the
 # expected model hash (kvserve:model_info).
-# Skips (77) under sanitizers and without the binary, ../shared or curl.
+# Skips (77) under sanitizers and without ../shared or curl; fails without the binary.
 set -euo pipefail
 src=${KVSERVE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-bin=${KVSERVE_BIN:-$src/build/release/src/cli/kvserve}
+bin=${KVSERVE_BIN:-}  # the build tree's kvserve, from ctest: never a guessed path
 shared=${KVSERVE_SHARED_DIR:-$src/../shared}
 if [ -n "${KVSERVE_SANITIZED:-}" ]; then echo "SKIP: the blue/green script checks nothing more under sanitizers (ops label)"; exit 77; fi
-[ -x "$bin" ] || { echo "SKIP: $bin not built"; exit 77; }
+[ -x "$bin" ] || { echo "FAIL: KVSERVE_BIN (${bin:-not set}) is not a kvserve binary (run through ctest)"; exit 1; }
 [ -f "$shared/models/stories260K.gguf" ] || { echo "SKIP: $shared/models/stories260K.gguf missing"; exit 77; }
 command -v curl >/dev/null || { echo "SKIP: curl missing"; exit 77; }
 

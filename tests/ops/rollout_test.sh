@@ -7,12 +7,12 @@
 #   file and hash), rollback (v1 again, in one command), a release whose
 #   configuration does not load is refused before anything changes, and a
 #   release whose model cannot be loaded is rolled back by itself.
-# Skips (77) under sanitizers and without the binary or the bundled model.
+# Skips (77) under sanitizers and without the bundled model; fails without the binary.
 set -euo pipefail
 src=${KVSERVE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-bin=${KVSERVE_BIN:-$src/build/release/src/cli/kvserve}
+bin=${KVSERVE_BIN:-}  # the build tree's kvserve, from ctest: never a guessed path
 if [ -n "${KVSERVE_SANITIZED:-}" ]; then echo "SKIP: the rollout script checks nothing more under sanitizers (ops label)"; exit 77; fi
-[ -x "$bin" ] || { echo "SKIP: $bin not built"; exit 77; }
+[ -x "$bin" ] || { echo "FAIL: KVSERVE_BIN (${bin:-not set}) is not a kvserve binary (run through ctest)"; exit 1; }
 [ -f "$src/models/kvserve-tiny.gguf" ] || { echo "SKIP: models/kvserve-tiny.gguf missing"; exit 77; }
 command -v curl >/dev/null || { echo "SKIP: curl missing"; exit 77; }
 

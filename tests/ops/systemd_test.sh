@@ -10,12 +10,12 @@
 # the shipped replica configs use. Exits 77 without systemd-analyze.
 set -euo pipefail
 src=${KVSERVE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-bin=${KVSERVE_BIN:-$src/build/release/src/cli/kvserve}
+bin=${KVSERVE_BIN:-}  # the build tree's kvserve, from ctest: never a guessed path
 if ! command -v systemd-analyze >/dev/null; then
   echo "SKIP: systemd-analyze not found (Debian's systemd package)"
   exit 77
 fi
-[ -x "$bin" ] || { echo "SKIP: $bin not built"; exit 77; }
+[ -x "$bin" ] || { echo "FAIL: KVSERVE_BIN (${bin:-not set}) is not a kvserve binary (run through ctest)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unit=$src/deploy/systemd/kvserve.service

@@ -1,7 +1,9 @@
 // Helpers for the kvserve server integration tests: start the real
 // `kvserve serve` binary on a free loopback port, talk raw HTTP to it, read
 // its metrics, stop it. The tests run with `node --test FILE` (node:test);
-// a file exits 77 (ctest: skipped) when something it needs is absent.
+// a file exits 77 (ctest: skipped) when an optional thing it needs (a
+// model in the shared directory, node_modules, a tool) is absent, and fails
+// when a binary of the build tree is (requireBinary).
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
@@ -26,18 +28,30 @@ export const SKIP = 77;
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const sourceDir = process.env.KVSERVE_SOURCE_DIR || path.resolve(here, "../..");
 export const sharedDir = process.env.KVSERVE_SHARED_DIR || path.resolve(sourceDir, "../shared");
-export const binary = process.env.KVSERVE_BIN || path.join(sourceDir, "build/release/src/cli/kvserve");
+// The binaries under test: always those of the build tree that ctest runs
+// (tests/CMakeLists.txt and src/*/CMakeLists.txt pass them), never a guess
+// at some other tree's path, so a test cannot pass against a stale build.
+export const binary = process.env.KVSERVE_BIN || "";
 // `kvserve serve` over the fake backend: a test-only binary (kvserve never links the fake).
-export const fakeBinary = process.env.KVSERVE_FAKE_BIN || path.join(sourceDir, "build/release/src/server/kvserve_fake");
+export const fakeBinary = process.env.KVSERVE_FAKE_BIN || "";
 
 export function skipFile(why) {
   console.log(`SKIP: ${why}`);
   process.exit(SKIP);
 }
 
+export function failFile(why) {
+  console.log(`FAIL: ${why}`);
+  process.exit(1);
+}
+
+// A missing binary is a failure, not a skip: the build tree is broken or the
+// test is not run through ctest (which sets both variables).
 export function requireBinary() {
-  if (!existsSync(binary)) skipFile(`kvserve binary not found at ${binary} (build the kvserve target)`);
-  if (!existsSync(fakeBinary)) skipFile(`kvserve_fake not found at ${fakeBinary} (build the kvserve_fake target)`);
+  for (const [name, file, target] of [["KVSERVE_BIN", binary, "kvserve"], ["KVSERVE_FAKE_BIN", fakeBinary, "kvserve_fake"]]) {
+    if (!file) failFile(`${name} is not set (run the test through ctest, or set it to the ${target} binary of your build tree)`);
+    if (!existsSync(file)) failFile(`${name}=${file} does not exist (build the ${target} target)`);
+  }
 }
 
 // The official openai npm client from tests/oracles, or a skip.

@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kvs::engine {
+namespace kvs::kvcache {
 
 struct BlockHash {
   uint64_t lo = 0, hi = 0;
@@ -57,4 +57,4 @@ std::vector<BlockHash> ChainBlockHashes(std::string_view cache_salt, std::span<c
 // request; a router predicting the replica's hashes applies it too.
 std::string PrefixCacheNamespace(std::string_view key_digest, std::string_view cache_salt);
 
-}  // namespace kvs::engine
+}  // namespace kvs::kvcache

@@ -13,7 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "server/config.h"
-#include "server/fake_backend.h"
+#include "server/testing/fake_backend.h"
 #include "server/serve.h"
 
 int main(int argc, char** argv) {

@@ -24,11 +24,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/cache_events.h"
+#include "kvcache/cache_events.h"
 
-namespace kvs::engine {
+namespace kvs::kvcache {
 
 // `window`: the sliding layers' window in tokens, 0 when there is none.
 nlohmann::json CacheBlocksJson(const CacheEventsPage& page, int32_t block_size, int32_t window);
 
-}  // namespace kvs::engine
+}  // namespace kvs::kvcache

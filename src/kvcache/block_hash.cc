@@ -1,4 +1,4 @@
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 
 #include <bit>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include "base/sha256.h"
 
-namespace kvs::engine {
+namespace kvs::kvcache {
 namespace {
 
 void PutLe64(uint64_t v, unsigned char* out) {
@@ -65,4 +65,4 @@ std::string PrefixCacheNamespace(std::string_view key_digest, std::string_view c
   return Sha256Hex(material).substr(0, 32);
 }
 
-}  // namespace kvs::engine
+}  // namespace kvs::kvcache

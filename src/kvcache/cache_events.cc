@@ -1,8 +1,8 @@
-#include "engine/cache_events.h"
+#include "kvcache/cache_events.h"
 
 #include <random>
 
-namespace kvs::engine {
+namespace kvs::kvcache {
 
 namespace {
 
@@ -91,4 +91,4 @@ bool ParseBlockHashHex(std::string_view s, BlockHash* out) {
   return true;
 }
 
-}  // namespace kvs::engine
+}  // namespace kvs::kvcache

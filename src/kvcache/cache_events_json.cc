@@ -1,8 +1,8 @@
-#include "engine/cache_events_json.h"
+#include "kvcache/cache_events_json.h"
 
 #include <fmt/format.h>
 
-namespace kvs::engine {
+namespace kvs::kvcache {
 
 nlohmann::json CacheBlocksJson(const CacheEventsPage& page, int32_t block_size, int32_t window) {
   using nlohmann::json;
@@ -34,4 +34,4 @@ nlohmann::json CacheBlocksJson(const CacheEventsPage& page, int32_t block_size, 
   return out;
 }
 
-}  // namespace kvs::engine
+}  // namespace kvs::kvcache

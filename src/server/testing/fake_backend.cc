@@ -1,4 +1,4 @@
-#include "server/fake_backend.h"
+#include "server/testing/fake_backend.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -377,7 +377,7 @@ void FakeBackend::Loop() {
   }
 }
 
-std::optional<engine::CacheEventsPage> FakeBackend::CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) {
+std::optional<kvcache::CacheEventsPage> FakeBackend::CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) {
   if (opt_.cache_events == nullptr) return std::nullopt;
   return opt_.cache_events->Since(epoch, since, max_events);
 }

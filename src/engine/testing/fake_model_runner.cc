@@ -1,4 +1,4 @@
-#include "engine/fake_model_runner.h"
+#include "engine/testing/fake_model_runner.h"
 
 #include <unordered_set>
 

@@ -35,9 +35,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 
-namespace kvs::engine {
+namespace kvs::kvcache {
 
 enum class CacheGroup : uint8_t { kFull = 0, kWindow = 1 };
 
@@ -89,4 +89,4 @@ class PrefixCacheEvents {
 std::string BlockHashHex(const BlockHash& h);
 bool ParseBlockHashHex(std::string_view s, BlockHash* out);
 
-}  // namespace kvs::engine
+}  // namespace kvs::kvcache

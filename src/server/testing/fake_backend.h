@@ -63,7 +63,7 @@ struct FakeBackendOptions {
   // Tests: the prefix-cache event log CacheEvents pages (nullptr: none, so
   // GET /v1/cache/blocks is a 404; it must outlive the backend), and the
   // sliding window Stats reports (0: no window group).
-  engine::PrefixCacheEvents* cache_events = nullptr;
+  kvcache::PrefixCacheEvents* cache_events = nullptr;
   int32_t window = 0;
   // A reasoning model's template and scripted thinking (see above), and
   // the format ReasoningFormat() reports (the server's parser).
@@ -88,7 +88,7 @@ class FakeBackend : public InferenceBackend {
   void Cancel(const std::string& request_id) override;
   BackendStats Stats() override;
   void Shutdown() override;
-  std::optional<engine::CacheEventsPage> CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) override;
+  std::optional<kvcache::CacheEventsPage> CacheEvents(uint64_t epoch, uint64_t since, size_t max_events) override;
 
   static constexpr int32_t kBos = 1;
   static constexpr int32_t kEos = 2;

@@ -1,4 +1,4 @@
-#include "bench/fake_openai_server.h"
+#include "bench/testing/fake_openai_server.h"
 
 #include <chrono>
 #include <sstream>
