@@ -3,13 +3,13 @@
 // command-line overrides of the scalar keys ("--gateway.port 8081",
 // "--port 8081").
 //
-// The same conventions as `kvserve serve` (server/config.h): built-in
-// defaults < YAML file < command line; every key is declared once in a table
-// (config.cc) with its type, range, default and help, which loading,
-// overriding, --help and configs/gateway.yaml all follow (frontend::KeyTable,
-// shared with `kvserve serve`); an unknown key, a
-// value of the wrong type or out of range is an InvalidArgument naming the
-// key (with the pool's index and name for pool keys).
+// The same conventions as `kvserve serve` (server/config.h), on the same
+// frontend::KeyTable: built-in defaults < YAML file < command line; every
+// key is declared once in a table (config.cc) with its type, range, default
+// and help, which loading, overriding, --help and configs/gateway.yaml all
+// follow; an unknown key (with a near one suggested), a value of the wrong
+// type or out of range is an InvalidArgument naming the key (with the pool's
+// index and name for pool keys).
 // Thread-safety: plain values; the functions are pure apart from reading files.
 #pragma once
 
