@@ -12,7 +12,7 @@
 // over a family's children written as PromQL (`sum(kvserve_gateway:
 // requests_total)`), so the page and /metrics can be checked against each
 // other. The header, history and schema are metrics::StatusFrame's.
-// Thread-safety: thread-safe (one mutex); Sample is called from a timer on
+// Thread-safety: thread-safe (the frame's mutex); Sample is called from a timer on
 // an I/O thread, ToJson from handlers.
 #pragma once
 
