@@ -1,36 +1,20 @@
-// Reading a server's /metrics: a parser of the Prometheus text exposition
-// format (0.0.4, also what OpenMetrics text mostly is) and the mapping from
-// each serving engine's metric names to the few figures the benchmark
+// Reading a serving engine's /metrics (parsed by metrics/prom_parse.h): the
+// mapping from each engine's metric names to the few figures the benchmark
 // samples: KV cache use, queue length, running requests, preemptions.
-//
-// The parser is lenient where servers differ (optional timestamps, blank
-// lines, "# EOF", NaN/+Inf values) and skips a malformed line rather than
-// failing the whole page; it counts what it skipped.
 // Thread-safety: value types and pure functions.
 #pragma once
 
-#include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "metrics/prom_parse.h"
 
 namespace kvs::bench {
 
-struct PromSample {
-  std::string name;                           // e.g. "vllm:num_requests_waiting"
-  std::map<std::string, std::string> labels;  // unescaped values
-  double value = 0;
-};
-
-struct PromPage {
-  std::vector<PromSample> samples;
-  std::map<std::string, std::string> types;  // family name -> "counter", "gauge", ...
-  int64_t skipped_lines = 0;                 // malformed lines ignored
-};
-
-PromPage ParsePrometheusText(std::string_view text);
+using metrics::ParsePrometheusText;
+using metrics::PromPage;
+using metrics::PromSample;
 
 // The figures sampled during a run; absent when the server exports none.
 struct ServerGauges {

@@ -14,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/line_file.h"
+#include "frontend/config_keys.h"
 #include "gateway/client_address.h"
 #include "gateway/redis_limiter.h"
 #include "gateway/warm_prompts.h"
@@ -23,110 +24,9 @@ namespace kvs::gateway {
 
 namespace {
 
-// A scalar as written: quoted strings are not numbers or booleans.
-struct Raw {
-  bool quoted = false;
-  std::string text;
-};
-
-// One key of a section (T = GatewayConfig) or of a pool (T = PoolConfig).
-template <typename T>
-struct Key {
-  std::string name;   // "gateway.port" / "max_context"
-  std::string alias;  // "port" / ""
-  std::string type, allowed, help;
-  std::function<Status(T&, const Raw&)> set;
-  std::function<nlohmann::json(const T&)> get;
-};
-
-template <typename T, typename V>
-using Ref = V& (*)(T&);
-
-template <typename T>
-Key<T> Int(std::string name, std::string alias, Ref<T, int64_t> ref, int64_t lo, int64_t hi, std::string help) {
-  Key<T> k{name, alias, "integer", fmt::format("[{}, {}]", lo, hi), std::move(help), nullptr, nullptr};
-  k.set = [name, ref, lo, hi](T& c, const Raw& v) -> Status {
-    int64_t x = 0;
-    auto [p, ec] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), x);
-    if (v.quoted || v.text.empty() || ec != std::errc() || p != v.text.data() + v.text.size() || x < lo || x > hi) {
-      return InvalidArgument("{}: expected an integer in [{}, {}], got \"{}\"", name, lo, hi, v.text);
-    }
-    ref(c) = x;
-    return Status::Ok();
-  };
-  k.get = [ref](const T& c) { return nlohmann::json(ref(const_cast<T&>(c))); };
-  return k;
-}
-
-// A number in (lo, hi] when lo_open, else [lo, hi].
-template <typename T>
-Key<T> Num(std::string name, std::string alias, Ref<T, double> ref, double lo, bool lo_open, double hi,
-           std::string help) {
-  Key<T> k{name, alias, "number", fmt::format("{}{}, {}]", lo_open ? "(" : "[", lo, hi), std::move(help), nullptr,
-           nullptr};
-  const std::string allowed = k.allowed;
-  k.set = [name, ref, lo, lo_open, hi, allowed](T& c, const Raw& v) -> Status {
-    double x = 0;
-    auto [p, ec] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), x);
-    if (v.quoted || v.text.empty() || ec != std::errc() || p != v.text.data() + v.text.size() || !std::isfinite(x) ||
-        x < lo || x > hi || (lo_open && x == lo)) {
-      return InvalidArgument("{}: expected a number in {}, got \"{}\"", name, allowed, v.text);
-    }
-    ref(c) = x;
-    return Status::Ok();
-  };
-  k.get = [ref](const T& c) { return nlohmann::json(ref(const_cast<T&>(c))); };
-  return k;
-}
-
-template <typename T>
-Key<T> Bool(std::string name, std::string alias, Ref<T, bool> ref, std::string help) {
-  Key<T> k{name, alias, "boolean", "true, false", std::move(help), nullptr, nullptr};
-  k.set = [name, ref](T& c, const Raw& v) -> Status {
-    std::string t = v.text;
-    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if (!v.quoted && (t == "true" || t == "yes" || t == "on")) {
-      ref(c) = true;
-    } else if (!v.quoted && (t == "false" || t == "no" || t == "off")) {
-      ref(c) = false;
-    } else {
-      return InvalidArgument("{}: expected true or false, got \"{}\"", name, v.text);
-    }
-    return Status::Ok();
-  };
-  k.get = [ref](const T& c) { return nlohmann::json(ref(const_cast<T&>(c))); };
-  return k;
-}
-
-// check returns "" when the value is acceptable, else what is expected.
-template <typename T>
-Key<T> Str(std::string name, std::string alias, Ref<T, std::string> ref, std::string allowed, std::string help,
-           std::function<std::string(const std::string&)> check = nullptr) {
-  Key<T> k{name, alias, "string", std::move(allowed), std::move(help), nullptr, nullptr};
-  k.set = [name, ref, check](T& c, const Raw& v) -> Status {
-    if (check) {
-      if (std::string why = check(v.text); !why.empty()) {
-        // A URL with credentials is not echoed (a password in stderr).
-        return InvalidArgument("{}: expected {}, got \"{}\"", name, why,
-                               v.text.find('@') == std::string::npos ? v.text : "<redacted>");
-      }
-    }
-    ref(c) = v.text;
-    return Status::Ok();
-  };
-  k.get = [ref](const T& c) { return nlohmann::json(ref(const_cast<T&>(c))); };
-  return k;
-}
-
-template <typename T>
-Key<T> Enum(std::string name, std::string alias, Ref<T, std::string> ref, std::vector<std::string> choices,
-            std::string help) {
-  std::string allowed;
-  for (const auto& ch : choices) allowed += (allowed.empty() ? "" : ", ") + ch;
-  return Str<T>(name, alias, ref, allowed, std::move(help), [choices, allowed](const std::string& s) -> std::string {
-    return std::find(choices.begin(), choices.end(), s) != choices.end() ? "" : "one of: " + allowed;
-  });
-}
+using frontend::RawValue;
+using GatewayKeys = frontend::KeyTable<GatewayConfig>;
+using PoolKeyTable = frontend::KeyTable<PoolConfig>;
 
 std::string TrustedProxiesCheck(const std::string& s) {
   auto t = TrustedProxies::Parse(s);
@@ -143,234 +43,227 @@ std::string SharedStateCheck(const std::string& s) {
 using G = GatewayConfig;
 using P = PoolConfig;
 
-const std::vector<Key<G>>& Scalars() {
-  static const std::vector<Key<G>> t = [] {
-    std::vector<Key<G>> t;
-    t.push_back(Str<G>("gateway.host", "host", [](G& c) -> std::string& { return c.gateway.host; },
-                       "an address or host name", "Address to listen on (0.0.0.0 for all interfaces)", NonEmpty));
-    t.push_back(Int<G>("gateway.port", "port", [](G& c) -> int64_t& { return c.gateway.port; }, 0, 65535,
-                       "TCP port; 0 picks a free one (the log line \"listening on\" says which)"));
-    t.push_back(Int<G>("gateway.io_threads", "io-threads", [](G& c) -> int64_t& { return c.gateway.io_threads; }, 1, 64,
-                       "HTTP threads for client connections"));
-    t.push_back(Int<G>("gateway.upstream_threads", "upstream-threads",
-                       [](G& c) -> int64_t& { return c.gateway.upstream_threads; }, 1, 64,
-                       "HTTP client threads for replica connections"));
-    t.push_back(Int<G>("gateway.prep_threads", "prep-threads", [](G& c) -> int64_t& { return c.gateway.prep_threads; },
-                       1, 64, "Threads that parse, count tokens and admit requests"));
-    t.push_back(Int<G>("gateway.prep_queue", "prep-queue", [](G& c) -> int64_t& { return c.gateway.prep_queue; }, 1,
-                       1 << 20, "Requests waiting for a prep thread; beyond it requests get 503"));
-    t.push_back(Int<G>("gateway.max_body_bytes", "max-body-bytes",
-                       [](G& c) -> int64_t& { return c.gateway.max_body_bytes; }, 1024, int64_t{1} << 30,
-                       "Largest request body; larger ones get 413"));
-    t.push_back(Int<G>("gateway.max_response_buffer_bytes", "max-response-buffer-bytes",
-                       [](G& c) -> int64_t& { return c.gateway.max_response_buffer_bytes; }, 1024, int64_t{1} << 32,
-                       "A non-streaming answer is held whole up to this many bytes; a larger one is relayed as it "
-                       "arrives (never cut), its usage read from its end"));
-    t.push_back(Int<G>("gateway.max_connections", "max-connections",
-                       [](G& c) -> int64_t& { return c.gateway.max_connections; }, 0, 1 << 20,
-                       "Open client connections; a new one beyond gets 503 and is closed (0: no limit)"));
-    t.push_back(Int<G>("gateway.max_connections_per_client", "max-connections-per-client",
-                       [](G& c) -> int64_t& { return c.gateway.max_connections_per_client; }, 0, 1 << 20,
-                       "Open connections from one client address; beyond: 429 and closed (0: no limit)"));
-    t.push_back(Str<G>("gateway.trusted_proxies", "trusted-proxies",
-                       [](G& c) -> std::string& { return c.gateway.trusted_proxies; },
-                       "addresses and CIDR ranges, comma-separated, or \"\"",
-                       "Load balancers whose X-Forwarded-For names the client (audit log, X-Forwarded-For to the "
-                       "replicas); any other peer is the client itself",
-                       TrustedProxiesCheck));
-    t.push_back(Str<G>("gateway.admin_host", "admin-host", [](G& c) -> std::string& { return c.gateway.admin_host; },
-                       "an address or host name",
-                       "Address of the admin listener (/metrics, /status, the status page); keep it off the public "
-                       "network",
-                       NonEmpty));
-    t.push_back(Int<G>("gateway.admin_port", "admin-port", [](G& c) -> int64_t& { return c.gateway.admin_port; }, 0,
-                       65535, "Port of the admin listener; 0 picks a free one (the log line \"admin listening on\" "
-                       "says which)"));
-    t.push_back(Num<G>("gateway.keep_alive_timeout_seconds", "keep-alive-timeout",
-                       [](G& c) -> double& { return c.gateway.keep_alive_timeout_seconds; }, 0, true, 3600,
-                       "How long an idle client connection stays open"));
-    t.push_back(Enum<G>("gateway.prefix_cache_scope", "prefix-cache-scope", [](G& c) -> std::string& { return c.gateway.prefix_cache_scope; },
-                        {"tenant", "shared"},
-                        "Who shares prefix-cache blocks on the replicas: tenant (each tenant its own namespace, "
-                        "which clients cannot override) or shared (all tenants: a common system prompt is cached "
-                        "once, but response times can tell one tenant what another sent)"));
-    t.push_back(Num<G>("gateway.drain_timeout_seconds", "drain-timeout",
-                       [](G& c) -> double& { return c.gateway.drain_timeout_seconds; }, 0, false, 3600,
-                       "On SIGTERM: how long in-flight requests may take before they are cut"));
-    t.push_back(Str<G>("gateway.key_file", "key-file", [](G& c) -> std::string& { return c.gateway.key_file; },
-                       "a file path or \"\"",
-                       "Tenants, limits and API-key digests (written by `kvserve gateway keys`); reloaded on change "
-                       "and on SIGHUP"));
-    t.push_back(Bool<G>("gateway.allow_anonymous", "allow-anonymous",
-                        [](G& c) -> bool& { return c.gateway.allow_anonymous; },
-                        "Without key_file: serve without authentication (otherwise start-up fails)"));
-    t.push_back(Num<G>("gateway.key_file_poll_seconds", "key-file-poll",
-                       [](G& c) -> double& { return c.gateway.key_file_poll_seconds; }, 0, true, 3600,
-                       "How often the key file's and the TLS files' modification times are checked"));
-    t.push_back(Num<G>("gateway.rate_limit_per_second", "rate-limit-per-second",
-                       [](G& c) -> double& { return c.gateway.rate_limit_per_second; }, 0, false, 1e9,
-                       "Requests per second admitted for all tenants together (token bucket); 0: no limit"));
-    t.push_back(Str<G>("gateway.tls_cert_file", "tls-cert-file", [](G& c) -> std::string& { return c.gateway.tls_cert_file; },
-                       "a file path or \"\"",
-                       "HTTPS on the public port: PEM certificate chain (leaf first); with tls_key_file. Reloaded on "
-                       "SIGHUP and when the file changes; \"\": plain HTTP"));
-    t.push_back(Str<G>("gateway.tls_key_file", "tls-key-file", [](G& c) -> std::string& { return c.gateway.tls_key_file; },
-                       "a file path or \"\"", "The PEM private key of tls_cert_file"));
-    t.push_back(Str<G>("gateway.shared_state", "shared-state", [](G& c) -> std::string& { return c.gateway.shared_state; },
-                       "\"\", redis://[USER:PASSWORD@]HOST:PORT or rediss://...",
-                       "Where rate-limit counters live: \"\" in this process; a Redis shared by every gateway using "
-                       "it (rediss: over TLS; with a password, AUTH on every connection)",
-                       SharedStateCheck));
-    t.push_back(Str<G>("gateway.shared_state_tls_ca_file", "shared-state-tls-ca-file",
-                       [](G& c) -> std::string& { return c.gateway.shared_state_tls_ca_file; }, "a file path or \"\"",
-                       "rediss: PEM CA certificates Redis's certificate must chain to (\"\": the system's store)"));
-    t.push_back(Str<G>("gateway.shared_state_password_env", "shared-state-password-env",
-                       [](G& c) -> std::string& { return c.gateway.shared_state_password_env; },
-                       "an environment variable name or \"\"",
-                       "Take the Redis password from this environment variable instead of the URL (it stays out of "
-                       "the configuration file)"));
-    t.push_back(Enum<G>("gateway.shared_state_failure", "shared-state-failure",
-                        [](G& c) -> std::string& { return c.gateway.shared_state_failure; },
-                        {"open", "closed", "local"},
-                        "When Redis does not answer: open admits without limits, closed refuses with 503, local "
-                        "enforces the limits in this process"));
-    t.push_back(Num<G>("gateway.shared_state_timeout_seconds", "shared-state-timeout",
-                       [](G& c) -> double& { return c.gateway.shared_state_timeout_seconds; }, 0, true, 60,
-                       "How long one Redis call may take before it counts as a failure"));
-    t.push_back(Num<G>("gateway.health_interval_seconds", "health-interval",
-                       [](G& c) -> double& { return c.gateway.health_interval_seconds; }, 0, true, 3600,
-                       "Period of the /ready probe and /metrics scrape of each replica"));
-    t.push_back(Int<G>("gateway.eject_after_failures", "eject-after-failures",
-                       [](G& c) -> int64_t& { return c.gateway.eject_after_failures; }, 1, 1000,
-                       "Consecutive failed requests (connect error, timeout, 5xx) that eject a replica"));
-    t.push_back(Int<G>("gateway.readmit_after_probes", "readmit-after-probes",
-                       [](G& c) -> int64_t& { return c.gateway.readmit_after_probes; }, 1, 1000,
-                       "Consecutive good /ready probes that bring an ejected replica back"));
-    t.push_back(Str<G>("model.path", "model", [](G& c) -> std::string& { return c.model.path; },
-                       "a GGUF file path or \"\"",
-                       "Model whose tokenizer and chat template count prompt tokens (no weights are loaded); \"\": "
-                       "the bundled model"));
-    t.push_back(Str<G>("model.chat_template", "chat-template",
-                       [](G& c) -> std::string& { return c.model.chat_template; },
-                       "a built-in template name, a .jinja file path or \"\"",
-                       "Replaces the model's chat template when counting prompts: set it to the replicas' "
-                       "model.chat_template, so that the gateway counts the prompts they render"));
-    t.push_back(Enum<G>("logging.level", "log-level", [](G& c) -> std::string& { return c.logging.level; },
-                        {"trace", "debug", "info", "warn", "error", "off"}, "Log level (stderr)"));
-    t.push_back(Str<G>("logging.audit_log", "audit-log", [](G& c) -> std::string& { return c.logging.audit_log; },
-                       "stdout, stderr, off, or a file path", "Where the JSON audit log goes (one line per request)",
-                       NonEmpty));
-    t.push_back(Bool<G>("logging.audit_prompts", "audit-prompts", [](G& c) -> bool& { return c.logging.audit_prompts; },
-                        "Include the prompt text in the audit log (off: never)"));
-    return t;
+const GatewayKeys& Scalars() {
+  static const GatewayKeys table = [] {
+    std::vector<GatewayKeys::Key> t;
+    t.push_back(GatewayKeys::String("gateway.host", "host", [](G& c) -> std::string& { return c.gateway.host; },
+                                    "an address or host name", "Address to listen on (0.0.0.0 for all interfaces)", NonEmpty));
+    t.push_back(GatewayKeys::Int("gateway.port", "port", [](G& c) -> int64_t& { return c.gateway.port; }, 0, 65535,
+                                 "TCP port; 0 picks a free one (the log line \"listening on\" says which)"));
+    t.push_back(GatewayKeys::Int("gateway.io_threads", "io-threads", [](G& c) -> int64_t& { return c.gateway.io_threads; }, 1, 64,
+                                 "HTTP threads for client connections"));
+    t.push_back(GatewayKeys::Int("gateway.upstream_threads", "upstream-threads",
+                                 [](G& c) -> int64_t& { return c.gateway.upstream_threads; }, 1, 64,
+                                 "HTTP client threads for replica connections"));
+    t.push_back(GatewayKeys::Int("gateway.prep_threads", "prep-threads", [](G& c) -> int64_t& { return c.gateway.prep_threads; },
+                                 1, 64, "Threads that parse, count tokens and admit requests"));
+    t.push_back(GatewayKeys::Int("gateway.prep_queue", "prep-queue", [](G& c) -> int64_t& { return c.gateway.prep_queue; }, 1,
+                                 1 << 20, "Requests waiting for a prep thread; beyond it requests get 503"));
+    t.push_back(GatewayKeys::Int("gateway.max_body_bytes", "max-body-bytes",
+                                 [](G& c) -> int64_t& { return c.gateway.max_body_bytes; }, 1024, int64_t{1} << 30,
+                                 "Largest request body; larger ones get 413"));
+    t.push_back(GatewayKeys::Int("gateway.max_response_buffer_bytes", "max-response-buffer-bytes",
+                                 [](G& c) -> int64_t& { return c.gateway.max_response_buffer_bytes; }, 1024, int64_t{1} << 32,
+                                 "A non-streaming answer is held whole up to this many bytes; a larger one is relayed as it "
+                                 "arrives (never cut), its usage read from its end"));
+    t.push_back(GatewayKeys::Int("gateway.max_connections", "max-connections",
+                                 [](G& c) -> int64_t& { return c.gateway.max_connections; }, 0, 1 << 20,
+                                 "Open client connections; a new one beyond gets 503 and is closed (0: no limit)"));
+    t.push_back(GatewayKeys::Int("gateway.max_connections_per_client", "max-connections-per-client",
+                                 [](G& c) -> int64_t& { return c.gateway.max_connections_per_client; }, 0, 1 << 20,
+                                 "Open connections from one client address; beyond: 429 and closed (0: no limit)"));
+    t.push_back(GatewayKeys::String("gateway.trusted_proxies", "trusted-proxies",
+                                    [](G& c) -> std::string& { return c.gateway.trusted_proxies; },
+                                    "addresses and CIDR ranges, comma-separated, or \"\"",
+                                    "Load balancers whose X-Forwarded-For names the client (audit log, X-Forwarded-For to the "
+                                    "replicas); any other peer is the client itself",
+                                    TrustedProxiesCheck));
+    t.push_back(GatewayKeys::String("gateway.admin_host", "admin-host", [](G& c) -> std::string& { return c.gateway.admin_host; },
+                                    "an address or host name",
+                                    "Address of the admin listener (/metrics, /status, the status page); keep it off the public "
+                                    "network",
+                                    NonEmpty));
+    t.push_back(GatewayKeys::Int("gateway.admin_port", "admin-port", [](G& c) -> int64_t& { return c.gateway.admin_port; }, 0,
+                                 65535, "Port of the admin listener; 0 picks a free one (the log line \"admin listening on\" "
+                                 "says which)"));
+    t.push_back(GatewayKeys::Number("gateway.keep_alive_timeout_seconds", "keep-alive-timeout",
+                                    [](G& c) -> double& { return c.gateway.keep_alive_timeout_seconds; }, 0, true, 3600,
+                                    "How long an idle client connection stays open"));
+    t.push_back(GatewayKeys::Enum("gateway.prefix_cache_scope", "prefix-cache-scope", [](G& c) -> std::string& { return c.gateway.prefix_cache_scope; },
+                                  {"tenant", "shared"},
+                                  "Who shares prefix-cache blocks on the replicas: tenant (each tenant its own namespace, "
+                                  "which clients cannot override) or shared (all tenants: a common system prompt is cached "
+                                  "once, but response times can tell one tenant what another sent)"));
+    t.push_back(GatewayKeys::Number("gateway.drain_timeout_seconds", "drain-timeout",
+                                    [](G& c) -> double& { return c.gateway.drain_timeout_seconds; }, 0, false, 3600,
+                                    "On SIGTERM: how long in-flight requests may take before they are cut"));
+    t.push_back(GatewayKeys::String("gateway.key_file", "key-file", [](G& c) -> std::string& { return c.gateway.key_file; },
+                                    "a file path or \"\"",
+                                    "Tenants, limits and API-key digests (written by `kvserve gateway keys`); reloaded on change "
+                                    "and on SIGHUP"));
+    t.push_back(GatewayKeys::Bool("gateway.allow_anonymous", "allow-anonymous",
+                                  [](G& c) -> bool& { return c.gateway.allow_anonymous; },
+                                  "Without key_file: serve without authentication (otherwise start-up fails)"));
+    t.push_back(GatewayKeys::Number("gateway.key_file_poll_seconds", "key-file-poll",
+                                    [](G& c) -> double& { return c.gateway.key_file_poll_seconds; }, 0, true, 3600,
+                                    "How often the key file's and the TLS files' modification times are checked"));
+    t.push_back(GatewayKeys::Number("gateway.rate_limit_per_second", "rate-limit-per-second",
+                                    [](G& c) -> double& { return c.gateway.rate_limit_per_second; }, 0, false, 1e9,
+                                    "Requests per second admitted for all tenants together (token bucket); 0: no limit"));
+    t.push_back(GatewayKeys::String("gateway.tls_cert_file", "tls-cert-file", [](G& c) -> std::string& { return c.gateway.tls_cert_file; },
+                                    "a file path or \"\"",
+                                    "HTTPS on the public port: PEM certificate chain (leaf first); with tls_key_file. Reloaded on "
+                                    "SIGHUP and when the file changes; \"\": plain HTTP"));
+    t.push_back(GatewayKeys::String("gateway.tls_key_file", "tls-key-file", [](G& c) -> std::string& { return c.gateway.tls_key_file; },
+                                    "a file path or \"\"", "The PEM private key of tls_cert_file"));
+    t.push_back(GatewayKeys::String("gateway.shared_state", "shared-state", [](G& c) -> std::string& { return c.gateway.shared_state; },
+                                    "\"\", redis://[USER:PASSWORD@]HOST:PORT or rediss://...",
+                                    "Where rate-limit counters live: \"\" in this process; a Redis shared by every gateway using "
+                                    "it (rediss: over TLS; with a password, AUTH on every connection)",
+                                    SharedStateCheck));
+    t.push_back(GatewayKeys::String("gateway.shared_state_tls_ca_file", "shared-state-tls-ca-file",
+                                    [](G& c) -> std::string& { return c.gateway.shared_state_tls_ca_file; }, "a file path or \"\"",
+                                    "rediss: PEM CA certificates Redis's certificate must chain to (\"\": the system's store)"));
+    t.push_back(GatewayKeys::String("gateway.shared_state_password_env", "shared-state-password-env",
+                                    [](G& c) -> std::string& { return c.gateway.shared_state_password_env; },
+                                    "an environment variable name or \"\"",
+                                    "Take the Redis password from this environment variable instead of the URL (it stays out of "
+                                    "the configuration file)"));
+    t.push_back(GatewayKeys::Enum("gateway.shared_state_failure", "shared-state-failure",
+                                  [](G& c) -> std::string& { return c.gateway.shared_state_failure; },
+                                  {"open", "closed", "local"},
+                                  "When Redis does not answer: open admits without limits, closed refuses with 503, local "
+                                  "enforces the limits in this process"));
+    t.push_back(GatewayKeys::Number("gateway.shared_state_timeout_seconds", "shared-state-timeout",
+                                    [](G& c) -> double& { return c.gateway.shared_state_timeout_seconds; }, 0, true, 60,
+                                    "How long one Redis call may take before it counts as a failure"));
+    t.push_back(GatewayKeys::Number("gateway.health_interval_seconds", "health-interval",
+                                    [](G& c) -> double& { return c.gateway.health_interval_seconds; }, 0, true, 3600,
+                                    "Period of the /ready probe and /metrics scrape of each replica"));
+    t.push_back(GatewayKeys::Int("gateway.eject_after_failures", "eject-after-failures",
+                                 [](G& c) -> int64_t& { return c.gateway.eject_after_failures; }, 1, 1000,
+                                 "Consecutive failed requests (connect error, timeout, 5xx) that eject a replica"));
+    t.push_back(GatewayKeys::Int("gateway.readmit_after_probes", "readmit-after-probes",
+                                 [](G& c) -> int64_t& { return c.gateway.readmit_after_probes; }, 1, 1000,
+                                 "Consecutive good /ready probes that bring an ejected replica back"));
+    t.push_back(GatewayKeys::String("model.path", "model", [](G& c) -> std::string& { return c.model.path; },
+                                    "a GGUF file path or \"\"",
+                                    "Model whose tokenizer and chat template count prompt tokens (no weights are loaded); \"\": "
+                                    "the bundled model"));
+    t.push_back(GatewayKeys::String("model.chat_template", "chat-template",
+                                    [](G& c) -> std::string& { return c.model.chat_template; },
+                                    "a built-in template name, a .jinja file path or \"\"",
+                                    "Replaces the model's chat template when counting prompts: set it to the replicas' "
+                                    "model.chat_template, so that the gateway counts the prompts they render"));
+    t.push_back(GatewayKeys::Enum("logging.level", "log-level", [](G& c) -> std::string& { return c.logging.level; },
+                                  {"trace", "debug", "info", "warn", "error", "off"}, "Log level (stderr)"));
+    t.push_back(GatewayKeys::String("logging.audit_log", "audit-log", [](G& c) -> std::string& { return c.logging.audit_log; },
+                                    "stdout, stderr, off, or a file path", "Where the JSON audit log goes (one line per request)",
+                                    NonEmpty));
+    t.push_back(GatewayKeys::Bool("logging.audit_prompts", "audit-prompts", [](G& c) -> bool& { return c.logging.audit_prompts; },
+                                  "Include the prompt text in the audit log (off: never)"));
+    return GatewayKeys(std::move(t));
   }();
-  return t;
+  return table;
 }
 
-const std::vector<Key<P>>& PoolKeys() {
-  static const std::vector<Key<P>> t = [] {
-    std::vector<Key<P>> t;
-    t.push_back(Str<P>("name", "", [](P& p) -> std::string& { return p.name; }, "a unique name",
-                       "Pool name (metrics and audit log label)", NonEmpty));
-    t.push_back(Int<P>("max_context", "", [](P& p) -> int64_t& { return p.max_context; }, 1, int64_t{1} << 24,
-                       "Most tokens (prompt + max_tokens) a request routed here may need; required"));
-    t.push_back(Int<P>("default_max_tokens", "", [](P& p) -> int64_t& { return p.default_max_tokens; }, 1,
-                       int64_t{1} << 24, "max_tokens given to (and charged for) chat requests that set none"));
-    t.push_back(Num<P>("connect_timeout_seconds", "", [](P& p) -> double& { return p.connect_timeout_seconds; }, 0,
-                       true, 600, "TCP connect to a replica"));
-    t.push_back(Num<P>("first_token_timeout_seconds", "",
-                       [](P& p) -> double& { return p.first_token_timeout_seconds; }, 0, true, 86400,
-                       "Streams: until the first generated token (long pools need more: prefill is slow)"));
-    t.push_back(Num<P>("total_timeout_seconds", "", [](P& p) -> double& { return p.total_timeout_seconds; }, 0, true,
-                       86400, "The whole request, retries included"));
-    t.push_back(Int<P>("max_retries", "", [](P& p) -> int64_t& { return p.max_retries; }, 0, 16,
-                       "Other replicas tried when an attempt fails before any byte reached the client"));
-    t.push_back(Str<P>("api_key", "", [](P& p) -> std::string& { return p.api_key; }, "a string",
-                       "Bearer key the replicas of this pool require (\"\": none); prefer api_key_file or "
-                       "api_key_env, which keep it out of this file"));
-    t.push_back(Str<P>("api_key_file", "", [](P& p) -> std::string& { return p.api_key_file; }, "a file path or \"\"",
-                       "A file in the replicas' key-file format (server.api_key_file, e.g. a mounted Secret): its "
-                       "first key is sent; re-read on SIGHUP"));
-    t.push_back(Str<P>("api_key_env", "", [](P& p) -> std::string& { return p.api_key_env; },
-                       "an environment variable name or \"\"",
-                       "Environment variable holding the replicas' key"));
-    t.push_back(Str<P>("tls_ca_file", "", [](P& p) -> std::string& { return p.tls_ca_file; }, "a file path or \"\"",
-                       "https replicas: PEM CA certificates their certificates must chain to (and name the URL's "
-                       "host); \"\": the system's store"));
-    t.push_back(Enum<P>("routing", "", [](P& p) -> std::string& { return p.routing; },
-                        {"round_robin", "least_load", "cache_aware"},
-                        "How a replica is picked: round_robin; least_load (fewest outstanding tokens per weight); "
-                        "cache_aware (fewest uncached prompt tokens + outstanding tokens, from the replicas' "
-                        "published prefix-cache blocks)"));
-    t.push_back(Num<P>("max_kv_usage", "", [](P& p) -> double& { return p.max_kv_usage; }, 0, true, 1,
-                       "Replicas whose KV use (scraped) is at or above this fraction get no new requests while "
-                       "another replica is below it (1: no limit)"));
-    t.push_back(Int<P>("max_queue", "", [](P& p) -> int64_t& { return p.max_queue; }, 0, 1 << 20,
-                       "Replicas with this many requests waiting (scraped) get no new requests while another has "
-                       "fewer (0: no limit)"));
-    t.push_back(Int<P>("max_requests_per_replica", "", [](P& p) -> int64_t& { return p.max_requests_per_replica; }, 0,
-                       1 << 20,
-                       "When every available replica has this many requests in flight, further requests wait in "
-                       "the gateway, served by weighted fair queueing across tenants (key file weight); 0: never wait"));
-    t.push_back(Int<P>("max_queued_requests", "", [](P& p) -> int64_t& { return p.max_queued_requests; }, 1, 1 << 20,
-                       "Requests that may wait for the pool; more get 503"));
-    t.push_back(Num<P>("queue_timeout_seconds", "", [](P& p) -> double& { return p.queue_timeout_seconds; }, 0, true,
-                       86400, "A request that waited this long for a replica gets 503 queue_timeout"));
-    t.push_back(Num<P>("slow_start_seconds", "", [](P& p) -> double& { return p.slow_start_seconds; }, 0, false, 3600,
-                       "A replica that becomes ready (start-up of the replica, re-admission) gets 10 % of its weight, "
-                       "ramping linearly to all of it over this time, so a cold replica is not flooded; 0: off"));
-    t.push_back(Str<P>("warm_prompts_file", "", [](P& p) -> std::string& { return p.warm_prompts_file; },
-                       "a file path or \"\"",
-                       "Prompts replayed (max_tokens 1) to a replica that joins the pool (start-up, re-admission) "
-                       "before it takes traffic, so its prefix cache is warm: one per line, plain text, "
-                       "{\"prompt\": ...} or {\"messages\": [...]} (kvserve serve's warm_prompts_file format); "
-                       "\"\": none"));
-    t.push_back(Num<P>("warm_timeout_seconds", "", [](P& p) -> double& { return p.warm_timeout_seconds; }, 0, true,
-                       3600,
-                       "The longest a joining replica is held out of routing for its warm-up; then it takes traffic "
-                       "with what was replayed"));
-    t.push_back(Int<P>("warm_concurrency", "", [](P& p) -> int64_t& { return p.warm_concurrency; }, 1, 64,
-                       "Warm prompts replayed to one replica at a time"));
-    t.push_back(Num<P>("routed_prefix_ttl_seconds", "", [](P& p) -> double& { return p.routed_prefix_ttl_seconds; },
-                       0, true, 86400,
-                       "cache_aware: how long a prefix the gateway itself sent to a replica is assumed cached there "
-                       "(the fallback when the replica's index is stale or missing)"));
-    t.push_back(Str<P>("canary_version", "", [](P& p) -> std::string& { return p.canary_version; },
-                       "a replica version or \"\"",
-                       "The version (replicas[].version) that gets canary_weight percent of the traffic; \"\": none"));
-    t.push_back(Num<P>("canary_weight", "", [](P& p) -> double& { return p.canary_weight; }, 0, false, 100,
-                       "Percent of sticky keys sent to canary_version (reloaded on SIGHUP; 0: roll back)"));
-    t.push_back(Str<P>("sticky_header", "", [](P& p) -> std::string& { return p.sticky_header; },
-                       "a header name or \"\"",
-                       "Requests with the same value of this header (e.g. X-Session-Id) get the same version; \"\" "
-                       "or absent: the same tenant gets the same version"));
-    t.push_back(Num<P>("canary_max_error_rate_margin", "",
-                       [](P& p) -> double& { return p.canary_max_error_rate_margin; }, 0, false, 1,
-                       "Automatic rollback (canary_weight 0) when the canary's attempt error rate exceeds the stable "
-                       "version's by more than this over canary_window_seconds; 0: never"));
-    t.push_back(Num<P>("canary_window_seconds", "", [](P& p) -> double& { return p.canary_window_seconds; }, 0, true,
-                       86400, "The window the canary's and the stable version's error rates are compared over"));
-    t.push_back(Int<P>("canary_min_requests", "", [](P& p) -> int64_t& { return p.canary_min_requests; }, 1, 1 << 20,
-                       "Canary attempts in the window before an automatic rollback can happen"));
-    return t;
+const PoolKeyTable& PoolKeys() {
+  static const PoolKeyTable table = [] {
+    std::vector<PoolKeyTable::Key> t;
+    t.push_back(PoolKeyTable::String("name", "", [](P& p) -> std::string& { return p.name; }, "a unique name",
+                                     "Pool name (metrics and audit log label)", NonEmpty));
+    t.push_back(PoolKeyTable::Int("max_context", "", [](P& p) -> int64_t& { return p.max_context; }, 1, int64_t{1} << 24,
+                                  "Most tokens (prompt + max_tokens) a request routed here may need; required"));
+    t.push_back(PoolKeyTable::Int("default_max_tokens", "", [](P& p) -> int64_t& { return p.default_max_tokens; }, 1,
+                                  int64_t{1} << 24, "max_tokens given to (and charged for) chat requests that set none"));
+    t.push_back(PoolKeyTable::Number("connect_timeout_seconds", "", [](P& p) -> double& { return p.connect_timeout_seconds; }, 0,
+                                     true, 600, "TCP connect to a replica"));
+    t.push_back(PoolKeyTable::Number("first_token_timeout_seconds", "",
+                                     [](P& p) -> double& { return p.first_token_timeout_seconds; }, 0, true, 86400,
+                                     "Streams: until the first generated token (long pools need more: prefill is slow)"));
+    t.push_back(PoolKeyTable::Number("total_timeout_seconds", "", [](P& p) -> double& { return p.total_timeout_seconds; }, 0, true,
+                                     86400, "The whole request, retries included"));
+    t.push_back(PoolKeyTable::Int("max_retries", "", [](P& p) -> int64_t& { return p.max_retries; }, 0, 16,
+                                  "Other replicas tried when an attempt fails before any byte reached the client"));
+    t.push_back(PoolKeyTable::String("api_key", "", [](P& p) -> std::string& { return p.api_key; }, "a string",
+                                     "Bearer key the replicas of this pool require (\"\": none); prefer api_key_file or "
+                                     "api_key_env, which keep it out of this file"));
+    t.push_back(PoolKeyTable::String("api_key_file", "", [](P& p) -> std::string& { return p.api_key_file; }, "a file path or \"\"",
+                                     "A file in the replicas' key-file format (server.api_key_file, e.g. a mounted Secret): its "
+                                     "first key is sent; re-read on SIGHUP"));
+    t.push_back(PoolKeyTable::String("api_key_env", "", [](P& p) -> std::string& { return p.api_key_env; },
+                                     "an environment variable name or \"\"",
+                                     "Environment variable holding the replicas' key"));
+    t.push_back(PoolKeyTable::String("tls_ca_file", "", [](P& p) -> std::string& { return p.tls_ca_file; }, "a file path or \"\"",
+                                     "https replicas: PEM CA certificates their certificates must chain to (and name the URL's "
+                                     "host); \"\": the system's store"));
+    t.push_back(PoolKeyTable::Enum("routing", "", [](P& p) -> std::string& { return p.routing; },
+                                   {"round_robin", "least_load", "cache_aware"},
+                                   "How a replica is picked: round_robin; least_load (fewest outstanding tokens per weight); "
+                                   "cache_aware (fewest uncached prompt tokens + outstanding tokens, from the replicas' "
+                                   "published prefix-cache blocks)"));
+    t.push_back(PoolKeyTable::Number("max_kv_usage", "", [](P& p) -> double& { return p.max_kv_usage; }, 0, true, 1,
+                                     "Replicas whose KV use (scraped) is at or above this fraction get no new requests while "
+                                     "another replica is below it (1: no limit)"));
+    t.push_back(PoolKeyTable::Int("max_queue", "", [](P& p) -> int64_t& { return p.max_queue; }, 0, 1 << 20,
+                                  "Replicas with this many requests waiting (scraped) get no new requests while another has "
+                                  "fewer (0: no limit)"));
+    t.push_back(PoolKeyTable::Int("max_requests_per_replica", "", [](P& p) -> int64_t& { return p.max_requests_per_replica; }, 0,
+                                  1 << 20,
+                                  "When every available replica has this many requests in flight, further requests wait in "
+                                  "the gateway, served by weighted fair queueing across tenants (key file weight); 0: never wait"));
+    t.push_back(PoolKeyTable::Int("max_queued_requests", "", [](P& p) -> int64_t& { return p.max_queued_requests; }, 1, 1 << 20,
+                                  "Requests that may wait for the pool; more get 503"));
+    t.push_back(PoolKeyTable::Number("queue_timeout_seconds", "", [](P& p) -> double& { return p.queue_timeout_seconds; }, 0, true,
+                                     86400, "A request that waited this long for a replica gets 503 queue_timeout"));
+    t.push_back(PoolKeyTable::Number("slow_start_seconds", "", [](P& p) -> double& { return p.slow_start_seconds; }, 0, false, 3600,
+                                     "A replica that becomes ready (start-up of the replica, re-admission) gets 10 % of its weight, "
+                                     "ramping linearly to all of it over this time, so a cold replica is not flooded; 0: off"));
+    t.push_back(PoolKeyTable::String("warm_prompts_file", "", [](P& p) -> std::string& { return p.warm_prompts_file; },
+                                     "a file path or \"\"",
+                                     "Prompts replayed (max_tokens 1) to a replica that joins the pool (start-up, re-admission) "
+                                     "before it takes traffic, so its prefix cache is warm: one per line, plain text, "
+                                     "{\"prompt\": ...} or {\"messages\": [...]} (kvserve serve's warm_prompts_file format); "
+                                     "\"\": none"));
+    t.push_back(PoolKeyTable::Number("warm_timeout_seconds", "", [](P& p) -> double& { return p.warm_timeout_seconds; }, 0, true,
+                                     3600,
+                                     "The longest a joining replica is held out of routing for its warm-up; then it takes traffic "
+                                     "with what was replayed"));
+    t.push_back(PoolKeyTable::Int("warm_concurrency", "", [](P& p) -> int64_t& { return p.warm_concurrency; }, 1, 64,
+                                  "Warm prompts replayed to one replica at a time"));
+    t.push_back(PoolKeyTable::Number("routed_prefix_ttl_seconds", "", [](P& p) -> double& { return p.routed_prefix_ttl_seconds; },
+                                     0, true, 86400,
+                                     "cache_aware: how long a prefix the gateway itself sent to a replica is assumed cached there "
+                                     "(the fallback when the replica's index is stale or missing)"));
+    t.push_back(PoolKeyTable::String("canary_version", "", [](P& p) -> std::string& { return p.canary_version; },
+                                     "a replica version or \"\"",
+                                     "The version (replicas[].version) that gets canary_weight percent of the traffic; \"\": none"));
+    t.push_back(PoolKeyTable::Number("canary_weight", "", [](P& p) -> double& { return p.canary_weight; }, 0, false, 100,
+                                     "Percent of sticky keys sent to canary_version (reloaded on SIGHUP; 0: roll back)"));
+    t.push_back(PoolKeyTable::String("sticky_header", "", [](P& p) -> std::string& { return p.sticky_header; },
+                                     "a header name or \"\"",
+                                     "Requests with the same value of this header (e.g. X-Session-Id) get the same version; \"\" "
+                                     "or absent: the same tenant gets the same version"));
+    t.push_back(PoolKeyTable::Number("canary_max_error_rate_margin", "",
+                                     [](P& p) -> double& { return p.canary_max_error_rate_margin; }, 0, false, 1,
+                                     "Automatic rollback (canary_weight 0) when the canary's attempt error rate exceeds the stable "
+                                     "version's by more than this over canary_window_seconds; 0: never"));
+    t.push_back(PoolKeyTable::Number("canary_window_seconds", "", [](P& p) -> double& { return p.canary_window_seconds; }, 0, true,
+                                     86400, "The window the canary's and the stable version's error rates are compared over"));
+    t.push_back(PoolKeyTable::Int("canary_min_requests", "", [](P& p) -> int64_t& { return p.canary_min_requests; }, 1, 1 << 20,
+                                  "Canary attempts in the window before an automatic rollback can happen"));
+    return PoolKeyTable(std::move(t));
   }();
-  return t;
+  return table;
 }
 
-Status ScalarOf(const YAML::Node& n, const std::string& name, Raw* out) {
-  if (!n.IsScalar()) return InvalidArgument("{}: expected a single value, got a {}", name, n.IsMap() ? "mapping" : "list");
-  out->quoted = n.Tag() == "!";
-  out->text = n.Scalar();
-  return Status::Ok();
-}
-
-template <typename T>
-std::string KeyList(const std::vector<Key<T>>& keys, std::string_view prefix) {
-  std::string out;
-  for (const auto& k : keys) {
-    if (k.name.rfind(prefix, 0) == 0) out += (out.empty() ? "" : ", ") + k.name.substr(prefix.size());
+// A replica's value: a single scalar (quoted strings are not numbers).
+Status ScalarOf(const YAML::Node& n, const std::string& name, RawValue* out) {
+  *out = frontend::FromYaml(n);
+  if (!out->is_text()) {
+    return InvalidArgument("{}: expected a single value, got {}", name, frontend::Describe(*out));
   }
-  return out;
+  return Status::Ok();
 }
 
 Status LoadReplica(const YAML::Node& n, const std::string& where, ReplicaConfig* r) {
@@ -381,14 +274,14 @@ Status LoadReplica(const YAML::Node& n, const std::string& where, ReplicaConfig*
   if (!n.IsMap()) return InvalidArgument("{}: expected a mapping (url, weight) or a URL", where);
   for (const auto& kv : n) {
     const std::string k = kv.first.Scalar();
-    Raw v;
+    RawValue v;
     KVS_RETURN_IF_ERROR(ScalarOf(kv.second, where + "." + k, &v));
     if (k == "url") {
       r->url = v.text;
     } else if (k == "weight") {
       double w = 0;
       auto [p, ec] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), w);
-      if (v.quoted || ec != std::errc() || p != v.text.data() + v.text.size() || !(w > 0) || w > 1e6) {
+      if (v.kind != RawValue::kScalar || ec != std::errc() || p != v.text.data() + v.text.size() || !(w > 0) || w > 1e6) {
         return InvalidArgument("{}.weight: expected a number in (0, 1000000], got \"{}\"", where, v.text);
       }
       r->weight = w;
@@ -402,7 +295,7 @@ Status LoadReplica(const YAML::Node& n, const std::string& where, ReplicaConfig*
     } else if (k == "fault_rate") {
       double f = -1;
       auto [p, ec] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), f);
-      if (v.quoted || ec != std::errc() || p != v.text.data() + v.text.size() || !(f >= 0) || f > 1) {
+      if (v.kind != RawValue::kScalar || ec != std::errc() || p != v.text.data() + v.text.size() || !(f >= 0) || f > 1) {
         return InvalidArgument("{}.fault_rate: expected a number in [0, 1], got \"{}\"", where, v.text);
       }
       r->fault_rate = f;
@@ -430,58 +323,35 @@ Status LoadPool(const YAML::Node& n, size_t index, PoolConfig* p) {
       }
       continue;
     }
-    const Key<P>* key = nullptr;
-    for (const auto& cand : PoolKeys()) {
-      if (cand.name == k) key = &cand;
-    }
+    const PoolKeyTable::Key* key = PoolKeys().FindName(k);
     if (!key) {
-      return InvalidArgument("{}: unknown key \"{}\"; keys of a pool are: {}, replicas", where, k,
-                             KeyList(PoolKeys(), ""));
+      return InvalidArgument("{}: unknown key \"{}\"{}; keys of a pool are: {}, replicas", where, k,
+                             PoolKeys().Suggest(k), PoolKeys().Names(""));
     }
-    if (kv.second.IsNull()) continue;
-    Raw v;
-    KVS_RETURN_IF_ERROR(ScalarOf(kv.second, where + "." + k, &v));
+    const RawValue v = frontend::FromYaml(kv.second);
+    if (v.kind == RawValue::kNull) continue;
     KVS_RETURN_IF_ERROR(key->set(*p, v).WithContext(where));
   }
   return Status::Ok();
-}
-
-const Key<G>* FindScalar(std::string_view name) {
-  for (const auto& k : Scalars()) {
-    if (k.name == name || (!k.alias.empty() && k.alias == name)) return &k;
-  }
-  return nullptr;
 }
 
 }  // namespace
 
 const std::vector<GatewayKeyInfo>& GatewayConfigKeys() {
   static const std::vector<GatewayKeyInfo> keys = [] {
-    std::vector<GatewayKeyInfo> out;
-    const GatewayConfig d;
-    for (const auto& k : Scalars()) {
-      out.push_back({k.name, k.alias.empty() ? "" : "--" + k.alias, k.type, k.allowed, k.get(d).dump(), k.help});
-    }
-    const PoolConfig pd;
-    for (const auto& k : PoolKeys()) {
-      out.push_back({"pools[]." + k.name, "", k.type, k.allowed, k.get(pd).dump(), k.help});
-    }
+    std::vector<GatewayKeyInfo> out = Scalars().Infos(GatewayConfig{});
+    for (GatewayKeyInfo& k : PoolKeys().Infos(PoolConfig{}, "pools[].", /*options=*/false)) out.push_back(std::move(k));
     out.push_back({"pools[].replicas", "", "list", "{url, weight, version, fault_rate} mappings or URLs", "[]",
                    "The pool's replicas: url http://HOST:PORT or https://HOST:PORT (verified with tls_ca_file), weight (0, 1000000] (default 1), version (release "
                    "label, default stable), fault_rate [0, 1] (drills: that fraction of attempts fails in the "
-                   "gateway; default 0)"});
+                   "gateway; default 0)", /*option=*/false});
     return out;
   }();
   return keys;
 }
 
 Status LoadGatewayConfigYaml(std::string_view yaml, GatewayConfig* cfg) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument("YAML syntax error at line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
+  KVS_ASSIGN_OR_RETURN(const YAML::Node root, frontend::ParseYaml(yaml));
   if (root.IsNull()) return Status::Ok();
   if (!root.IsMap()) return InvalidArgument("the configuration must be a mapping (gateway, model, logging, pools)");
   std::set<std::string> seen;
@@ -500,37 +370,17 @@ Status LoadGatewayConfigYaml(std::string_view yaml, GatewayConfig* cfg) {
       continue;
     }
     if (section != "gateway" && section != "model" && section != "logging") {
-      return InvalidArgument("unknown section \"{}\"; sections are gateway, model, logging, pools", section);
+      return InvalidArgument("unknown section \"{}\"{}; sections are gateway, model, logging, pools", section,
+                             Scalars().Suggest(section));
     }
-    if (sec.second.IsNull()) continue;
-    if (!sec.second.IsMap()) return InvalidArgument("{}: expected a mapping of keys", section);
-    std::set<std::string> seen_keys;
-    for (const auto& kv : sec.second) {
-      const std::string name = section + "." + kv.first.Scalar();
-      const Key<G>* key = nullptr;
-      for (const auto& cand : Scalars()) {
-        if (cand.name == name) key = &cand;
-      }
-      if (!key) {
-        return InvalidArgument("unknown key \"{}\"; keys of {} are: {}", name, section,
-                               KeyList(Scalars(), section + "."));
-      }
-      if (!seen_keys.insert(name).second) return InvalidArgument("key \"{}\" appears twice", name);
-      if (kv.second.IsNull()) continue;
-      Raw v;
-      KVS_RETURN_IF_ERROR(ScalarOf(kv.second, name, &v));
-      KVS_RETURN_IF_ERROR(key->set(*cfg, v));
-    }
+    KVS_RETURN_IF_ERROR(Scalars().LoadSection(section, sec.second, cfg));
   }
   return Status::Ok();
 }
 
 Status LoadGatewayConfigFile(const std::string& path, GatewayConfig* cfg) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read configuration file \"{}\"", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return LoadGatewayConfigYaml(ss.str(), cfg).WithContext(path);
+  KVS_ASSIGN_OR_RETURN(const std::string text, frontend::ReadConfigFile(path));
+  return LoadGatewayConfigYaml(text, cfg).WithContext(path);
 }
 
 Status ApplyGatewayOverrides(const std::vector<std::string>& args, GatewayConfig* cfg) {
@@ -548,12 +398,8 @@ Status ApplyGatewayOverrides(const std::vector<std::string>& args, GatewayConfig
       if (i + 1 >= args.size()) return InvalidArgument("option --{} needs a value", name);
       value = args[++i];
     }
-    const Key<G>* key = FindScalar(name);
-    if (!key) {
-      return InvalidArgument("unknown option --{}; `kvserve gateway --help` lists them (pools are set in the file)",
-                             name);
-    }
-    KVS_RETURN_IF_ERROR(key->set(*cfg, Raw{false, value}));
+    KVS_RETURN_IF_ERROR(
+        Scalars().SetOption(cfg, name, value, "`kvserve gateway --help` lists them (pools are set in the file)"));
   }
   return Status::Ok();
 }
@@ -628,18 +474,13 @@ Status ResolveGatewaySecrets(GatewayConfig* cfg) {
 }
 
 nlohmann::json GatewayConfigToJson(const GatewayConfig& cfg) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& k : Scalars()) {
-    const size_t dot = k.name.find('.');
-    j[k.name.substr(0, dot)][k.name.substr(dot + 1)] = k.get(cfg);
-  }
+  nlohmann::json j = Scalars().ToJson(cfg);
   if (auto redis = RedisAddress::Parse(cfg.gateway.shared_state); redis.ok()) {
     j["gateway"]["shared_state"] = redis->Redacted();
   }
   j["pools"] = nlohmann::json::array();
   for (const auto& p : cfg.pools) {
-    nlohmann::json pj;
-    for (const auto& k : PoolKeys()) pj[k.name] = k.get(p);
+    nlohmann::json pj = PoolKeys().ToJson(p);
     if (!p.api_key.empty()) pj["api_key"] = "<redacted>";
     pj["replicas"] = nlohmann::json::array();
     for (const auto& r : p.replicas) {
@@ -651,12 +492,8 @@ nlohmann::json GatewayConfigToJson(const GatewayConfig& cfg) {
 }
 
 std::string GatewayConfigHelp() {
-  std::string out = "Configuration keys (override the scalar ones with --section.key VALUE or the alias):\n";
-  for (const auto& k : GatewayConfigKeys()) {
-    out += fmt::format("  {:<40} {}\n", (k.alias.empty() ? k.key : "--" + k.key + ", " + k.alias), k.help);
-    out += fmt::format("  {:<40} {}: {}; default {}\n", "", k.type, k.allowed, k.default_value);
-  }
-  return out;
+  return frontend::KeyHelp("Configuration keys (override the scalar ones with --section.key VALUE or the alias):",
+                           GatewayConfigKeys());
 }
 
 }  // namespace kvs::gateway

@@ -3,12 +3,13 @@
 // command-line overrides of the scalar keys ("--gateway.port 8081",
 // "--port 8081").
 //
-// The same conventions as `kvserve serve` (server/config.h): built-in
-// defaults < YAML file < command line; every key is declared once in a table
-// (config.cc) with its type, range, default and help, which loading,
-// overriding, --help and configs/gateway.yaml all follow; an unknown key, a
-// value of the wrong type or out of range is an InvalidArgument naming the
-// key (with the pool's index and name for pool keys).
+// The same conventions as `kvserve serve` (server/config.h), on the same
+// frontend::KeyTable: built-in defaults < YAML file < command line; every
+// key is declared once in a table (config.cc) with its type, range, default
+// and help, which loading, overriding, --help and configs/gateway.yaml all
+// follow; an unknown key (with a near one suggested), a value of the wrong
+// type or out of range is an InvalidArgument naming the key (with the pool's
+// index and name for pool keys).
 // Thread-safety: plain values; the functions are pure apart from reading files.
 #pragma once
 
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "frontend/key_info.h"
 
 namespace kvs::gateway {
 
@@ -142,14 +144,9 @@ struct GatewayConfig {
   std::vector<PoolConfig> pools;
 };
 
-struct GatewayKeyInfo {
-  std::string key;      // "gateway.port", or "pools[].max_context"
-  std::string alias;    // "--port" or ""
-  std::string type;
-  std::string allowed;
-  std::string default_value;
-  std::string help;
-};
+// One documented key: "gateway.port" (alias "--port"), or "pools[].max_context"
+// (not a command-line option).
+using GatewayKeyInfo = frontend::KeyInfo;
 const std::vector<GatewayKeyInfo>& GatewayConfigKeys();
 
 Status LoadGatewayConfigFile(const std::string& path, GatewayConfig* cfg);

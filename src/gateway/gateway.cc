@@ -134,8 +134,7 @@ Status Gateway::Start() {
   http::ClientOptions co;
   co.io_threads = static_cast<int>(cfg_.gateway.upstream_threads);
   client_ = std::make_unique<http::HttpClient>(co);
-  prep_ = std::make_unique<WorkQueue>(static_cast<int>(cfg_.gateway.prep_threads),
-                                      static_cast<size_t>(cfg_.gateway.prep_queue));
+  prep_ = std::make_unique<frontend::WorkQueue>(static_cast<int>(cfg_.gateway.prep_threads), cfg_.gateway.prep_queue);
   HealthOptions ho;
   ho.interval = Seconds(cfg_.gateway.health_interval_seconds);
   ho.readmit_after_probes = cfg_.gateway.readmit_after_probes;

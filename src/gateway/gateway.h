@@ -42,6 +42,7 @@
 #include <string>
 
 #include "base/file_stamp.h"
+#include "frontend/work_queue.h"
 #include "gateway/client_address.h"
 #include "gateway/config.h"
 #include "gateway/gateway_metrics.h"
@@ -54,7 +55,6 @@
 #include "gateway/router.h"
 #include "gateway/status_board.h"
 #include "gateway/warmup.h"
-#include "gateway/work_queue.h"
 #include "http/http_client.h"
 #include "http/http_server.h"
 
@@ -107,7 +107,7 @@ class Gateway : public ProxyHost {
   RateLimiter& limiter() override { return *parts_.limiter; }
   AuditLog& audit() override { return *parts_.audit; }
   const PromptCounter& counter() const override { return *parts_.counter; }
-  WorkQueue& prep() override { return *prep_; }
+  frontend::WorkQueue& prep() override { return *prep_; }
   http::HttpServer* server() { return server_.get(); }
   // A tenant refused for its request rate (its own or the gateway's) is
   // refused again, before its next bodies are parsed or tokenized, until the
@@ -155,7 +155,7 @@ class Gateway : public ProxyHost {
   std::unique_ptr<http::HttpClient> client_;
   std::unique_ptr<Warmer> warmer_;
   std::unique_ptr<HealthChecker> health_;
-  std::unique_ptr<WorkQueue> prep_;
+  std::unique_ptr<frontend::WorkQueue> prep_;
   std::unique_ptr<http::HttpServer> server_;
   std::unique_ptr<http::HttpServer> admin_;
   TrustedProxies trusted_proxies_;

@@ -1,32 +1,22 @@
 #include "gateway/health.h"
 
-#include <charconv>
 #include <future>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "metrics/prom_parse.h"
+
 namespace kvs::gateway {
 
 ScrapedStats ParseReplicaMetrics(std::string_view text) {
   ScrapedStats s;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string_view::npos) eol = text.size();
-    std::string_view line = text.substr(pos, eol - pos);
-    pos = eol + 1;
-    if (line.empty() || line[0] == '#') continue;
-    const size_t sp = line.rfind(' ');
-    if (sp == std::string_view::npos) continue;
-    const std::string_view name = line.substr(0, sp);
-    const std::string_view value = line.substr(sp + 1);
-    double v = 0;
-    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc()) continue;
-    if (name == "kvserve:num_requests_waiting") s.waiting = v;
-    if (name == "kvserve:num_requests_running") s.running = v;
-    if (name == "kvserve:kv_cache_usage_ratio") s.kv_usage = v;
+  // Only the replica-wide series (no labels); the last one of a name wins.
+  for (const metrics::PromSample& p : metrics::ParsePrometheusText(text).samples) {
+    if (!p.labels.empty()) continue;
+    if (p.name == "kvserve:num_requests_waiting") s.waiting = p.value;
+    if (p.name == "kvserve:num_requests_running") s.running = p.value;
+    if (p.name == "kvserve:kv_cache_usage_ratio") s.kv_usage = p.value;
   }
   return s;
 }

@@ -36,7 +36,8 @@ struct HealthOptions {
   std::function<void(Replica*)> on_warming;
 };
 
-// Parses the few kvserve: gauges routing needs out of Prometheus text.
+// The few kvserve: gauges routing needs, out of a replica's /metrics
+// (metrics::ParsePrometheusText); a gauge absent stays 0.
 struct ScrapedStats {
   double waiting = 0;
   double running = 0;

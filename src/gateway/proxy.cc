@@ -380,7 +380,7 @@ void StartProxy(ProxyHost* gw, std::shared_ptr<http::Exchange> ex, const api::Ap
   gw->RequestStarted();
   gw->metrics().in_flight.Inc();
   auto p = std::make_shared<ProxyRequest>(gw, ex, route, std::move(principal), request_id);
-  if (!gw->prep().TryPost([p] { p->Prepare(); })) {
+  if (!gw->prep().TrySubmit([p] { p->Prepare(); })) {
     gw->metrics().in_flight.Dec();
     gw->RequestEnded();
     ReplyGatewayError(gw, ex, GatewayOverloaded(), request_id, nullptr, &route.route);

@@ -61,7 +61,7 @@ void ProxyRequest::Finish(int status) {
     gw_->metrics().tenant_in_flight.With({principal_.tenant}).Dec();
     ProxyHost* gw = gw_;
     Lease lease = lease_;
-    gw_->prep().Post([gw, lease, actual] { gw->limiter().Release(lease, actual); });
+    gw_->prep().Submit([gw, lease, actual] { gw->limiter().Release(lease, actual); });
   }
   const std::string pool = pool_ ? pool_->name() : "";
   const std::string replica = replica_ ? replica_->name() : "";

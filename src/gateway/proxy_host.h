@@ -17,7 +17,7 @@
 #include "gateway/limits.h"
 #include "gateway/prompt_counter.h"
 #include "gateway/router.h"
-#include "gateway/work_queue.h"
+#include "frontend/work_queue.h"
 #include "http/http_client.h"
 #include "http/http_server.h"
 
@@ -34,7 +34,7 @@ class ProxyHost {
   virtual RateLimiter& limiter() = 0;
   virtual AuditLog& audit() = 0;
   virtual const PromptCounter& counter() const = 0;
-  virtual WorkQueue& prep() = 0;
+  virtual frontend::WorkQueue& prep() = 0;
   // A tenant refused for its request rate is refused again, before its
   // next bodies are parsed, until the refusal's Retry-After has passed.
   virtual void RememberRefusal(const std::string& tenant, const AdmitResult& r) = 0;

@@ -2,13 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "metrics/status_page.h"
-
 namespace kvs::gateway {
 
 using nlohmann::json;
-
-using kvs::metrics::NumberOrNull;
 
 namespace {
 
@@ -61,49 +57,34 @@ metrics::Histogram::Snapshot MergedSnapshot(const metrics::Family<metrics::Histo
   return out;
 }
 
-StatusBoard::StatusBoard(GatewayMetrics* metrics) : metrics_(metrics), last_t_(kvs::metrics::UnixNowSeconds()) {}
+StatusBoard::StatusBoard(GatewayMetrics* metrics)
+    : metrics_(metrics),
+      frame_("kvserve gateway", &metrics->process,
+             {{"Requests/s", "rate"},
+              {"Rate-limited/s", "rate"},
+              {"Upstream TTFT p50", "seconds"},
+              {"Upstream TTFT p95", "seconds"},
+              {"Requests in flight", "int"},
+              {"Healthy replicas", "int"}}) {}
 
 void StatusBoard::Sample() {
-  const double now = kvs::metrics::UnixNowSeconds();
   const GatewayMetrics& m = *metrics_;
   const metrics::Histogram::Snapshot ttft = MergedSnapshot(m.upstream_first_byte);
   const double requests = SumCounter(m.requests);
   const double limited = SumCounter(m.rate_limited);
-  std::lock_guard<std::mutex> lock(mu_);
-  Point p;
-  p.t = now;
-  const double dt = now - last_t_;
-  p.requests_per_second = dt > 0 ? (requests - last_requests_) / dt : 0;
-  p.rate_limited_per_second = dt > 0 ? (limited - last_limited_) / dt : 0;
-  p.ttft_p50 = metrics::HistogramQuantile(0.5, ttft, last_ttft_ ? &*last_ttft_ : nullptr);
-  p.ttft_p95 = metrics::HistogramQuantile(0.95, ttft, last_ttft_ ? &*last_ttft_ : nullptr);
-  p.in_flight = m.in_flight.Value();
-  p.healthy = SumGauge(m.replica_healthy);
-  last_ttft_ = ttft;
-  last_requests_ = requests;
-  last_limited_ = limited;
-  last_t_ = now;
-  points_.push_back(p);
-  while (points_.size() > kSamples) points_.pop_front();
+  const double in_flight = m.in_flight.Value();
+  const double healthy = SumGauge(m.replica_healthy);
+  frame_.Sample([&](metrics::StatusFrame::Interval& in) {
+    return std::vector<double>{in.Rate("requests", requests), in.Rate("rate_limited", limited),
+                               in.Quantile("ttft", 0.5, ttft), in.Quantile("ttft", 0.95, ttft), in_flight, healthy};
+  });
 }
 
 json StatusBoard::ToJson(const std::string& state, const std::vector<std::pair<std::string, std::string>>& facts,
                          const std::vector<Replica*>& replicas) {
   GatewayMetrics& m = *metrics_;
-  json j;
-  j["title"] = "kvserve gateway";
-  j["state"] = state;
-  j["uptime_seconds"] = m.process.uptime_seconds();
-  j["version"] = metrics::BuildVersion();
-  j["revision"] = metrics::BuildRevision();
-  json f = json::array();
-  for (const auto& [label, text] : facts) f.push_back(json::array({label, text}));
-  f.push_back(json::array({"Version", fmt::format("{} ({})", metrics::BuildVersion(), metrics::BuildRevision())}));
-  j["facts"] = f;
-
-  const auto stat = [](const char* label, double value, const char* format, const std::string& metric) {
-    return json{{"label", label}, {"value", value}, {"format", format}, {"metric", metric}};
-  };
+  json j = frame_.Document(state, facts);
+  const auto stat = &metrics::StatusFrame::Stat;
   const auto sum = [](const char* family) { return fmt::format("sum({})", family); };
   // Healthy replicas below all of them is a warning; none is critical (the
   // page flags values above warn/crit, so the stat is the unhealthy count).
@@ -141,25 +122,12 @@ json StatusBoard::ToJson(const std::string& state, const std::vector<std::pair<s
                                 r->outstanding_requests(), r->queue_length(), r->running(),
                                 fmt::format("{:.1f} %", 100 * r->kv_usage()), ejections}));
   }
-  j["breakdown"] = {{"title", "Outstanding tokens by replica"}, {"format", "int"}, {"parts", parts}};
-  j["table"] = {{"title", "Replicas"},
-                {"columns", json::array({"pool", "replica", "state", "weight", "outstanding tokens",
-                                         "outstanding requests", "queue (scraped)", "running (scraped)",
-                                         "KV watermark (scraped)", "ejections"})},
-                {"rows", rows}};
-
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto series = [&](const char* label, const char* format, double Point::*field) {
-    return kvs::metrics::StatusSeries(label, format, points_, field);
-  };
-  j["series"] = json::array({
-      series("Requests/s", "rate", &Point::requests_per_second),
-      series("Rate-limited/s", "rate", &Point::rate_limited_per_second),
-      series("Upstream TTFT p50", "seconds", &Point::ttft_p50),
-      series("Upstream TTFT p95", "seconds", &Point::ttft_p95),
-      series("Requests in flight", "int", &Point::in_flight),
-      series("Healthy replicas", "int", &Point::healthy),
-  });
+  j["breakdown"] = metrics::StatusFrame::Breakdown("Outstanding tokens by replica", "int", std::move(parts));
+  j["table"] = metrics::StatusFrame::Table("Replicas",
+                                           {"pool", "replica", "state", "weight", "outstanding tokens",
+                                            "outstanding requests", "queue (scraped)", "running (scraped)",
+                                            "KV watermark (scraped)", "ejections"},
+                                           std::move(rows));
   return j;
 }
 

@@ -11,14 +11,11 @@
 // it mirrors: one series (`kvserve_gateway:requests_in_flight`), or a sum
 // over a family's children written as PromQL (`sum(kvserve_gateway:
 // requests_total)`), so the page and /metrics can be checked against each
-// other.
-// Thread-safety: thread-safe (one mutex); Sample is called from a timer on
+// other. The header, history and schema are metrics::StatusFrame's.
+// Thread-safety: thread-safe (the frame's mutex); Sample is called from a timer on
 // an I/O thread, ToJson from handlers.
 #pragma once
 
-#include <deque>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +24,7 @@
 
 #include "gateway/gateway_metrics.h"
 #include "gateway/pool.h"
+#include "metrics/status_frame.h"
 
 namespace kvs::gateway {
 
@@ -39,8 +37,7 @@ metrics::Histogram::Snapshot MergedSnapshot(const metrics::Family<metrics::Histo
 
 class StatusBoard {
  public:
-  static constexpr size_t kSamples = 300;  // 10 minutes at one per 2 s
-  static constexpr double kSampleSeconds = 2.0;
+  static constexpr double kSampleSeconds = metrics::StatusFrame::kSampleSeconds;
 
   explicit StatusBoard(GatewayMetrics* metrics);
 
@@ -51,17 +48,8 @@ class StatusBoard {
                         const std::vector<Replica*>& replicas);
 
  private:
-  struct Point {
-    double t = 0;
-    double requests_per_second = 0, rate_limited_per_second = 0;
-    double ttft_p50 = 0, ttft_p95 = 0;  // NaN: no upstream answer in the interval
-    double in_flight = 0, healthy = 0;
-  };
   GatewayMetrics* metrics_;
-  std::mutex mu_;
-  std::deque<Point> points_;  // guarded by mu_; oldest first
-  std::optional<metrics::Histogram::Snapshot> last_ttft_;  // guarded by mu_
-  double last_requests_ = 0, last_limited_ = 0, last_t_ = 0;  // guarded by mu_
+  metrics::StatusFrame frame_;
 };
 
 }  // namespace kvs::gateway

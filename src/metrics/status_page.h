@@ -4,7 +4,8 @@
 // series, a table; the schema is in status_page.html's header comment).
 // `kvserve serve` serves it at GET / with its document at GET /status
 // (src/server/status.h); the gateway can mount the same page with a
-// document of its own in the same schema.
+// document of its own in the same schema (status_frame.h builds what the
+// two documents share).
 #pragma once
 
 #include <chrono>
@@ -28,14 +29,5 @@ inline double UnixNowSeconds() {
 // A JSON number, or null where the value is NaN or infinite (the page draws
 // a gap; JSON has no such numbers).
 inline nlohmann::json NumberOrNull(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-// One time series of a document: {"label", "format", "points": [[t, value
-// or null], ...]} from samples oldest first, each with a time `t`.
-template <class Samples, class Sample>
-nlohmann::json StatusSeries(const char* label, const char* format, const Samples& samples, double Sample::*field) {
-  nlohmann::json points = nlohmann::json::array();
-  for (const Sample& p : samples) points.push_back(nlohmann::json::array({p.t, NumberOrNull(p.*field)}));
-  return {{"label", label}, {"format", format}, {"points", std::move(points)}};
-}
 
 }  // namespace kvs::metrics

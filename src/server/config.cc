@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/line_file.h"
+#include "frontend/config_keys.h"
 #include "template/chat_template.h"
 #include "grammar/reasoning.h"
 
@@ -23,167 +24,9 @@ namespace kvs::server {
 
 namespace {
 
-// A value as it came in, before it is checked against the key's type.
-struct RawValue {
-  enum Kind { kScalar, kQuoted, kList, kMap, kNull } kind = kScalar;
-  std::string text;                // kScalar, kQuoted
-  std::vector<std::string> items;  // kList
-};
+using Keys = frontend::KeyTable<ServeConfig>;
 
-std::string Describe(const RawValue& v) {
-  switch (v.kind) {
-    case RawValue::kScalar: return fmt::format("\"{}\"", v.text);
-    case RawValue::kQuoted: return fmt::format("the quoted string \"{}\"", v.text);
-    case RawValue::kList: return "a list";
-    case RawValue::kMap: return "a mapping";
-    case RawValue::kNull: return "nothing";
-  }
-  return "?";
-}
-
-enum class Kind { kInt, kNumber, kBool, kString, kEnum, kList };
-
-struct KeyDef {
-  std::string key;
-  std::string alias;  // without "--"
-  Kind kind;
-  std::string allowed;  // human-readable range
-  std::string help;
-  std::function<Status(ServeConfig&, const RawValue&)> set;
-  std::function<nlohmann::json(const ServeConfig&)> get;
-};
-
-Status Bad(const KeyDef& d, const RawValue& v, std::string_view expected) {
-  return InvalidArgument("{}: expected {}, got {}", d.key, expected, Describe(v));
-}
-
-std::string IntRange(int64_t lo, int64_t hi) { return fmt::format("[{}, {}]", lo, hi); }
-
-template <typename T>
-using Ref = T& (*)(ServeConfig&);
-
-KeyDef IntKey(std::string key, std::string alias, Ref<int64_t> ref, int64_t lo, int64_t hi, std::string help,
-              std::function<std::string(int64_t)> extra_check = nullptr, std::string allowed = "") {
-  KeyDef d{key, alias, Kind::kInt, allowed.empty() ? IntRange(lo, hi) : allowed, std::move(help), nullptr, nullptr};
-  const std::string expected = "an integer in " + d.allowed;
-  d.set = [d, ref, lo, hi, expected, extra_check](ServeConfig& c, const RawValue& v) -> Status {
-    if (v.kind != RawValue::kScalar) return Bad(d, v, expected);
-    int64_t x = 0;
-    const std::string& t = v.text;
-    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
-    if (t.empty() || ec != std::errc() || p != t.data() + t.size()) return Bad(d, v, expected);
-    if (x < lo || x > hi) return Bad(d, v, expected);
-    if (extra_check) {
-      std::string why = extra_check(x);
-      if (!why.empty()) return InvalidArgument("{}: {}, got {}", d.key, why, x);
-    }
-    ref(c) = x;
-    return Status::Ok();
-  };
-  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
-  return d;
-}
-
-// A number in [lo, hi], or (lo, hi] when lo_open.
-KeyDef NumberKey(std::string key, std::string alias, Ref<double> ref, double lo, bool lo_open, double hi,
-                 std::string help) {
-  KeyDef d{key, alias, Kind::kNumber, fmt::format("{}{}, {}]", lo_open ? "(" : "[", lo, hi), std::move(help),
-           nullptr, nullptr};
-  const std::string expected = "a number in " + d.allowed;
-  d.set = [d, ref, lo, lo_open, hi, expected](ServeConfig& c, const RawValue& v) -> Status {
-    if (v.kind != RawValue::kScalar) return Bad(d, v, expected);
-    double x = 0;
-    const std::string& t = v.text;
-    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
-    if (t.empty() || ec != std::errc() || p != t.data() + t.size() || !std::isfinite(x)) return Bad(d, v, expected);
-    if (x > hi || x < lo || (lo_open && x == lo)) return Bad(d, v, expected);
-    ref(c) = x;
-    return Status::Ok();
-  };
-  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
-  return d;
-}
-
-KeyDef BoolKey(std::string key, std::string alias, Ref<bool> ref, std::string help) {
-  KeyDef d{key, alias, Kind::kBool, "true, false", std::move(help), nullptr, nullptr};
-  d.set = [d, ref](ServeConfig& c, const RawValue& v) -> Status {
-    if (v.kind == RawValue::kScalar) {
-      std::string t = v.text;
-      std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return std::tolower(ch); });
-      if (t == "true" || t == "yes" || t == "on") {
-        ref(c) = true;
-        return Status::Ok();
-      }
-      if (t == "false" || t == "no" || t == "off") {
-        ref(c) = false;
-        return Status::Ok();
-      }
-    }
-    return Bad(d, v, "true or false");
-  };
-  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
-  return d;
-}
-
-// check: "" if the string is acceptable, else what is expected.
-KeyDef StringKey(std::string key, std::string alias, Ref<std::string> ref, std::string allowed, std::string help,
-                 std::function<std::string(const std::string&)> check = nullptr) {
-  KeyDef d{key, alias, Kind::kString, std::move(allowed), std::move(help), nullptr, nullptr};
-  d.set = [d, ref, check](ServeConfig& c, const RawValue& v) -> Status {
-    if (v.kind != RawValue::kScalar && v.kind != RawValue::kQuoted) return Bad(d, v, "a string");
-    if (check) {
-      std::string why = check(v.text);
-      if (!why.empty()) return Bad(d, v, why);
-    }
-    ref(c) = v.text;
-    return Status::Ok();
-  };
-  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
-  return d;
-}
-
-KeyDef EnumKey(std::string key, std::string alias, Ref<std::string> ref, std::vector<std::string> choices,
-               std::string help) {
-  std::string allowed;
-  for (const auto& ch : choices) allowed += (allowed.empty() ? "" : ", ") + ch;
-  KeyDef d{key, alias, Kind::kEnum, allowed, std::move(help), nullptr, nullptr};
-  d.set = [d, ref, choices, allowed](ServeConfig& c, const RawValue& v) -> Status {
-    if (v.kind == RawValue::kScalar || v.kind == RawValue::kQuoted) {
-      std::string t = v.text;
-      std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return std::tolower(ch); });
-      if (std::find(choices.begin(), choices.end(), t) != choices.end()) {
-        ref(c) = t;
-        return Status::Ok();
-      }
-    }
-    return Bad(d, v, "one of: " + allowed);
-  };
-  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
-  return d;
-}
-
-KeyDef ListKey(std::string key, std::string alias, Ref<std::vector<std::string>> ref, std::string help) {
-  KeyDef d{key, alias, Kind::kList, "non-empty strings", std::move(help), nullptr, nullptr};
-  d.set = [d, ref](ServeConfig& c, const RawValue& v) -> Status {
-    std::vector<std::string> items;
-    if (v.kind == RawValue::kList) {
-      items = v.items;
-    } else if (v.kind == RawValue::kScalar || v.kind == RawValue::kQuoted) {
-      // Command line: comma-separated.
-      std::stringstream ss(v.text);
-      for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
-    } else {
-      return Bad(d, v, "a list of strings");
-    }
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (items[i].empty()) return InvalidArgument("{}: item {} is empty; expected non-empty strings", d.key, i);
-    }
-    ref(c) = std::move(items);
-    return Status::Ok();
-  };
-  d.get = [ref](const ServeConfig& c) { return nlohmann::json(ref(const_cast<ServeConfig&>(c))); };
-  return d;
-}
+constexpr std::string_view kHelpHint = "`kvserve serve --help` lists them";
 
 std::string PowerOfTwo(int64_t x) { return (x & (x - 1)) == 0 ? "" : "must be a power of two"; }
 
@@ -208,243 +51,140 @@ std::string ReasoningParserCheck(const std::string& s) {
 
 std::string NonEmpty(const std::string& s) { return s.empty() ? "a non-empty string" : ""; }
 
-const std::vector<KeyDef>& Table() {
-  static const std::vector<KeyDef> table = [] {
-    std::vector<KeyDef> t;
+const Keys& Table() {
+  static const Keys table = [] {
+    std::vector<Keys::Key> t;
     // server
-    t.push_back(StringKey("server.host", "host", [](ServeConfig& c) -> std::string& { return c.server.host; },
-                          "an address or host name", "Address to listen on (0.0.0.0 for all interfaces)", NonEmpty));
-    t.push_back(IntKey("server.port", "port", [](ServeConfig& c) -> int64_t& { return c.server.port; }, 0, 65535,
-                       "TCP port; 0 picks a free one (the log says which)"));
-    t.push_back(ListKey("server.api_keys", "api-keys", [](ServeConfig& c) -> std::vector<std::string>& { return c.server.api_keys; },
-                        "Accepted API keys (Authorization: Bearer KEY); none and no file: no authentication"));
-    t.push_back(StringKey("server.api_key_file", "api-key-file", [](ServeConfig& c) -> std::string& { return c.server.api_key_file; },
-                          "a file path or \"\"", "File with one API key per line ('#' at the start of a line or after a space starts a comment), added to api_keys; re-read when it changes and on SIGHUP"));
-    t.push_back(StringKey("server.api_keys_env", "api-keys-env", [](ServeConfig& c) -> std::string& { return c.server.api_keys_env; },
-                          "an environment variable name or \"\"", "Environment variable holding API keys (separated by commas or white space), added to api_keys (keeps them out of files and `ps`)"));
-    t.push_back(IntKey("server.max_body_bytes", "max-body-bytes", [](ServeConfig& c) -> int64_t& { return c.server.max_body_bytes; },
-                       1024, int64_t{1} << 30, "Largest request body; larger ones get 413"));
-    t.push_back(NumberKey("server.drain_timeout_seconds", "drain-timeout",
-                          [](ServeConfig& c) -> double& { return c.server.drain_timeout_seconds; }, 0, false, 3600,
-                          "On SIGTERM: how long in-flight requests may take to finish before they are cut"));
-    t.push_back(IntKey("server.io_threads", "io-threads", [](ServeConfig& c) -> int64_t& { return c.server.io_threads; }, 1, 64,
-                       "HTTP I/O threads shared by all connections"));
-    t.push_back(NumberKey("server.keep_alive_timeout_seconds", "keep-alive-timeout",
-                          [](ServeConfig& c) -> double& { return c.server.keep_alive_timeout_seconds; }, 0.001, false, 3600,
-                          "How long an idle keep-alive connection stays open"));
-    t.push_back(IntKey("server.prep_threads", "prep-threads", [](ServeConfig& c) -> int64_t& { return c.server.prep_threads; },
-                       1, 64, "Threads that prepare requests (parse JSON, render chat templates, tokenize) off the I/O threads"));
-    t.push_back(IntKey("server.prep_queue", "prep-queue", [](ServeConfig& c) -> int64_t& { return c.server.prep_queue; }, 0,
-                       1 << 20, "Requests that may wait for a prep thread; beyond it requests get 503 with Retry-After"));
-    t.push_back(NumberKey("server.header_timeout_seconds", "header-timeout",
-                          [](ServeConfig& c) -> double& { return c.server.header_timeout_seconds; }, 0.001, false, 3600,
-                          "From a request's first byte to its complete header; a slower client is disconnected"));
-    t.push_back(IntKey("server.max_connections", "max-connections",
-                       [](ServeConfig& c) -> int64_t& { return c.server.max_connections; }, 0, 1 << 20,
-                       "Open connections; a new one beyond gets 503 with Retry-After and is closed; 0: no limit"));
-    t.push_back(IntKey("server.max_connections_per_client", "max-connections-per-client",
-                       [](ServeConfig& c) -> int64_t& { return c.server.max_connections_per_client; }, 0, 1 << 20,
-                       "Open connections from one client address; beyond it 429 with Retry-After; 0: no limit"));
-    t.push_back(StringKey("server.tls_cert_file", "tls-cert-file", [](ServeConfig& c) -> std::string& { return c.server.tls_cert_file; },
-                          "a file path or \"\"",
-                          "HTTPS: PEM certificate chain (leaf first), with tls_key_file; reloaded on SIGHUP; \"\": plain HTTP"));
-    t.push_back(StringKey("server.tls_key_file", "tls-key-file", [](ServeConfig& c) -> std::string& { return c.server.tls_key_file; },
-                          "a file path or \"\"", "The PEM private key of tls_cert_file"));
+    t.push_back(Keys::String("server.host", "host", [](ServeConfig& c) -> std::string& { return c.server.host; },
+                             "an address or host name", "Address to listen on (0.0.0.0 for all interfaces)", NonEmpty));
+    t.push_back(Keys::Int("server.port", "port", [](ServeConfig& c) -> int64_t& { return c.server.port; }, 0, 65535,
+                          "TCP port; 0 picks a free one (the log says which)"));
+    t.push_back(Keys::List("server.api_keys", "api-keys", [](ServeConfig& c) -> std::vector<std::string>& { return c.server.api_keys; },
+                           "Accepted API keys (Authorization: Bearer KEY); none and no file: no authentication"));
+    t.push_back(Keys::String("server.api_key_file", "api-key-file", [](ServeConfig& c) -> std::string& { return c.server.api_key_file; },
+                             "a file path or \"\"", "File with one API key per line ('#' at the start of a line or after a space starts a comment), added to api_keys; re-read when it changes and on SIGHUP"));
+    t.push_back(Keys::String("server.api_keys_env", "api-keys-env", [](ServeConfig& c) -> std::string& { return c.server.api_keys_env; },
+                             "an environment variable name or \"\"", "Environment variable holding API keys (separated by commas or white space), added to api_keys (keeps them out of files and `ps`)"));
+    t.push_back(Keys::Int("server.max_body_bytes", "max-body-bytes", [](ServeConfig& c) -> int64_t& { return c.server.max_body_bytes; },
+                          1024, int64_t{1} << 30, "Largest request body; larger ones get 413"));
+    t.push_back(Keys::Number("server.drain_timeout_seconds", "drain-timeout",
+                             [](ServeConfig& c) -> double& { return c.server.drain_timeout_seconds; }, 0, false, 3600,
+                             "On SIGTERM: how long in-flight requests may take to finish before they are cut"));
+    t.push_back(Keys::Int("server.io_threads", "io-threads", [](ServeConfig& c) -> int64_t& { return c.server.io_threads; }, 1, 64,
+                          "HTTP I/O threads shared by all connections"));
+    t.push_back(Keys::Number("server.keep_alive_timeout_seconds", "keep-alive-timeout",
+                             [](ServeConfig& c) -> double& { return c.server.keep_alive_timeout_seconds; }, 0.001, false, 3600,
+                             "How long an idle keep-alive connection stays open"));
+    t.push_back(Keys::Int("server.prep_threads", "prep-threads", [](ServeConfig& c) -> int64_t& { return c.server.prep_threads; },
+                          1, 64, "Threads that prepare requests (parse JSON, render chat templates, tokenize) off the I/O threads"));
+    t.push_back(Keys::Int("server.prep_queue", "prep-queue", [](ServeConfig& c) -> int64_t& { return c.server.prep_queue; }, 0,
+                          1 << 20, "Requests that may wait for a prep thread; beyond it requests get 503 with Retry-After"));
+    t.push_back(Keys::Number("server.header_timeout_seconds", "header-timeout",
+                             [](ServeConfig& c) -> double& { return c.server.header_timeout_seconds; }, 0.001, false, 3600,
+                             "From a request's first byte to its complete header; a slower client is disconnected"));
+    t.push_back(Keys::Int("server.max_connections", "max-connections",
+                          [](ServeConfig& c) -> int64_t& { return c.server.max_connections; }, 0, 1 << 20,
+                          "Open connections; a new one beyond gets 503 with Retry-After and is closed; 0: no limit"));
+    t.push_back(Keys::Int("server.max_connections_per_client", "max-connections-per-client",
+                          [](ServeConfig& c) -> int64_t& { return c.server.max_connections_per_client; }, 0, 1 << 20,
+                          "Open connections from one client address; beyond it 429 with Retry-After; 0: no limit"));
+    t.push_back(Keys::String("server.tls_cert_file", "tls-cert-file", [](ServeConfig& c) -> std::string& { return c.server.tls_cert_file; },
+                             "a file path or \"\"",
+                             "HTTPS: PEM certificate chain (leaf first), with tls_key_file; reloaded on SIGHUP; \"\": plain HTTP"));
+    t.push_back(Keys::String("server.tls_key_file", "tls-key-file", [](ServeConfig& c) -> std::string& { return c.server.tls_key_file; },
+                             "a file path or \"\"", "The PEM private key of tls_cert_file"));
     // model
-    t.push_back(StringKey("model.path", "model", [](ServeConfig& c) -> std::string& { return c.model.path; },
-                          "a GGUF file path", "The model to serve (required)"));
-    t.push_back(StringKey("model.name", "served-model-name", [](ServeConfig& c) -> std::string& { return c.model.name; },
-                          "a string; \"\": the file name without .gguf", "Model id clients send and /v1/models lists"));
-    t.push_back(EnumKey("model.dtype", "dtype", [](ServeConfig& c) -> std::string& { return c.model.dtype; },
-                        {"auto", "f32", "f16", "bf16"},
-                        "auto: F16 weight matrices converted to BF16 at load on CPUs with AVX512_BF16 (bf16 dot "
-                        "products, twice the f32 rate; as vLLM on CPU), else as stored; bf16: F32 and F16 matrices "
-                        "converted; f32, f16: weights as stored, float matrices multiplied exactly in f32"));
-    t.push_back(IntKey("model.max_context_length", "max-context-length",
-                       [](ServeConfig& c) -> int64_t& { return c.model.max_context_length; }, 16, int64_t{1} << 24,
-                       "Most tokens (prompt + output) of one request; capped at the model's trained context"));
-    t.push_back(StringKey("model.sha256", "sha256", [](ServeConfig& c) -> std::string& { return c.model.sha256; },
-                          "\"\" or 64 hex digits", "Expected SHA-256 of the weights file; start-up fails on a mismatch",
-                          Sha256Check));
-    t.push_back(StringKey("model.chat_template", "chat-template",
-                          [](ServeConfig& c) -> std::string& { return c.model.chat_template; },
-                          "\"\", a built-in name (" + BuiltinTemplateNames() + ") or a .jinja file path",
-                          "Replaces the model's chat template (GGUF tokenizer.chat_template); probed at load like "
-                          "the model's own: a file that cannot be read or a template that does not parse stops "
-                          "the start-up"));
-    t.push_back(StringKey("model.reasoning_parser", "reasoning-parser",
-                          [](ServeConfig& c) -> std::string& { return c.model.reasoning_parser; },
-                          "auto, none or a format name",
-                          "How chat replies are split into reasoning_content and content: auto (the format the chat "
-                          "template writes: think, seed_oss, minimax, mistral, command, gemma4, harmony), none (all "
-                          "content, as vLLM without --reasoning-parser), or a format name",
-                          ReasoningParserCheck));
+    t.push_back(Keys::String("model.path", "model", [](ServeConfig& c) -> std::string& { return c.model.path; },
+                             "a GGUF file path", "The model to serve (required)"));
+    t.push_back(Keys::String("model.name", "served-model-name", [](ServeConfig& c) -> std::string& { return c.model.name; },
+                             "a string; \"\": the file name without .gguf", "Model id clients send and /v1/models lists"));
+    t.push_back(Keys::Enum("model.dtype", "dtype", [](ServeConfig& c) -> std::string& { return c.model.dtype; },
+                           {"auto", "f32", "f16", "bf16"},
+                           "auto: F16 weight matrices converted to BF16 at load on CPUs with AVX512_BF16 (bf16 dot "
+                           "products, twice the f32 rate; as vLLM on CPU), else as stored; bf16: F32 and F16 matrices "
+                           "converted; f32, f16: weights as stored, float matrices multiplied exactly in f32"));
+    t.push_back(Keys::Int("model.max_context_length", "max-context-length",
+                          [](ServeConfig& c) -> int64_t& { return c.model.max_context_length; }, 16, int64_t{1} << 24,
+                          "Most tokens (prompt + output) of one request; capped at the model's trained context"));
+    t.push_back(Keys::String("model.sha256", "sha256", [](ServeConfig& c) -> std::string& { return c.model.sha256; },
+                             "\"\" or 64 hex digits", "Expected SHA-256 of the weights file; start-up fails on a mismatch",
+                             Sha256Check));
+    t.push_back(Keys::String("model.chat_template", "chat-template",
+                             [](ServeConfig& c) -> std::string& { return c.model.chat_template; },
+                             "\"\", a built-in name (" + BuiltinTemplateNames() + ") or a .jinja file path",
+                             "Replaces the model's chat template (GGUF tokenizer.chat_template); probed at load like "
+                             "the model's own: a file that cannot be read or a template that does not parse stops "
+                             "the start-up"));
+    t.push_back(Keys::String("model.reasoning_parser", "reasoning-parser",
+                             [](ServeConfig& c) -> std::string& { return c.model.reasoning_parser; },
+                             "auto, none or a format name",
+                             "How chat replies are split into reasoning_content and content: auto (the format the chat "
+                             "template writes: think, seed_oss, minimax, mistral, command, gemma4, harmony), none (all "
+                             "content, as vLLM without --reasoning-parser), or a format name",
+                             ReasoningParserCheck));
     // kv_cache
-    t.push_back(NumberKey("kv_cache.memory_fraction", "memory-fraction",
-                          [](ServeConfig& c) -> double& { return c.kv_cache.memory_fraction; }, 0, true, 1,
-                          "Part of the memory limit for weights, KV pool and activations; the KV pool gets the rest"));
-    t.push_back(IntKey("kv_cache.memory_limit_bytes", "memory-limit",
-                       [](ServeConfig& c) -> int64_t& { return c.kv_cache.memory_limit_bytes; }, 0, int64_t{1} << 50,
-                       "Memory that memory_fraction applies to, in bytes; 0: the machine's RAM"));
-    t.push_back(IntKey("kv_cache.block_size", "block-size", [](ServeConfig& c) -> int64_t& { return c.kv_cache.block_size; }, 1, 256,
-                       "Tokens per KV block", PowerOfTwo, "a power of two in [1, 256]"));
-    t.push_back(EnumKey("kv_cache.dtype", "kv-dtype", [](ServeConfig& c) -> std::string& { return c.kv_cache.dtype; },
-                        {"f16", "bf16", "f32", "q8_0"}, "Element type of the KV cache"));
-    t.push_back(BoolKey("kv_cache.prefix_caching", "prefix-caching",
-                        [](ServeConfig& c) -> bool& { return c.kv_cache.prefix_caching; },
-                        "Reuse the KV of shared prompt prefixes between requests"));
-    t.push_back(StringKey("kv_cache.warm_prompts_file", "warm-prompts",
-                          [](ServeConfig& c) -> std::string& { return c.kv_cache.warm_prompts_file; },
-                          "\"\" or a file path",
-                          "Prompts prefilled into the prefix cache at start, before /ready (one per line: text, or a "
-                          "JSON object {\"prompt\": ...} or {\"messages\": [...]}); needs prefix_caching"));
+    t.push_back(Keys::Number("kv_cache.memory_fraction", "memory-fraction",
+                             [](ServeConfig& c) -> double& { return c.kv_cache.memory_fraction; }, 0, true, 1,
+                             "Part of the memory limit for weights, KV pool and activations; the KV pool gets the rest"));
+    t.push_back(Keys::Int("kv_cache.memory_limit_bytes", "memory-limit",
+                          [](ServeConfig& c) -> int64_t& { return c.kv_cache.memory_limit_bytes; }, 0, int64_t{1} << 50,
+                          "Memory that memory_fraction applies to, in bytes; 0: the machine's RAM"));
+    t.push_back(Keys::Int("kv_cache.block_size", "block-size", [](ServeConfig& c) -> int64_t& { return c.kv_cache.block_size; }, 1, 256,
+                          "Tokens per KV block", PowerOfTwo, "a power of two in [1, 256]"));
+    t.push_back(Keys::Enum("kv_cache.dtype", "kv-dtype", [](ServeConfig& c) -> std::string& { return c.kv_cache.dtype; },
+                           {"f16", "bf16", "f32", "q8_0"}, "Element type of the KV cache"));
+    t.push_back(Keys::Bool("kv_cache.prefix_caching", "prefix-caching",
+                           [](ServeConfig& c) -> bool& { return c.kv_cache.prefix_caching; },
+                           "Reuse the KV of shared prompt prefixes between requests"));
+    t.push_back(Keys::String("kv_cache.warm_prompts_file", "warm-prompts",
+                             [](ServeConfig& c) -> std::string& { return c.kv_cache.warm_prompts_file; },
+                             "\"\" or a file path",
+                             "Prompts prefilled into the prefix cache at start, before /ready (one per line: text, or a "
+                             "JSON object {\"prompt\": ...} or {\"messages\": [...]}); needs prefix_caching"));
     // runtime
-    t.push_back(StringKey("runtime.device", "device", [](ServeConfig& c) -> std::string& { return c.runtime.device; },
-                          "a device this build runs on: cpu", "Which runner computes the model; another is refused at start-up", NonEmpty));
-    t.push_back(IntKey("runtime.threads", "threads", [](ServeConfig& c) -> int64_t& { return c.runtime.threads; }, 0, 1024,
-                       "Compute threads; 0: one per core"));
-    t.push_back(IntKey("runtime.max_batch_size", "max-batch-size", [](ServeConfig& c) -> int64_t& { return c.runtime.max_batch_size; },
-                       1, 4096, "Sequences running at once"));
-    t.push_back(IntKey("runtime.max_num_batched_tokens", "max-num-batched-tokens",
-                       [](ServeConfig& c) -> int64_t& { return c.runtime.max_num_batched_tokens; }, 1, int64_t{1} << 20,
-                       "Tokens computed per engine step (long prompts are prefilled in chunks of this)"));
-    t.push_back(IntKey("runtime.max_concurrent_requests", "max-concurrent-requests",
-                       [](ServeConfig& c) -> int64_t& { return c.runtime.max_concurrent_requests; }, 1, int64_t{1} << 20,
-                       "Sequences admitted (running + queued); beyond it requests get 429 with Retry-After"));
-    t.push_back(NumberKey("runtime.request_timeout_seconds", "request-timeout",
-                          [](ServeConfig& c) -> double& { return c.runtime.request_timeout_seconds; }, 0, false, 86400,
-                          "A request running longer is cut with 504 (or an error event); 0: no limit"));
-    t.push_back(EnumKey("runtime.scheduling_policy", "scheduling-policy",
-                        [](ServeConfig& c) -> std::string& { return c.runtime.scheduling_policy; }, {"fcfs", "priority"},
-                        "Order of admission: arrival, or the request's priority field (lower first; may preempt)"));
-    t.push_back(NumberKey("runtime.output_reservation", "output-reservation",
-                          [](ServeConfig& c) -> double& { return c.runtime.output_reservation; }, 0, false, 1,
-                          "Admission: share of a request's max_tokens whose KV must also be free (0: prompt only, "
-                          "growth by preemption; 1: the whole predicted peak, never preempted)"));
+    t.push_back(Keys::String("runtime.device", "device", [](ServeConfig& c) -> std::string& { return c.runtime.device; },
+                             "a device this build runs on: cpu", "Which runner computes the model; another is refused at start-up",
+                             NonEmpty));
+    t.push_back(Keys::Int("runtime.threads", "threads", [](ServeConfig& c) -> int64_t& { return c.runtime.threads; }, 0, 1024,
+                          "Compute threads; 0: one per core"));
+    t.push_back(Keys::Int("runtime.max_batch_size", "max-batch-size", [](ServeConfig& c) -> int64_t& { return c.runtime.max_batch_size; },
+                          1, 4096, "Sequences running at once"));
+    t.push_back(Keys::Int("runtime.max_num_batched_tokens", "max-num-batched-tokens",
+                          [](ServeConfig& c) -> int64_t& { return c.runtime.max_num_batched_tokens; }, 1, int64_t{1} << 20,
+                          "Tokens computed per engine step (long prompts are prefilled in chunks of this)"));
+    t.push_back(Keys::Int("runtime.max_concurrent_requests", "max-concurrent-requests",
+                          [](ServeConfig& c) -> int64_t& { return c.runtime.max_concurrent_requests; }, 1, int64_t{1} << 20,
+                          "Sequences admitted (running + queued); beyond it requests get 429 with Retry-After"));
+    t.push_back(Keys::Number("runtime.request_timeout_seconds", "request-timeout",
+                             [](ServeConfig& c) -> double& { return c.runtime.request_timeout_seconds; }, 0, false, 86400,
+                             "A request running longer is cut with 504 (or an error event); 0: no limit"));
+    t.push_back(Keys::Enum("runtime.scheduling_policy", "scheduling-policy",
+                           [](ServeConfig& c) -> std::string& { return c.runtime.scheduling_policy; }, {"fcfs", "priority"},
+                           "Order of admission: arrival, or the request's priority field (lower first; may preempt)"));
+    t.push_back(Keys::Number("runtime.output_reservation", "output-reservation",
+                             [](ServeConfig& c) -> double& { return c.runtime.output_reservation; }, 0, false, 1,
+                             "Admission: share of a request's max_tokens whose KV must also be free (0: prompt only, "
+                             "growth by preemption; 1: the whole predicted peak, never preempted)"));
     // logging
-    t.push_back(EnumKey("logging.level", "log-level", [](ServeConfig& c) -> std::string& { return c.logging.level; },
-                        {"trace", "debug", "info", "warn", "error", "off"}, "Log level (stderr)"));
-    t.push_back(StringKey("logging.access_log", "access-log", [](ServeConfig& c) -> std::string& { return c.logging.access_log; },
-                          "stdout, stderr, off, or a file path", "Where the JSON access log goes (one line per request)",
-                          NonEmpty));
-    return t;
+    t.push_back(Keys::Enum("logging.level", "log-level", [](ServeConfig& c) -> std::string& { return c.logging.level; },
+                           {"trace", "debug", "info", "warn", "error", "off"}, "Log level (stderr)"));
+    t.push_back(Keys::String("logging.access_log", "access-log", [](ServeConfig& c) -> std::string& { return c.logging.access_log; },
+                             "stdout, stderr, off, or a file path", "Where the JSON access log goes (one line per request)",
+                             NonEmpty));
+    return Keys(std::move(t));
   }();
   return table;
-}
-
-const KeyDef* FindKey(std::string_view name) {
-  for (const auto& d : Table()) {
-    if (d.key == name || (!d.alias.empty() && d.alias == name)) return &d;
-  }
-  return nullptr;
-}
-
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// " (did you mean server.port?)" or "".
-std::string Suggest(std::string_view name) {
-  const KeyDef* best = nullptr;
-  size_t best_d = 4;
-  for (const auto& d : Table()) {
-    for (const std::string& cand : {d.key, d.alias}) {
-      if (cand.empty()) continue;
-      size_t dist = EditDistance(name, cand);
-      // Also compare with the part after the section ("port" vs "server.port").
-      const size_t dot = cand.find('.');
-      if (dot != std::string::npos) dist = std::min(dist, EditDistance(name, std::string_view(cand).substr(dot + 1)));
-      if (dist < best_d) {
-        best_d = dist;
-        best = &d;
-      }
-    }
-  }
-  return best ? fmt::format(" (did you mean {}?)", best->key) : "";
-}
-
-std::string SectionKeys(std::string_view section) {
-  std::string out;
-  for (const auto& d : Table()) {
-    if (d.key.compare(0, section.size() + 1, std::string(section) + ".") == 0) {
-      out += (out.empty() ? "" : ", ") + d.key.substr(section.size() + 1);
-    }
-  }
-  return out;
-}
-
-RawValue FromYaml(const YAML::Node& n) {
-  RawValue v;
-  switch (n.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      v.kind = RawValue::kNull;
-      break;
-    case YAML::NodeType::Scalar:
-      v.kind = n.Tag() == "!" ? RawValue::kQuoted : RawValue::kScalar;
-      v.text = n.Scalar();
-      break;
-    case YAML::NodeType::Sequence:
-      v.kind = RawValue::kList;
-      for (const auto& item : n) {
-        if (!item.IsScalar()) {
-          v.kind = RawValue::kMap;  // a list of non-strings: reported as the wrong type
-          return v;
-        }
-        v.items.push_back(item.Scalar());
-      }
-      break;
-    case YAML::NodeType::Map:
-      v.kind = RawValue::kMap;
-      break;
-  }
-  return v;
 }
 
 }  // namespace
 
 const std::vector<ConfigKeyInfo>& ConfigKeys() {
-  static const std::vector<ConfigKeyInfo> keys = [] {
-    std::vector<ConfigKeyInfo> out;
-    const ServeConfig defaults;
-    for (const auto& d : Table()) {
-      ConfigKeyInfo k;
-      k.key = d.key;
-      k.alias = d.alias.empty() ? "" : "--" + d.alias;
-      switch (d.kind) {
-        case Kind::kInt: k.type = "integer"; break;
-        case Kind::kNumber: k.type = "number"; break;
-        case Kind::kBool: k.type = "boolean"; break;
-        case Kind::kString: k.type = "string"; break;
-        case Kind::kEnum: k.type = "one of"; break;
-        case Kind::kList: k.type = "list of strings"; break;
-      }
-      k.allowed = d.allowed;
-      k.default_value = d.get(defaults).dump();
-      k.help = d.help;
-      out.push_back(std::move(k));
-    }
-    return out;
-  }();
+  static const std::vector<ConfigKeyInfo> keys = Table().Infos(ServeConfig{});
   return keys;
 }
 
 Status LoadConfigYaml(std::string_view yaml, ServeConfig* cfg) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument("YAML syntax error at line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
+  KVS_ASSIGN_OR_RETURN(const YAML::Node root, frontend::ParseYaml(yaml));
   if (root.IsNull()) return Status::Ok();  // an empty file: all defaults
   if (!root.IsMap()) return InvalidArgument("the configuration must be a mapping of sections (server, model, ...)");
   static const std::vector<std::string> kSections = {"server", "model", "kv_cache", "runtime", "logging"};
@@ -453,60 +193,35 @@ Status LoadConfigYaml(std::string_view yaml, ServeConfig* cfg) {
     const std::string section = sec.first.Scalar();
     if (std::find(kSections.begin(), kSections.end(), section) == kSections.end()) {
       return InvalidArgument("unknown section \"{}\"{}; sections are server, model, kv_cache, runtime, logging",
-                             section, Suggest(section));
+                             section, Table().Suggest(section));
     }
     if (!seen_sections.insert(section).second) return InvalidArgument("section \"{}\" appears twice", section);
-    if (sec.second.IsNull()) continue;
-    if (!sec.second.IsMap()) return InvalidArgument("{}: expected a mapping of keys ({})", section, SectionKeys(section));
-    std::set<std::string> seen_keys;
-    for (const auto& kv : sec.second) {
-      const std::string key = section + "." + kv.first.Scalar();
-      const KeyDef* d = nullptr;
-      for (const auto& cand : Table()) {
-        if (cand.key == key) d = &cand;
-      }
-      if (!d) {
-        return InvalidArgument("unknown key \"{}\"{}; keys of {} are: {}", key, Suggest(key), section,
-                               SectionKeys(section));
-      }
-      if (!seen_keys.insert(key).second) return InvalidArgument("key \"{}\" appears twice", key);
-      RawValue v = FromYaml(kv.second);
-      if (v.kind == RawValue::kNull) continue;  // keep the default
-      KVS_RETURN_IF_ERROR(d->set(*cfg, v));
-    }
+    KVS_RETURN_IF_ERROR(Table().LoadSection(section, sec.second, cfg));
   }
   return Status::Ok();
 }
 
 Status LoadConfigFile(const std::string& path, ServeConfig* cfg) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read configuration file \"{}\"", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return LoadConfigYaml(ss.str(), cfg).WithContext(path);
+  KVS_ASSIGN_OR_RETURN(const std::string text, frontend::ReadConfigFile(path));
+  return LoadConfigYaml(text, cfg).WithContext(path);
 }
 
 Status SetConfigValue(std::string_view key, std::string_view value, ServeConfig* cfg) {
-  const KeyDef* d = FindKey(key);
-  if (!d) return InvalidArgument("unknown option --{}{}; `kvserve serve --help` lists them", key, Suggest(key));
-  RawValue v;
-  v.kind = RawValue::kScalar;
-  v.text = std::string(value);
-  return d->set(*cfg, v);
+  return Table().SetOption(cfg, key, value, kHelpHint);
 }
 
 void AddConfigOptions(CLI::App* app, ConfigOverrides* out) {
   const ServeConfig defaults;
-  for (const KeyDef& d : Table()) {
-    std::string names = "--" + d.key;
+  for (const Keys::Key& d : Table().keys()) {
+    std::string names = "--" + d.name;
     if (!d.alias.empty()) names += ",--" + d.alias;
-    if (d.key == "model.path") names += ",-m";
+    if (d.name == "model.path") names += ",-m";
     CLI::Option* o = app->add_option(names);
     o->description(fmt::format("{} ({}; default {})", d.help, d.allowed, d.get(defaults).dump()));
     o->type_name("VALUE");
     // Every occurrence, in order: a later one wins when applied.
     o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    o->each([out, key = d.key](const std::string& v) { out->emplace_back(key, v); });
+    o->each([out, key = d.name](const std::string& v) { out->emplace_back(key, v); });
   }
 }
 
@@ -515,7 +230,7 @@ Status CheckExtraArguments(const std::vector<std::string>& extras) {
   const std::string& a = extras.front();
   if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
     const std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
-    return InvalidArgument("unknown option --{}{}; `kvserve serve --help` lists them", name, Suggest(name));
+    return Table().UnknownOption(name, kHelpHint);
   }
   return InvalidArgument("unexpected argument \"{}\"; overrides look like --server.port 8001", a);
 }
@@ -614,24 +329,14 @@ StatusOr<std::vector<std::string>> LoadApiKeys(const ServeConfig& cfg) {
 }
 
 nlohmann::json ConfigToJson(const ServeConfig& cfg) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& d : Table()) {
-    const size_t dot = d.key.find('.');
-    nlohmann::json v = d.get(cfg);
-    if (d.key == "server.api_keys") v = fmt::format("<{} keys>", cfg.server.api_keys.size());
-    j[d.key.substr(0, dot)][d.key.substr(dot + 1)] = v;
-  }
+  nlohmann::json j = Table().ToJson(cfg);
+  j["server"]["api_keys"] = fmt::format("<{} keys>", cfg.server.api_keys.size());
   return j;
 }
 
 std::string ConfigHelp() {
-  std::string out =
-      "Configuration keys (YAML sections; override any with --section.key VALUE or its alias):\n";
-  for (const auto& k : ConfigKeys()) {
-    out += fmt::format("  --{:<36} {}\n", k.key + (k.alias.empty() ? "" : ", " + k.alias), k.help);
-    out += fmt::format("  {:<38} {}: {}; default {}\n", "", k.type, k.allowed, k.default_value);
-  }
-  return out;
+  return frontend::KeyHelp("Configuration keys (YAML sections; override any with --section.key VALUE or its alias):",
+                           ConfigKeys());
 }
 
 }  // namespace kvs::server

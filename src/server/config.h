@@ -5,8 +5,8 @@
 // (AddConfigOptions).
 //
 // Precedence: built-in defaults < YAML file < command line. Every key is
-// declared once in a table (config.cc) with its type, allowed range, default
-// and help; loading, overriding, --help and configs/default.yaml all follow
+// declared once in a table (config.cc, a frontend::KeyTable) with its type,
+// allowed range, default and help; loading, overriding, --help and configs/default.yaml all follow
 // that table. An unknown key, a value of the wrong type (a quoted "8000" for
 // an integer, a list for a string, ...) or a value out of range is an
 // InvalidArgument naming the key and what it accepts; the server refuses to
@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "frontend/key_info.h"
 
 namespace CLI {
 class App;
@@ -96,14 +97,7 @@ struct ServeConfig {
 
 // One documented key: "server.port", its alias ("--port"), type, allowed
 // values and default, as shown by --help and in configs/default.yaml.
-struct ConfigKeyInfo {
-  std::string key;
-  std::string alias;          // "" if none, else "--port"
-  std::string type;           // "integer", "number", "boolean", "string", "list of strings", "one of"
-  std::string allowed;        // "[0, 65535]", "(0, 1]", "f16, bf16, f32, q8_0", ...
-  std::string default_value;  // as YAML
-  std::string help;
-};
+using ConfigKeyInfo = frontend::KeyInfo;
 const std::vector<ConfigKeyInfo>& ConfigKeys();
 
 // Reads a YAML file / text over *cfg. Keys absent keep their value; a key

@@ -2,7 +2,7 @@
 // requests, checks API keys and readiness and serves /health, /ready,
 // /metrics and /v1/models; everything CPU-heavy (parsing and validating
 // OpenAI requests, chat templates, tokenizing, length checks, /tokenize and
-// /detokenize) runs on the bounded prep pool (PrepPool). Back on the
+// /detokenize) runs on the bounded prep pool (frontend::WorkQueue). Back on the
 // connection's strand it admits generations against
 // runtime.max_concurrent_requests and runs them as GenerationJobs. Every response is counted in
 // kvserve:http_requests_total and written to the access log.
@@ -27,12 +27,12 @@
 
 #include "api/error.h"
 #include "api/openai_request.h"
+#include "frontend/work_queue.h"
 #include "http/http_server.h"
 #include "server/access_log.h"
 #include "server/backend.h"
 #include "server/config.h"
 #include "server/generation.h"
-#include "server/prep_pool.h"
 #include "server/server_metrics.h"
 #include "server/status.h"
 
@@ -134,7 +134,7 @@ class Service {
                                                  std::shared_ptr<const grammar::CompiledGrammar>* out);
 
   const ServeConfig config_;
-  PrepPool prep_;  // its tasks use the members below: ~Service stops it first
+  frontend::WorkQueue prep_;  // its tasks use the members below: ~Service stops it first
   // SHA-256 of each accepted key; replaced whole by SetApiKeys (a reload).
   std::shared_ptr<const std::vector<std::string>> key_digests_;
   ServerMetrics* metrics_;

@@ -1,17 +1,23 @@
 #include "server/status.h"
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <cmath>
 
-#include "metrics/process_metrics.h"
-#include "metrics/status_page.h"
+#include <fmt/format.h>
 
 namespace kvs::server {
 
 using nlohmann::json;
 
-using kvs::metrics::NumberOrNull;
-
-StatusBoard::StatusBoard(ServerMetrics* metrics) : metrics_(metrics), last_t_(kvs::metrics::UnixNowSeconds()) {}
+StatusBoard::StatusBoard(ServerMetrics* metrics)
+    : metrics_(metrics),
+      frame_("kvserve serve", &metrics->process,
+             {{"TTFT p50", "seconds"},
+              {"TTFT p95", "seconds"},
+              {"Generated tokens/s", "rate"},
+              {"KV watermark", "percent"},
+              {"Queue (waiting)", "int"},
+              {"Compute utilisation", "percent"}}) {}
 
 void StatusBoard::Record(RecentRequest r) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -20,48 +26,27 @@ void StatusBoard::Record(RecentRequest r) {
 }
 
 void StatusBoard::Sample() {
-  const double now = kvs::metrics::UnixNowSeconds();
   const metrics::Histogram::Snapshot ttft = metrics_->ttft.Read();
   const double tokens = metrics_->generation_tokens.Value();
   const double forward = metrics_->forward_seconds.Value();
-  std::lock_guard<std::mutex> lock(mu_);
-  Point p;
-  p.t = now;
-  const double dt = last_t_ > 0 ? now - last_t_ : 0;
-  p.ttft_p50 = metrics::HistogramQuantile(0.5, ttft, last_ttft_ ? &*last_ttft_ : nullptr);
-  p.ttft_p95 = metrics::HistogramQuantile(0.95, ttft, last_ttft_ ? &*last_ttft_ : nullptr);
-  p.tokens_per_second = dt > 0 ? (tokens - last_tokens_) / dt : 0;
-  p.utilization = dt > 0 ? std::min(1.0, (forward - last_forward_) / dt) : 0;
-  p.kv_usage = metrics_->kv_usage_ratio.Value();
-  p.waiting = metrics_->requests_waiting.Value();
-  p.running = metrics_->requests_running.Value();
-  last_ttft_ = ttft;
-  last_tokens_ = tokens;
-  last_forward_ = forward;
-  last_t_ = now;
-  points_.push_back(p);
-  while (points_.size() > kSamples) points_.pop_front();
+  const double kv = metrics_->kv_usage_ratio.Value();
+  const double waiting = metrics_->requests_waiting.Value();
+  frame_.Sample([&](metrics::StatusFrame::Interval& in) {
+    return std::vector<double>{in.Quantile("ttft", 0.5, ttft), in.Quantile("ttft", 0.95, ttft),
+                               in.Rate("tokens", tokens), kv, waiting, std::min(1.0, in.Rate("forward", forward))};
+  });
 }
 
 json StatusBoard::ToJson(const StatusIdentity& id) {
   ServerMetrics& m = *metrics_;
-  json j;
-  j["title"] = "kvserve serve";
-  j["state"] = id.state;
-  j["uptime_seconds"] = m.process.uptime_seconds();
-  j["version"] = metrics::BuildVersion();
-  j["revision"] = metrics::BuildRevision();
-  j["facts"] = json::array({
-      json::array({"Model", id.model_id.empty() ? "(loading)" : id.model_id}),
-      json::array({"SHA-256", id.sha256.empty() ? "-" : id.sha256}),
-      json::array({"File", id.model_path}),
-      json::array({"Context", fmt::format("{} tokens", id.max_context_length)}),
-      json::array({"KV block", fmt::format("{} tokens", m.kv_block_size.Value())}),
-      json::array({"Version", fmt::format("{} ({})", metrics::BuildVersion(), metrics::BuildRevision())}),
-  });
-  const auto stat = [](const char* label, double value, const char* format, const std::string& metric) {
-    return json{{"label", label}, {"value", value}, {"format", format}, {"metric", metric}};
-  };
+  json j = frame_.Document(id.state, {
+                                          {"Model", id.model_id.empty() ? "(loading)" : id.model_id},
+                                          {"SHA-256", id.sha256.empty() ? "-" : id.sha256},
+                                          {"File", id.model_path},
+                                          {"Context", fmt::format("{} tokens", id.max_context_length)},
+                                          {"KV block", fmt::format("{} tokens", m.kv_block_size.Value())},
+                                      });
+  const auto stat = &metrics::StatusFrame::Stat;
   json kv = stat("KV watermark", m.kv_usage_ratio.Value(), "percent", "kvserve:kv_cache_usage_ratio");
   kv["warn"] = 0.85;
   kv["crit"] = 0.90;
@@ -86,29 +71,18 @@ json StatusBoard::ToJson(const StatusIdentity& id) {
                      {"value", m.memory_bytes.With({account}).Value()},
                      {"metric", fmt::format("kvserve:memory_bytes{{account=\"{}\"}}", account)}});
   }
-  j["breakdown"] = {{"title", "Memory plan"}, {"format", "bytes"}, {"parts", parts}};
+  j["breakdown"] = metrics::StatusFrame::Breakdown("Memory plan", "bytes", std::move(parts));
   std::lock_guard<std::mutex> lock(mu_);
-  const auto series = [&](const char* label, const char* format, double Point::*field) {
-    return kvs::metrics::StatusSeries(label, format, points_, field);
-  };
-  j["series"] = json::array({
-      series("TTFT p50", "seconds", &Point::ttft_p50),
-      series("TTFT p95", "seconds", &Point::ttft_p95),
-      series("Generated tokens/s", "rate", &Point::tokens_per_second),
-      series("KV watermark", "percent", &Point::kv_usage),
-      series("Queue (waiting)", "int", &Point::waiting),
-      series("Compute utilisation", "percent", &Point::utilization),
-  });
   json rows = json::array();
   for (const RecentRequest& r : recent_) {
     rows.push_back(json::array({fmt::format("{:.3f}", r.time), r.id, r.path, r.status, r.prompt_tokens, r.cached_tokens,
                                 r.completion_tokens, r.ttft_ms ? json(std::round(*r.ttft_ms * 10) / 10) : json(nullptr),
                                 std::round(r.duration_ms * 10) / 10, r.finish_reason}));
   }
-  j["table"] = {{"title", "Recent requests"},
-                {"columns", json::array({"ended (unix s)", "id", "path", "status", "prompt", "cached", "completion",
-                                         "TTFT ms", "duration ms", "finish"})},
-                {"rows", rows}};
+  j["table"] = metrics::StatusFrame::Table("Recent requests",
+                                           {"ended (unix s)", "id", "path", "status", "prompt", "cached",
+                                            "completion", "TTFT ms", "duration ms", "finish"},
+                                           std::move(rows));
   return j;
 }
 

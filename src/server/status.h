@@ -7,7 +7,7 @@
 //
 // Every live figure is read from ServerMetrics after the same Refresh that
 // /metrics renders, so the page and /metrics agree (each stat names its
-// series).
+// series). The header, history and schema are metrics::StatusFrame's.
 // Thread-safety: thread-safe (one mutex); Sample is called by a sampler
 // thread (RunServe), Record by request completions, ToJson by handlers.
 #pragma once
@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "metrics/status_frame.h"
 #include "server/server_metrics.h"
 
 namespace kvs::server {
@@ -46,8 +47,7 @@ struct StatusIdentity {
 class StatusBoard {
  public:
   static constexpr size_t kRecent = 20;
-  static constexpr size_t kSamples = 300;  // 10 minutes at one per 2 s
-  static constexpr double kSampleSeconds = 2.0;
+  static constexpr double kSampleSeconds = metrics::StatusFrame::kSampleSeconds;
 
   explicit StatusBoard(ServerMetrics* metrics);
 
@@ -57,18 +57,10 @@ class StatusBoard {
   nlohmann::json ToJson(const StatusIdentity& id);
 
  private:
-  struct Point {
-    double t = 0;
-    double ttft_p50 = 0, ttft_p95 = 0;  // NaN: no first token in the interval
-    double tokens_per_second = 0;
-    double kv_usage = 0, waiting = 0, running = 0, utilization = 0;
-  };
   ServerMetrics* metrics_;
+  metrics::StatusFrame frame_;
   std::mutex mu_;
   std::deque<RecentRequest> recent_;  // guarded by mu_; newest first
-  std::deque<Point> points_;          // guarded by mu_; oldest first
-  std::optional<metrics::Histogram::Snapshot> last_ttft_;  // guarded by mu_
-  double last_tokens_ = 0, last_forward_ = 0, last_t_ = 0;  // guarded by mu_
 };
 
 }  // namespace kvs::server

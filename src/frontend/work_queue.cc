@@ -1,21 +1,22 @@
-#include "server/prep_pool.h"
+#include "frontend/work_queue.h"
 
 #include <algorithm>
 
-namespace kvs::server {
+namespace kvs::frontend {
 
-PrepPool::PrepPool(int threads, int max_queued) : max_queued_(std::max(0, max_queued)) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Work(); });
+WorkQueue::WorkQueue(int threads, int64_t max_queued)
+    : max_queued_(std::max<int64_t>(0, max_queued)), threads_count_(std::max(1, threads)) {
+  for (int i = 0; i < threads_count_; ++i) threads_.emplace_back([this] { Work(); });
 }
 
-PrepPool::~PrepPool() { Stop(); }
+WorkQueue::~WorkQueue() { Stop(); }
 
-bool PrepPool::TrySubmit(std::function<void()> task) {
+bool WorkQueue::TrySubmit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
     // Tasks an idle thread is about to take do not wait: only the rest count.
-    const int64_t idle = static_cast<int64_t>(threads_.size()) - busy_;
+    const int64_t idle = threads_count_ - busy_;
     if (static_cast<int64_t>(tasks_.size()) >= max_queued_ + idle) return false;
     tasks_.push_back(std::move(task));
   }
@@ -23,29 +24,39 @@ bool PrepPool::TrySubmit(std::function<void()> task) {
   return true;
 }
 
-void PrepPool::Stop() {
+void WorkQueue::Submit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && threads_.empty()) return;
+    if (stopping_) return;
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void WorkQueue::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
+  std::lock_guard<std::mutex> lock(join_mu_);
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
+  threads_.clear();
 }
 
-int64_t PrepPool::queued() const {
+int64_t WorkQueue::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(tasks_.size());
 }
 
-int64_t PrepPool::busy() const {
+int64_t WorkQueue::busy() const {
   std::lock_guard<std::mutex> lock(mu_);
   return busy_;
 }
 
-void PrepPool::Work() {
+void WorkQueue::Work() {
   for (;;) {
     std::function<void()> task;
     {
@@ -62,4 +73,4 @@ void PrepPool::Work() {
   }
 }
 
-}  // namespace kvs::server
+}  // namespace kvs::frontend
