@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "backend/runner_factory.h"
+#include "backend/runner_options.h"
 #include "base/thread_pool.h"
 #include "engine/model_runner.h"
 #include "kvcache/kv_cache.h"

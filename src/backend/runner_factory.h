@@ -34,23 +34,12 @@
 #include <string>
 #include <vector>
 
-#include "base/dtype.h"
 #include "base/status.h"
 #include "engine/model_runner.h"
+#include "backend/runner_options.h"
 #include "model/llama.h"
 
 namespace kvs::backend {
-
-// The geometry of a runner's KV storage and activation buffers, whatever
-// the device.
-struct RunnerOptions {
-  int threads = 0;                  // host compute threads; 0: all cores
-  int32_t block_size = 16;
-  int32_t num_blocks = 0;
-  int32_t num_window_blocks = 0;    // > 0: sliding layers get their own KV group of this many blocks
-  DType kv_dtype = DType::kF16;
-  int64_t max_batch_tokens = 2048;  // activation buffers are sized for this
-};
 
 using RunnerFactory = std::function<StatusOr<std::unique_ptr<engine::ModelRunner>>(
     std::unique_ptr<model::LlamaModel> model, const RunnerOptions& options)>;

@@ -1,0 +1,24 @@
+// RunnerOptions: the geometry every device runner is built with (KV storage
+// and activation buffers), apart from the factory table (runner_factory.h)
+// so a runner's own header needs only this.
+// Thread-safety: a value type.
+#pragma once
+
+#include <cstdint>
+
+#include "base/dtype.h"
+
+namespace kvs::backend {
+
+// The geometry of a runner's KV storage and activation buffers, whatever
+// the device.
+struct RunnerOptions {
+  int threads = 0;                  // host compute threads; 0: all cores
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;
+  int32_t num_window_blocks = 0;    // > 0: sliding layers get their own KV group of this many blocks
+  DType kv_dtype = DType::kF16;
+  int64_t max_batch_tokens = 2048;  // activation buffers are sized for this
+};
+
+}  // namespace kvs::backend
