@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/file_stamp.h"
 #include "base/dtype.h"
 #include "base/fp16.h"
 #include "base/json_depth.h"
@@ -204,6 +205,29 @@ TEST(SignalBlockTest, HoldsSignalsPendingUntilReleased) {
     EXPECT_TRUE(Blocked(SIGUSR2));
   }
   EXPECT_FALSE(Blocked(SIGUSR2));
+}
+
+}  // namespace
+}  // namespace kvs
+
+namespace kvs {
+namespace {
+
+TEST(FileWatchTest, ReportsAChangeOnceItHeldStillForAPoll) {
+  const FileStamp a{1, 10}, b{2, 0}, c{3, 20};
+  FileWatch w(a);
+  EXPECT_FALSE(w.Poll(a));             // unchanged
+  EXPECT_FALSE(w.Poll(b));             // changed: maybe still being written
+  EXPECT_FALSE(w.Poll(c));             // changed again since the last poll
+  EXPECT_TRUE(w.Poll(c));              // held still: load it
+  EXPECT_FALSE(w.Poll(c));             // once per change
+  EXPECT_FALSE(w.Poll(std::nullopt));  // gone: what was loaded stays
+  EXPECT_FALSE(w.Poll(c));
+  EXPECT_FALSE(w.Poll(a));
+  EXPECT_TRUE(w.Poll(a));              // back to an earlier content is a change too
+  FileWatch none(std::nullopt);        // not there at start
+  EXPECT_FALSE(none.Poll(a));
+  EXPECT_TRUE(none.Poll(a));
 }
 
 }  // namespace

@@ -12,3 +12,21 @@ std::optional<FileStamp> StampOf(const std::string& path) {
 }
 
 }  // namespace kvs
+
+namespace kvs {
+
+bool FileWatch::Poll(const std::optional<FileStamp>& now) {
+  if (!now || now == loaded_) {
+    pending_.reset();
+    return false;
+  }
+  if (now != pending_) {  // changed since the previous poll: it may still be being written
+    pending_ = now;
+    return false;
+  }
+  loaded_ = now;
+  pending_.reset();
+  return true;
+}
+
+}  // namespace kvs

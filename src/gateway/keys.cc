@@ -282,7 +282,7 @@ Status Authenticator::Reload() {
   auto store = std::make_shared<const KeyStore>(std::move(f));
   std::lock_guard<std::mutex> lock(mu_);
   store_ = std::move(store);
-  if (stamp) stamp_ = stamp;
+  if (stamp) watch_ = FileWatch(stamp);
   ++reloads_;
   return Status::Ok();
 }
@@ -293,10 +293,10 @@ Status Authenticator::ReloadIfChanged() {
   if (!now) return NotFound("the key file \"{}\" is gone; the loaded keys stay", path_);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (now == stamp_) return Status::Ok();
-    // Tried once per change: a file that does not parse is reported once,
-    // not at every poll, and tried again when it changes.
-    stamp_ = now;
+    // Once the change has held still for a poll (never a half-written
+    // file), and tried once per change: a file that does not parse is
+    // reported once, not at every poll, and tried again when it changes.
+    if (!watch_.Poll(now)) return Status::Ok();
   }
   return Reload();
 }

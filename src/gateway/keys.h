@@ -127,7 +127,7 @@ class Authenticator {
   std::string path_;
   mutable std::mutex mu_;
   std::shared_ptr<const KeyStore> store_;  // guarded by mu_
-  std::optional<FileStamp> stamp_;         // guarded by mu_: at the last (tried) load
+  FileWatch watch_{std::nullopt};          // guarded by mu_: the file at the last (tried) load
   uint64_t reloads_ = 0;                   // guarded by mu_
 };
 

@@ -89,6 +89,9 @@ TEST(KeysTest, AuthenticatorReloadsOnChangeAndKeepsOldKeysOnError) {
   both.keys.push_back(WithKey("sk-new", "acme").keys[0]);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_TRUE(both.Save(path).ok());
+  // The change is loaded once it has held still for a poll (FileWatch).
+  ASSERT_TRUE((*a)->ReloadIfChanged().ok());
+  EXPECT_FALSE((*a)->Current()->Authenticate("sk-new").has_value());
   ASSERT_TRUE((*a)->ReloadIfChanged().ok());
   EXPECT_TRUE((*a)->Current()->Authenticate("sk-new").has_value());
   EXPECT_TRUE((*a)->Current()->Authenticate("sk-old").has_value());
@@ -96,12 +99,40 @@ TEST(KeysTest, AuthenticatorReloadsOnChangeAndKeepsOldKeysOnError) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_TRUE(WithKey("sk-new", "acme").Save(path).ok());
   ASSERT_TRUE((*a)->ReloadIfChanged().ok());
+  ASSERT_TRUE((*a)->ReloadIfChanged().ok());
   EXPECT_FALSE((*a)->Current()->Authenticate("sk-old").has_value());
   // A request admitted earlier still holds its snapshot.
   EXPECT_TRUE(old_snapshot->Authenticate("sk-old").has_value());
   // A broken file: the loaded keys stay.
   { std::ofstream(path) << "keys: [oops"; }
+  EXPECT_TRUE((*a)->ReloadIfChanged().ok());
   EXPECT_FALSE((*a)->ReloadIfChanged().ok());
+  EXPECT_TRUE((*a)->Current()->Authenticate("sk-new").has_value());
+  EXPECT_TRUE((*a)->ReloadIfChanged().ok()) << "tried once per change";
+}
+
+// A file rewritten in place is empty between its truncation and its write:
+// a poll that sees it then must not load it (a key file with no keys would
+// refuse every request until the next change).
+TEST(KeysTest, AuthenticatorNeverLoadsAFileCaughtMidWrite) {
+  const std::string path = TempPath("kvs-keys-");
+  ASSERT_TRUE(WithKey("sk-old", "acme").Save(path).ok());
+  auto a = Authenticator::Open(path);
+  ASSERT_TRUE(a.ok());
+  const uint64_t reloads = (*a)->reloads();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  { std::ofstream truncated(path, std::ios::trunc); }
+  ASSERT_TRUE((*a)->ReloadIfChanged().ok());
+  EXPECT_TRUE((*a)->Current()->Authenticate("sk-old").has_value()) << "the empty file was loaded";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  KeyFile both = WithKey("sk-old", "acme");
+  both.keys.push_back(WithKey("sk-new", "acme").keys[0]);
+  ASSERT_TRUE(both.Save(path).ok());
+  ASSERT_TRUE((*a)->ReloadIfChanged().ok());
+  EXPECT_EQ((*a)->reloads(), reloads) << "loaded while it was still changing";
+  ASSERT_TRUE((*a)->ReloadIfChanged().ok());
+  EXPECT_EQ((*a)->reloads(), reloads + 1);
+  EXPECT_TRUE((*a)->Current()->Authenticate("sk-old").has_value());
   EXPECT_TRUE((*a)->Current()->Authenticate("sk-new").has_value());
 }
 

@@ -185,14 +185,12 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   });
   std::function<void()> watch_key_file;
   if (!config.server.api_key_file.empty()) {
-    auto last = std::make_shared<std::optional<FileStamp>>(StampOf(config.server.api_key_file));
-    watch_key_file = [&server, &watch_key_file, &path = config.server.api_key_file, last, reload_keys] {
-      server.RunAfter(std::chrono::seconds(1), [&watch_key_file, &path, last, reload_keys] {
-        const std::optional<FileStamp> now = StampOf(path);
-        if (now && now != *last) {  // tried once per change; a removed file keeps the keys
-          *last = now;
-          reload_keys("server.api_key_file changed");
-        }
+    // Tried once per change, once it has held still for a poll (FileWatch);
+    // a removed file keeps the keys.
+    auto watch = std::make_shared<FileWatch>(StampOf(config.server.api_key_file));
+    watch_key_file = [&server, &watch_key_file, &path = config.server.api_key_file, watch, reload_keys] {
+      server.RunAfter(std::chrono::seconds(1), [&watch_key_file, &path, watch, reload_keys] {
+        if (watch->Poll(StampOf(path))) reload_keys("server.api_key_file changed");
         watch_key_file();
       });
     };

@@ -354,7 +354,7 @@ describe("secrets out of config files, rotation without a restart, logs", () => 
     for (const k of ["sk-old-replica-key", "sk-env-one", "sk-env-two"]) {
       assert.equal((await request(replica, "POST", "/v1/completions", body, auth(k))).status, 200, k);
     }
-    // Rotation: the new key is added beside the old one; the file is re-read within about a second.
+    // Rotation: the new key is added beside the old one; the file is re-read within about two seconds (once it has held still for a poll).
     writeFileSync(replicaKeys, "sk-old-replica-key\nsk-new-replica-key\n");
     await waitFor(async () => (await request(replica, "POST", "/v1/completions", body, auth("sk-new-replica-key"))).status === 200, 5000);
     // The gateway's pool key rotates on SIGHUP (its api_key_file re-read): later requests carry the new key.
