@@ -95,42 +95,6 @@ bool WithinLimits(const Pool& pool, const Replica& r) {
   return true;
 }
 
-Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
-  std::vector<Replica*> cands, within;
-  for (const auto& r : pool.replicas) {
-    if (r->available() && VersionAdmits(pool, *r, in) && std::find(tried.begin(), tried.end(), r.get()) == tried.end()) {
-      cands.push_back(r.get());
-    }
-  }
-  if (cands.empty()) return nullptr;
-  for (Replica* r : cands) {
-    if (WithinLimits(pool, *r)) within.push_back(r);
-  }
-  if (!within.empty()) cands.swap(within);  // all over their limits: the least loaded of them still
-  // Start the scan at a rotating offset so that exact ties spread evenly.
-  const size_t start = static_cast<size_t>(rr_.fetch_add(1) % cands.size());
-  const auto now = std::chrono::steady_clock::now();
-  const auto ramp = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(pool.config.slow_start_seconds));
-  Replica* best = nullptr;
-  double best_load = 0, best_queue = 0, best_kv = 0;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    Replica* r = cands[(start + i) % cands.size()];
-    const double load = static_cast<double>(r->outstanding_tokens()) / std::max(r->EffectiveWeight(now, ramp), 1e-9);
-    const double queue = r->queue_length();
-    const double kv = r->kv_usage();
-    const bool better = !best || load < best_load ||
-                        (load == best_load && (queue < best_queue || (queue == best_queue && kv < best_kv)));
-    if (better) {
-      best = r;
-      best_load = load;
-      best_queue = queue;
-      best_kv = kv;
-    }
-  }
-  return best;
-}
-
 void Pool::set_api_key(const std::string& key) {
   auto c = std::make_shared<Credentials>();
   c->api_key = key;

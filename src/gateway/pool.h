@@ -18,9 +18,7 @@
 //
 // RoutingPolicy is the seam for other policies (cache-aware routing,
 // fairness): given a pool, the request and the replicas already tried, it
-// picks one available replica or none. LeastOutstandingTokens scores
-// outstanding tokens / weight, tie-broken by scraped queue length, then KV
-// use, then round robin.
+// picks one available replica or none. The policies are in routing.h.
 // Thread-safety: Replica's state is atomics and a mutex; the policies are
 // thread-safe.
 #pragma once
@@ -200,15 +198,6 @@ class RoutingPolicy {
   virtual const char* name() const = 0;
   // An available replica of the pool not in `tried`, or nullptr.
   virtual Replica* Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) = 0;
-};
-
-class LeastOutstandingTokens : public RoutingPolicy {
- public:
-  const char* name() const override { return "least_load"; }
-  Replica* Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) override;
-
- private:
-  std::atomic<uint64_t> rr_{0};
 };
 
 }  // namespace kvs::gateway

@@ -6,6 +6,7 @@
 
 #include "gateway/health.h"
 #include "gateway/router.h"
+#include "gateway/routing.h"
 
 namespace kvs::gateway {
 namespace {

@@ -1,5 +1,10 @@
-// The routing policies of a pool (PoolConfig::routing) besides
-// LeastOutstandingTokens (pool.h, "least_load"):
+// The routing policies of a pool (PoolConfig::routing), behind the
+// RoutingPolicy seam of pool.h; MakeRoutingPolicy picks one by name.
+//
+// LeastOutstandingTokens ("least_load", the default): outstanding tokens /
+// weight (slow start ramps a joining replica's weight), tie-broken by
+// scraped queue length, then KV use, then round robin; replicas over the
+// pool's max_kv_usage / max_queue are skipped while any other is within them.
 //
 // RoundRobin ("round_robin"): the available replicas in turn; a baseline.
 //
@@ -36,6 +41,15 @@
 #include "gateway/pool.h"
 
 namespace kvs::gateway {
+
+class LeastOutstandingTokens : public RoutingPolicy {
+ public:
+  const char* name() const override { return "least_load"; }
+  Replica* Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) override;
+
+ private:
+  std::atomic<uint64_t> rr_{0};
+};
 
 class RoundRobin : public RoutingPolicy {
  public:
