@@ -71,6 +71,7 @@ TEST(WorkQueue, IdleThreadsTakeTasksBeyondAZeroBound) {
   while (started.load() < 2) std::this_thread::yield();
   EXPECT_FALSE(q.TrySubmit([] {}));
   release.set_value();
+  q.Stop();  // the workers are done with the gate before it is destroyed (it was declared after q)
 }
 
 }  // namespace
