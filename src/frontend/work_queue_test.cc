@@ -22,6 +22,7 @@ TEST(WorkQueue, RunsTasksAndReportsItsShape) {
   }
   ASSERT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_EQ(ran.load(), 4);
+  q.Stop();  // joined before `done` (declared after q) is destroyed
 }
 
 TEST(WorkQueue, RefusesBeyondTheBoundButSubmitAlwaysQueues) {
