@@ -8,6 +8,12 @@ namespace kvs::gateway {
 
 namespace {
 
+// The policies' order of replicas: the lower cost wins; ties go to the
+// shorter scraped queue, then to the lower KV use.
+bool Cheaper(double cost, double queue, double kv, double best_cost, double best_queue, double best_kv) {
+  return cost < best_cost || (cost == best_cost && (queue < best_queue || (queue == best_queue && kv < best_kv)));
+}
+
 using Clock = std::chrono::steady_clock;
 
 std::vector<Replica*> Candidates(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
@@ -79,8 +85,7 @@ Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vec
     const double queue = r->queue_length();
     const double kv = r->kv_usage();
     most_cached = std::max(most_cached, cached);
-    const bool better = !best || cost < best_cost ||
-                        (cost == best_cost && (queue < best_queue || (queue == best_queue && kv < best_kv)));
+    const bool better = !best || Cheaper(cost, queue, kv, best_cost, best_queue, best_kv);
     if (better) {
       best = r;
       best_cost = cost;
@@ -124,8 +129,7 @@ Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput& in, co
     const double load = static_cast<double>(r->outstanding_tokens()) / std::max(r->EffectiveWeight(now, ramp), 1e-9);
     const double queue = r->queue_length();
     const double kv = r->kv_usage();
-    const bool better = !best || load < best_load ||
-                        (load == best_load && (queue < best_queue || (queue == best_queue && kv < best_kv)));
+    const bool better = !best || Cheaper(load, queue, kv, best_load, best_queue, best_kv);
     if (better) {
       best = r;
       best_load = load;
