@@ -54,6 +54,9 @@ tsan_targets=()
 for t in "${tsan_tests[@]}"; do
   if grep -qx "$t" <<<"$all_targets"; then tsan_targets+=("$t"); fi
 done
+# ops tests of the label start the real server: the kvserve binary (and the
+# fake replica) under TSan too.
+tsan_targets+=(kvserve kvserve_fake)
 cmake --build build/tsan -j "$JOBS" --target "${tsan_targets[@]}"
 stage "tsan tests"
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" KVSERVE_SANITIZED=1 ctest --output-on-failure -L engine -j "$JOBS")

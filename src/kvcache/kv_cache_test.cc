@@ -108,6 +108,18 @@ int64_t RssAnonBytes() {
   return -1;
 }
 
+#if defined(__SANITIZE_THREAD__)
+constexpr int64_t kShadowFactor = 8;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr int64_t kShadowFactor = 8;
+#else
+constexpr int64_t kShadowFactor = 1;
+#endif
+#else
+constexpr int64_t kShadowFactor = 1;
+#endif
+
 // A 1.25 GiB pool costs no memory until written; writing blocks commits
 // about their bytes; releasing returns them, and a released block reads as
 // zeros.
@@ -134,7 +146,10 @@ TEST(KvCacheTest, MemoryFollowsWritesAndReleases) {
   EXPECT_EQ(cache.committed_bytes(), written * block_bytes);
   const int64_t after_write = RssAnonBytes();
   EXPECT_GT(after_write - before, written * block_bytes * 9 / 10);
-  EXPECT_LT(after_write - before, written * block_bytes * 11 / 10 + (16 << 20));
+  // Under TSan every written application byte also commits shadow and meta
+  // memory (about 5x here), so the ceiling scales by that; it still fails if
+  // the pool commits its whole 1.25 GiB.
+  EXPECT_LT(after_write - before, written * block_bytes * 11 / 10 * kShadowFactor + (16 << 20));
 
   std::vector<int32_t> ids;
   for (int b = 0; b < written; b += 2) ids.push_back(b);  // half of them
