@@ -15,6 +15,7 @@ APT_PACKAGES=(
   nodejs npm curl
   chromium
   prometheus systemd
+  libnss-wrapper
 )
 if [ "${KVSERVE_WITH_TORCH:-0}" = 1 ]; then
   APT_PACKAGES+=(python3-torch libopenblas0-pthread)

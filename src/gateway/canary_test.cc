@@ -79,9 +79,9 @@ TEST(CanaryTest, RoutingHonoursTheVersionAndFallsBack) {
   in.version_filter = -1;
   for (int i = 0; i < 4; ++i) EXPECT_EQ(r.policy(p).Pick(p, in, {})->version(), "v1");
   // The stable replica tried already: nothing of that version is left.
-  EXPECT_EQ(r.policy(p).Pick(p, in, {p.replicas[0].get()}), nullptr);
+  EXPECT_EQ(r.policy(p).Pick(p, in, {p.replicas[0]}), nullptr);
   in.version_filter = 0;
-  EXPECT_EQ(r.policy(p).Pick(p, in, {p.replicas[0].get()}), p.replicas[1].get());
+  EXPECT_EQ(r.policy(p).Pick(p, in, {p.replicas[0]}), p.replicas[1]);
 }
 
 }  // namespace

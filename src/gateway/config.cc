@@ -140,6 +140,10 @@ const GatewayKeys& Scalars() {
     t.push_back(GatewayKeys::Number("gateway.health_interval_seconds", "health-interval",
                                     [](G& c) -> double& { return c.gateway.health_interval_seconds; }, 0, true, 3600,
                                     "Period of the /ready probe and /metrics scrape of each replica"));
+    t.push_back(GatewayKeys::Number("gateway.dns_refresh_seconds", "dns-refresh",
+                                    [](G& c) -> double& { return c.gateway.dns_refresh_seconds; }, 0, true, 3600,
+                                    "How often the pools' replicas_dns names are resolved again (replicas join and leave "
+                                    "with the addresses)"));
     t.push_back(GatewayKeys::Int("gateway.eject_after_failures", "eject-after-failures",
                                  [](G& c) -> int64_t& { return c.gateway.eject_after_failures; }, 1, 1000,
                                  "Consecutive failed requests (connect error, timeout, 5xx) that eject a replica"));
@@ -266,18 +270,28 @@ Status ScalarOf(const YAML::Node& n, const std::string& name, RawValue* out) {
   return Status::Ok();
 }
 
-Status LoadReplica(const YAML::Node& n, const std::string& where, ReplicaConfig* r) {
+// A replicas_dns address: NAME:PORT or http://NAME:PORT, kept as the latter.
+std::string DnsUrl(const std::string& address) {
+  return address.find("://") == std::string::npos ? "http://" + address : address;
+}
+
+// A replica (dns: a replicas_dns entry, whose location key is `address`).
+Status LoadReplica(const YAML::Node& n, const std::string& where, bool dns, ReplicaConfig* r) {
+  const char* location = dns ? "address" : "url";
   if (n.IsScalar()) {
-    r->url = n.Scalar();
+    r->url = dns ? DnsUrl(n.Scalar()) : n.Scalar();
     return Status::Ok();
   }
-  if (!n.IsMap()) return InvalidArgument("{}: expected a mapping (url, weight) or a URL", where);
+  if (!n.IsMap()) {
+    return InvalidArgument("{}: expected a mapping ({}, weight, version) or {}", where, location,
+                           dns ? "an address NAME:PORT" : "a URL");
+  }
   for (const auto& kv : n) {
     const std::string k = kv.first.Scalar();
     RawValue v;
     KVS_RETURN_IF_ERROR(ScalarOf(kv.second, where + "." + k, &v));
-    if (k == "url") {
-      r->url = v.text;
+    if (k == location) {
+      r->url = dns ? DnsUrl(v.text) : v.text;
     } else if (k == "weight") {
       double w = 0;
       auto [p, ec] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), w);
@@ -300,7 +314,8 @@ Status LoadReplica(const YAML::Node& n, const std::string& where, ReplicaConfig*
       }
       r->fault_rate = f;
     } else {
-      return InvalidArgument("{}: unknown key \"{}\"; keys of a replica are: url, weight, version, fault_rate", where, k);
+      return InvalidArgument("{}: unknown key \"{}\"; keys of a replica are: {}, weight, version, fault_rate", where, k,
+                             location);
     }
   }
   return Status::Ok();
@@ -314,18 +329,18 @@ Status LoadPool(const YAML::Node& n, size_t index, PoolConfig* p) {
   for (const auto& kv : n) {
     const std::string k = kv.first.Scalar();
     if (!seen.insert(k).second) return InvalidArgument("{}: key \"{}\" appears twice", where, k);
-    if (k == "replicas") {
-      if (!kv.second.IsSequence()) return InvalidArgument("{}.replicas: expected a list", where);
+    if (k == "replicas" || k == "replicas_dns") {
+      if (!kv.second.IsSequence()) return InvalidArgument("{}.{}: expected a list", where, k);
       for (size_t i = 0; i < kv.second.size(); ++i) {
         ReplicaConfig r;
-        KVS_RETURN_IF_ERROR(LoadReplica(kv.second[i], fmt::format("{}.replicas[{}]", where, i), &r));
-        p->replicas.push_back(std::move(r));
+        KVS_RETURN_IF_ERROR(LoadReplica(kv.second[i], fmt::format("{}.{}[{}]", where, k, i), k == "replicas_dns", &r));
+        (k == "replicas" ? p->replicas : p->replicas_dns).push_back(std::move(r));
       }
       continue;
     }
     const PoolKeyTable::Key* key = PoolKeys().FindName(k);
     if (!key) {
-      return InvalidArgument("{}: unknown key \"{}\"{}; keys of a pool are: {}, replicas", where, k,
+      return InvalidArgument("{}: unknown key \"{}\"{}; keys of a pool are: {}, replicas, replicas_dns", where, k,
                              PoolKeys().Suggest(k), PoolKeys().Names(""));
     }
     const RawValue v = frontend::FromYaml(kv.second);
@@ -345,6 +360,10 @@ const std::vector<GatewayKeyInfo>& GatewayConfigKeys() {
                    "The pool's replicas: url http://HOST:PORT or https://HOST:PORT (verified with tls_ca_file), weight (0, 1000000] (default 1), version (release "
                    "label, default stable), fault_rate [0, 1] (drills: that fraction of attempts fails in the "
                    "gateway; default 0)", /*option=*/false});
+    out.push_back({"pools[].replicas_dns", "", "list", "{address, weight, version} mappings or NAME:PORT", "[]",
+                   "Replicas found in DNS: each NAME:PORT (a Kubernetes headless Service) is resolved at start and "
+                   "every gateway.dns_refresh_seconds, and every address it resolves to is a replica (http) with the "
+                   "entry's weight and version; addresses that leave the name leave the pool", /*option=*/false});
     return out;
   }();
   return keys;
@@ -413,7 +432,22 @@ Status ValidateGatewayConfig(const GatewayConfig& cfg) {
     if (p.name.empty()) return InvalidArgument("{}: name is required", where);
     if (!names.insert(p.name).second) return InvalidArgument("{}: the pool name \"{}\" is used twice", where, p.name);
     if (p.max_context <= 0) return InvalidArgument("{}: max_context is required", where);
-    if (p.replicas.empty()) return InvalidArgument("{}: replicas: at least one replica is required", where);
+    if (p.replicas.empty() && p.replicas_dns.empty()) {
+      return InvalidArgument("{}: replicas: at least one replica (or a replicas_dns name) is required", where);
+    }
+    if (p.replicas.size() > 1024) return InvalidArgument("{}: replicas: at most 1024 are allowed", where);
+    for (size_t r = 0; r < p.replicas_dns.size(); ++r) {
+      auto u = http::Url::Parse(p.replicas_dns[r].url);
+      if (!u.ok()) return InvalidArgument("{}.replicas_dns[{}]: {}", where, r, u.status().message());
+      if (u->tls || !u->base_path.empty()) {
+        return InvalidArgument("{}.replicas_dns[{}]: expected NAME:PORT (plain http; https replicas are verified "
+                               "against their names: list them under replicas)",
+                               where, r);
+      }
+      if (!urls.insert(u->ToString()).second) {
+        return InvalidArgument("{}.replicas_dns[{}]: {} is listed twice", where, r, u->HostPort());
+      }
+    }
     for (size_t r = 0; r < p.replicas.size(); ++r) {
       auto u = http::Url::Parse(p.replicas[r].url);
       if (!u.ok()) return InvalidArgument("{}.replicas[{}].url: {}", where, r, u.status().message());
@@ -428,9 +462,10 @@ Status ValidateGatewayConfig(const GatewayConfig& cfg) {
     if (!p.canary_version.empty()) {
       size_t canary = 0;
       for (const auto& r : p.replicas) canary += r.version == p.canary_version ? 1 : 0;
-      if (canary == 0 || canary == p.replicas.size()) {
+      for (const auto& r : p.replicas_dns) canary += r.version == p.canary_version ? 1 : 0;
+      if (canary == 0 || canary == p.replicas.size() + p.replicas_dns.size()) {
         return InvalidArgument("{}: canary_version \"{}\" needs at least one replica of that version and one of "
-                               "another",
+                               "another (replicas or replicas_dns entries)",
                                where, p.canary_version);
       }
     }

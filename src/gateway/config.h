@@ -42,6 +42,11 @@ struct PoolConfig {
   int64_t max_retries = 2;          // further replicas tried when an attempt fails before any byte reached the client
   std::string api_key;              // sent to the replicas as the Bearer key ("" : none)
   std::vector<ReplicaConfig> replicas;
+  // Replicas found in DNS (discovery.h): each entry's url is http://NAME:PORT,
+  // a name (a Kubernetes headless Service) resolved at start and every
+  // gateway.dns_refresh_seconds; every address it resolves to is a replica
+  // with the entry's weight and version (one per ready pod).
+  std::vector<ReplicaConfig> replicas_dns{};
   // The same key kept out of the configuration file (a Kubernetes Secret
   // mounted as a file or passed in the environment): the first key of a file
   // in the replicas' key-file format (ReadApiKeyFile: their
@@ -122,6 +127,7 @@ struct GatewaySection {
   std::string shared_state_failure = "local";  // Redis unreachable: open, closed, local
   double shared_state_timeout_seconds = 0.25;
   double health_interval_seconds = 1;
+  double dns_refresh_seconds = 5;  // pools[].replicas_dns names are resolved again this often
   int64_t eject_after_failures = 3;  // consecutive failed requests that take a replica out
   int64_t readmit_after_probes = 2;  // consecutive good /ready probes that bring it back
 };

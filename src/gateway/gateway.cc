@@ -109,23 +109,34 @@ Gateway::Gateway(GatewayConfig cfg, Parts parts)
   if (auto* redis = dynamic_cast<RedisRateLimiter*>(parts_.limiter.get())) {
     redis->set_error_counter(&metrics_.shared_state_errors);
   }
+  for (Replica* r : router_->AllReplicas()) OnReplicaListed(r);
+  for (const auto& p : router_->pools()) {
+    metrics_.retries.With({p->name()});
+    metrics_.pool_replicas.With({p->name()}).Set(static_cast<double>(p->replicas.num_listed()));
+  }
+}
+
+void Gateway::OnReplicaListed(Replica* r) {
   // Every bounded label set is exported from the start (at 0): Prometheus'
   // increase() cannot see a counter's first increment when the series only
   // appears with it, so the first ejection would not fire the alert.
-  for (Replica* r : router_->AllReplicas()) {
-    metrics_.replica_healthy.With({r->pool(), r->name()}).Set(0);
-    metrics_.replica_outstanding_tokens.With({r->pool(), r->name()}).Set(0);
-    for (const char* cause : {"probe", "failures"}) metrics_.ejections.With({r->pool(), r->name(), cause});
-    metrics_.readmissions.With({r->pool(), r->name()});
-    if (parts_.warm_prompts.count(r->pool())) {
-      r->set_warm_on_join(true);
-      metrics_.warmups_started.With({r->pool(), r->name()});
-      for (const char* outcome : {"completed", "failed"}) metrics_.warmups_finished.With({r->pool(), r->name(), outcome});
-      for (const char* outcome : {"ok", "error"}) metrics_.warm_prompts.With({r->pool(), r->name(), outcome});
-      metrics_.replica_warming.With({r->pool(), r->name()}).Set(0);
-    }
+  metrics_.registry.SetHidden("replica", r->name(), false);
+  metrics_.replica_healthy.With({r->pool(), r->name()}).Set(0);
+  metrics_.replica_outstanding_tokens.With({r->pool(), r->name()}).Set(0);
+  for (const char* cause : {"probe", "failures"}) metrics_.ejections.With({r->pool(), r->name(), cause});
+  metrics_.readmissions.With({r->pool(), r->name()});
+  if (parts_.warm_prompts.count(r->pool())) {
+    r->set_warm_on_join(true);
+    metrics_.warmups_started.With({r->pool(), r->name()});
+    for (const char* outcome : {"completed", "failed"}) metrics_.warmups_finished.With({r->pool(), r->name(), outcome});
+    for (const char* outcome : {"ok", "error"}) metrics_.warm_prompts.With({r->pool(), r->name(), outcome});
+    metrics_.replica_warming.With({r->pool(), r->name()}).Set(0);
   }
-  for (const auto& p : router_->pools()) metrics_.retries.With({p->name()});
+}
+
+void Gateway::OnReplicaUnlisted(Replica* r) {
+  metrics_.replica_healthy.With({r->pool(), r->name()}).Set(0);
+  metrics_.registry.SetHidden("replica", r->name(), true);
 }
 
 Gateway::~Gateway() { Stop(); }
@@ -141,6 +152,15 @@ Status Gateway::Start() {
   warmer_ = std::make_unique<Warmer>(router_.get(), client_.get(), &metrics_, std::move(parts_.warm_prompts));
   ho.on_warming = [this](Replica* r) { warmer_->Begin(r); };
   health_ = std::make_unique<HealthChecker>(router_.get(), client_.get(), &metrics_, ho);
+  ReplicaDiscovery::Hooks hooks;
+  hooks.listed = [this](Replica* r) { OnReplicaListed(r); };
+  hooks.unlisted = [this](Replica* r) { OnReplicaUnlisted(r); };
+  discovery_ = std::make_unique<ReplicaDiscovery>(router_.get(), ReplicaDiscovery::SystemResolver(), std::move(hooks),
+                                                  Seconds(cfg_.gateway.dns_refresh_seconds), &metrics_);
+  if (discovery_->active()) {
+    discovery_->RefreshAll();
+    discovery_->Start();
+  }
   // Know which replicas are up before the first request.
   health_->ProbeAllAndWait(std::max(ho.interval, std::chrono::milliseconds(1000)));
   health_->Start();
@@ -274,8 +294,8 @@ std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
     for (const ReplicaConfig& rc : pc.replicas) {
       auto url = http::Url::Parse(rc.url);
       Replica* found = nullptr;
-      for (auto& r : pool->replicas) {
-        if (url.ok() && r->name() == url->ToString()) found = r.get();
+      for (Replica* r : pool->replicas) {
+        if (url.ok() && r->name() == url->ToString()) found = r;
       }
       if (!found) {
         not_applied.push_back("new replica " + rc.url + " in pool " + pc.name);
@@ -293,6 +313,10 @@ std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
       }
       if (found->version() != rc.version) not_applied.push_back("the version of replica " + rc.url);
     }
+    std::vector<std::string> dns_now, dns_fresh;
+    for (const auto& e : pool->config.replicas_dns) dns_now.push_back(fmt::format("{} {} {}", e.url, e.weight, e.version));
+    for (const auto& e : pc.replicas_dns) dns_fresh.push_back(fmt::format("{} {} {}", e.url, e.weight, e.version));
+    if (dns_now != dns_fresh) not_applied.push_back("the replicas_dns entries of pool " + pc.name);
     if (pool->credentials()->api_key != pc.api_key) {
       // Rotation: requests from now on carry the new key (the replicas'
       // prefix-cache namespace follows the key, so cached prefixes start over).
@@ -314,7 +338,9 @@ std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
       metrics_.canary_weight.With({pc.name}).Set(pc.canary_weight);
     }
   }
-  if (fresh.pools.size() != router_->pools().size() || replicas != router_->AllReplicas().size()) {
+  size_t configured = 0;  // the running pools' replicas from the configuration (not from DNS)
+  for (Replica* r : router_->AllReplicas()) configured += r->dns_entry() < 0 ? 1 : 0;
+  if (fresh.pools.size() != router_->pools().size() || replicas != configured) {
     not_applied.push_back("removed pools or replicas");
   }
   for (const auto& what : not_applied) spdlog::warn("gateway: reload: {} needs a restart", what);
@@ -331,6 +357,7 @@ void Gateway::BeginDrain() {
 
 void Gateway::Stop() {
   if (stopped_.exchange(true)) return;
+  if (discovery_) discovery_->Stop();
   if (health_) health_->Stop();
   if (admin_) admin_->Stop();
   if (server_) server_->Stop();
@@ -442,15 +469,22 @@ std::optional<AdmitResult> Gateway::RecentRefusal(const std::string& tenant) con
   return r;
 }
 
+// Ready while not draining and at least one pool can serve: a pool without
+// an available replica answers 503 for the requests that only it can take
+// (and longer pools take its short ones), but it does not take the gateway,
+// and with it every other pool's traffic, out of the load balancer.
 bool Gateway::Ready(json* pools) const {
-  bool ready = !draining_;
+  bool any = false;
   for (const auto& p : router_->pools()) {
     int available = 0;
-    for (const auto& r : p->replicas) available += r->available() ? 1 : 0;
-    if (pools) (*pools)[p->name()] = {{"available_replicas", available}, {"replicas", p->replicas.size()}};
-    if (available == 0) ready = false;
+    for (Replica* r : p->replicas) available += r->available() ? 1 : 0;
+    if (pools) {
+      (*pools)[p->name()] = {{"ready", available > 0}, {"available_replicas", available},
+                             {"replicas", p->replicas.num_listed()}};
+    }
+    any = any || available > 0;
   }
-  return ready;
+  return !draining_ && any;
 }
 
 std::string Gateway::StateName() const {
@@ -491,8 +525,8 @@ void Gateway::HandleStatus(std::shared_ptr<http::Exchange> ex) {
   std::string pools;
   for (const auto& p : router_->pools()) {
     if (!pools.empty()) pools += ", ";
-    pools += fmt::format("{} (up to {} tokens, {} replica{})", p->name(), p->config.max_context, p->replicas.size(),
-                         p->replicas.size() == 1 ? "" : "s");
+    const size_t n = p->replicas.num_listed();
+    pools += fmt::format("{} (up to {} tokens, {} replica{})", p->name(), p->config.max_context, n, n == 1 ? "" : "s");
   }
   facts.emplace_back("Pools", pools);
   std::string routing;
@@ -521,7 +555,7 @@ void Gateway::HandleModels(std::shared_ptr<http::Exchange> ex, const std::string
   // model id -> the pools that serve it, from the replicas' /v1/models.
   std::map<std::string, std::vector<std::string>> served;
   for (const auto& p : router_->pools()) {
-    for (const auto& r : p->replicas) {
+    for (Replica* r : p->replicas.Listed()) {
       for (const auto& m : r->models()) {
         auto& pools = served[m];
         if (std::find(pools.begin(), pools.end(), p->name()) == pools.end()) pools.push_back(p->name());
@@ -574,9 +608,9 @@ int RunGateway(const GatewayConfig& cfg, std::function<StatusOr<GatewayConfig>()
   }
   for (const auto& p : gw.router().pools()) {
     int up = 0;
-    for (const auto& r : p->replicas) up += r->available() ? 1 : 0;
+    for (Replica* r : p->replicas) up += r->available() ? 1 : 0;
     spdlog::info("gateway: pool {} (max_context {}): {} of {} replicas ready", p->name(), p->config.max_context, up,
-                 p->replicas.size());
+                 p->replicas.num_listed());
   }
   spdlog::info("listening on {}://{}:{}", gw.server()->scheme(), cfg.gateway.host, gw.port());
   spdlog::info("admin listening on http://{}:{} (/metrics, /status)", cfg.gateway.admin_host, gw.admin_port());

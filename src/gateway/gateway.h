@@ -45,6 +45,7 @@
 #include "frontend/work_queue.h"
 #include "gateway/client_address.h"
 #include "gateway/config.h"
+#include "gateway/discovery.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/health.h"
 #include "gateway/keys.h"
@@ -142,6 +143,11 @@ class Gateway : public ProxyHost {
 
  private:
   void WatchTlsFiles();
+  // A replica joined a pool (at start, or found in DNS later): its series
+  // exported from 0 (and shown again if it had left), warm-up set up.
+  void OnReplicaListed(Replica* r);
+  // A replica left its pool (its address left the DNS name): its series hidden.
+  void OnReplicaUnlisted(Replica* r);
   std::pair<std::optional<FileStamp>, std::optional<FileStamp>> TlsStamp() const;  // the certificate's and key's  // every key_file_poll_seconds: ReloadTls when either file changed
   // The public listener's header check (http::ServerOptions::header_check):
   // 401 for a request to an authenticated route without a valid key.
@@ -155,6 +161,7 @@ class Gateway : public ProxyHost {
   std::unique_ptr<http::HttpClient> client_;
   std::unique_ptr<Warmer> warmer_;
   std::unique_ptr<HealthChecker> health_;
+  std::unique_ptr<ReplicaDiscovery> discovery_;  // pools' replicas_dns
   std::unique_ptr<frontend::WorkQueue> prep_;
   std::unique_ptr<http::HttpServer> server_;
   std::unique_ptr<http::HttpServer> admin_;

@@ -151,6 +151,15 @@ GatewayMetrics::GatewayMetrics()
                                            "Automatic rollbacks: the canary's error rate exceeded the stable "
                                            "version's by more than canary_max_error_rate_margin.",
                                            {"pool"})),
+      dns_lookups(registry.AddCounter("kvserve_gateway:dns_lookups_total",
+                                      "Lookups of the pools' replicas_dns names, by outcome: ok, empty (the name has "
+                                      "no addresses: its replicas leave), error (the lookup failed: the replicas "
+                                      "stay).",
+                                      {"pool", "name", "outcome"})),
+      pool_replicas(registry.AddGauge("kvserve_gateway:pool_replicas",
+                                      "Replicas in the pool now: those of the configuration plus the addresses its "
+                                      "replicas_dns names resolve to.",
+                                      {"pool"})),
       queued_requests(registry.AddGauge("kvserve_gateway:queued_requests",
                                         "Requests waiting in the pool's weighted fair queue (every replica at "
                                         "max_requests_per_replica).",

@@ -63,6 +63,9 @@ struct GatewayMetrics {
   metrics::Family<metrics::Counter>& version_seconds;            // pool, version: time of answered attempts
   metrics::Family<metrics::Gauge>& canary_weight;                // pool
   metrics::Family<metrics::Counter>& canary_rollbacks;           // pool
+  // Replicas from DNS (discovery.h).
+  metrics::Family<metrics::Counter>& dns_lookups;     // pool, name, outcome (ok, empty, error)
+  metrics::Family<metrics::Gauge>& pool_replicas;     // pool: replicas in the pool now (listed)
   metrics::Family<metrics::Gauge>& queued_requests;   // pool: waiting in the fair queue
   metrics::Family<metrics::Counter>& queue_timeouts;  // pool
   metrics::Counter& stream_errors;                     // in-band error events sent

@@ -7,9 +7,54 @@
 
 namespace kvs::gateway {
 
-Replica::Replica(std::string pool, http::Url url, double weight, std::string version)
+Replica::Replica(std::string pool, http::Url url, double weight, std::string version, int dns_entry)
     : pool_(std::move(pool)), url_(std::move(url)), name_(url_.ToString()), version_(std::move(version)),
-      weight_(weight) {}
+      dns_entry_(dns_entry), weight_(weight) {}
+
+void Replica::set_listed(bool listed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (listed_.load() == listed) return;
+  if (!listed) {
+    // Out of the pool: whatever is known of it is stale when it comes back.
+    health_.store(Health::kUnknown);
+    good_probes_ = 0;
+    consecutive_failures_.store(0);
+    warming_.store(false);
+    draining_.store(false);
+    prefix_index_.MarkFailed();
+  }
+  listed_.store(listed);
+}
+
+Replica* ReplicaList::Add(std::unique_ptr<Replica> r) {
+  std::lock_guard<std::mutex> lock(add_mu_);
+  const size_t n = size_.load(std::memory_order_relaxed);
+  if (n >= kCapacity) return nullptr;
+  slots_[n] = std::move(r);
+  size_.store(n + 1, std::memory_order_release);
+  return slots_[n].get();
+}
+
+Replica* ReplicaList::Find(const std::string& name) const {
+  for (Replica* r : *this) {
+    if (r->name() == name) return r;
+  }
+  return nullptr;
+}
+
+std::vector<Replica*> ReplicaList::Listed() const {
+  std::vector<Replica*> out;
+  for (Replica* r : *this) {
+    if (r->listed()) out.push_back(r);
+  }
+  return out;
+}
+
+size_t ReplicaList::num_listed() const {
+  size_t n = 0;
+  for (Replica* r : *this) n += r->listed() ? 1 : 0;
+  return n;
+}
 
 void Replica::SetScraped(double waiting, double running, double kv_usage) {
   queue_length_.store(waiting);
@@ -82,11 +127,11 @@ bool Pool::saturated() const {
   const int64_t limit = config.max_requests_per_replica;
   if (limit <= 0) return false;
   return std::all_of(replicas.begin(), replicas.end(),
-                     [limit](const auto& r) { return !r->available() || r->outstanding_requests() >= limit; });
+                     [limit](const Replica* r) { return !r->available() || r->outstanding_requests() >= limit; });
 }
 
 bool Pool::has_available() const {
-  return std::any_of(replicas.begin(), replicas.end(), [](const auto& r) { return r->available(); });
+  return std::any_of(replicas.begin(), replicas.end(), [](const Replica* r) { return r->available(); });
 }
 
 bool WithinLimits(const Pool& pool, const Replica& r) {

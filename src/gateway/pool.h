@@ -25,7 +25,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,7 +45,9 @@ class Replica {
  public:
   enum class Health { kUnknown, kHealthy, kEjected };
 
-  Replica(std::string pool, http::Url url, double weight, std::string version = "stable");
+  // dns_entry: the index of the pool's replicas_dns entry the replica was
+  // discovered from (discovery.h); -1 for a replica listed in the config.
+  Replica(std::string pool, http::Url url, double weight, std::string version = "stable", int dns_entry = -1);
 
   const std::string& pool() const { return pool_; }
   const std::string& name() const { return name_; }  // "http://host:port"
@@ -61,7 +65,15 @@ class Replica {
 
   Health health() const { return health_.load(); }
   bool draining() const { return draining_.load(); }
-  bool available() const { return health() == Health::kHealthy && !draining() && !warming(); }
+  bool available() const { return listed() && health() == Health::kHealthy && !draining() && !warming(); }
+
+  // Whether the replica is in the pool now. A discovered replica whose
+  // address left its DNS name is unlisted: not routed to, probed, counted or
+  // shown, its health back to kUnknown and its prefix record dropped; it is
+  // listed again (and probed before it gets work) if the address comes back.
+  bool listed() const { return listed_.load(); }
+  void set_listed(bool listed);
+  int dns_entry() const { return dns_entry_; }
 
   // Warm-up on joining (warmup.h). With warm_on_join set, every transition
   // to kHealthy also sets warming (before the health is published, so no
@@ -105,6 +117,8 @@ class Replica {
   const http::Url url_;
   const std::string name_;
   const std::string version_;
+  const int dns_entry_;
+  std::atomic<bool> listed_{true};
   std::atomic<double> weight_;
   std::atomic<double> fault_rate_{0};
   std::atomic<std::chrono::steady_clock::time_point> ready_since_{};  // when it last became healthy
@@ -126,6 +140,67 @@ class Replica {
   PrefixIndex prefix_index_;
 };
 
+// The replicas of a pool. It grows (discovery adds replicas, a reload may)
+// but never shrinks, so a Replica* stays valid for the gateway's life:
+// requests in flight, probes and warm-ups hold plain pointers. A replica that
+// leaves is unlisted (Replica::set_listed) and listed again if it comes back,
+// so the list holds each address once; kCapacity bounds how many different
+// addresses one gateway process can have seen in a pool.
+// Thread-safety: Add is serialized by an internal mutex; readers iterate
+// without locks over the prefix that size() publishes (release on Add,
+// acquire on size()), and the slots below it never change.
+class ReplicaList {
+ public:
+  static constexpr size_t kCapacity = 4096;
+
+  ReplicaList() : slots_(kCapacity) {}
+  size_t size() const { return size_.load(std::memory_order_acquire); }
+  bool empty() const { return size() == 0; }
+  Replica* operator[](size_t i) const { return slots_[i].get(); }
+  // The replica added, or nullptr when the list is full.
+  Replica* Add(std::unique_ptr<Replica> r);
+  // The replica named `name` ("http://host:port"), listed or not; nullptr if none.
+  Replica* Find(const std::string& name) const;
+  // The listed replicas, in the order they were added.
+  std::vector<Replica*> Listed() const;
+  size_t num_listed() const;
+
+  // Iteration over every replica added (listed or not) up to size() at begin().
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Replica*;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Replica* const*;
+    using reference = Replica*;
+    Iterator() = default;
+    Iterator(const ReplicaList* list, size_t i) : list_(list), i_(i) {}
+    Replica* operator*() const { return (*list_)[i_]; }
+    Iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    Iterator operator++(int) {
+      Iterator old = *this;
+      ++i_;
+      return old;
+    }
+    bool operator!=(const Iterator& o) const { return i_ != o.i_; }
+    bool operator==(const Iterator& o) const { return i_ == o.i_; }
+
+   private:
+    const ReplicaList* list_ = nullptr;
+    size_t i_ = 0;
+  };
+  Iterator begin() const { return Iterator(this, 0); }
+  Iterator end() const { return Iterator(this, size()); }
+
+ private:
+  std::mutex add_mu_;
+  std::vector<std::unique_ptr<Replica>> slots_;  // [kCapacity]; [0, size_) set, never changed after
+  std::atomic<size_t> size_{0};
+};
+
 class RoutingPolicy;
 
 struct Pool {
@@ -142,7 +217,7 @@ struct Pool {
   std::vector<std::pair<std::string, std::string>> AuthHeaders() const;
 
   PoolConfig config;  // config.api_key: as at start; credentials() is current
-  std::vector<std::unique_ptr<Replica>> replicas;
+  ReplicaList replicas;  // listed and unlisted (ReplicaList::Listed for the current set)
   std::unique_ptr<RoutingPolicy> policy;  // config.routing's (routing.h)
   std::unique_ptr<Canary> canary;         // the release split (disabled without config.canary_version)
   std::unique_ptr<FairQueue> queue = std::make_unique<FairQueue>();  // requests waiting (max_requests_per_replica)
@@ -156,6 +231,8 @@ struct Pool {
 
   const std::string& name() const { return config.name; }
   bool has_available() const;
+  // Whether a request for this pool can be served now (an available replica).
+  bool can_serve() const { return has_available(); }
 
  private:
   std::shared_ptr<const Credentials> credentials_ = std::make_shared<const Credentials>();

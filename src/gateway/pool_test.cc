@@ -39,8 +39,8 @@ TEST(RouterTest, LeastOutstandingTokensWithWeightsAndTieBreaks) {
   Router r(TwoPools(), std::make_unique<LeastOutstandingTokens>());
   AllUp(r);
   Pool& s = *r.pools()[0];
-  Replica* a = s.replicas[0].get();
-  Replica* b = s.replicas[1].get();
+  Replica* a = s.replicas[0];
+  Replica* b = s.replicas[1];
   a->AddOutstanding(1000, 1);
   EXPECT_EQ(r.policy().Pick(s, {}, {}), b);
   b->AddOutstanding(3000, 1);
@@ -69,8 +69,8 @@ TEST(RouterTest, SlowStartRampsAJoiningReplicasWeight) {
   pools[1].slow_start_seconds = 100;  // "short"
   Router r(pools, std::make_unique<LeastOutstandingTokens>());
   Pool& s = *r.pools()[0];
-  Replica* a = s.replicas[0].get();
-  Replica* b = s.replicas[1].get();
+  Replica* a = s.replicas[0];
+  Replica* b = s.replicas[1];
   a->OnProbe(true, false, 2);
   b->OnProbe(true, false, 2);
   const auto now = std::chrono::steady_clock::now();
@@ -95,8 +95,8 @@ TEST(RouterTest, ExactTiesSpreadOverReplicas) {
   Pool& s = *r.pools()[0];
   std::map<Replica*, int> n;
   for (int i = 0; i < 10; ++i) ++n[r.policy().Pick(s, {}, {})];
-  EXPECT_EQ(n[s.replicas[0].get()], 5);
-  EXPECT_EQ(n[s.replicas[1].get()], 5);
+  EXPECT_EQ(n[s.replicas[0]], 5);
+  EXPECT_EQ(n[s.replicas[1]], 5);
 }
 
 TEST(ReplicaTest, HealthTransitions) {

@@ -145,7 +145,7 @@ std::optional<api::ApiError> ProxyRequest::ChoosePools() {
 std::optional<api::ApiError> ProxyRequest::CheckModel(const std::string& model) {
   std::vector<std::string> served;
   for (Pool* p : pools_) {
-    for (const auto& r : p->replicas) {
+    for (Replica* r : p->replicas.Listed()) {
       for (auto& m : r->models()) {
         if (std::find(served.begin(), served.end(), m) == served.end()) served.push_back(std::move(m));
       }

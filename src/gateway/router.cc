@@ -20,8 +20,9 @@ Router::Router(const std::vector<PoolConfig>& pools, std::unique_ptr<RoutingPoli
       auto url = http::Url::Parse(rc.url);
       KVS_CHECK_MSG(url.ok(), "{}", url.status().message());  // ValidateGatewayConfig checked it
       url->tls_ca_file = pc.tls_ca_file;
-      p->replicas.push_back(std::make_unique<Replica>(pc.name, *url, rc.weight, rc.version));
-      p->replicas.back()->set_fault_rate(rc.fault_rate);
+      Replica* r = p->replicas.Add(std::make_unique<Replica>(pc.name, *url, rc.weight, rc.version));
+      KVS_CHECK(r != nullptr);  // ValidateGatewayConfig bounds the count
+      r->set_fault_rate(rc.fault_rate);
     }
     pools_.push_back(std::move(p));
   }
@@ -49,7 +50,7 @@ int64_t Router::largest_context() const { return pools_.empty() ? 0 : pools_.bac
 std::vector<Replica*> Router::AllReplicas() const {
   std::vector<Replica*> out;
   for (const auto& p : pools_) {
-    for (const auto& r : p->replicas) out.push_back(r.get());
+    for (Replica* r : p->replicas.Listed()) out.push_back(r);
   }
   return out;
 }

@@ -31,6 +31,7 @@ class Router {
   int64_t largest_context() const;
   RoutingPolicy& policy(const Pool& p) { return policy_ ? *policy_ : *p.policy; }
   RoutingPolicy& policy() { return policy(*pools_.front()); }
+  // The listed replicas of every pool (ReplicaList::Listed).
   std::vector<Replica*> AllReplicas() const;
 
  private:

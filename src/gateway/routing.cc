@@ -19,8 +19,8 @@ using Clock = std::chrono::steady_clock;
 std::vector<Replica*> Candidates(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
   std::vector<Replica*> c;
   for (const auto& r : pool.replicas) {
-    if (r->available() && VersionAdmits(pool, *r, in) && std::find(tried.begin(), tried.end(), r.get()) == tried.end()) {
-      c.push_back(r.get());
+    if (r->available() && VersionAdmits(pool, *r, in) && std::find(tried.begin(), tried.end(), r) == tried.end()) {
+      c.push_back(r);
     }
   }
   return c;
@@ -108,8 +108,8 @@ Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vec
 Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
   std::vector<Replica*> cands, within;
   for (const auto& r : pool.replicas) {
-    if (r->available() && VersionAdmits(pool, *r, in) && std::find(tried.begin(), tried.end(), r.get()) == tried.end()) {
-      cands.push_back(r.get());
+    if (r->available() && VersionAdmits(pool, *r, in) && std::find(tried.begin(), tried.end(), r) == tried.end()) {
+      cands.push_back(r);
     }
   }
   if (cands.empty()) return nullptr;

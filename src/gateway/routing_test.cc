@@ -50,7 +50,7 @@ struct Env {
     for (Replica* r : router.AllReplicas()) r->OnProbe(true, false, 2);
   }
   Pool& pool() { return *router.pools()[0]; }
-  Replica* rep(int i) { return pool().replicas[static_cast<size_t>(i)].get(); }
+  Replica* rep(int i) { return pool().replicas[static_cast<size_t>(i)]; }
   Replica* Pick(const std::vector<int32_t>& prompt, RouteInput* out = nullptr) {
     prompts = {prompt};
     RouteInput in;

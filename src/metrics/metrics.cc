@@ -1,5 +1,6 @@
 #include "metrics/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <type_traits>
@@ -129,8 +130,25 @@ template <typename T>
 std::vector<std::pair<std::vector<std::string>, const T*>> Family<T>::Children() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<std::vector<std::string>, const T*>> out;
-  for (const auto& [k, v] : children_) out.emplace_back(k, v.get());
+  for (const auto& [k, v] : children_) {
+    bool hidden = false;
+    for (const auto& [i, value] : hidden_) hidden = hidden || k[i] == value;
+    if (!hidden) out.emplace_back(k, v.get());
+  }
   return out;
+}
+
+template <typename T>
+void Family<T>::SetHidden(const std::string& label, const std::string& value, bool hidden) {
+  const auto it = std::find(label_names_.begin(), label_names_.end(), label);
+  if (it == label_names_.end()) return;
+  const auto key = std::make_pair(static_cast<size_t>(it - label_names_.begin()), value);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (hidden) {
+    hidden_.insert(key);
+  } else {
+    hidden_.erase(key);
+  }
 }
 
 template class Family<Counter>;
@@ -181,6 +199,15 @@ Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::st
   auto& f = *e->histogram;
   entries_.push_back(std::move(e));
   return f;
+}
+
+void Registry::SetHidden(const std::string& label, const std::string& value, bool hidden) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& e : entries_) {
+    if (e->counter) e->counter->SetHidden(label, value, hidden);
+    if (e->gauge) e->gauge->SetHidden(label, value, hidden);
+    if (e->histogram) e->histogram->SetHidden(label, value, hidden);
+  }
 }
 
 std::string Registry::Render() const {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,14 +85,21 @@ class Family {
   T& With(const std::vector<std::string>& values);
   const std::vector<std::string>& label_names() const { return label_names_; }
 
-  // Children in label order, for exposition.
+  // Children in label order, for exposition; hidden ones left out.
   std::vector<std::pair<std::vector<std::string>, const T*>> Children() const;
+
+  // Hides (or shows again) every child whose label `label` has `value`: a
+  // thing that went away (a replica that left its pool) stops being
+  // exported, while references to its children stay valid and a late update
+  // neither fails nor brings the series back. No-op without that label.
+  void SetHidden(const std::string& label, const std::string& value, bool hidden);
 
  private:
   std::vector<std::string> label_names_;
   std::vector<double> bounds_;
   mutable std::mutex mu_;
   std::map<std::vector<std::string>, std::unique_ptr<T>> children_;
+  std::set<std::pair<size_t, std::string>> hidden_;  // (label index, value); guarded by mu_
 };
 
 class Registry {
@@ -115,6 +123,9 @@ class Registry {
 
   // Prometheus text exposition of every family, in registration order.
   std::string Render() const;
+
+  // Family::SetHidden on every family with a label named `label`.
+  void SetHidden(const std::string& label, const std::string& value, bool hidden);
 
  private:
   struct Entry {

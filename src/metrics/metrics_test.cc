@@ -53,6 +53,32 @@ TEST(MetricsTest, LabelledHistogramPutsLeLast) {
   EXPECT_NE(text.find("x_seconds_count{kind=\"a\"} 1\n"), std::string::npos) << text;
 }
 
+// A hidden label value drops every series carrying it, in every family that
+// has the label; updates through old references stay harmless and invisible;
+// showing it again brings the series back with their values.
+TEST(MetricsTest, HiddenLabelValuesLeaveTheExposition) {
+  Registry r;
+  auto& healthy = r.AddGauge("up_ratio", "g", {"pool", "replica"});
+  auto& errors = r.AddCounter("errors_total", "c", {"pool", "replica", "kind"});
+  auto& plain = r.AddCounter("requests_total", "c", {"pool"});
+  Gauge& gone = healthy.With({"a", "10.0.0.1"});
+  gone.Set(1);
+  healthy.With({"a", "10.0.0.2"}).Set(1);
+  errors.With({"a", "10.0.0.1", "connect"}).Inc(3);
+  plain.With({"a"}).Inc();
+  r.SetHidden("replica", "10.0.0.1", true);
+  gone.Set(0);  // a late update
+  std::string text = r.Render();
+  EXPECT_EQ(text.find("10.0.0.1"), std::string::npos) << text;
+  EXPECT_NE(text.find("up_ratio{pool=\"a\",replica=\"10.0.0.2\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("requests_total{pool=\"a\"} 1\n"), std::string::npos) << text;
+  r.SetHidden("replica", "10.0.0.1", false);
+  text = r.Render();
+  EXPECT_NE(text.find("up_ratio{pool=\"a\",replica=\"10.0.0.1\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("errors_total{pool=\"a\",replica=\"10.0.0.1\",kind=\"connect\"} 3\n"), std::string::npos)
+      << text;
+}
+
 TEST(MetricsTest, EscapingAndValueFormatting) {
   EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
   EXPECT_EQ(FormatMetricValue(3), "3");

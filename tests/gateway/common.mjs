@@ -79,9 +79,22 @@ function gatewayYaml({ pools, gateway = {}, model, auditLog }) {
   for (const p of pools) {
     lines.push(`  - name: ${p.name}`);
     for (const [k, v] of Object.entries(p)) {
-      if (k === "name" || k === "replicas") continue;
+      if (k === "name" || k === "replicas" || k === "replicas_dns") continue;
       lines.push(`    ${k}: ${yamlValue(v)}`);
     }
+    for (const [key, field] of [["replicas_dns", "address"]]) {
+      if (!p[key]) continue;
+      lines.push(`    ${key}:`);
+      for (const r of p[key]) {
+        if (typeof r === "string") {
+          lines.push(`      - ${yamlValue(r)}`);
+          continue;
+        }
+        lines.push(`      - ${field}: ${yamlValue(r[field])}`);
+        for (const [k, v] of Object.entries(r)) if (k !== field) lines.push(`        ${k}: ${yamlValue(v)}`);
+      }
+    }
+    if (!p.replicas) continue;
     lines.push("    replicas:");
     for (const r of p.replicas) {
       if (typeof r === "string") {
@@ -126,9 +139,16 @@ export async function startGateway({ pools, gateway = {}, model, dir = tempDir()
       gw.child.kill("SIGHUP");
     },
   };
-  if (waitReady) await waitFor(async () => (await request(gw, "GET", "/ready")).status === 200, 30000);
+  // The gateway is ready once any pool can serve; tests start when every
+  // pool can (/ready lists each pool's state).
+  if (waitReady) {
+    await waitFor(async () => {
+      const r = await request(gw, "GET", "/ready");
+      return r.status === 200 && Object.values(r.json?.pools ?? {}).every((p) => p.ready);
+    }, 30000);
+  }
   if (waitAll) {
-    for (const url of pools.flatMap((p) => p.replicas.map((r) => (typeof r === "string" ? r : r.url)))) {
+    for (const url of pools.flatMap((p) => (p.replicas ?? []).map((r) => (typeof r === "string" ? r : r.url)))) {
       await waitFor(async () => (await metricSum(gw, "kvserve_gateway:replica_healthy", { replica: url })) === 1, 30000);
     }
   }

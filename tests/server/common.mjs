@@ -77,14 +77,17 @@ export async function spawnListening(file, argv, { env = {}, what = "server" } =
   let stdout = "";
   child.stdout.on("data", (d) => (stdout += d));
   const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  const [scheme, port] = await new Promise((resolve, reject) => {
+  const [scheme, host, port] = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${what} did not start:\n${stderr}`)), 30000);
     child.stderr.on("data", (d) => {
       stderr += d;
-      const m = /listening on (https?):\/\/[^:]+:(\d+)/.exec(stderr);
+      const m = /listening on (https?):\/\/([^:\s]+):(\d+)/.exec(stderr);
       if (m) {
         clearTimeout(timer);
-        resolve([m[1], Number(m[2])]);
+        // An IPv4 loopback address other than 127.0.0.1 is where it is;
+        // anything else (0.0.0.0, a name) is reached on 127.0.0.1.
+        const ip = /^127\.\d+\.\d+\.\d+$/.test(m[2]) ? m[2] : "127.0.0.1";
+        resolve([m[1], ip, Number(m[3])]);
       }
     });
     exited.then(({ code }) => {
@@ -94,10 +97,11 @@ export async function spawnListening(file, argv, { env = {}, what = "server" } =
   });
   return {
     child,
+    host,
     port,
     scheme,
     exited,
-    baseURL: `${scheme}://127.0.0.1:${port}`,
+    baseURL: `${scheme}://${host}:${port}`,
     stderr: () => stderr,
     stdout: () => stdout,
     async stop(signal = "SIGTERM") {
@@ -141,7 +145,7 @@ export function request(server, method, urlPath, body, headers = {}) {
       h["content-length"] = Buffer.byteLength(payload);
     }
     const tls = server.scheme === "https";
-    const opts = { host: "127.0.0.1", port: server.port, method, path: urlPath, headers: h, agent: false };
+    const opts = { host: server.host ?? "127.0.0.1", port: server.port, method, path: urlPath, headers: h, agent: false };
     if (tls) opts.ca = server.ca;
     const req = (tls ? https : http).request(opts, (res) => {
       const chunks = [];
