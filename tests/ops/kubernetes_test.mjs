@@ -143,10 +143,11 @@ test("references between the manifests resolve", () => {
         const port = c[probe]?.httpGet?.port;
         if (typeof port === "string") assert.ok(ports.has(port), `${d.metadata.name}: ${probe} port ${port}`);
       }
+      assert.ok(c.resources?.requests?.memory && c.resources?.limits?.memory, `${d.metadata.name}: memory resources`);
+      if (!c.image.startsWith("kvserve:")) continue;  // prometheus-adapter: its own probes
       assert.ok(c.readinessProbe?.httpGet?.path === "/ready", `${d.metadata.name}: readiness on /ready`);
       assert.ok(c.livenessProbe?.httpGet?.path === "/health", `${d.metadata.name}: liveness on /health`);
       assert.ok(c.lifecycle?.preStop, `${d.metadata.name}: a preStop hook (drain)`);
-      assert.ok(c.resources?.requests?.memory && c.resources?.limits?.memory, `${d.metadata.name}: memory resources`);
     }
     for (const v of d.spec.template.spec.volumes || []) {
       if (v.configMap) {
@@ -161,6 +162,21 @@ test("references between the manifests resolve", () => {
   }
   for (const b of byKind("PodDisruptionBudget")) {
     assert.ok(pods.some((p) => matches(b.spec.selector.matchLabels, p.labels)), `PDB ${b.metadata.name} selects nothing`);
+  }
+  // The gateway's pools name headless Services (one replica per pod, not one
+  // virtual IP per pool) that exist, on a port they expose.
+  const gwConfig = yaml.load(objects.find((o) => o.kind === "ConfigMap" && o.data?.["gateway.yaml"]).data["gateway.yaml"]);
+  for (const pool of gwConfig.pools) {
+    assert.ok(!pool.replicas, `gateway pool ${pool.name}: a Service URL hides the pods; use replicas_dns`);
+    assert.ok(pool.replicas_dns?.length >= 1, `gateway pool ${pool.name}: no replicas_dns`);
+    for (const entry of pool.replicas_dns) {
+      const [host, port] = (typeof entry === "string" ? entry : entry.address).split(":");
+      const [name, ns] = host.split(".");
+      const svc = byKind("Service").find((x) => x.metadata.name === name && x.metadata.namespace === ns);
+      assert.ok(svc, `gateway pool ${pool.name}: no Service ${name} in ${ns}`);
+      assert.equal(svc.spec.clusterIP, "None", `Service ${name} must be headless for per-pod replicas`);
+      assert.ok(svc.spec.ports.some((p) => String(p.port) === port), `Service ${name} has no port ${port}`);
+    }
   }
   const hpas = byKind("HorizontalPodAutoscaler");
   assert.ok(hpas.length >= 1);
