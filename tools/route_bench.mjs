@@ -194,7 +194,7 @@ async function sizeKv() {
       "--memory-limit", String(limit)] });
     const m = await metrics(r);
     await r.stop();
-    return { blocks: m.get("kvserve:kv_cache_blocks_total"), block: 16 };
+    return { blocks: m.get("kvserve:kv_cache_blocks"), block: 16 };
   };
   const a = 600e6, b = 640e6;
   const [pa, pb] = [await blocksAt(a), await blocksAt(b)];

@@ -25,7 +25,7 @@ ServerMetrics::ServerMetrics()
                                        "Sequences the engine is computing (in its running batch).")),
       requests_waiting(registry.Gauge0("kvserve:num_requests_waiting",
                                        "Sequences admitted but waiting for the engine (queue or preempted).")),
-      kv_blocks_total(registry.Gauge0("kvserve:kv_cache_blocks_total", "KV cache blocks in the pool.")),
+      kv_blocks_total(registry.Gauge0("kvserve:kv_cache_blocks", "KV cache blocks in the pool.")),
       kv_blocks_used(registry.Gauge0("kvserve:kv_cache_blocks_used", "KV cache blocks held by sequences.")),
       kv_blocks_cached(registry.Gauge0("kvserve:kv_cache_blocks_cached",
                                        "Free KV blocks that still hold reusable prefix-cache KV (evictable).")),
@@ -33,7 +33,7 @@ ServerMetrics::ServerMetrics()
       kv_usage_ratio(registry.Gauge0("kvserve:kv_cache_usage_ratio",
                                      "Used KV blocks / total KV blocks (cached-evictable blocks count as free); "
                                      "with a sliding-window group, the fuller of the two groups.")),
-      kv_window_blocks_total(registry.Gauge0("kvserve:kv_cache_window_blocks_total",
+      kv_window_blocks_total(registry.Gauge0("kvserve:kv_cache_window_blocks",
                                              "KV blocks of the sliding-window layers' group (0: none); the "
                                              "kv_cache_blocks_* gauges count the global layers' group.")),
       kv_window_blocks_used(registry.Gauge0("kvserve:kv_cache_window_blocks_used",

@@ -59,7 +59,7 @@ json StatusBoard::ToJson(const StatusIdentity& id) {
       stat("Queue (waiting)", m.requests_waiting.Value(), "int", "kvserve:num_requests_waiting"),
       stat("Running", m.requests_running.Value(), "int", "kvserve:num_requests_running"),
       stat("KV blocks used", m.kv_blocks_used.Value(), "int", "kvserve:kv_cache_blocks_used"),
-      stat("KV blocks total", m.kv_blocks_total.Value(), "int", "kvserve:kv_cache_blocks_total"),
+      stat("KV blocks total", m.kv_blocks_total.Value(), "int", "kvserve:kv_cache_blocks"),
       stat("Prefix-cache hit ratio", m.prefix_hit_ratio.Value(), "percent", "kvserve:prefix_cache_hit_ratio"),
       stat("Generated tokens", m.generation_tokens.Value(), "int", "kvserve:generation_tokens_total"),
       stat("Preemptions", m.preemptions.Value(), "int", "kvserve:num_preemptions_total"),

@@ -57,7 +57,7 @@ before(async () => {
       String(SEQS), "--threads", "1", "--prefix-caching", "false", "--kv_cache.memory_fraction", "1",
       "--kv_cache.memory_limit_bytes", String(memoryLimitFor(POOL_BLOCKS))],
   });
-  assert.equal((await metrics(server)).get("kvserve:kv_cache_blocks_total"), POOL_BLOCKS, "the pool the test sized");
+  assert.equal((await metrics(server)).get("kvserve:kv_cache_blocks"), POOL_BLOCKS, "the pool the test sized");
   gateway = await startGateway({
     pools: [{ name: "test", max_context: CONTEXT, replicas: [server.baseURL] }],
     gateway: { allow_anonymous: true }, model: path.join(sourceDir, "models/kvserve-tiny.gguf"), dir,
@@ -198,7 +198,8 @@ test("series arrive, the KV watermark alerts go pending then firing, dashboard q
   const yamlPath = path.join(sourceDir, "tests/oracles/node_modules/js-yaml/index.js");
   if (existsSync(yamlPath)) {
     const yaml = (await import(yamlPath)).default;
-    const cm = yaml.load(readFileSync(path.join(sourceDir, "deploy/kubernetes/prometheus-adapter.yaml"), "utf8"));
+    const cm = yaml.loadAll(readFileSync(path.join(sourceDir, "deploy/kubernetes/prometheus-adapter.yaml"), "utf8"))
+      .find((d) => d?.kind === "ConfigMap" && d.metadata.name === "prometheus-adapter");
     for (const rule of yaml.load(cm.data["config.yaml"]).rules) {
       const series = /^(\S+?)\{/.exec(rule.seriesQuery)[1];
       const q = rule.metricsQuery.replaceAll("<<.Series>>", series).replaceAll("<<.LabelMatchers>>", 'job="kvserve"')

@@ -23,11 +23,13 @@ alerts=$(grep -cE '^ *- alert:' alerts.yaml)
 urls=$(grep -E 'runbook_url:' alerts.yaml | sed -E 's/.*runbook_url: *//' | sort -u)
 missing=0
 for u in $urls; do
+  # Absolute (an alert in a pager or a chat message has no base to resolve a
+  # relative link against), into docs/operations.md.
   case "$u" in
-    docs/operations.md#*) ;;
-    *) echo "FAIL: runbook_url $u does not point into docs/operations.md"; missing=1; continue ;;
+    https://*/docs/operations.md#*) ;;
+    *) echo "FAIL: runbook_url $u is not an absolute link into docs/operations.md"; missing=1; continue ;;
   esac
-  if ! grep -qx "${u#docs/operations.md#}" <<<"$anchors"; then
+  if ! grep -qx "${u#*/docs/operations.md#}" <<<"$anchors"; then
     echo "FAIL: docs/operations.md has no heading for $u"
     missing=1
   fi
@@ -36,6 +38,23 @@ done
 with_runbook=$(awk '/^ *- alert:/{a=1} a&&/runbook_url:|annotations: \*/{n++; a=0} END{print n}' alerts.yaml)
 if [ "$with_runbook" != "$alerts" ]; then
   echo "FAIL: $alerts alert rules but $with_runbook with a runbook_url"
+  missing=1
+fi
+# scripts/alerts.sh: the same rules with the links on another base.
+moved=$(mktemp)
+trap 'rm -f "$moved"' EXIT
+bash "$src/scripts/alerts.sh" https://wiki.example.com/kvserve/ops > "$moved"
+promtool check rules "$moved" >/dev/null
+if grep -E 'runbook_url:' "$moved" | grep -vqE 'runbook_url: https://wiki\.example\.com/kvserve/ops#[a-z0-9-]+$'; then
+  echo "FAIL: scripts/alerts.sh left a runbook_url on the old base"
+  missing=1
+fi
+if [ "$(grep -c runbook_url: "$moved")" != "$(grep -c runbook_url: alerts.yaml)" ]; then
+  echo "FAIL: scripts/alerts.sh lost runbook links"
+  missing=1
+fi
+if bash "$src/scripts/alerts.sh" not-a-url >/dev/null 2>&1; then
+  echo "FAIL: scripts/alerts.sh accepted a base that is not a URL"
   missing=1
 fi
 [ "$missing" = 0 ] || exit 1

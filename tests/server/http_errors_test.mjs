@@ -67,7 +67,7 @@ describe("plain endpoints", () => {
     assert.equal(r.status, 200);
     assert.match(r.headers["content-type"], /^text\/plain; version=0\.0\.4/);
     for (const name of [
-      "kvserve:num_requests_running", "kvserve:num_requests_waiting", "kvserve:kv_cache_blocks_total",
+      "kvserve:num_requests_running", "kvserve:num_requests_waiting", "kvserve:kv_cache_blocks",
       "kvserve:kv_cache_blocks_used", "kvserve:kv_cache_blocks_cached", "kvserve:kv_cache_blocks_free",
       "kvserve:kv_cache_usage_ratio", "kvserve:memory_bytes", "kvserve:max_admissible_context_tokens",
       "kvserve:prefix_cache_queried_tokens_total", "kvserve:prefix_cache_hit_tokens_total",

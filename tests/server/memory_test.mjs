@@ -47,7 +47,7 @@ test("peak resident memory stays within the plan's total + 5 % under the largest
   const activations = account("activations");
   const overhead = account("overhead");
   const total = weights + kvPool + activations + overhead;
-  const blocks = metric(m0, "kvserve:kv_cache_blocks_total");
+  const blocks = metric(m0, "kvserve:kv_cache_blocks");
   const blockSize = metric(m0, "kvserve:kv_cache_block_size_tokens");
   assert.ok(weights > 0 && kvPool > 0 && activations > 0 && overhead > 0);
   assert.equal(blocks, (SEQS * CONTEXT) / blockSize, "the pool holds exactly SEQS full-context sequences");
