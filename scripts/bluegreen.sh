@@ -50,7 +50,7 @@
 #     ($root/slots/SLOT/serve.yaml) exported
 #   KVSERVE_BLUE_PORT 8001, KVSERVE_GREEN_PORT 8002, KVSERVE_SLOT_HOST 127.0.0.1
 #   KVSERVE_GATEWAY_CONFIG  /etc/kvserve/gateway.yaml
-#   KVSERVE_GATEWAY_RELOAD_CMD 'systemctl kill --signal=SIGHUP kvserve-gateway'
+#   KVSERVE_GATEWAY_RELOAD_CMD 'systemctl reload kvserve-gateway' (deploy/systemd/kvserve-gateway.service)
 #   KVSERVE_GATEWAY_ADMIN_URL http://127.0.0.1:9180 (the gateway's admin listener: its /metrics)
 #   KVSERVE_GATEWAY_POOL    main
 #   KVSERVE_CANARY_PERCENT  0 (no canary step), KVSERVE_CANARY_SECONDS 30
@@ -67,7 +67,7 @@ start_cmd=${KVSERVE_SLOT_START_CMD:-'systemctl enable -q kvserve@$KVSERVE_SLOT &
 stop_cmd=${KVSERVE_SLOT_STOP_CMD:-'systemctl disable -q --now kvserve@$KVSERVE_SLOT'}
 slot_host=${KVSERVE_SLOT_HOST:-127.0.0.1}
 gw_config=${KVSERVE_GATEWAY_CONFIG:-/etc/kvserve/gateway.yaml}
-gw_reload=${KVSERVE_GATEWAY_RELOAD_CMD:-systemctl kill --signal=SIGHUP kvserve-gateway}
+gw_reload=${KVSERVE_GATEWAY_RELOAD_CMD:-systemctl reload kvserve-gateway}
 gw_url=${KVSERVE_GATEWAY_ADMIN_URL:-http://127.0.0.1:9180}
 gw_pool=${KVSERVE_GATEWAY_POOL:-main}
 canary_percent=${KVSERVE_CANARY_PERCENT:-0}

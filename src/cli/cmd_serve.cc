@@ -90,6 +90,13 @@ const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatib
                      std::fprintf(stderr, "kvserve serve: %s\n", kNoModelMessage);
                      return 2;
                    }
+                   // SIGHUP: the same file and command line, read again.
+                   opts->reload = [a, model = cfg.model.path]() -> StatusOr<server::ServeConfig> {
+                     server::ServeConfig fresh;
+                     KVS_RETURN_IF_ERROR(server::LoadServeConfig(a->config, a->overrides, &fresh));
+                     if (fresh.model.path.empty()) fresh.model.path = model;  // the default found at start
+                     return fresh;
+                   };
                    return server::RunServe(
                        cfg,
                        [](const server::ServeConfig& c) -> StatusOr<std::unique_ptr<server::InferenceBackend>> {

@@ -81,6 +81,51 @@ std::string ServedModelName(const ServeConfig& config) {
   return "default";
 }
 
+namespace {
+
+// Leaf keys ("section.key") of a configuration document whose values differ.
+void ChangedKeys(const nlohmann::json& a, const nlohmann::json& b, const std::string& prefix,
+                 std::vector<std::string>* out) {
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [k, v] : a.items()) {
+      ChangedKeys(v, b.contains(k) ? b[k] : nlohmann::json(), prefix.empty() ? k : prefix + "." + k, out);
+    }
+    return;
+  }
+  if (a != b) out->push_back(prefix);
+}
+
+// SIGHUP: applies what can change in a running server and names the rest.
+void ReloadConfig(const std::function<StatusOr<ServeConfig>()>& reload, nlohmann::json* applied) {
+  StatusOr<ServeConfig> fresh = reload();
+  if (!fresh.ok()) {
+    spdlog::error("SIGHUP: configuration not re-read (what was in force stays): {}", fresh.status().message());
+    return;
+  }
+  nlohmann::json now = ConfigToJson(*fresh);
+  std::vector<std::string> changed;
+  ChangedKeys(*applied, now, "", &changed);
+  std::vector<std::string> restart;
+  for (const std::string& key : changed) {
+    if (key == "logging.level") {
+      spdlog::info("SIGHUP: logging.level {} -> {}", (*applied)["logging"]["level"].get<std::string>(),
+                   fresh->logging.level);
+      spdlog::set_level(spdlog::level::from_str(fresh->logging.level));
+      (*applied)["logging"]["level"] = fresh->logging.level;
+    } else if (key == "server.api_keys") {
+      // Reloaded below with the key file (the loaded keys are not printed).
+    } else {
+      restart.push_back(key);
+    }
+  }
+  if (changed.empty()) spdlog::info("SIGHUP: configuration unchanged");
+  for (const std::string& key : restart) {
+    spdlog::warn("SIGHUP: {} changed; it takes effect at the next restart", key);
+  }
+}
+
+}  // namespace
+
 int RunServe(const ServeConfig& config, const BackendFactory& factory, const ServeOptions& options) {
   // A client that sees /ready answered may signal at once: SIGTERM/SIGINT
   // stay pending, not fatal, until their handler is installed below. The
@@ -173,7 +218,10 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
   };
   for (const char* outcome : {"ok", "failed"}) metrics.api_key_reloads.With({outcome});  // exported at 0
   AccessLog* log = access_log->get();
-  server.OnSignal({SIGHUP}, [reload_keys, log, &server](int) {
+  // The configuration as last applied (logging.level follows SIGHUP).
+  auto applied = std::make_shared<nlohmann::json>(ConfigToJson(config));
+  server.OnSignal({SIGHUP}, [reload_keys, log, &server, reload = options.reload, applied](int) {
+    if (reload) ReloadConfig(reload, applied.get());
     reload_keys("SIGHUP");
     if (Status s = log->Reopen(); !s.ok()) spdlog::error("SIGHUP: access log not reopened: {}", s.message());
     if (!server.tls()) return;

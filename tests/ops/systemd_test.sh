@@ -53,3 +53,23 @@ grep -q "kvserve@\$KVSERVE_SLOT" "$src/scripts/bluegreen.sh"
 stop=$(sed -n 's/^TimeoutStopSec=//p' "$slot_unit")
 awk -v s="$stop" -v d="$drain" 'BEGIN { exit !(s > d + 5) }' || { echo "FAIL: kvserve@: TimeoutStopSec $stop <= drain $drain + 5"; exit 1; }
 echo "systemd-analyze verify: kvserve@blue.service clean; TimeoutStopSec $stop s"
+
+# The gateway's unit (bluegreen.sh reloads it), as installed.
+gw_unit=$src/deploy/systemd/kvserve-gateway.service
+sed -e "s|/usr/local/bin/kvserve|$bin|" -e "s|/etc/default/kvserve-gateway|$src/deploy/systemd/kvserve-gateway.env|" "$gw_unit" >"$tmp/kvserve-gateway.service"
+out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/kvserve-gateway.service" 2>&1) || { echo "$out"; echo "FAIL: verify kvserve-gateway"; exit 1; }
+if grep -v -E "^$" <<<"$out" | grep -q .; then echo "$out"; echo "FAIL: systemd-analyze verify printed warnings (kvserve-gateway)"; exit 1; fi
+grep -q '^ExecReload=/bin/kill -HUP \$MAINPID$' "$gw_unit"
+grep -q 'ExecStart=.* gateway --config \${KVSERVE_GATEWAY_CONFIG}' "$gw_unit"
+grep -q "systemctl reload kvserve-gateway" "$src/scripts/bluegreen.sh"
+# The environment file's config and arguments are what `kvserve gateway` accepts.
+cfg=$(sed -n 's/^KVSERVE_GATEWAY_CONFIG=//p' "$src/deploy/systemd/kvserve-gateway.env")
+args=$(sed -n 's/^KVSERVE_GATEWAY_ARGS=//p' "$src/deploy/systemd/kvserve-gateway.env")
+[ "$cfg" = /etc/kvserve/gateway.yaml ] || { echo "FAIL: KVSERVE_GATEWAY_CONFIG is $cfg"; exit 1; }
+# shellcheck disable=SC2086
+"$bin" gateway --config "$src/configs/gateway.yaml" $args --print-config >/dev/null ||
+  { echo "FAIL: kvserve gateway refuses the unit's arguments ($args)"; exit 1; }
+stop=$(sed -n 's/^TimeoutStopSec=//p' "$gw_unit")
+gdrain=$(sed -n 's/^ *drain_timeout_seconds: *//p' "$src/configs/gateway.yaml" | head -1)
+awk -v s="$stop" -v d="$gdrain" 'BEGIN { exit !(s > d + 5) }' || { echo "FAIL: kvserve-gateway: TimeoutStopSec $stop <= drain $gdrain + 5"; exit 1; }
+echo "systemd-analyze verify: kvserve-gateway.service clean; TimeoutStopSec $stop s"

@@ -4,10 +4,15 @@
 // (../shared/models/stories260K.gguf) when this build serves it.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import http from "node:http";
 import { after, before, describe, test } from "node:test";
 
-import { binary, loadOpenAI, metric, metrics, realModelPath, request, requireBinary, startServer, waitFor } from "./common.mjs";
+import {
+  binary, loadOpenAI, metric, metrics, realModelPath, request, requireBinary, spawnListening, startServer, waitFor,
+} from "./common.mjs";
 
 requireBinary();
 const OpenAI = await loadOpenAI();
@@ -150,6 +155,45 @@ test("an unknown runtime.device exits 2 naming the accepted devices", () => {
     const r = spawnSync(binary, ["serve", "--port", "0", ...args], { encoding: "utf8", timeout: 30000 });
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /runtime\.device: 'cuda' is not available in this build; accepted: cpu/);
+  }
+});
+
+// SIGHUP re-reads the configuration (the same file and command line): the
+// log level changes at once, every other changed key is named as needing a
+// restart, a broken file keeps what is in force; the server keeps serving.
+test("SIGHUP: logging.level applied, other changes named, a broken file refused", async () => {
+  const model = realModelPath() ?? path.join(process.env.KVSERVE_SOURCE_DIR ?? ".", "models/kvserve-tiny.gguf");
+  const dir = mkdtempSync(path.join(tmpdir(), "kvserve-hup-"));
+  const file = path.join(dir, "serve.yaml");
+  const config = (level, batch) => `logging:\n  level: ${level}\nruntime:\n  max_batch_size: ${batch}\n  threads: 1\n`;
+  writeFileSync(file, config("info", 8));
+  // Spawned by hand: startServer's --log-level would override the file's.
+  const server = await spawnListening(binary, ["serve", "--port", "0", "--host", "127.0.0.1", "--config", file, "--model", model]);
+  await waitFor(async () => (await request(server, "GET", "/ready")).status === 200, 30000);
+  const id = (await request(server, "GET", "/v1/models")).json.data[0].id;
+  try {
+    const hup = async (expect) => {
+      const before = server.stderr().length;
+      server.child.kill("SIGHUP");
+      await waitFor(() => expect.every((re) => re.test(server.stderr().slice(before))), 10000).catch((e) => {
+        throw new Error(`${e.message}: ${expect.join(", ")} in:\n${server.stderr().slice(before)}`);
+      });
+      return server.stderr().slice(before);
+    };
+    writeFileSync(file, config("debug", 16));
+    await hup([/SIGHUP: logging\.level info -> debug/, /SIGHUP: runtime\.max_batch_size changed; it takes effect at the next restart/,
+      /SIGHUP: API keys reloaded/]);
+    const r = await request(server, "POST", "/v1/completions", { model: id, prompt: "Once", max_tokens: 2 });
+    assert.equal(r.status, 200, r.text);
+    writeFileSync(file, "runtime:\n  max_batch_size: -3\n");
+    const out = await hup([/SIGHUP: configuration not re-read \(what was in force stays\): .*max_batch_size/]);
+    assert.doesNotMatch(out, /logging\.level/);
+    writeFileSync(file, config("debug", 16));
+    await hup([/SIGHUP: runtime\.max_batch_size changed/]);
+    assert.equal((await request(server, "GET", "/ready")).status, 200);
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
