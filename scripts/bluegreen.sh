@@ -189,6 +189,8 @@ case "$cmd" in
     check_gateway_config
     live=$(live_slot)
     idle=$(other "${live:-green}")
+    serving_release=""
+    [ -n "$live" ] && [ -n "$(slot_release "$live")" ] && serving_release=$root/releases/$(slot_release "$live")
     make_release "$2" "$3" "$4" --server.port "$(slot_port "$idle")"
     kept=$(slot_release "$idle")
     mkdir -p "$root/slots"

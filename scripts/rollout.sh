@@ -12,12 +12,18 @@
 #
 # deploy: checks the new release before touching anything (the config must
 # load: `kvserve serve --print-config`; inline server.api_keys are refused,
-# use server.api_key_file), switches `current`, restarts the server
+# use server.api_key_file; the served model id is pinned to the current
+# release's), switches `current` (atomically: a rename), restarts the server
 # ($KVSERVE_RESTART_CMD, default `systemctl restart kvserve`: SIGTERM drains
 # the old process) and waits until the server is ready and reports the new
 # model's SHA-256 (kvserve:model_info on /metrics). If it does not within
-# $KVSERVE_ROLLOUT_TIMEOUT seconds (default 300), it rolls back by itself and
-# exits 1. rollback: swaps current and previous and restarts the same way.
+# $KVSERVE_ROLLOUT_TIMEOUT seconds (default 300), or the process is down for
+# 2 s in a row ($KVSERVE_STATUS_CMD, default `systemctl is-active --quiet
+# kvserve`: a model that cannot load exits at once, then crash-loops), it
+# rolls back by itself and exits 1. `previous` only ever names a release that
+# served: after a failed deploy it still names the one before, never the
+# broken release. rollback: swaps current and previous and restarts the
+# same way.
 # With several replicas behind the gateway, roll them one at a time: the
 # gateway takes a draining replica out and re-admits it when /ready passes.
 # Without a restart's outage on one machine: scripts/bluegreen.sh.
@@ -27,6 +33,7 @@ root=/var/lib/kvserve
 if [ "${1:-}" = --root ]; then root=$2; shift 2; fi
 kvserve=${KVSERVE_BIN:-$(command -v kvserve || echo /usr/local/bin/kvserve)}
 restart_cmd=${KVSERVE_RESTART_CMD:-systemctl restart kvserve}
+status_cmd=${KVSERVE_STATUS_CMD:-systemctl is-active --quiet kvserve}
 timeout_s=${KVSERVE_ROLLOUT_TIMEOUT:-300}
 
 die() { echo "rollout: $*" >&2; exit 1; }
@@ -42,8 +49,11 @@ switch_to() {  # NEW_CURRENT NEW_PREVIOUS (release names; previous may be empty)
 
 restart_and_wait() {  # RELEASE
   log "restarting: $restart_cmd"
-  bash -c "$restart_cmd"
-  wait_for_release "$root/releases/$1" "$timeout_s"
+  if ! bash -c "$restart_cmd"; then
+    log "the restart command failed"
+    return 1
+  fi
+  wait_for_release "$root/releases/$1" "$timeout_s" "$status_cmd"
 }
 
 cmd=${1:-}
@@ -51,19 +61,24 @@ case "$cmd" in
   deploy)
     [ $# -eq 4 ] || die "usage: rollout.sh [--root DIR] deploy VERSION MODEL.gguf CONFIG.yaml"
     version=$2
-    make_release "$2" "$3" "$4"
     old=$(release_of current)
+    serving_release=${old:+$root/releases/$old}
+    make_release "$2" "$3" "$4"
     log "current ${old:-none} -> $version"
-    switch_to "$version" "$old"
+    t0=$(date +%s)
+    # previous changes only once the new release serves.
+    switch_to "$version" ""
     if restart_and_wait "$version"; then
+      [ -n "$old" ] && switch_to "$version" "$old"
       log "release $version is serving"
       exit 0
     fi
     if [ -n "$old" ]; then
-      log "release $version did not become ready within ${timeout_s}s: rolling back to $old"
-      switch_to "$old" "$version"
+      log "release $version did not become ready: rolling back to $old"
+      switch_to "$old" ""
       restart_and_wait "$old" || die "rollback to $old did not become ready either"
-      die "release $version failed; $old is serving again"
+      prev=$(release_of previous)
+      die "release $version failed; $old is serving again, $(( $(date +%s) - t0 )) s after the deploy began (previous: ${prev:-none})"
     fi
     die "release $version did not become ready within ${timeout_s}s (no previous release to go back to)"
     ;;

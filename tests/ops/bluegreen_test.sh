@@ -119,7 +119,7 @@ client() {  # stream|plain
   local i=0 body out code
   while [ ! -e "$tmp/stop-traffic" ]; do
     i=$((i + 1))
-    body='{"model":"model","prompt":"Once upon a time","max_tokens":6,"stream":'$([ "$1" = stream ] && echo true || echo false)'}'
+    body='{"model":"stories260K","prompt":"Once upon a time","max_tokens":6,"stream":'$([ "$1" = stream ] && echo true || echo false)'}'
     out=$(curl -sS -N --max-time 30 -H 'content-type: application/json' -H "x-session-id: $1-$i" -w '\n%{http_code}' \
       -d "$body" "http://127.0.0.1:$gw_port/v1/completions" 2>&1) || true
     code=${out##*$'\n'}

@@ -4,9 +4,12 @@
 # to end, start again from current/serve.yaml) and checked through
 # /metrics (kvserve:model_info carries the served model's SHA-256):
 #   deploy v1 (the bundled model), deploy v2 (its Q8_0 quantization: another
-#   file and hash), rollback (v1 again, in one command), a release whose
-#   configuration does not load is refused before anything changes, and a
-#   release whose model cannot be loaded is rolled back by itself.
+#   file and hash; the served model id stays v1's), rollback (v1 again, in
+#   one command), a release whose configuration does not load is refused
+#   before anything changes, and a release whose model cannot be loaded (the
+#   process exits at start) is noticed within seconds, not the timeout, and
+#   rolled back by itself with `previous` still naming a release that served.
+#   Release files are readable by another user whatever the umask.
 # Skips (77) under sanitizers and without the bundled model; fails without the binary.
 set -euo pipefail
 src=${KVSERVE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -48,8 +51,14 @@ fi
 nohup "$bin" serve --config "$root/current/serve.yaml" >>"$tmp/server.log" 2>&1 &
 echo \$! >"$tmp/pid"
 SH
-chmod +x "$tmp/restart.sh"
-export KVSERVE_BIN=$bin KVSERVE_RESTART_CMD="$tmp/restart.sh" KVSERVE_ROLLOUT_TIMEOUT=30
+# systemctl is-active's stand-in: is the process alive?
+cat >"$tmp/alive.sh" <<SH
+#!/usr/bin/env bash
+[ -f "$tmp/pid" ] && kill -0 "\$(cat "$tmp/pid")" 2>/dev/null
+SH
+chmod +x "$tmp/restart.sh" "$tmp/alive.sh"
+export KVSERVE_BIN=$bin KVSERVE_RESTART_CMD="$tmp/restart.sh" KVSERVE_STATUS_CMD="$tmp/alive.sh" KVSERVE_ROLLOUT_TIMEOUT=30
+umask 077  # as root's may be: the release must still be readable by the service user
 rollout() { bash "$src/scripts/rollout.sh" --root "$root" "$@"; }
 serving_sha() { curl -fsS "http://127.0.0.1:$port/metrics" | sed -n 's/^kvserve:model_info{.*sha256="\([0-9a-f]*\)"} 1$/\1/p'; }
 expect_serving() {  # SHA WHAT
@@ -68,12 +77,18 @@ sha2=$(sha256sum "$v2_model" | cut -d' ' -f1)
 rollout deploy v1 "$v1_model" "$tmp/serve.yaml"
 expect_serving "$sha1" "deploy v1"
 grep -q "\"sha256\": \"$sha1\"" "$root/releases/v1/serve.yaml"
+for f in "$root" "$root/releases" "$root/releases/v1" "$root/releases/v1/serve.yaml" "$root/releases/v1/model.gguf"; do
+  [ "$(stat -L -c %A "$f" | cut -c8)" = r ] || { echo "FAIL: $f is not readable by others: $(stat -L -c %A "$f")"; exit 1; }
+done
+echo "ok: the release is readable by the service user (umask 077)"
 rollout deploy v2 "$v2_model" "$tmp/serve.yaml"
 expect_serving "$sha2" "deploy v2"
 [ "$(readlink "$root/current")" = releases/v2 ] && [ "$(readlink "$root/previous")" = releases/v1 ]
+# The id clients send survives the new file name (v2's is kvserve-tiny-q8.gguf).
+curl -fsS "http://127.0.0.1:$port/v1/models" | grep -q '"id":"kvserve-tiny"'
 curl -fsS "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
-  -d '{"model":"model","prompt":"Once upon a time","max_tokens":4}' | grep -q '"text"'
-echo "ok: v2 answers"
+  -d '{"model":"kvserve-tiny","prompt":"Once upon a time","max_tokens":4}' | grep -q '"text"'
+echo "ok: v2 answers as kvserve-tiny, the id v1 served"
 
 rollout rollback
 expect_serving "$sha1" "rollback to v1 (one command)"
@@ -89,12 +104,22 @@ grep -q "max_batch_sise" "$tmp/bad.log"
 [ "$(readlink "$root/current")" = releases/v1 ] && [ "$(cat "$tmp/pid")" = "$pid_before" ] && [ ! -e "$root/releases/v3" ]
 echo "ok: a release whose config does not load is refused before anything changes"
 
-# A model file that cannot be loaded: the server exits, the script rolls back.
+# A model file that cannot be loaded: the server exits at start; the script
+# notices the dead process (not the 120 s timeout) and rolls back; previous
+# still names v2 (a release that served), not the broken v4.
 head -c 100000 "$v1_model" >"$tmp/truncated.gguf"
-if KVSERVE_ROLLOUT_TIMEOUT=10 rollout deploy v4 "$tmp/truncated.gguf" "$tmp/serve.yaml" 2>"$tmp/v4.log"; then
+t0=$(date +%s)
+if KVSERVE_ROLLOUT_TIMEOUT=120 rollout deploy v4 "$tmp/truncated.gguf" "$tmp/serve.yaml" 2>"$tmp/v4.log"; then
   echo "FAIL: a broken model was reported as deployed"; exit 1
 fi
+took=$(( $(date +%s) - t0 ))
+cat "$tmp/v4.log"
+grep -q "the server process is not running" "$tmp/v4.log"
 grep -q "rolling back to v1" "$tmp/v4.log"
-expect_serving "$sha1" "automatic rollback after a failed deploy"
-[ "$(readlink "$root/current")" = releases/v1 ]
-echo "rollout: 5 steps passed"
+[ "$took" -lt 60 ] || { echo "FAIL: the failed deploy took ${took}s: the dead process was not noticed"; exit 1; }
+expect_serving "$sha1" "automatic rollback after a failed deploy (${took}s)"
+[ "$(readlink "$root/current")" = releases/v1 ] && [ "$(readlink "$root/previous")" = releases/v2 ] ||
+  { echo "FAIL: after the failed deploy current=$(readlink "$root/current") previous=$(readlink "$root/previous")"; exit 1; }
+rollout rollback
+expect_serving "$sha2" "rollback after the failed deploy goes to v2, never the broken v4"
+echo "rollout: 7 steps passed"
