@@ -44,7 +44,7 @@ bool Canary::Record(bool canary, bool ok, Clock::time_point now) {
                                                          : static_cast<double>(rates_.stable_errors) /
                                                                static_cast<double>(rates_.stable_attempts);
   if (canary_rate <= stable_rate + margin_) return false;
-  weight_.store(0);
+  MarkRolledBack();
   return true;
 }
 

@@ -37,6 +37,13 @@ class Canary {
   const std::string& version() const { return version_; }
   double weight() const { return weight_.load(); }
   void set_weight(double percent) { weight_.store(percent); }
+  // Whether this canary version was rolled back (by Record, or restored from
+  // the gateway's state file): a reload keeps its weight at 0.
+  bool rolled_back() const { return rolled_back_.load(); }
+  void MarkRolledBack() {
+    weight_.store(0);
+    rolled_back_.store(true);
+  }
   // Bucket of a sticky key, [0, 100).
   static double Bucket(std::string_view key);
   bool ForCanary(std::string_view sticky_key) const { return enabled() && Bucket(sticky_key) < weight(); }
@@ -62,6 +69,7 @@ class Canary {
   const Clock::duration window_;
   const int64_t min_requests_;
   std::atomic<double> weight_;
+  std::atomic<bool> rolled_back_{false};
   std::mutex mu_;
   std::deque<Outcome> outcomes_;  // guarded by mu_; in time order
   Rates rates_;                   // guarded by mu_; of outcomes_

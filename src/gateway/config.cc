@@ -97,6 +97,10 @@ const GatewayKeys& Scalars() {
     t.push_back(GatewayKeys::Number("gateway.drain_timeout_seconds", "drain-timeout",
                                     [](G& c) -> double& { return c.gateway.drain_timeout_seconds; }, 0, false, 3600,
                                     "On SIGTERM: how long in-flight requests may take before they are cut"));
+    t.push_back(GatewayKeys::String("gateway.state_file", "state-file",
+                                    [](G& c) -> std::string& { return c.gateway.state_file; }, "a file path or \"\"",
+                                    "Where the gateway records its automatic canary rollbacks, so a restart keeps a "
+                                    "rolled-back canary at weight 0 (a reload always does); \"\": in memory only"));
     t.push_back(GatewayKeys::String("gateway.key_file", "key-file", [](G& c) -> std::string& { return c.gateway.key_file; },
                                     "a file path or \"\"",
                                     "Tenants, limits and API-key digests (written by `kvserve gateway keys`); reloaded on change "

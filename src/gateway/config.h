@@ -114,6 +114,7 @@ struct GatewaySection {
   std::string prefix_cache_scope = "tenant";
 
   std::string key_file;           // tenants and their key digests (`kvserve gateway keys`)
+  std::string state_file{};       // what the gateway decided and must remember (canary rollbacks); "": none
   bool allow_anonymous = false;   // no key_file: serve without authentication (tests, trusted networks)
   double key_file_poll_seconds = 1;
   double rate_limit_per_second = 0;  // all tenants together; 0: no limit

@@ -2,6 +2,8 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -110,6 +112,7 @@ Gateway::Gateway(GatewayConfig cfg, Parts parts)
     redis->set_error_counter(&metrics_.shared_state_errors);
   }
   for (Replica* r : router_->AllReplicas()) OnReplicaListed(r);
+  RestoreState();
   for (const auto& p : router_->pools()) {
     metrics_.retries.With({p->name()});
     metrics_.pool_replicas.With({p->name()}).Set(static_cast<double>(p->replicas.num_listed()));
@@ -132,6 +135,54 @@ void Gateway::OnReplicaListed(Replica* r) {
     for (const char* outcome : {"ok", "error"}) metrics_.warm_prompts.With({r->pool(), r->name(), outcome});
     metrics_.replica_warming.With({r->pool(), r->name()}).Set(0);
   }
+}
+
+void Gateway::RestoreState() {
+  for (const auto& p : router_->pools()) metrics_.canary_rolled_back.With({p->name()}).Set(0);
+  if (cfg_.gateway.state_file.empty()) return;
+  std::ifstream in(cfg_.gateway.state_file);
+  if (!in) return;  // none yet
+  const json state = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!state.is_object() || !state.contains("canary_rolled_back") || !state["canary_rolled_back"].is_object()) {
+    spdlog::error("gateway: {}: not a state file this gateway wrote; ignored", cfg_.gateway.state_file);
+    return;
+  }
+  for (const auto& [pool, version] : state["canary_rolled_back"].items()) {
+    Pool* p = router_->FindPool(pool);
+    if (!p || !version.is_string() || !p->canary->enabled() || p->canary->version() != version.get<std::string>()) {
+      continue;  // another release since: the record no longer applies
+    }
+    p->canary->MarkRolledBack();
+    metrics_.canary_rolled_back.With({pool}).Set(1);
+    spdlog::warn("gateway: pool {}: canary {} was rolled back before this start ({}); its weight stays 0", pool,
+                 p->canary->version(), cfg_.gateway.state_file);
+  }
+}
+
+void Gateway::SaveState() {
+  if (cfg_.gateway.state_file.empty()) return;
+  std::lock_guard<std::mutex> lock(state_mu_);
+  json rolled = json::object();
+  for (const auto& p : router_->pools()) {
+    if (p->canary->rolled_back()) rolled[p->name()] = p->canary->version();
+  }
+  const std::string tmp = cfg_.gateway.state_file + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << json{{"canary_rolled_back", rolled}}.dump(2) << "\n";
+    if (!out.flush()) {
+      spdlog::error("gateway: cannot write {}: the rollback holds until a restart only", tmp);
+      return;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, cfg_.gateway.state_file, ec);
+  if (ec) spdlog::error("gateway: cannot replace {}: {}", cfg_.gateway.state_file, ec.message());
+}
+
+void Gateway::CanaryRolledBack(Pool& pool) {
+  metrics_.canary_rolled_back.With({pool.name()}).Set(1);
+  SaveState();
 }
 
 void Gateway::OnReplicaUnlisted(Replica* r) {
@@ -329,8 +380,15 @@ std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
       not_applied.push_back("the warm-up settings of pool " + pc.name);
     }
     // The canary split moves at once; requests in flight keep their replica.
+    // A canary the gateway rolled back stays at 0: the file still says 50 %
+    // for the release that failed, and trying it again takes a new
+    // canary_version (a new release), not a reload.
     if (pc.canary_version != pool->canary->version()) {
       not_applied.push_back("canary_version of pool " + pc.name);
+    } else if (pool->canary->rolled_back() && pc.canary_weight > 0) {
+      spdlog::warn("gateway: pool {}: canary {} was rolled back; its weight stays 0 (not {}%): deploy another "
+                   "canary_version to try again",
+                   pc.name, pc.canary_version, pc.canary_weight);
     } else if (pool->canary->enabled() && pool->canary->weight() != pc.canary_weight) {
       spdlog::info("gateway: pool {} canary {} weight {}% -> {}%", pc.name, pc.canary_version, pool->canary->weight(),
                    pc.canary_weight);

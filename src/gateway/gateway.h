@@ -119,6 +119,7 @@ class Gateway : public ProxyHost {
 
   void RequestStarted() override { in_flight_.fetch_add(1); }
   void RequestEnded() override { in_flight_.fetch_sub(1); }
+  void CanaryRolledBack(Pool& pool) override;
 
  private:
   // True when not draining and every pool has an available replica; fills
@@ -148,6 +149,11 @@ class Gateway : public ProxyHost {
   void OnReplicaListed(Replica* r);
   // A replica left its pool (its address left the DNS name): its series hidden.
   void OnReplicaUnlisted(Replica* r);
+  // gateway.state_file: the canary rollbacks ({"canary_rolled_back": {POOL:
+  // VERSION}}), read at start (a pool whose canary_version was rolled back
+  // starts at weight 0) and written (atomically) at each rollback.
+  void RestoreState();
+  void SaveState();
   std::pair<std::optional<FileStamp>, std::optional<FileStamp>> TlsStamp() const;  // the certificate's and key's  // every key_file_poll_seconds: ReloadTls when either file changed
   // The public listener's header check (http::ServerOptions::header_check):
   // 401 for a request to an authenticated route without a valid key.
@@ -171,6 +177,7 @@ class Gateway : public ProxyHost {
   std::atomic<bool> stopped_{false};
   mutable std::mutex refusals_mu_;
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, AdmitResult>> refusals_;  // tenant -> until
+  std::mutex state_mu_;  // serializes SaveState
   std::mutex tls_mu_;
   // Guarded by tls_mu_: the certificate's and key's stamps at the last (tried) load.
   std::pair<std::optional<FileStamp>, std::optional<FileStamp>> tls_stamp_;

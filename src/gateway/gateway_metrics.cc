@@ -151,6 +151,10 @@ GatewayMetrics::GatewayMetrics()
                                            "Automatic rollbacks: the canary's error rate exceeded the stable "
                                            "version's by more than canary_max_error_rate_margin.",
                                            {"pool"})),
+      canary_rolled_back(registry.AddGauge("kvserve_gateway:canary_rolled_back",
+                                           "1 while the pool's canary_version is rolled back (weight held at 0 across "
+                                           "reloads, and restarts with gateway.state_file); 0 otherwise.",
+                                           {"pool"})),
       dns_lookups(registry.AddCounter("kvserve_gateway:dns_lookups_total",
                                       "Lookups of the pools' replicas_dns names, by outcome: ok, empty (the name has "
                                       "no addresses: its replicas leave), error (the lookup failed: the replicas "

@@ -63,6 +63,7 @@ struct GatewayMetrics {
   metrics::Family<metrics::Counter>& version_seconds;            // pool, version: time of answered attempts
   metrics::Family<metrics::Gauge>& canary_weight;                // pool
   metrics::Family<metrics::Counter>& canary_rollbacks;           // pool
+  metrics::Family<metrics::Gauge>& canary_rolled_back;           // pool: 1 while its canary version is rolled back
   // Replicas from DNS (discovery.h).
   metrics::Family<metrics::Counter>& dns_lookups;     // pool, name, outcome (ok, empty, error)
   metrics::Family<metrics::Gauge>& pool_replicas;     // pool: replicas in the pool now (listed)

@@ -362,6 +362,7 @@ void ProxyRequest::RecordOutcome(bool ok) {
   if (c.Record(replica_->version() == c.version(), ok, Clock::now())) {
     m.canary_rollbacks.With({pool_->name()}).Inc();
     m.canary_weight.With({pool_->name()}).Set(0);
+    gw_->CanaryRolledBack(*pool_);
     const Canary::Rates r = c.Window(Clock::now());
     spdlog::warn("gateway: pool {}: canary {} rolled back (weight 0): {} of {} attempts failed vs {} of {} on the "
                  "stable version, margin {}",

@@ -45,6 +45,9 @@ class ProxyHost {
   // address alone (X-Forwarded-For upstream).
   virtual std::string ClientAddress(const http::Exchange& ex) const = 0;
   virtual std::string ClientIp(const http::Exchange& ex) const = 0;
+  // The pool's canary was just rolled back (Canary::Record): recorded so that
+  // reloads and restarts keep it at weight 0.
+  virtual void CanaryRolledBack(Pool& pool) = 0;
 };
 
 }  // namespace kvs::gateway

@@ -7,8 +7,13 @@
 //   * automatic rollback: with the canary failing every attempt (injected
 //     faults), the canary's error rate exceeds stable's by the margin and
 //     the gateway sets its weight to 0 by itself; clients never see the
-//     failures (retried on stable); metrics and audit carry the version.
+//     failures (retried on stable); metrics and audit carry the version;
+//   * the rollback holds: a reload with the file's 50 % keeps 0, and so
+//     does a restart with gateway.state_file; a new canary_version starts
+//     afresh.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
@@ -34,7 +39,9 @@ describe("canary and rollback", () => {
 
   before(async () => {
     [stable, canary] = await Promise.all([0, 1].map(() => startReplica({ model: modelPath, args: ["--max-context-length", "1024"] })));
-    gw = await startGateway({ model: modelPath, gateway: { allow_anonymous: true }, dir: tempDir(), pools: pools(50) });
+    const dir = tempDir();
+    gw = await startGateway({ model: modelPath, gateway: { allow_anonymous: true, state_file: path.join(dir, "state.json") }, dir, pools: pools(50) });
+    gw.stateFile = path.join(dir, "state.json");
   });
   after(async () => {
     await gw.stop();
@@ -97,6 +104,38 @@ describe("canary and rollback", () => {
     // After the rollback canary sessions run on stable.
     const after = await request(gw, "POST", "/v1/completions", BODY, session(onCanary[0]));
     assert.equal(await versionOf(after), "v1");
+    assert.equal(await metricSum(gw, "kvserve_gateway:canary_rolled_back", { pool: "main" }), 1);
     console.log(`# canary rolled back after ${sent} requests, ${ms} ms`);
+  });
+
+  test("a rollback holds across a reload (the file still says 50 %) and a restart (gateway.state_file)", async () => {
+    // The faults are gone, the file still has the failed release at 50 %: a
+    // reload must not put it back.
+    const before = gw.stderr().length;
+    gw.reconfigure(pools(50, 0));
+    await waitFor(() => /canary v2 was rolled back; its weight stays 0/.test(gw.stderr().slice(before)), 5000);
+    assert.equal(await metricSum(gw, "kvserve_gateway:canary_weight_percent", { pool: "main" }), 0);
+    for (const s of onCanary) {
+      assert.equal(await versionOf(await request(gw, "POST", "/v1/completions", BODY, session(s))), "v1");
+    }
+    // Restarted with the state file it wrote: still 0; the state names the
+    // pool and version.
+    const stateFile = gw.stateFile;
+    assert.deepEqual(JSON.parse(readFileSync(stateFile, "utf8")), { canary_rolled_back: { main: "v2" } });
+    await gw.stop();
+    gw = await startGateway({ model: modelPath, gateway: { allow_anonymous: true, state_file: stateFile }, dir: tempDir(), pools: pools(50) });
+    assert.equal(await metricSum(gw, "kvserve_gateway:canary_weight_percent", { pool: "main" }), 0);
+    assert.equal(await metricSum(gw, "kvserve_gateway:canary_rolled_back", { pool: "main" }), 1);
+    assert.match(gw.stderr(), /canary v2 was rolled back before this start/);
+    for (const s of onCanary) {
+      assert.equal(await versionOf(await request(gw, "POST", "/v1/completions", BODY, session(s))), "v1");
+    }
+    // A new release (another canary_version) starts afresh.
+    await gw.stop();
+    const next = pools(50).map((p) => ({ ...p, canary_version: "v3",
+      replicas: [{ url: stable.baseURL, version: "v1" }, { url: canary.baseURL, version: "v3" }] }));
+    gw = await startGateway({ model: modelPath, gateway: { allow_anonymous: true, state_file: stateFile }, dir: tempDir(), pools: next });
+    assert.equal(await metricSum(gw, "kvserve_gateway:canary_weight_percent", { pool: "main" }), 50);
+    assert.equal(await metricSum(gw, "kvserve_gateway:canary_rolled_back", { pool: "main" }), 0);
   });
 });
