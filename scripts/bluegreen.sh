@@ -30,7 +30,10 @@
 # it on the idle slot, waits until the slot is ready, serves the new model's
 # SHA-256 (kvserve:model_info) and the gateway sees it healthy; optionally
 # sends it KVSERVE_CANARY_PERCENT of the traffic for KVSERVE_CANARY_SECONDS
-# and goes back if the gateway counted any failed attempt on it; then moves
+# (longer, up to KVSERVE_CANARY_MAX_SECONDS, until the gateway counted
+# KVSERVE_CANARY_MIN_ATTEMPTS attempts on it: a window without canary
+# traffic proves nothing) and goes back if any attempt on it failed, or it
+# never got enough traffic to judge; then moves
 # all traffic (waiting until the gateway's canary_weight_percent shows it)
 # and stops the old slot, which drains (SIGTERM: its open requests and
 # streams finish). A release that does not start within
@@ -44,6 +47,10 @@
 #   KVSERVE_SLOT_START_CMD  'systemctl enable -q kvserve@$KVSERVE_SLOT &&
 #                            systemctl restart kvserve@$KVSERVE_SLOT'
 #   KVSERVE_SLOT_STOP_CMD   'systemctl disable -q --now kvserve@$KVSERVE_SLOT'
+#   KVSERVE_SLOT_STATUS_CMD 'systemctl is-active --quiet kvserve@$KVSERVE_SLOT'
+#                           (is the slot's process up? down for 2 s in a row
+#                           while starting: it died or crash-loops, given up
+#                           at once instead of after KVSERVE_ROLLOUT_TIMEOUT)
 #                           (must return once the process has exited:
 #                           drained; enabled = the live slot after a reboot)
 #     both run by bash with KVSERVE_SLOT (blue|green) and KVSERVE_SLOT_CONFIG
@@ -53,7 +60,10 @@
 #   KVSERVE_GATEWAY_RELOAD_CMD 'systemctl reload kvserve-gateway' (deploy/systemd/kvserve-gateway.service)
 #   KVSERVE_GATEWAY_ADMIN_URL http://127.0.0.1:9180 (the gateway's admin listener: its /metrics)
 #   KVSERVE_GATEWAY_POOL    main
-#   KVSERVE_CANARY_PERCENT  0 (no canary step), KVSERVE_CANARY_SECONDS 30
+#   KVSERVE_CANARY_PERCENT  0 (no canary step), KVSERVE_CANARY_SECONDS 30,
+#   KVSERVE_CANARY_MIN_ATTEMPTS 20, KVSERVE_CANARY_MAX_SECONDS 300 (the
+#   split is per tenant, or per the pool's sticky_header: with few tenants,
+#   set sticky_header to a per-session header so the canary gets traffic)
 set -euo pipefail
 
 root=/var/lib/kvserve
@@ -65,6 +75,7 @@ timeout_s=${KVSERVE_ROLLOUT_TIMEOUT:-300}
 start_cmd=${KVSERVE_SLOT_START_CMD:-'systemctl enable -q kvserve@$KVSERVE_SLOT && systemctl restart kvserve@$KVSERVE_SLOT'}
 # shellcheck disable=SC2016
 stop_cmd=${KVSERVE_SLOT_STOP_CMD:-'systemctl disable -q --now kvserve@$KVSERVE_SLOT'}
+status_cmd=${KVSERVE_SLOT_STATUS_CMD:-'systemctl is-active --quiet kvserve@$KVSERVE_SLOT'}
 slot_host=${KVSERVE_SLOT_HOST:-127.0.0.1}
 gw_config=${KVSERVE_GATEWAY_CONFIG:-/etc/kvserve/gateway.yaml}
 gw_reload=${KVSERVE_GATEWAY_RELOAD_CMD:-systemctl reload kvserve-gateway}
@@ -72,6 +83,8 @@ gw_url=${KVSERVE_GATEWAY_ADMIN_URL:-http://127.0.0.1:9180}
 gw_pool=${KVSERVE_GATEWAY_POOL:-main}
 canary_percent=${KVSERVE_CANARY_PERCENT:-0}
 canary_seconds=${KVSERVE_CANARY_SECONDS:-30}
+canary_min_attempts=${KVSERVE_CANARY_MIN_ATTEMPTS:-20}
+canary_max_seconds=${KVSERVE_CANARY_MAX_SECONDS:-300}
 
 die() { echo "bluegreen: $*" >&2; exit 1; }
 log() { echo "bluegreen: $(date +%T.%N | cut -c1-12) $*" >&2; }
@@ -148,27 +161,46 @@ check_gateway_config() {
 # release's model and the gateway has admitted it.
 start_and_wait() {  # SLOT
   slot_do start "$1" || return 1
-  wait_for_release "$root/slots/$1" "$timeout_s" || { log "slot $1 did not become ready within ${timeout_s}s"; return 1; }
+  wait_for_release "$root/slots/$1" "$timeout_s" "export KVSERVE_SLOT=$1; $status_cmd" ||
+    { log "slot $1 did not become ready"; return 1; }
   wait_gateway_healthy "$1" || { log "the gateway did not admit slot $1 within ${timeout_s}s"; return 1; }
 }
 
-# Failed attempts the gateway counted on a slot so far.
+# Failed attempts the gateway counted on a slot so far, and all attempts.
 slot_errors() { gw_metric kvserve_gateway:version_attempts_total "pool=\"$gw_pool\",version=\"$1\",outcome=\"error\"" | sed 's/^$/0/'; }
+slot_attempts() {
+  local ok
+  ok=$(gw_metric kvserve_gateway:version_attempts_total "pool=\"$gw_pool\",version=\"$1\",outcome=\"ok\"" | sed 's/^$/0/')
+  echo $(( ${ok%.*} + $(slot_errors "$1" | sed 's/\..*//') ))
+}
 
 # Moves all traffic from LIVE (may be "") to NEW, which is running, through
 # the optional canary step; stops LIVE once nothing new reaches it.
 cut_over() {  # NEW LIVE
-  local new=$1 old=$2 before after
+  local new=$1 old=$2 before after tries0 tries t0
   if [ -n "$old" ] && [ "$canary_percent" != 0 ]; then
     before=$(slot_errors "$new")
+    tries0=$(slot_attempts "$new")
     shift_to "$new" "$canary_percent" || return 1
-    log "canary: $canary_percent% on $new for ${canary_seconds}s"
+    log "canary: $canary_percent% on $new for ${canary_seconds}s (at least $canary_min_attempts attempts)"
+    t0=$(date +%s)
     sleep "$canary_seconds"
-    after=$(slot_errors "$new")
-    if [ "$after" != "$before" ]; then
-      log "canary: $((${after%.*} - ${before%.*})) failed attempts on $new: traffic back to $old"
-      return 1
-    fi
+    while :; do
+      after=$(slot_errors "$new")
+      tries=$(( $(slot_attempts "$new") - tries0 ))
+      if [ "$after" != "$before" ]; then
+        log "canary: $((${after%.*} - ${before%.*})) failed attempts on $new: traffic back to $old"
+        return 1
+      fi
+      [ "$tries" -ge "$canary_min_attempts" ] && break
+      if [ $(( $(date +%s) - t0 )) -ge "$canary_max_seconds" ]; then
+        log "canary: only $tries of $canary_min_attempts attempts reached $new in ${canary_max_seconds}s: not enough" \
+          "traffic to judge it (one tenant? set the pool's sticky_header); traffic back to $old"
+        return 1
+      fi
+      sleep 0.5
+    done
+    log "canary: $tries attempts on $new, none failed"
   fi
   shift_to "$new" 100 || return 1
   relink live "slots/$new"

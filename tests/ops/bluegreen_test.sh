@@ -56,6 +56,7 @@ YAML
 cat >"$tmp/slot.sh" <<SH
 #!/usr/bin/env bash
 pidfile="$tmp/\$KVSERVE_SLOT.pid"
+[ "\$1" = alive ] && { [ -f "\$pidfile" ] && kill -0 "\$(cat "\$pidfile")" 2>/dev/null; exit; }
 if [ -f "\$pidfile" ]; then
   pid=\$(cat "\$pidfile"); kill -TERM "\$pid" 2>/dev/null || true
   while kill -0 "\$pid" 2>/dev/null; do sleep 0.05; done
@@ -98,6 +99,8 @@ for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$gw_port/health
 
 export KVSERVE_BIN=$bin KVSERVE_ROLLOUT_TIMEOUT=20
 export KVSERVE_SLOT_START_CMD="$tmp/slot.sh start" KVSERVE_SLOT_STOP_CMD="$tmp/slot.sh stop"
+# systemctl is-active's stand-in.
+export KVSERVE_SLOT_STATUS_CMD="$tmp/slot.sh alive"
 export KVSERVE_BLUE_PORT=$blue_port KVSERVE_GREEN_PORT=$green_port
 export KVSERVE_GATEWAY_CONFIG=$tmp/gateway.yaml KVSERVE_GATEWAY_ADMIN_URL=http://127.0.0.1:$gw_admin_port KVSERVE_GATEWAY_POOL=main
 export KVSERVE_GATEWAY_RELOAD_CMD="kill -HUP $(cat "$tmp/gateway.pid")"
@@ -167,10 +170,21 @@ step() {  # WHAT, then the bluegreen arguments: runs it under traffic
 for _ in $(seq 100); do [ "$(served)" -ge 2 ] && break; sleep 0.05; done
 no_failures "traffic on v1"
 
-KVSERVE_CANARY_PERCENT=50 KVSERVE_CANARY_SECONDS=1 step "deploy v2 (canary step 50 % for 1 s)" \
+# A canary that cannot get enough traffic to be judged (1 % of the sessions,
+# 1000 attempts required within 2 s) is not passed: it goes back by itself.
+if KVSERVE_CANARY_PERCENT=1 KVSERVE_CANARY_SECONDS=1 KVSERVE_CANARY_MIN_ATTEMPTS=1000 KVSERVE_CANARY_MAX_SECONDS=2 \
+  bluegreen deploy v2a "$tmp/v2.gguf" "$tmp/serve.yaml" 2>"$tmp/v2a.log"; then
+  fail "a canary without enough traffic was passed"
+fi
+grep -q "attempts reached green in 2s: not enough traffic to judge it" "$tmp/v2a.log" || fail "v2a: $(cat "$tmp/v2a.log")"
+[ "$(readlink "$root/live")" = slots/blue ] && [ ! -e "$tmp/green.pid" ] || fail "v2a: blue live, green stopped"
+no_failures "canary without enough traffic"
+
+KVSERVE_CANARY_PERCENT=50 KVSERVE_CANARY_SECONDS=1 KVSERVE_CANARY_MIN_ATTEMPTS=5 step "deploy v2 (canary step 50 % for 1 s, 5 attempts)" \
   deploy v2 "$tmp/v2.gguf" "$tmp/serve.yaml" || fail "deploy v2"
 [ "$(readlink "$root/live")" = slots/green ] && [ ! -e "$tmp/blue.pid" ] || fail "deploy v2: green live, blue stopped"
 grep -q "canary: 50% on green for 1s" "$tmp/bluegreen.log" || fail "deploy v2: no canary step"
+grep -qE "canary: [0-9]+ attempts on green, none failed" "$tmp/bluegreen.log" || fail "deploy v2: the canary's attempts were not counted"
 no_failures "deploy v2"
 expect_on green "$sha2" "deploy v2"
 
@@ -199,10 +213,12 @@ expect_on blue "$sha1" "a release whose config does not load is refused" "$a"
 # A model that cannot be loaded: the slot never gets ready, traffic stays.
 head -c 100000 "$model" >"$tmp/truncated.gguf"
 a=$(audit_lines)
-if KVSERVE_ROLLOUT_TIMEOUT=2 bluegreen deploy v4 "$tmp/truncated.gguf" "$tmp/serve.yaml" 2>"$tmp/v4.log"; then
+# The dead process is noticed (the timeout is 120 s).
+if KVSERVE_ROLLOUT_TIMEOUT=120 bluegreen deploy v4 "$tmp/truncated.gguf" "$tmp/serve.yaml" 2>"$tmp/v4.log"; then
   fail "a broken model was reported as deployed"
 fi
 grep -q "traffic stayed on blue" "$tmp/v4.log" || fail "v4: $(cat "$tmp/v4.log")"
+grep -q "the server process is not running" "$tmp/v4.log" || fail "v4: the dead slot was not noticed: $(cat "$tmp/v4.log")"
 [ "$(readlink "$root/live")" = slots/blue ] && [ "$(readlink "$root/slots/green")" = ../releases/v2 ] ||
   fail "v4: live or the kept release changed"
 no_failures "broken model"
@@ -224,4 +240,4 @@ expect_on blue "$sha1" "a failing canary goes back to blue by itself"
 touch "$tmp/stop-traffic"
 wait $clients
 no_failures "the end"
-echo "bluegreen: $(served) client requests, all 200; 6 steps passed"
+echo "bluegreen: $(served) client requests, all 200; 7 steps passed"
