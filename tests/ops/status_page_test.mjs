@@ -77,8 +77,20 @@ test("status page renders in headless Chromium and its numbers match /metrics", 
       rows: document.querySelectorAll("#table tr").length - 1,
       state: document.getElementById("state").textContent,
       charts: [...document.querySelectorAll("#charts svg")].map((s) => s.querySelectorAll("polyline").length),
+      axes: [...document.querySelectorAll("#charts .axis")].map((a) => a.textContent),
+      titles: [...document.querySelectorAll("#charts .t")].map((t) => t.textContent),
+      scroll: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+      updated: document.getElementById("updated").textContent,
+      firstCell: document.querySelector("#table tr:nth-child(2) td")?.textContent,
+      header: document.querySelector("#table th")?.textContent,
     }));
     const m = await metrics(server);
+    assert.ok(shown.scroll[0] <= shown.scroll[1], `horizontal scroll at 1280 px: ${shown.scroll}`);
+    assert.ok(shown.axes.length >= 6 && shown.axes.every((a) => /\d:\d\d:\d\d.*\d:\d\d:\d\d/.test(a)), `time axes: ${shown.axes}`);
+    assert.ok(shown.titles.some((t) => /\(peak /.test(t)), `chart titles: ${shown.titles}`);
+    assert.match(shown.updated, /^updated \d/);
+    assert.equal(shown.header, "ended");
+    assert.match(shown.firstCell, /\d:\d\d:\d\d/, `the end time is a local time: ${shown.firstCell}`);
     assert.deepEqual(problems, [], problems.join("; "));
     assert.equal(shown.state, "ready");
     assert.ok(shown.values.length >= 12, `${shown.values.length} numbers tied to series`);
@@ -169,5 +181,36 @@ test("the gateway's status page renders and its numbers match the gateway's /met
     console.log(`gateway status page: ${shown.values.length} numbers equal /metrics; screenshot ${shot}`);
   } finally {
     await context.close();
+  }
+});
+
+// A page whose server is gone says so: a red "unreachable" badge instead of
+// the last state, the numbers greyed, the time of the last update.
+test("the status page turns stale when its server stops answering", async () => {
+  const fake = await startServer({ fake: true });
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: chromiumPath, headless: true, args: FLAGS, viewport: { width: 1280, height: 1000 },
+  });
+  try {
+    const page = await context.newPage();
+    await page.goto(fake.baseURL + "/", { waitUntil: "load" });
+    await page.waitForSelector("body[data-rendered]", { timeout: 15000 });
+    assert.equal(await page.textContent("#state"), "ready");
+    assert.equal(await page.getAttribute("body", "data-stale"), null);
+    await fake.stop();
+    await page.waitForSelector("body[data-stale]", { timeout: 15000 });
+    const stale = await page.evaluate(() => ({
+      state: document.getElementById("state").textContent,
+      cls: document.getElementById("state").className,
+      error: document.getElementById("error").textContent,
+      opacity: Number(getComputedStyle(document.querySelector("main")).opacity),
+    }));
+    assert.equal(stale.state, "unreachable");
+    assert.match(stale.cls, /stale/);
+    assert.match(stale.error, /cannot reach the server .*numbers as of \d/);
+    assert.ok(stale.opacity < 1, `main opacity ${stale.opacity}`);
+  } finally {
+    await context.close();
+    await fake.stop();
   }
 });
