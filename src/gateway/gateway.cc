@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -587,6 +588,21 @@ void Gateway::HandleStatus(std::shared_ptr<http::Exchange> ex) {
     pools += fmt::format("{} (up to {} tokens, {} replica{})", p->name(), p->config.max_context, n, n == 1 ? "" : "s");
   }
   facts.emplace_back("Pools", pools);
+  // Releases: each pool's versions, and where a canary stands.
+  std::string releases;
+  for (const auto& p : router_->pools()) {
+    std::vector<std::string> versions;
+    for (Replica* r : p->replicas.Listed()) {
+      if (std::find(versions.begin(), versions.end(), r->version()) == versions.end()) versions.push_back(r->version());
+    }
+    std::string canary;
+    if (p->canary->enabled()) {
+      canary = p->canary->rolled_back() ? fmt::format("; canary {} rolled back (0 %)", p->canary->version())
+                                        : fmt::format("; canary {} at {} %", p->canary->version(), p->canary->weight());
+    }
+    releases += fmt::format("{}{}: {}{}", releases.empty() ? "" : ", ", p->name(), fmt::join(versions, " + "), canary);
+  }
+  facts.emplace_back("Releases", releases);
   std::string routing;
   for (const auto& p : router_->pools()) {
     routing += fmt::format("{}{}: {}", routing.empty() ? "" : ", ", p->name(), router_->policy(*p).name());

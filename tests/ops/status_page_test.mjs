@@ -125,6 +125,11 @@ function evaluate(metric, m) {
     const v = family(g[1]);
     return v.length - v.reduce((a, b) => a + b, 0);
   }
+  g = /^sum\(([^{}\s]+)\{status=~"(\d)\.\."\}\)$/.exec(metric);
+  if (g) {
+    return [...m.entries()].filter(([k]) => k.split("{")[0] === g[1] && new RegExp(`status="${g[2]}\\d\\d"`).test(k))
+      .reduce((a, [, v]) => a + v, 0);
+  }
   g = /^sum\((\S+)\)$/.exec(metric);
   if (g) return family(g[1]).reduce((a, b) => a + b, 0);
   assert.ok(m.has(metric), `the page shows ${metric}, which /metrics does not have`);
@@ -170,7 +175,10 @@ test("the gateway's status page renders and its numbers match the gateway's /met
     }
     const stat = Object.fromEntries(shown.values.map(([metric, value]) => [metric, value]));
     assert.equal(stat["sum(kvserve_gateway:requests_total)"], 4, "3 answered, 1 refused as too long");
+    assert.equal(stat['sum(kvserve_gateway:requests_total{status=~"4.."})'], 1, "the refusal is split out");
+    assert.equal(stat['sum(kvserve_gateway:requests_total{status=~"5.."})'], 0);
     assert.equal(Object.fromEntries(shown.facts).Pools, "main (up to 1024 tokens, 1 replica)");
+    assert.equal(Object.fromEntries(shown.facts).Releases, "main: stable");
     assert.equal(shown.rows.length, 1);
     assert.deepEqual(shown.rows[0].slice(0, 3), ["main", server.baseURL, "healthy"]);
     assert.ok(shown.charts.length === 6 && shown.charts.filter((n) => n > 0).length >= 4, `charts with lines: ${shown.charts}`);
