@@ -440,6 +440,17 @@ std::optional<double> Evaluate(const std::string& metric, const std::map<std::st
     }
   };
   double sum = 0, count = 0;
+  // sum(NAME{status=~"D.."}): the series of one status class.
+  if (const size_t brace = metric.find("{status=~\""); metric.rfind("sum(", 0) == 0 && brace != std::string::npos) {
+    const std::string name = metric.substr(4, brace - 4);
+    const char cls = metric[brace + 10];  // after {status=~"
+    EXPECT_EQ(metric, "sum(" + name + "{status=~\"" + cls + "..\"})");
+    for (const auto& [series, v] : m) {
+      const size_t at = series.find("status=\"");
+      if (series.substr(0, series.find('{')) == name && at != std::string::npos && series[at + 8] == cls) sum += v;
+    }
+    return sum;
+  }
   if (metric.rfind("count(", 0) == 0) {
     const std::string name = metric.substr(6, metric.find(')') - 6);
     family(name, &sum, &count);
