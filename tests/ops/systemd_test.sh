@@ -18,11 +18,18 @@ fi
 [ -x "$bin" ] || { echo "FAIL: KVSERVE_BIN (${bin:-not set}) is not a kvserve binary (run through ctest)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# verify_installed UNIT_FILE AS ENV_PATH ENV_FILE: the unit as installed
+# (the binary and environment file paths pointed at this tree's) must pass
+# `systemd-analyze verify` without a word: warnings count as failures too
+# (verify exits 0 on some of them).
+verify_installed() {
+  local out
+  sed -e "s|/usr/local/bin/kvserve|$bin|" -e "s|$3|$4|" "$1" >"$tmp/$2"
+  out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/$2" 2>&1) || { echo "$out"; echo "FAIL: verify $2"; exit 1; }
+  if grep -v -E "^$" <<<"$out" | grep -q .; then echo "$out"; echo "FAIL: systemd-analyze verify printed warnings ($2)"; exit 1; fi
+}
 unit=$src/deploy/systemd/kvserve.service
-sed -e "s|/usr/local/bin/kvserve|$bin|" -e "s|/etc/default/kvserve|$src/deploy/systemd/kvserve.env|" "$unit" >"$tmp/kvserve.service"
-out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/kvserve.service" 2>&1) || { echo "$out"; echo "FAIL: verify"; exit 1; }
-# Warnings count as failures too (verify exits 0 on some of them).
-if grep -v -E "^$" <<<"$out" | grep -q .; then echo "$out"; echo "FAIL: systemd-analyze verify printed warnings"; exit 1; fi
+verify_installed "$unit" kvserve.service /etc/default/kvserve "$src/deploy/systemd/kvserve.env"
 echo "systemd-analyze verify: kvserve.service clean"
 
 # A unit with a typo'd directive and a relative ExecStart must be refused.
@@ -43,9 +50,7 @@ echo "unit: TimeoutStopSec $stop s > drain_timeout_seconds $drain s"
 
 # The blue/green slot template, as the instance bluegreen.sh starts.
 slot_unit=$src/deploy/systemd/kvserve@.service
-sed -e "s|/usr/local/bin/kvserve|$bin|" -e "s|/etc/default/kvserve|$src/deploy/systemd/kvserve.env|" "$slot_unit" >"$tmp/kvserve@blue.service"
-out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/kvserve@blue.service" 2>&1) || { echo "$out"; echo "FAIL: verify kvserve@blue"; exit 1; }
-if grep -v -E "^$" <<<"$out" | grep -q .; then echo "$out"; echo "FAIL: systemd-analyze verify printed warnings (kvserve@blue)"; exit 1; fi
+verify_installed "$slot_unit" kvserve@blue.service /etc/default/kvserve "$src/deploy/systemd/kvserve.env"
 # Coherence with scripts/bluegreen.sh: the slot's release link and unit name.
 grep -q 'ExecStart=.* --config /var/lib/kvserve/slots/%i/serve.yaml' "$slot_unit"
 grep -q 'relink "slots/$idle"' "$src/scripts/bluegreen.sh"
@@ -56,9 +61,7 @@ echo "systemd-analyze verify: kvserve@blue.service clean; TimeoutStopSec $stop s
 
 # The gateway's unit (bluegreen.sh reloads it), as installed.
 gw_unit=$src/deploy/systemd/kvserve-gateway.service
-sed -e "s|/usr/local/bin/kvserve|$bin|" -e "s|/etc/default/kvserve-gateway|$src/deploy/systemd/kvserve-gateway.env|" "$gw_unit" >"$tmp/kvserve-gateway.service"
-out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/kvserve-gateway.service" 2>&1) || { echo "$out"; echo "FAIL: verify kvserve-gateway"; exit 1; }
-if grep -v -E "^$" <<<"$out" | grep -q .; then echo "$out"; echo "FAIL: systemd-analyze verify printed warnings (kvserve-gateway)"; exit 1; fi
+verify_installed "$gw_unit" kvserve-gateway.service /etc/default/kvserve-gateway "$src/deploy/systemd/kvserve-gateway.env"
 grep -q '^ExecReload=/bin/kill -HUP \$MAINPID$' "$gw_unit"
 grep -q 'ExecStart=.* gateway --config \${KVSERVE_GATEWAY_CONFIG}' "$gw_unit"
 grep -q "systemctl reload kvserve-gateway" "$src/scripts/bluegreen.sh"
