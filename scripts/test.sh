@@ -6,7 +6,11 @@
 #      sanitizers in kernels_test and paged_attention_test); the same tree
 #      has the libFuzzer targets (-DKVSERVE_FUZZ=ON), so CI builds three
 #      trees, not four;
-#   3. TSan build (g++), engine and server tests (label "engine");
+#   3. TSan build (g++), the tests labelled "engine": those where threads
+#      run (the engine thread, the server's and gateway's I/O and prep
+#      threads, HTTP, work queues, the real server in ops_warm_start_test);
+#      single-threaded unit tests (scheduler, sampler, block manager, API
+#      parsing) are not labelled: TSan finds nothing without threads;
 #   4. every libFuzzer target for 12 s each (KVSERVE_FUZZ_SECONDS;
 #      scripts/fuzz.sh on the ASan+UBSan tree).
 set -euo pipefail
