@@ -1,7 +1,5 @@
 #include "gateway/status_board.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 namespace kvs::gateway {
@@ -35,17 +33,6 @@ std::string Series(const char* family, const Replica& r) {
 double SumCounter(const metrics::Family<metrics::Counter>& f) {
   double s = 0;
   for (const auto& [labels, c] : f.Children()) s += c->Value();
-  return s;
-}
-
-// The requests answered with a status of this class (4 or 5: 4xx, 5xx).
-double SumRequestsOfClass(const metrics::Family<metrics::Counter>& requests, char cls) {
-  const auto& names = requests.label_names();
-  const size_t status = static_cast<size_t>(std::find(names.begin(), names.end(), "status") - names.begin());
-  double s = 0;
-  for (const auto& [labels, c] : requests.Children()) {
-    if (status < labels.size() && labels[status].size() == 3 && labels[status][0] == cls) s += c->Value();
-  }
   return s;
 }
 
@@ -111,8 +98,8 @@ json StatusBoard::ToJson(const std::string& state, const std::vector<std::pair<s
       stat("Healthy replicas", SumGauge(m.replica_healthy), "int", sum("kvserve_gateway:replica_healthy")),
       unhealthy,
       stat("Requests", SumCounter(m.requests), "int", sum("kvserve_gateway:requests_total")),
-      stat("Failed (5xx)", SumRequestsOfClass(m.requests, '5'), "int", "sum(kvserve_gateway:requests_total{status=~\"5..\"})"),
-      stat("Refused (4xx)", SumRequestsOfClass(m.requests, '4'), "int", "sum(kvserve_gateway:requests_total{status=~\"4..\"})"),
+      metrics::StatusFrame::StatusClassStat("Failed (5xx)", m.requests, "kvserve_gateway:requests_total", '5'),
+      metrics::StatusFrame::StatusClassStat("Refused (4xx)", m.requests, "kvserve_gateway:requests_total", '4'),
       stat("Rate-limited", SumCounter(m.rate_limited), "int", sum("kvserve_gateway:rate_limited_requests_total")),
       stat("Upstream errors", SumCounter(m.upstream_errors), "int", sum("kvserve_gateway:upstream_errors_total")),
       stat("Retries", SumCounter(m.retries), "int", sum("kvserve_gateway:retries_total")),

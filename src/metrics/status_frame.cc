@@ -1,5 +1,7 @@
 #include "metrics/status_frame.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "metrics/status_page.h"
@@ -66,6 +68,23 @@ json StatusFrame::Document(std::string_view state, const Facts& facts) const {
 
 json StatusFrame::Stat(std::string_view label, double value, std::string_view format, std::string_view metric) {
   return json{{"label", label}, {"value", value}, {"format", format}, {"metric", metric}};
+}
+
+json StatusFrame::StatusClassStat(std::string_view label, const Family<Counter>& family, std::string_view name,
+                                  char cls, std::string_view api_prefix) {
+  const auto& names = family.label_names();
+  const auto index = [&](const char* l) {
+    return static_cast<size_t>(std::find(names.begin(), names.end(), l) - names.begin());
+  };
+  const size_t status = index("status"), path = index("path");
+  double sum = 0;
+  for (const auto& [labels, c] : family.Children()) {
+    if (status >= labels.size() || labels[status].size() != 3 || labels[status][0] != cls) continue;
+    if (!api_prefix.empty() && (path >= labels.size() || labels[path].rfind(api_prefix, 0) != 0)) continue;
+    sum += c->Value();
+  }
+  const std::string paths = api_prefix.empty() ? "" : fmt::format("path=~\"{}.+\",", api_prefix);
+  return Stat(label, sum, "int", fmt::format("sum({}{{{}status=~\"{}..\"}})", name, paths, cls));
 }
 
 json StatusFrame::Breakdown(std::string_view title, std::string_view format, json parts) {

@@ -74,6 +74,14 @@ class StatusFrame {
   // {"label", "value", "format", "metric"}: one stat card and the series of
   // /metrics it mirrors.
   static nlohmann::json Stat(std::string_view label, double value, std::string_view format, std::string_view metric);
+  // A Stat counting the responses of one status class ('4': 4xx, '5': 5xx)
+  // in `family` (a counter with a "status" label), named
+  // sum(NAME{status=~"C.."}) after the series it mirrors. With api_prefix
+  // (e.g. "/v1/"), only series whose "path" starts with it count (not the
+  // probes: a loading server's /ready 503s are not failures), named
+  // sum(NAME{path=~"PREFIX.+",status=~"C.."}).
+  static nlohmann::json StatusClassStat(std::string_view label, const Family<Counter>& family, std::string_view name,
+                                        char cls, std::string_view api_prefix = "");
   // {"title", "format", "parts"}: parts are {"label", "value", "metric"}.
   static nlohmann::json Breakdown(std::string_view title, std::string_view format, nlohmann::json parts);
   // {"title", "columns", "rows"}.

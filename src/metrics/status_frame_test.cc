@@ -69,5 +69,28 @@ TEST(StatusFrame, SchemaObjects) {
   EXPECT_EQ(t["rows"][0][1], 2);
 }
 
+// A status-class card sums the responses of that class, named after the
+// series it mirrors.
+TEST(StatusFrameTest, StatusClassStatSumsOneClass) {
+  Registry r;
+  auto& f = r.AddCounter("x_requests_total", "r", {"path", "status"});
+  f.With({"/a", "200"}).Inc(5);
+  f.With({"/a", "404"}).Inc(2);
+  f.With({"/b", "400"}).Inc();
+  f.With({"/b", "503"}).Inc(3);
+  const auto four = StatusFrame::StatusClassStat("Refused (4xx)", f, "x_requests_total", '4');
+  EXPECT_EQ(four["value"], 3);
+  EXPECT_EQ(four["metric"], "sum(x_requests_total{status=~\"4..\"})");
+  EXPECT_EQ(StatusFrame::StatusClassStat("Failed (5xx)", f, "x_requests_total", '5')["value"], 3);
+  f.With({"/ready", "503"}).Inc(4);  // a loading server's probes
+  const auto api = StatusFrame::StatusClassStat("API failed (5xx)", f, "x_requests_total", '5', "/b");
+  EXPECT_EQ(api["value"], 3);
+  EXPECT_EQ(api["metric"], "sum(x_requests_total{path=~\"/b.+\",status=~\"5..\"})");
+  EXPECT_EQ(StatusFrame::StatusClassStat("Failed (5xx)", f, "x_requests_total", '5')["value"], 7);
+  auto& none = r.AddCounter("y_total", "no status label", {"path"});
+  none.With({"/a"}).Inc();
+  EXPECT_EQ(StatusFrame::StatusClassStat("Failed (5xx)", none, "y_total", '5')["value"], 0);
+}
+
 }  // namespace
 }  // namespace kvs::metrics

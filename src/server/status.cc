@@ -63,6 +63,8 @@ json StatusBoard::ToJson(const StatusIdentity& id) {
       stat("Prefix-cache hit ratio", m.prefix_hit_ratio.Value(), "percent", "kvserve:prefix_cache_hit_ratio"),
       stat("Generated tokens", m.generation_tokens.Value(), "int", "kvserve:generation_tokens_total"),
       stat("Preemptions", m.preemptions.Value(), "int", "kvserve:num_preemptions_total"),
+      metrics::StatusFrame::StatusClassStat("API failed (5xx)", m.http_requests, "kvserve:http_requests_total", '5', "/v1/"),
+      metrics::StatusFrame::StatusClassStat("API refused (4xx)", m.http_requests, "kvserve:http_requests_total", '4', "/v1/"),
       stat("Engine busy", m.forward_seconds.Value(), "seconds", "kvserve:engine_forward_seconds_total"),
   });
   json parts = json::array();

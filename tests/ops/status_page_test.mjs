@@ -95,9 +95,11 @@ test("status page renders in headless Chromium and its numbers match /metrics", 
     assert.equal(shown.state, "ready");
     assert.ok(shown.values.length >= 12, `${shown.values.length} numbers tied to series`);
     for (const [metric, value, text] of shown.values) {
-      assert.ok(m.has(metric), `the page shows ${metric}, which /metrics does not have`);
-      assert.equal(value, m.get(metric), `${metric}: page ${value} (${text}), /metrics ${m.get(metric)}`);
+      assert.equal(value, evaluate(metric, m), `${metric}: page ${value} (${text})`);
     }
+    const stat = Object.fromEntries(shown.values.map(([metric, value]) => [metric, value]));
+    assert.equal(stat['sum(kvserve:http_requests_total{path=~"/v1/.+",status=~"4.."})'], 1, "the request refused as too long");
+    assert.equal(stat['sum(kvserve:http_requests_total{path=~"/v1/.+",status=~"5.."})'], 0, "the /ready 503s of the start are not failures");
     const models = (await request(server, "GET", "/v1/models")).json;
     const facts = Object.fromEntries(shown.facts);
     assert.equal(facts["SHA-256"], models.data[0].sha256);
@@ -125,10 +127,11 @@ function evaluate(metric, m) {
     const v = family(g[1]);
     return v.length - v.reduce((a, b) => a + b, 0);
   }
-  g = /^sum\(([^{}\s]+)\{status=~"(\d)\.\."\}\)$/.exec(metric);
+  // sum(NAME{[path=~"PREFIX.+",]status=~"D.."}): one status class, optionally of the API paths only.
+  g = /^sum\(([^{}\s]+)\{(?:path=~"([^"]+)\.\+",)?status=~"(\d)\.\."\}\)$/.exec(metric);
   if (g) {
-    return [...m.entries()].filter(([k]) => k.split("{")[0] === g[1] && new RegExp(`status="${g[2]}\\d\\d"`).test(k))
-      .reduce((a, [, v]) => a + v, 0);
+    return [...m.entries()].filter(([k]) => k.split("{")[0] === g[1] && new RegExp(`status="${g[3]}\\d\\d"`).test(k) &&
+      (!g[2] || k.includes(`path="${g[2]}`))).reduce((a, [, v]) => a + v, 0);
   }
   g = /^sum\((\S+)\)$/.exec(metric);
   if (g) return family(g[1]).reduce((a, b) => a + b, 0);
