@@ -30,6 +30,7 @@ struct ReplicaConfig {
   double weight = 1;  // share of load relative to the pool's other replicas
   std::string version = "stable";  // release label (canary routing, metrics, audit)
   double fault_rate = 0;  // drills and tests: this fraction of attempts fails in the gateway as a 503 would
+  bool operator==(const ReplicaConfig&) const = default;
 };
 
 struct PoolConfig {

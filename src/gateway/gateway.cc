@@ -365,10 +365,7 @@ std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
       }
       if (found->version() != rc.version) not_applied.push_back("the version of replica " + rc.url);
     }
-    std::vector<std::string> dns_now, dns_fresh;
-    for (const auto& e : pool->config.replicas_dns) dns_now.push_back(fmt::format("{} {} {}", e.url, e.weight, e.version));
-    for (const auto& e : pc.replicas_dns) dns_fresh.push_back(fmt::format("{} {} {}", e.url, e.weight, e.version));
-    if (dns_now != dns_fresh) not_applied.push_back("the replicas_dns entries of pool " + pc.name);
+    if (pool->config.replicas_dns != pc.replicas_dns) not_applied.push_back("the replicas_dns entries of pool " + pc.name);
     if (pool->credentials()->api_key != pc.api_key) {
       // Rotation: requests from now on carry the new key (the replicas'
       // prefix-cache namespace follows the key, so cached prefixes start over).

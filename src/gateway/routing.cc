@@ -106,12 +106,7 @@ Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vec
 }
 
 Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
-  std::vector<Replica*> cands, within;
-  for (const auto& r : pool.replicas) {
-    if (r->available() && VersionAdmits(pool, *r, in) && std::find(tried.begin(), tried.end(), r) == tried.end()) {
-      cands.push_back(r);
-    }
-  }
+  std::vector<Replica*> cands = Candidates(pool, in, tried), within;
   if (cands.empty()) return nullptr;
   for (Replica* r : cands) {
     if (WithinLimits(pool, *r)) within.push_back(r);
@@ -119,9 +114,8 @@ Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput& in, co
   if (!within.empty()) cands.swap(within);  // all over their limits: the least loaded of them still
   // Start the scan at a rotating offset so that exact ties spread evenly.
   const size_t start = static_cast<size_t>(rr_.fetch_add(1) % cands.size());
-  const auto now = std::chrono::steady_clock::now();
-  const auto ramp = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(pool.config.slow_start_seconds));
+  const auto now = Clock::now();
+  const auto ramp = Seconds(pool.config.slow_start_seconds);
   Replica* best = nullptr;
   double best_load = 0, best_queue = 0, best_kv = 0;
   for (size_t i = 0; i < cands.size(); ++i) {
