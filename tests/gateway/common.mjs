@@ -82,16 +82,15 @@ function gatewayYaml({ pools, gateway = {}, model, auditLog }) {
       if (k === "name" || k === "replicas" || k === "replicas_dns") continue;
       lines.push(`    ${k}: ${yamlValue(v)}`);
     }
-    for (const [key, field] of [["replicas_dns", "address"]]) {
-      if (!p[key]) continue;
-      lines.push(`    ${key}:`);
-      for (const r of p[key]) {
+    if (p.replicas_dns) {
+      lines.push("    replicas_dns:");
+      for (const r of p.replicas_dns) {
         if (typeof r === "string") {
           lines.push(`      - ${yamlValue(r)}`);
           continue;
         }
-        lines.push(`      - ${field}: ${yamlValue(r[field])}`);
-        for (const [k, v] of Object.entries(r)) if (k !== field) lines.push(`        ${k}: ${yamlValue(v)}`);
+        lines.push(`      - address: ${yamlValue(r.address)}`);
+        for (const [k, v] of Object.entries(r)) if (k !== "address") lines.push(`        ${k}: ${yamlValue(v)}`);
       }
     }
     if (!p.replicas) continue;
