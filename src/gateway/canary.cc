@@ -48,6 +48,14 @@ bool Canary::Record(bool canary, bool ok, Clock::time_point now) {
   return true;
 }
 
+void Canary::Acknowledge() {
+  std::lock_guard<std::mutex> lock(mu_);
+  weight_.store(0);
+  rolled_back_.store(false);
+  outcomes_.clear();
+  rates_ = Rates{};
+}
+
 Canary::Rates Canary::Window(Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   Prune(now);

@@ -38,12 +38,18 @@ class Canary {
   double weight() const { return weight_.load(); }
   void set_weight(double percent) { weight_.store(percent); }
   // Whether this canary version was rolled back (by Record, or restored from
-  // the gateway's state file): a reload keeps its weight at 0.
+  // the gateway's state file): a reload keeps its weight at 0 until the
+  // configuration itself says 0 (Acknowledge).
   bool rolled_back() const { return rolled_back_.load(); }
   void MarkRolledBack() {
     weight_.store(0);
     rolled_back_.store(true);
   }
+  // The configuration agrees with a rollback (its canary_weight is 0): the
+  // record is cleared, with the window's outcomes, so that a later weight
+  // (a new release on the same version label, as scripts/bluegreen.sh's
+  // slots are) starts a fresh canary.
+  void Acknowledge();
   // Bucket of a sticky key, [0, 100).
   static double Bucket(std::string_view key);
   bool ForCanary(std::string_view sticky_key) const { return enabled() && Bucket(sticky_key) < weight(); }

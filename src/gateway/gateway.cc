@@ -153,11 +153,16 @@ void Gateway::RestoreState() {
     if (!p || !version.is_string() || !p->canary->enabled() || p->canary->version() != version.get<std::string>()) {
       continue;  // another release since: the record no longer applies
     }
+    const PoolConfig* pc = nullptr;
+    for (const PoolConfig& c : cfg_.pools) pc = c.name == pool ? &c : pc;
+    if (pc && pc->canary_weight <= 0) continue;  // acknowledged: the configuration says 0 as well
+
     p->canary->MarkRolledBack();
     metrics_.canary_rolled_back.With({pool}).Set(1);
     spdlog::warn("gateway: pool {}: canary {} was rolled back before this start ({}); its weight stays 0", pool,
                  p->canary->version(), cfg_.gateway.state_file);
   }
+  SaveState();  // drops the records that no longer apply
 }
 
 void Gateway::SaveState() {
@@ -378,15 +383,22 @@ std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
       not_applied.push_back("the warm-up settings of pool " + pc.name);
     }
     // The canary split moves at once; requests in flight keep their replica.
-    // A canary the gateway rolled back stays at 0: the file still says 50 %
-    // for the release that failed, and trying it again takes a new
-    // canary_version (a new release), not a reload.
+    // A canary the gateway rolled back stays at 0 while the file still says
+    // 50 % for the release that failed; once the file says 0 too, the
+    // rollback is acknowledged and a later weight starts a new canary.
     if (pc.canary_version != pool->canary->version()) {
       not_applied.push_back("canary_version of pool " + pc.name);
     } else if (pool->canary->rolled_back() && pc.canary_weight > 0) {
-      spdlog::warn("gateway: pool {}: canary {} was rolled back; its weight stays 0 (not {}%): deploy another "
-                   "canary_version to try again",
+      spdlog::warn("gateway: pool {}: canary {} was rolled back; its weight stays 0 (not {}%): set canary_weight "
+                   "to 0 to acknowledge it (then a new release may start a new canary)",
                    pc.name, pc.canary_version, pc.canary_weight);
+    } else if (pool->canary->rolled_back()) {
+      pool->canary->Acknowledge();
+      metrics_.canary_rolled_back.With({pc.name}).Set(0);
+      SaveState();
+      spdlog::info("gateway: pool {}: the rollback of canary {} is acknowledged (canary_weight 0 in the "
+                   "configuration)",
+                   pc.name, pc.canary_version);
     } else if (pool->canary->enabled() && pool->canary->weight() != pc.canary_weight) {
       spdlog::info("gateway: pool {} canary {} weight {}% -> {}%", pc.name, pc.canary_version, pool->canary->weight(),
                    pc.canary_weight);

@@ -68,7 +68,7 @@ GatewayMetrics::GatewayMetrics()
       upstream_errors(registry.AddCounter("kvserve_gateway:upstream_errors_total",
                                           "Failed attempts on replicas by kind (connect, connect_timeout, "
                                           "first_token_timeout, total_timeout, disconnected, protocol, status_5xx, "
-                                          "status_429).",
+                                          "status_401, status_429).",
                                           {"pool", "replica", "kind"})),
       retries(registry.AddCounter("kvserve_gateway:retries_total",
                                   "Attempts repeated on another replica after a failure before any byte reached the "

@@ -219,6 +219,13 @@ void ProxyRequest::OnDone(uint64_t attempt, const http::ClientResult& r) {
     return AttemptFailed(fmt::format("status_{}", s >= 500 ? "5xx" : "429"),
                          fmt::format("{} answered {}", replica_->name(), s), s != 503 && s != 429);
   }
+  // The client passed the gateway's own authentication, so a 401 from the
+  // replica refuses the pool's api_key: the gateway's misconfiguration (or a
+  // release deployed with other keys), not the client's. It counts against
+  // the replica (ejection, canary) and another replica is tried.
+  if (s == 401) {
+    return AttemptFailed("status_401", fmt::format("{} refused the pool's api_key (401)", replica_->name()), true);
+  }
   replica_->OnSuccess();
   if (s == 200) {
     nlohmann::json j = nlohmann::json::parse(upstream_body_in_, nullptr, false);
@@ -299,8 +306,9 @@ void ProxyRequest::AttemptFailed(const std::string& kind, const std::string& mes
 }
 
 void ProxyRequest::GiveUp() {
-  // The replica's own error answer, when there was one.
-  if (upstream_status_ >= 400 && !upstream_body_in_.empty()) {
+  // The replica's own error answer, when there was one (not a 401: that
+  // one is about the gateway's key, and the client's was good).
+  if (upstream_status_ >= 400 && upstream_status_ != 401 && !upstream_body_in_.empty()) {
     RespondWithUpstreamBody(upstream_status_);
     error_note_ = last_error_kind_;
     return Finish(upstream_status_);

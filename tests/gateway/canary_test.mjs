@@ -9,7 +9,8 @@
 //     the gateway sets its weight to 0 by itself; clients never see the
 //     failures (retried on stable); metrics and audit carry the version;
 //   * the rollback holds: a reload with the file's 50 % keeps 0, and so
-//     does a restart with gateway.state_file; a new canary_version starts
+//     does a restart with gateway.state_file; a reload to 0 acknowledges it
+//     and a later 50 % starts a new canary; a new canary_version starts
 //     afresh.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -130,6 +131,18 @@ describe("canary and rollback", () => {
     for (const s of onCanary) {
       assert.equal(await versionOf(await request(gw, "POST", "/v1/completions", BODY, session(s))), "v1");
     }
+    // The configuration set to 0 acknowledges the rollback (the state file
+    // forgets it); a later weight starts a new canary on the same label, as
+    // scripts/bluegreen.sh does with its slots.
+    let mark = gw.stderr().length;
+    gw.reconfigure(pools(0, 0));
+    await waitFor(() => /the rollback of canary v2 is acknowledged/.test(gw.stderr().slice(mark)), 5000);
+    assert.equal(await metricSum(gw, "kvserve_gateway:canary_rolled_back", { pool: "main" }), 0);
+    assert.deepEqual(JSON.parse(readFileSync(stateFile, "utf8")), { canary_rolled_back: {} });
+    mark = gw.stderr().length;
+    gw.reconfigure(pools(50, 0));
+    await waitFor(async () => (await metricSum(gw, "kvserve_gateway:canary_weight_percent", { pool: "main" })) === 50, 5000);
+    assert.doesNotMatch(gw.stderr().slice(mark), /its weight stays 0/);
     // A new release (another canary_version) starts afresh.
     await gw.stop();
     const next = pools(50).map((p) => ({ ...p, canary_version: "v3",

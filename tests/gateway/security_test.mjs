@@ -419,6 +419,43 @@ describe("secrets out of config files, rotation without a restart, logs", () => 
     assert.match(r.stderr, /at most one of api_key, api_key_file, api_key_env/);
   });
 
+  test("a replica that refuses the pool's key is a failed attempt (retried, counted), never the client's 401", async () => {
+    // One pool key the replica does not accept: 502 naming the cause, not
+    // the replica's 401 (the tenant's own key was good).
+    const wrong = await startGateway({
+      model: modelPath, dir, gateway: { key_file: path.join(dir, "keys.yaml") },
+      pools: [{ name: "main", max_context: 1024, api_key: "sk-not-the-replicas", max_retries: 0, replicas: [replica.baseURL] }],
+    });
+    let open;
+    try {
+      const r = await request(wrong, "POST", "/v1/completions", body, auth(tenantKey));
+      assert.equal(r.status, 502, r.text);
+      assert.equal(r.json.error.code, "upstream_failed");
+      assert.match(r.json.error.message, /refused the pool's api_key/);
+      assert.equal(await metricSum(wrong, "kvserve_gateway:upstream_errors_total", { kind: "status_401" }), 1);
+      // Beside a replica that accepts it, every request succeeds: the refusing
+      // one is retried past and ejected.
+      open = await startReplica({ model: modelPath, args: ["--max-context-length", "1024"] });
+    } finally {
+      await wrong.stop();
+    }
+    const both = await startGateway({
+      model: modelPath, dir, gateway: { key_file: path.join(dir, "keys.yaml") },
+      pools: [{ name: "main", max_context: 1024, api_key: "sk-not-the-replicas", routing: "round_robin",
+        replicas: [replica.baseURL, open.baseURL] }],
+    });
+    try {
+      for (let i = 0; i < 8; i++) {
+        const r = await request(both, "POST", "/v1/completions", body, auth(tenantKey));
+        assert.equal(r.status, 200, r.text);
+      }
+      assert.ok(await metricSum(both, "kvserve_gateway:upstream_errors_total", { kind: "status_401" }) >= 1);
+    } finally {
+      await both.stop();
+      await open.stop();
+    }
+  });
+
   test("audit and access logs are 0600 and reopened on SIGHUP (rotation)", async () => {
     assert.equal(statSync(gw.auditLog).mode & 0o777, 0o600);
     assert.equal(statSync(replica.accessLog).mode & 0o777, 0o600);
