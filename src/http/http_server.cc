@@ -152,14 +152,16 @@ void HttpServer::Impl::StartConnection(tcp::socket socket, Strand strand) {
   const std::string address = ec ? std::string() : ep.address().to_string();
   const uint64_t id = ++next_connection_id;
   int refuse = 0;
+  const int max_conns = max_connections.load();
+  const int max_per_client = max_connections_per_client.load();
   std::shared_ptr<internal::Connection> conn;
   std::shared_ptr<SslContext> ctx;
   {
     std::lock_guard<std::mutex> lock(mu);
     ctx = tls;
-    if (options.max_connections > 0 && static_cast<int64_t>(conns.size()) >= options.max_connections) {
+    if (max_conns > 0 && static_cast<int64_t>(conns.size()) >= max_conns) {
       refuse = 503;
-    } else if (options.max_connections_per_client > 0 && per_client[address] >= options.max_connections_per_client) {
+    } else if (max_per_client > 0 && per_client[address] >= max_per_client) {
       refuse = 429;
     } else {
       if (ctx) {
@@ -178,9 +180,9 @@ void HttpServer::Impl::StartConnection(tcp::socket socket, Strand strand) {
     const std::string message =
         refuse == 503 ? fmt::format("too many connections: the server holds server.max_connections ({}) open; retry "
                                     "shortly",
-                                    options.max_connections)
+                                    max_conns)
                       : fmt::format("too many connections from {}: server.max_connections_per_client is {}", address,
-                                    options.max_connections_per_client);
+                                    max_per_client);
     std::string response = RefusalResponse(refuse, message);
     if (ctx) {
       std::make_shared<internal::BasicRefusal<internal::TlsStream>>(std::move(socket), std::move(response), ctx)->Start();
@@ -252,6 +254,21 @@ Status HttpServer::Start(Handler handler) {
 TlsServerFiles HttpServer::TlsFiles() const {
   return TlsServerFiles{options_.tls_cert_file, options_.tls_key_file, options_.tls_cert_setting,
                         options_.tls_key_setting};
+}
+
+void HttpServer::SetLimits(const ServerLimits& l) {
+  KVS_CHECK(impl_);
+  impl_->max_body_bytes.store(l.max_body_bytes);
+  impl_->max_connections.store(l.max_connections);
+  impl_->max_connections_per_client.store(l.max_connections_per_client);
+  impl_->keep_alive_ms.store(l.keep_alive_timeout.count());
+  impl_->header_ms.store(l.header_timeout.count());
+}
+
+ServerLimits HttpServer::limits() const {
+  if (!impl_) return ServerLimits::Of(options_);
+  return {impl_->max_body_bytes.load(), impl_->max_connections.load(), impl_->max_connections_per_client.load(),
+          std::chrono::milliseconds(impl_->keep_alive_ms.load()), std::chrono::milliseconds(impl_->header_ms.load())};
 }
 
 Status HttpServer::ReloadTls() {

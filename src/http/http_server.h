@@ -203,6 +203,20 @@ class Exchange {
 
 using Handler = std::function<void(std::shared_ptr<Exchange>)>;
 
+// The limits of ServerOptions that a running server can change
+// (HttpServer::SetLimits, e.g. on SIGHUP): they apply to the next
+// connection, request or idle wait; what is under way keeps its own.
+struct ServerLimits {
+  uint64_t max_body_bytes = 0;
+  int max_connections = 0;
+  int max_connections_per_client = 0;
+  std::chrono::milliseconds keep_alive_timeout{0};
+  std::chrono::milliseconds header_timeout{0};
+  static ServerLimits Of(const ServerOptions& o) {
+    return {o.max_body_bytes, o.max_connections, o.max_connections_per_client, o.keep_alive_timeout, o.header_timeout};
+  }
+};
+
 class HttpServer {
  public:
   explicit HttpServer(ServerOptions options);
@@ -217,6 +231,9 @@ class HttpServer {
   // Re-reads tls_cert_file and tls_key_file: new connections get the new
   // pair; on an error nothing changes. FailedPrecondition without TLS.
   Status ReloadTls();
+  // Replaces the limits in force (any thread); REQUIRES: Start() was called.
+  void SetLimits(const ServerLimits& limits);
+  ServerLimits limits() const;
   bool tls() const { return options_.tls(); }
   const char* scheme() const { return tls() ? "https" : "http"; }
   uint16_t port() const { return bound_port_; }

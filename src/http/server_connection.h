@@ -167,12 +167,12 @@ class BasicConnection final : public Connection {
     if (closed_) return;
     parser_.emplace();
     parser_->header_limit(server_->options.max_header_bytes);
-    parser_->body_limit(server_->options.max_body_bytes);
+    parser_->body_limit(server_->max_body_bytes.load());
     if (buffer_.size() > 0) {  // pipelined: the next request has begun
       ReadHeader();
       return;
     }
-    Lowest().expires_after(server_->options.keep_alive_timeout);
+    Lowest().expires_after(std::chrono::milliseconds(server_->keep_alive_ms.load()));
     stream_.async_read_some(buffer_.prepare(kFirstReadBytes), [self = Self()](beast::error_code ec, size_t n) {
       self->buffer_.commit(n);
       if (self->closed_) return;
@@ -185,7 +185,7 @@ class BasicConnection final : public Connection {
   }
 
   void ReadHeader() {
-    Lowest().expires_after(server_->options.header_timeout);
+    Lowest().expires_after(std::chrono::milliseconds(server_->header_ms.load()));
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              beast::bind_front_handler(&BasicConnection::OnHeader, Self()));
   }
@@ -197,7 +197,7 @@ class BasicConnection final : public Connection {
       return;
     }
     auto& req = parser_->get();
-    if (auto len = parser_->content_length(); len && *len > server_->options.max_body_bytes) {
+    if (auto len = parser_->content_length(); len && *len > server_->max_body_bytes.load()) {
       Dispatch(413, BodyLimitMessage());
       return;
     }
@@ -245,7 +245,7 @@ class BasicConnection final : public Connection {
 
   std::string BodyLimitMessage() const {
     return fmt::format("request body too large: the limit is {} bytes (server.max_body_bytes)",
-                       server_->options.max_body_bytes);
+                       server_->max_body_bytes.load());
   }
 
   void OnReadError(const beast::error_code& ec) {

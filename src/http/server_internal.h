@@ -110,7 +110,12 @@ constexpr std::chrono::seconds kLingerTimeout{2};
 
 struct HttpServer::Impl {
   explicit Impl(ServerOptions o)
-      : options(std::move(o)),
+      : max_body_bytes(o.max_body_bytes),
+        max_connections(o.max_connections),
+        max_connections_per_client(o.max_connections_per_client),
+        keep_alive_ms(o.keep_alive_timeout.count()),
+        header_ms(o.header_timeout.count()),
+        options(std::move(o)),
         ioc(std::make_unique<asio::io_context>()),
         accept_strand(asio::make_strand(*ioc)),
         acceptor(std::make_unique<tcp::acceptor>(*accept_strand)) {}
@@ -140,6 +145,13 @@ struct HttpServer::Impl {
   // Accept strand only: logs an accept failure, at most every kAcceptLogInterval.
   void LogAcceptFailure(const beast::error_code& ec);
 
+  // The limits SetLimits changes (options keeps the ones the server started
+  // with); read where a connection, request or idle wait starts.
+  std::atomic<uint64_t> max_body_bytes;
+  std::atomic<int> max_connections;
+  std::atomic<int> max_connections_per_client;
+  std::atomic<int64_t> keep_alive_ms;
+  std::atomic<int64_t> header_ms;
   ServerOptions options;
   std::unique_ptr<asio::io_context> ioc;
   std::optional<Strand> accept_strand;

@@ -16,6 +16,7 @@
 #include "http/http_server.h"
 #include "http/tls.h"
 #include "server/access_log.h"
+#include "server/reload.h"
 #include "server/service.h"
 #include "base/file_stamp.h"
 #include "base/sha256.h"
@@ -80,51 +81,6 @@ std::string ServedModelName(const ServeConfig& config) {
   }
   return "default";
 }
-
-namespace {
-
-// Leaf keys ("section.key") of a configuration document whose values differ.
-void ChangedKeys(const nlohmann::json& a, const nlohmann::json& b, const std::string& prefix,
-                 std::vector<std::string>* out) {
-  if (a.is_object() && b.is_object()) {
-    for (const auto& [k, v] : a.items()) {
-      ChangedKeys(v, b.contains(k) ? b[k] : nlohmann::json(), prefix.empty() ? k : prefix + "." + k, out);
-    }
-    return;
-  }
-  if (a != b) out->push_back(prefix);
-}
-
-// SIGHUP: applies what can change in a running server and names the rest.
-void ReloadConfig(const std::function<StatusOr<ServeConfig>()>& reload, nlohmann::json* applied) {
-  StatusOr<ServeConfig> fresh = reload();
-  if (!fresh.ok()) {
-    spdlog::error("SIGHUP: configuration not re-read (what was in force stays): {}", fresh.status().message());
-    return;
-  }
-  nlohmann::json now = ConfigToJson(*fresh);
-  std::vector<std::string> changed;
-  ChangedKeys(*applied, now, "", &changed);
-  std::vector<std::string> restart;
-  for (const std::string& key : changed) {
-    if (key == "logging.level") {
-      spdlog::info("SIGHUP: logging.level {} -> {}", (*applied)["logging"]["level"].get<std::string>(),
-                   fresh->logging.level);
-      spdlog::set_level(spdlog::level::from_str(fresh->logging.level));
-      (*applied)["logging"]["level"] = fresh->logging.level;
-    } else if (key == "server.api_keys") {
-      // Reloaded below with the key file (the loaded keys are not printed).
-    } else {
-      restart.push_back(key);
-    }
-  }
-  if (changed.empty()) spdlog::info("SIGHUP: configuration unchanged");
-  for (const std::string& key : restart) {
-    spdlog::warn("SIGHUP: {} changed; it takes effect at the next restart", key);
-  }
-}
-
-}  // namespace
 
 int RunServe(const ServeConfig& config, const BackendFactory& factory, const ServeOptions& options) {
   // A client that sees /ready answered may signal at once: SIGTERM/SIGINT
@@ -200,29 +156,17 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     ++ev.signals;
     ev.cv.notify_all();
   });
-  // SIGHUP: the API keys (api_keys_env, api_key_file) are read again, the
-  // access log is reopened (rotation) and the TLS certificate reloaded (new
-  // connections get the files' new pair; a bad pair is refused and the old
-  // one stays); the key file is also polled for changes. A reload that
-  // fails keeps what was in force, and is logged (keys: counted).
-  auto reload_keys = [&config, &service, &metrics](const char* why) {
-    auto fresh = LoadApiKeys(config);
-    if (!fresh.ok()) {
-      metrics.api_key_reloads.With({"failed"}).Inc();
-      spdlog::error("{}: API keys not reloaded (the loaded keys stay in force): {}", why, fresh.status().message());
-      return;
-    }
-    service.SetApiKeys(*fresh);
-    metrics.api_key_reloads.With({"ok"}).Inc();
-    spdlog::info("{}: API keys reloaded: {} keys", why, fresh->size());
-  };
-  for (const char* outcome : {"ok", "failed"}) metrics.api_key_reloads.With({outcome});  // exported at 0
+  // SIGHUP: the configuration is read again and what can change live is
+  // applied (ConfigReloader: log level, API keys, limits), the API keys
+  // (api_keys_env, api_key_file) are read again, the access log is reopened
+  // (rotation) and the TLS certificate reloaded (new connections get the
+  // files' new pair; a bad pair is refused and the old one stays); the key
+  // file is also polled for changes. A reload that fails keeps what was in
+  // force, and is logged (keys: counted).
+  auto reloader = std::make_shared<ConfigReloader>(config, &service, &server, &metrics);
   AccessLog* log = access_log->get();
-  // The configuration as last applied (logging.level follows SIGHUP).
-  auto applied = std::make_shared<nlohmann::json>(ConfigToJson(config));
-  server.OnSignal({SIGHUP}, [reload_keys, log, &server, reload = options.reload, applied](int) {
-    if (reload) ReloadConfig(reload, applied.get());
-    reload_keys("SIGHUP");
+  server.OnSignal({SIGHUP}, [reloader, log, &server, reload = options.reload](int) {
+    reloader->OnSighup(reload);
     if (Status s = log->Reopen(); !s.ok()) spdlog::error("SIGHUP: access log not reopened: {}", s.message());
     if (!server.tls()) return;
     if (Status s = server.ReloadTls(); s.ok()) {
@@ -236,9 +180,9 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     // Tried once per change, once it has held still for a poll (FileWatch);
     // a removed file keeps the keys.
     auto watch = std::make_shared<FileWatch>(StampOf(config.server.api_key_file));
-    watch_key_file = [&server, &watch_key_file, &path = config.server.api_key_file, watch, reload_keys] {
-      server.RunAfter(std::chrono::seconds(1), [&watch_key_file, &path, watch, reload_keys] {
-        if (watch->Poll(StampOf(path))) reload_keys("server.api_key_file changed");
+    watch_key_file = [&server, &watch_key_file, &path = config.server.api_key_file, watch, reloader] {
+      server.RunAfter(std::chrono::seconds(1), [&watch_key_file, &path, watch, reloader] {
+        if (watch->Poll(StampOf(path))) reloader->ReloadKeys("server.api_key_file changed");
         watch_key_file();
       });
     };

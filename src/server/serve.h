@@ -50,9 +50,9 @@ struct ServeOptions {
   bool require_model_file = true;  // false for the fake backend: model.path may be empty
   std::optional<ReadinessGate> gate;
   // SIGHUP: the configuration read again (the same file and command line).
-  // What can change without a restart is applied (logging.level) and every
-  // other changed key is logged as needing a restart. Unset: keys, access
-  // log and TLS only.
+  // What can change without a restart is applied (ConfigReloader: log
+  // level, API keys, limits) and every other changed key is logged as
+  // needing a restart. Unset: keys, access log and TLS only.
   std::function<StatusOr<ServeConfig>()> reload;
 };
 

@@ -49,11 +49,19 @@ std::string IsoTime(int64_t unix_seconds) {
 
 Service::Service(ServeConfig config, std::vector<std::string> api_keys, ServerMetrics* metrics, AccessLog* access_log)
     : config_(std::move(config)),
+      max_sequences_(config_.runtime.max_concurrent_requests),
+      request_timeout_seconds_(config_.runtime.request_timeout_seconds),
       prep_(static_cast<int>(config_.server.prep_threads), static_cast<int>(config_.server.prep_queue)),
       metrics_(metrics),
       access_log_(access_log),
       status_board_(metrics) {
   SetApiKeys(api_keys);
+}
+
+void Service::SetRequestLimits(int64_t max_concurrent_requests, double request_timeout_seconds) {
+  KVS_CHECK(max_concurrent_requests >= 1 && max_concurrent_requests <= config_.runtime.max_concurrent_requests);
+  max_sequences_.store(max_concurrent_requests);
+  request_timeout_seconds_.store(request_timeout_seconds);
 }
 
 void Service::SetApiKeys(const std::vector<std::string>& api_keys) {
@@ -619,7 +627,7 @@ void Service::HandleGenerate(Ctx& ctx, api::Endpoint endpoint, api::Dialect dial
 void Service::StartGeneration(Ctx& ctx, bool chat, api::ParsedRequest req, std::vector<PreparedPrompt> prompts) {
   // Admission: reserve one slot per sequence, or refuse.
   const int64_t need = static_cast<int64_t>(prompts.size()) * req.n;
-  const int64_t bound = config_.runtime.max_concurrent_requests;
+  const int64_t bound = max_sequences_.load();
   if (need > bound) {
     return ReplyError(ctx, BadRequest(fmt::format("this request has {} sequences (prompts x n) but the server admits "
                                                   "at most {} at once (runtime.max_concurrent_requests)",
@@ -650,7 +658,7 @@ void Service::StartGeneration(Ctx& ctx, bool chat, api::ParsedRequest req, std::
   env.metrics = metrics_;
   env.sequences_in_flight = &sequences_in_flight_;
   env.model_name = card_.id;
-  env.timeout_seconds = config_.runtime.request_timeout_seconds;
+  env.timeout_seconds = request_timeout_seconds_.load();
   Ctx done_ctx = ctx;
   auto job = std::make_shared<GenerationJob>(
       env, ctx.ex, std::move(req), std::move(prompts), ctx.id, [this, done_ctx](const JobSummary& s) {

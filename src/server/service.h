@@ -64,6 +64,11 @@ class Service {
   // server.api_key_file): requests from now on are checked against these.
   // An empty list turns authentication off. Thread-safe.
   void SetApiKeys(const std::vector<std::string>& api_keys);
+  // Limits a reload changes for requests admitted from now on (running ones
+  // keep theirs). max_concurrent_requests may only go down from the value
+  // the server started with: the KV plan and the engine queue are sized for
+  // that (CHECKed). Thread-safe.
+  void SetRequestLimits(int64_t max_concurrent_requests, double request_timeout_seconds);
   void SetReady(InferenceBackend* backend, ModelCard card);
   // A start-up gate (serve --needle-gate): while a reason is set, the API
   // serves requests but /ready answers 503 {"status": "not_ready",
@@ -134,6 +139,10 @@ class Service {
                                                  std::shared_ptr<const grammar::CompiledGrammar>* out);
 
   const ServeConfig config_;
+  // runtime.max_concurrent_requests and request_timeout_seconds in force
+  // (SetRequestLimits); config_ keeps the ones the server started with.
+  std::atomic<int64_t> max_sequences_;
+  std::atomic<double> request_timeout_seconds_;
   frontend::WorkQueue prep_;  // its tasks use the members below: ~Service stops it first
   // SHA-256 of each accepted key; replaced whole by SetApiKeys (a reload).
   std::shared_ptr<const std::vector<std::string>> key_digests_;

@@ -197,6 +197,65 @@ test("SIGHUP: logging.level applied, other changes named, a broken file refused"
   }
 });
 
+// SIGHUP applies keys and limits to a running server: a key swapped in the
+// file, a smaller body limit, fewer concurrent sequences and a request
+// timeout are in force for the next request, each change is logged, and a
+// limit the server cannot raise live is named as needing a restart.
+test("SIGHUP: API keys and limits applied without a restart", async () => {
+  const model = realModelPath() ?? path.join(process.env.KVSERVE_SOURCE_DIR ?? ".", "models/kvserve-tiny.gguf");
+  const dir = mkdtempSync(path.join(tmpdir(), "kvserve-hup-"));
+  const file = path.join(dir, "serve.yaml");
+  const config = ({ key, body, seqs, timeout }) => `server:\n  api_keys: [${key}]\n  max_body_bytes: ${body}\n` +
+    `runtime:\n  threads: 1\n  max_concurrent_requests: ${seqs}\n  request_timeout_seconds: ${timeout}\n`;
+  writeFileSync(file, config({ key: "sk-one", body: 65536, seqs: 4, timeout: 120 }));
+  const server = await spawnListening(binary, ["serve", "--port", "0", "--host", "127.0.0.1", "--config", file, "--model", model]);
+  await waitFor(async () => (await request(server, "GET", "/ready")).status === 200, 30000);
+  const id = (await request(server, "GET", "/v1/models", undefined, { authorization: "Bearer sk-one" })).json.data[0].id;
+  // pad: that many spaces after the JSON (a large body, a short prompt).
+  const complete = (key, extra = {}, pad = 0) => request(server, "POST", "/v1/completions",
+    JSON.stringify({ model: id, prompt: "Once upon a time", max_tokens: 2, ...extra }) + " ".repeat(pad),
+    { authorization: `Bearer ${key}` });
+  try {
+    assert.equal((await complete("sk-one")).status, 200);
+    assert.equal((await complete("sk-two")).status, 401);
+    assert.equal((await complete("sk-one", { n: 2, temperature: 1 })).status, 200);
+    assert.equal((await complete("sk-one", {}, 8000)).status, 200);
+    const before = server.stderr().length;
+    writeFileSync(file, config({ key: "sk-two", body: 4096, seqs: 1, timeout: 0.05 }));
+    server.child.kill("SIGHUP");
+    const expect = [/SIGHUP: server\.api_keys changed; the keys are read again/, /SIGHUP: server\.max_body_bytes 65536 -> 4096/,
+      /SIGHUP: runtime\.max_concurrent_requests 4 -> 1/, /SIGHUP: runtime\.request_timeout_seconds 120(\.0)? -> 0\.05/,
+      /SIGHUP: API keys reloaded: 1 keys/];
+    await waitFor(() => expect.every((re) => re.test(server.stderr().slice(before))), 10000).catch((e) => {
+      throw new Error(`${e.message} in:\n${server.stderr().slice(before)}`);
+    });
+    assert.doesNotMatch(server.stderr().slice(before), /takes effect at the next restart/);
+    // The keys: the old one is refused, the new one accepted.
+    assert.equal((await complete("sk-one")).status, 401);
+    // The body limit.
+    const big = await complete("sk-two", {}, 8000);
+    assert.equal(big.status, 413, big.text);
+    assert.match(big.text, /server\.max_body_bytes/);
+    // The concurrency bound.
+    const two = await complete("sk-two", { n: 2, temperature: 1 });
+    assert.equal(two.status, 400, two.text);
+    assert.match(two.json.error.message, /at most 1 at once \(runtime\.max_concurrent_requests\)/);
+    // The request timeout: a long generation is cut at 50 ms.
+    const slow = await complete("sk-two", { max_tokens: 2000, ignore_eos: true });
+    assert.match(slow.text, /runtime\.request_timeout_seconds/, slow.text);
+    // Raising the concurrency above the start value takes a restart.
+    const mark = server.stderr().length;
+    writeFileSync(file, config({ key: "sk-two", body: 4096, seqs: 8, timeout: 120 }));
+    server.child.kill("SIGHUP");
+    await waitFor(() => /runtime\.max_concurrent_requests 8 is above the 4 this server started with/.test(server.stderr().slice(mark)), 10000);
+    assert.equal((await complete("sk-two", { n: 2, temperature: 1 })).status, 400, "still 1");
+    assert.equal((await complete("sk-two")).status, 200);
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 const real = realModelPath();
 if (!real) {
   test("real model", { skip: "../shared/models/stories260K.gguf is absent" }, () => {});
