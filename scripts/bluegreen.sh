@@ -17,11 +17,14 @@
 #                                other slot keeps the previous release
 #
 # The gateway pool (KVSERVE_GATEWAY_CONFIG) holds both slots, labelled with
-# their slot as version, green as the canary version, and one marked line
-# this script rewrites (then it sends SIGHUP, which applies canary_weight to
-# the next request; requests in flight stay where they are):
-#     canary_version: green
-#     canary_weight: 0    # bluegreen: percent of traffic on green
+# their slot as version, and two marked lines this script rewrites (then it
+# sends SIGHUP, which applies them to the next request; requests in flight
+# stay where they are): the slot that gets canary_weight percent of the
+# traffic (the one being deployed during a canary step, then the live one
+# at 100), so the gateway's own automatic rollback
+# (canary_max_error_rate_margin) always judges the new release:
+#     canary_version: blue   # bluegreen: the slot given canary_weight
+#     canary_weight: 100     # bluegreen: percent of traffic on it
 #     replicas:
 #       - {url: http://127.0.0.1:8001, version: blue}
 #       - {url: http://127.0.0.1:8002, version: green}
@@ -124,32 +127,36 @@ wait_gateway_healthy() {  # SLOT
   return 1
 }
 
-# Sends PERCENT of the traffic to SLOT: rewrites the marked canary_weight
-# line, reloads the gateway and waits until it applies the split.
+# Sends PERCENT of the traffic to SLOT (the rest to the other): rewrites the
+# marked canary_version and canary_weight lines, reloads the gateway and
+# waits until it applies the split.
 shift_to() {  # SLOT PERCENT
-  local green=$2 tmp deadline
-  [ "$1" = blue ] && green=$((100 - $2))
+  local tmp deadline
   # Rewritten in place (owner, mode and links stay): the gateway reads it
   # only at start and on SIGHUP, which comes after.
   tmp=$(mktemp)
-  sed -E "s/^([[:space:]]*canary_weight:)[[:space:]]*[0-9.]+([[:space:]]*# bluegreen.*)$/\1 $green\2/" "$gw_config" >"$tmp"
+  sed -E -e "s/^([[:space:]]*canary_version:)[[:space:]]*[A-Za-z\"]*([[:space:]]*# bluegreen.*)$/\1 $1\2/" \
+    -e "s/^([[:space:]]*canary_weight:)[[:space:]]*[0-9.]+([[:space:]]*# bluegreen.*)$/\1 $2\2/" "$gw_config" >"$tmp"
   cat "$tmp" >"$gw_config"
   rm -f "$tmp"
-  log "gateway pool $gw_pool: $2% on $1 (canary_weight $green on green); $gw_reload"
+  log "gateway pool $gw_pool: $2% on $1 (canary_version $1, canary_weight $2); $gw_reload"
   bash -c "$gw_reload" 9>&-
   deadline=$(( $(date +%s) + 30 ))
   while [ "$(date +%s)" -lt "$deadline" ]; do
-    [ "$(gw_metric kvserve_gateway:canary_weight_percent "pool=\"$gw_pool\"")" = "$green" ] && return 0
+    [ "$(gw_metric kvserve_gateway:canary_version_info "pool=\"$gw_pool\",version=\"$1\"")" = 1 ] &&
+      [ "$(gw_metric kvserve_gateway:canary_weight_percent "pool=\"$gw_pool\"")" = "$2" ] && return 0
     sleep 0.1
   done
-  log "the gateway did not apply canary_weight $green within 30 s (its log says why)"
+  log "the gateway did not apply canary_version $1 at $2% within 30 s (its log says why)"
   return 1
 }
 
 check_gateway_config() {
   [ -f "$gw_config" ] || die "no gateway config $gw_config (KVSERVE_GATEWAY_CONFIG)"
-  [ "$(grep -c -E '^[[:space:]]*canary_weight:[[:space:]]*[0-9.]+[[:space:]]*# bluegreen' "$gw_config")" = 1 ] ||
-    die "$gw_config needs exactly one line 'canary_weight: N  # bluegreen' in pool $gw_pool (see the header of $0)"
+  [ "$(grep -c -E '^[[:space:]]*canary_weight:[[:space:]]*[0-9.]+[[:space:]]*# bluegreen' "$gw_config")" = 1 ] &&
+    [ "$(grep -c -E '^[[:space:]]*canary_version:[[:space:]]*[A-Za-z"]*[[:space:]]*# bluegreen' "$gw_config")" = 1 ] ||
+    die "$gw_config needs exactly one line 'canary_version: SLOT  # bluegreen' and one 'canary_weight: N  # bluegreen'" \
+      "in pool $gw_pool (see the header of $0)"
   local s
   for s in blue green; do
     grep -q -F "$(slot_url $s)" "$gw_config" || die "$gw_config does not list the $s slot $(slot_url $s)"
@@ -268,7 +275,11 @@ case "$cmd" in
       echo "slot $s: $(slot_url "$s") release ${rel:-none} ($state)"
     done
     weight=$(gw_metric kvserve_gateway:canary_weight_percent "pool=\"$gw_pool\"")
-    if [ -n "$weight" ]; then echo "gateway pool $gw_pool: $weight% of traffic on green"
+    on=""
+    for s in blue green; do
+      [ "$(gw_metric kvserve_gateway:canary_version_info "pool=\"$gw_pool\",version=\"$s\"")" = 1 ] && on=$s
+    done
+    if [ -n "$weight" ]; then echo "gateway pool $gw_pool: $weight% of traffic on ${on:-no slot}"
     else echo "gateway pool $gw_pool: no answer from $gw_url"; fi
     for d in "$root"/releases/*/; do
       [ -d "$d" ] && echo "release $(basename "$d"): sha256 $(release_field "$d" sha256)"

@@ -8,6 +8,7 @@ constexpr size_t kMaxOutcomes = 1 << 20;
 
 Canary::Canary(const PoolConfig& pc)
     : version_(pc.canary_version),
+      enabled_(!pc.canary_version.empty()),
       margin_(pc.canary_max_error_rate_margin),
       window_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(pc.canary_window_seconds))),
       min_requests_(pc.canary_min_requests),
@@ -46,6 +47,16 @@ bool Canary::Record(bool canary, bool ok, Clock::time_point now) {
   if (canary_rate <= stable_rate + margin_) return false;
   MarkRolledBack();
   return true;
+}
+
+void Canary::Reset(std::string version, double percent) {
+  std::lock_guard<std::mutex> lock(mu_);
+  enabled_.store(!version.empty());
+  version_ = std::move(version);
+  weight_.store(version_.empty() ? 0 : percent);
+  rolled_back_.store(false);
+  outcomes_.clear();
+  rates_ = Rates{};
 }
 
 void Canary::Acknowledge() {

@@ -33,8 +33,16 @@ class Canary {
   using Clock = std::chrono::steady_clock;
   explicit Canary(const PoolConfig& pc);
 
-  bool enabled() const { return !version_.empty(); }
-  const std::string& version() const { return version_; }
+  bool enabled() const { return enabled_.load(); }
+  // "" when disabled.
+  std::string version() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return version_;
+  }
+  // A reload named another canary_version (a new release, or
+  // scripts/bluegreen.sh moving the label to the slot it deploys): a new
+  // canary at `percent`, with an empty window and no rollback on record.
+  void Reset(std::string version, double percent);
   double weight() const { return weight_.load(); }
   void set_weight(double percent) { weight_.store(percent); }
   // Whether this canary version was rolled back (by Record, or restored from
@@ -70,13 +78,14 @@ class Canary {
   };
   void Prune(Clock::time_point now);  // REQUIRES: mu_ held
 
-  const std::string version_;
+  std::string version_;  // guarded by mu_
+  std::atomic<bool> enabled_;  // !version_.empty()
   const double margin_;
   const Clock::duration window_;
   const int64_t min_requests_;
   std::atomic<double> weight_;
   std::atomic<bool> rolled_back_{false};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::deque<Outcome> outcomes_;  // guarded by mu_; in time order
   Rates rates_;                   // guarded by mu_; of outcomes_
 };

@@ -74,6 +74,7 @@ TEST(CanaryTest, RoutingHonoursTheVersionAndFallsBack) {
   for (Replica* rep : r.AllReplicas()) rep->OnProbe(true, false, 2);
   Pool& p = *r.pools()[0];
   RouteInput in;
+  in.canary_version = "v2";
   in.version_filter = 1;
   for (int i = 0; i < 4; ++i) EXPECT_EQ(r.policy(p).Pick(p, in, {})->version(), "v2");
   in.version_filter = -1;

@@ -139,7 +139,10 @@ void Gateway::OnReplicaListed(Replica* r) {
 }
 
 void Gateway::RestoreState() {
-  for (const auto& p : router_->pools()) metrics_.canary_rolled_back.With({p->name()}).Set(0);
+  for (const auto& p : router_->pools()) {
+    metrics_.canary_rolled_back.With({p->name()}).Set(0);
+    if (p->canary->enabled()) metrics_.canary_version.With({p->name(), p->canary->version()}).Set(1);
+  }
   if (cfg_.gateway.state_file.empty()) return;
   std::ifstream in(cfg_.gateway.state_file);
   if (!in) return;  // none yet
@@ -387,7 +390,15 @@ std::vector<std::string> Gateway::ReloadConfig(const GatewayConfig& fresh) {
     // 50 % for the release that failed; once the file says 0 too, the
     // rollback is acknowledged and a later weight starts a new canary.
     if (pc.canary_version != pool->canary->version()) {
-      not_applied.push_back("canary_version of pool " + pc.name);
+      spdlog::info("gateway: pool {} canary_version \"{}\" -> \"{}\" at {}%", pc.name, pool->canary->version(),
+                   pc.canary_version, pc.canary_version.empty() ? 0 : pc.canary_weight);
+      const std::string before = pool->canary->version();
+      pool->canary->Reset(pc.canary_version, pc.canary_weight);
+      if (!before.empty()) metrics_.canary_version.With({pc.name, before}).Set(0);
+      if (!pc.canary_version.empty()) metrics_.canary_version.With({pc.name, pc.canary_version}).Set(1);
+      metrics_.canary_weight.With({pc.name}).Set(pool->canary->weight());
+      metrics_.canary_rolled_back.With({pc.name}).Set(0);
+      SaveState();
     } else if (pool->canary->rolled_back() && pc.canary_weight > 0) {
       spdlog::warn("gateway: pool {}: canary {} was rolled back; its weight stays 0 (not {}%): set canary_weight "
                    "to 0 to acknowledge it (then a new release may start a new canary)",

@@ -147,6 +147,10 @@ GatewayMetrics::GatewayMetrics()
                                       "Percent of sticky keys the pool sends to its canary version (0: none or "
                                       "rolled back).",
                                       {"pool"})),
+      canary_version(registry.AddGauge("kvserve_gateway:canary_version_info",
+                                       "1 for the pool's canary_version now, 0 for one it had before (a reload "
+                                       "moves it).",
+                                       {"pool", "version"})),
       canary_rollbacks(registry.AddCounter("kvserve_gateway:canary_rollbacks_total",
                                            "Automatic rollbacks: the canary's error rate exceeded the stable "
                                            "version's by more than canary_max_error_rate_margin.",

@@ -62,6 +62,7 @@ struct GatewayMetrics {
   metrics::Family<metrics::Counter>& version_completion_tokens;  // pool, version
   metrics::Family<metrics::Counter>& version_seconds;            // pool, version: time of answered attempts
   metrics::Family<metrics::Gauge>& canary_weight;                // pool
+  metrics::Family<metrics::Gauge>& canary_version;               // pool, version
   metrics::Family<metrics::Counter>& canary_rollbacks;           // pool
   metrics::Family<metrics::Gauge>& canary_rolled_back;           // pool: 1 while its canary version is rolled back
   // Replicas from DNS (discovery.h).

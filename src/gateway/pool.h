@@ -256,6 +256,7 @@ struct RouteInput {
   std::string cache_salt;     // the client's cache_salt ("": none)
   // Canary pools: +1 only replicas of the canary version, -1 only others, 0 any.
   int version_filter = 0;
+  std::string canary_version;  // the pool's canary version when version_filter != 0
   mutable RoutePrediction prediction;  // written by Pick
 };
 
@@ -264,9 +265,9 @@ struct RouteInput {
 bool WithinLimits(const Pool& pool, const Replica& r);
 
 // Whether the replica's version is one `in` may use in this pool.
-inline bool VersionAdmits(const Pool& pool, const Replica& r, const RouteInput& in) {
-  if (in.version_filter == 0 || !pool.canary->enabled()) return true;
-  return (r.version() == pool.canary->version()) == (in.version_filter > 0);
+inline bool VersionAdmits(const Replica& r, const RouteInput& in) {
+  if (in.version_filter == 0) return true;
+  return (r.version() == in.canary_version) == (in.version_filter > 0);
 }
 
 class RoutingPolicy {

@@ -79,7 +79,8 @@ void ProxyRequest::StartAttempt() {
     route_lock = std::unique_lock<std::mutex>(p->route_mu);
     route_.prediction = RoutePrediction{};
     // Canary pools: the sticky key's version, else (none of it available) any.
-    route_.version_filter = p->canary->enabled() ? (p->canary->ForCanary(StickyKey(*p)) ? 1 : -1) : 0;
+    route_.canary_version = p->canary->version();
+    route_.version_filter = route_.canary_version.empty() ? 0 : (p->canary->ForCanary(StickyKey(*p)) ? 1 : -1);
     pick = gw_->router().policy(*p).Pick(*p, route_, tried_);
     if (!pick && route_.version_filter != 0) {
       route_.version_filter = 0;

@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 std::vector<Replica*> Candidates(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) {
   std::vector<Replica*> c;
   for (const auto& r : pool.replicas) {
-    if (r->available() && VersionAdmits(pool, *r, in) && std::find(tried.begin(), tried.end(), r) == tried.end()) {
+    if (r->available() && VersionAdmits(*r, in) && std::find(tried.begin(), tried.end(), r) == tried.end()) {
       c.push_back(r);
     }
   }

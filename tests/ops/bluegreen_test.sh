@@ -69,7 +69,7 @@ SH
 chmod +x "$tmp/slot.sh"
 
 model=$shared/models/stories260K.gguf
-write_gateway_config() {  # GREEN_FAULT_RATE
+write_gateway_config() {  # GREEN_FAULT_RATE [CANARY_VERSION CANARY_WEIGHT]
   cat >"$tmp/gateway.yaml" <<YAML
 gateway:
   host: 127.0.0.1
@@ -85,8 +85,8 @@ pools:
   - name: main
     max_context: 256
     sticky_header: X-Session-Id
-    canary_version: green
-    canary_weight: ${2:-0}  # bluegreen: percent of traffic on green
+    canary_version: ${2:-green}  # bluegreen: the slot given canary_weight
+    canary_weight: ${3:-0}  # bluegreen: percent of traffic on it
     replicas:
       - {url: http://127.0.0.1:$blue_port, version: blue}
       - {url: http://127.0.0.1:$green_port, version: green, fault_rate: $1}
@@ -195,7 +195,7 @@ no_failures "rollback"
 expect_on blue "$sha1" "rollback to v1 (one command)"
 bluegreen status >"$tmp/status.txt"
 grep -q "^live: blue" "$tmp/status.txt" && grep -q "slot green: .* release v2 (stopped)" "$tmp/status.txt" &&
-  grep -q "gateway pool main: 0% of traffic on green" "$tmp/status.txt" || fail "status: $(cat "$tmp/status.txt")"
+  grep -q "gateway pool main: 100% of traffic on blue" "$tmp/status.txt" || fail "status: $(cat "$tmp/status.txt")"
 
 # One deploy or rollback at a time.
 if (flock 9 && bluegreen rollback 2>"$tmp/locked.log") 9>"$root/.bluegreen.lock"; then fail "a second rollback ran"; fi
@@ -227,7 +227,7 @@ expect_on blue "$sha1" "a release whose model does not load is stopped; green ke
 # A canary step that fails: the gateway fails every attempt on green
 # (fault_rate 1, retried on blue, so clients see nothing) while the canary
 # step sends it 90 % of the sessions; deploy goes back by itself.
-write_gateway_config 1 && kill -HUP "$(cat "$tmp/gateway.pid")"
+write_gateway_config 1 blue 100 && kill -HUP "$(cat "$tmp/gateway.pid")"
 a=$(audit_lines)
 if KVSERVE_CANARY_PERCENT=90 KVSERVE_CANARY_SECONDS=1 bluegreen deploy v5 "$tmp/v2.gguf" "$tmp/serve.yaml" 2>"$tmp/v5.log"; then
   fail "a failing canary was deployed"
