@@ -63,6 +63,10 @@
 #   KVSERVE_GATEWAY_RELOAD_CMD 'systemctl reload kvserve-gateway' (deploy/systemd/kvserve-gateway.service)
 #   KVSERVE_GATEWAY_ADMIN_URL http://127.0.0.1:9180 (the gateway's admin listener: its /metrics)
 #   KVSERVE_GATEWAY_POOL    main
+#   KVSERVE_PROMETHEUS_TARGETS  "" (off), or a Prometheus file_sd file this
+#                           script keeps listing the running slots ({pool:
+#                           KVSERVE_GATEWAY_POOL, slot} labels), so the idle
+#                           slot is not scraped as a replica that is down
 #   KVSERVE_CANARY_PERCENT  0 (no canary step), KVSERVE_CANARY_SECONDS 30,
 #   KVSERVE_CANARY_MIN_ATTEMPTS 20, KVSERVE_CANARY_MAX_SECONDS 300 (the
 #   split is per tenant, or per the pool's sticky_header: with few tenants,
@@ -88,6 +92,7 @@ canary_percent=${KVSERVE_CANARY_PERCENT:-0}
 canary_seconds=${KVSERVE_CANARY_SECONDS:-30}
 canary_min_attempts=${KVSERVE_CANARY_MIN_ATTEMPTS:-20}
 canary_max_seconds=${KVSERVE_CANARY_MAX_SECONDS:-300}
+targets_file=${KVSERVE_PROMETHEUS_TARGETS:-}
 
 die() { echo "bluegreen: $*" >&2; exit 1; }
 log() { echo "bluegreen: $(date +%T.%N | cut -c1-12) $*" >&2; }
@@ -106,10 +111,26 @@ relink() {  # LINK TARGET: atomic
 }
 
 slot_do() {  # start|stop SLOT
-  local cmd=$start_cmd
+  local cmd=$start_cmd rc=0
   [ "$1" = stop ] && cmd=$stop_cmd
   log "$1 slot $2: $cmd"
-  KVSERVE_SLOT=$2 KVSERVE_SLOT_CONFIG=$root/slots/$2/serve.yaml bash -c "$cmd" 9>&-  # a server must not hold the lock
+  KVSERVE_SLOT=$2 KVSERVE_SLOT_CONFIG=$root/slots/$2/serve.yaml bash -c "$cmd" 9>&- || rc=$?  # a server must not hold the lock
+  write_targets
+  return $rc
+}
+
+# Prometheus file_sd targets (KVSERVE_PROMETHEUS_TARGETS): the slots whose
+# process runs, so a stopped slot is neither scraped nor alerted on as down
+# (KvserveReplicaDown); written whole and renamed (Prometheus re-reads it).
+write_targets() {
+  [ -n "$targets_file" ] || return 0
+  local s list=""
+  for s in blue green; do
+    if KVSERVE_SLOT=$s bash -c "$status_cmd" 9>&- 2>/dev/null; then
+      list="$list${list:+, }{\"targets\": [\"$slot_host:$(slot_port $s)\"], \"labels\": {\"pool\": \"$gw_pool\", \"slot\": \"$s\"}}"
+    fi
+  done
+  echo "[$list]" >"$targets_file.tmp" && mv -f "$targets_file.tmp" "$targets_file"
 }
 
 # The value of one gateway metric series, "" when absent.
@@ -129,7 +150,9 @@ wait_gateway_healthy() {  # SLOT
 
 # Sends PERCENT of the traffic to SLOT (the rest to the other): rewrites the
 # marked canary_version and canary_weight lines, reloads the gateway and
-# waits until it applies the split.
+# waits until it applies the split. Returns 3 when the gateway rolled that
+# canary back instead (canary_max_error_rate_margin: its first attempts
+# failed), 1 when it did not apply it.
 shift_to() {  # SLOT PERCENT
   local tmp deadline
   # Rewritten in place (owner, mode and links stay): the gateway reads it
@@ -143,8 +166,13 @@ shift_to() {  # SLOT PERCENT
   bash -c "$gw_reload" 9>&-
   deadline=$(( $(date +%s) + 30 ))
   while [ "$(date +%s)" -lt "$deadline" ]; do
-    [ "$(gw_metric kvserve_gateway:canary_version_info "pool=\"$gw_pool\",version=\"$1\"")" = 1 ] &&
+    if [ "$(gw_metric kvserve_gateway:canary_version_info "pool=\"$gw_pool\",version=\"$1\"")" = 1 ]; then
       [ "$(gw_metric kvserve_gateway:canary_weight_percent "pool=\"$gw_pool\"")" = "$2" ] && return 0
+      if [ "$(gw_metric kvserve_gateway:canary_rolled_back "pool=\"$gw_pool\"")" = 1 ]; then
+        log "the gateway rolled the canary $1 back (its attempts failed)"
+        return 3
+      fi
+    fi
     sleep 0.1
   done
   log "the gateway did not apply canary_version $1 at $2% within 30 s (its log says why)"
@@ -188,7 +216,10 @@ cut_over() {  # NEW LIVE
   if [ -n "$old" ] && [ "$canary_percent" != 0 ]; then
     before=$(slot_errors "$new")
     tries0=$(slot_attempts "$new")
-    shift_to "$new" "$canary_percent" || return 1
+    local rc=0
+    shift_to "$new" "$canary_percent" || rc=$?
+    if [ "$rc" = 3 ]; then log "canary: failed attempts on $new: traffic back to $old"; return 1; fi
+    [ "$rc" = 0 ] || return 1
     log "canary: $canary_percent% on $new for ${canary_seconds}s (at least $canary_min_attempts attempts)"
     t0=$(date +%s)
     sleep "$canary_seconds"

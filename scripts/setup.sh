@@ -10,7 +10,7 @@ APT_PACKAGES=(
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libxxhash-dev libssl-dev
   clang libclang-rt-14-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-yaml
   redis-server
   nodejs npm curl
   chromium

@@ -140,6 +140,9 @@ void Gateway::OnReplicaListed(Replica* r) {
 
 void Gateway::RestoreState() {
   for (const auto& p : router_->pools()) {
+    // Exported at 0 from the start: increase() (KvserveCanaryRolledBack)
+    // sees no first rollback in a series that begins at 1.
+    metrics_.canary_rollbacks.With({p->name()});
     metrics_.canary_rolled_back.With({p->name()}).Set(0);
     if (p->canary->enabled()) metrics_.canary_version.With({p->name(), p->canary->version()}).Set(1);
   }

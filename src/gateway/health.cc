@@ -45,19 +45,24 @@ void HealthChecker::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+// Replicas that are out (ejected, loading, not yet seen) are probed four
+// times per interval, the others once: one that comes back is readmitted
+// after readmit_after_probes quarter intervals, not whole ones (a blue/green
+// rollback waits on exactly that), while a healthy pool costs no more.
 void HealthChecker::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
+  for (uint64_t tick = 0; !stop_; ++tick) {
     lock.unlock();
-    ProbeRound();
+    ProbeRound(/*only_unavailable=*/tick % 4 != 0);
     lock.lock();
-    cv_.wait_for(lock, options_.interval, [&] { return stop_; });
+    cv_.wait_for(lock, options_.interval / 4, [&] { return stop_; });
   }
 }
 
-void HealthChecker::ProbeRound() {
-  const uint64_t round = rounds_.fetch_add(1);
+void HealthChecker::ProbeRound(bool only_unavailable) {
+  const uint64_t round = only_unavailable ? rounds_.load() : rounds_.fetch_add(1);
   for (Replica* r : router_->AllReplicas()) {
+    if (only_unavailable && r->available()) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_ || in_flight_[r]) continue;

@@ -58,7 +58,8 @@ class HealthChecker {
 
  private:
   void Loop();
-  void ProbeRound();
+  // One probe (and scrape) of every replica, or of the unavailable ones only.
+  void ProbeRound(bool only_unavailable);
   void Probe(Replica* r, std::function<void()> done);
   void Scrape(Replica* r, bool models, std::function<void()> done);
   // cache_aware pools: GET /v1/cache/blocks into the replica's PrefixIndex
