@@ -525,9 +525,16 @@ TEST(GatewayTest, StatusPageAndItsDocumentAgreeWithMetrics) {
   for (const auto& r : st["table"]["rows"]) names.insert(r[1].get<std::string>());
   EXPECT_EQ(names, (std::set<std::string>{bad.url(), good.url()}));
   // History: the first sample saw the requests.
-  ASSERT_EQ(st["series"].size(), 6u);
+  ASSERT_EQ(st["series"].size(), 8u);
   EXPECT_EQ(st["series"][0]["label"], "Requests/s");
   EXPECT_GT(st["series"][0]["points"][0][1].get<double>(), 0);
+  // By status: the 500s were retried (the clients got 200), the over-long
+  // request was refused.
+  EXPECT_EQ(st["series"][1]["label"], "Failed (5xx)/s");
+  EXPECT_EQ(st["series"][1]["points"][0][1].get<double>(), 0);
+  EXPECT_EQ(st["series"][2]["label"], "Refused (4xx)/s");
+  EXPECT_GT(st["series"][2]["points"][0][1].get<double>(), 0);
+  EXPECT_LT(st["series"][2]["points"][0][1].get<double>(), st["series"][0]["points"][0][1].get<double>());
   // The conventions of docs/metrics.md: the standard process collector,
   // build info and readiness.
   EXPECT_GT(after.at("process_cpu_seconds_total"), 0);

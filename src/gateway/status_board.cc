@@ -61,6 +61,8 @@ StatusBoard::StatusBoard(GatewayMetrics* metrics)
     : metrics_(metrics),
       frame_("kvserve gateway", &metrics->process,
              {{"Requests/s", "rate"},
+              {"Failed (5xx)/s", "rate"},
+              {"Refused (4xx)/s", "rate"},
               {"Rate-limited/s", "rate"},
               {"Upstream TTFT p50", "seconds"},
               {"Upstream TTFT p95", "seconds"},
@@ -71,11 +73,14 @@ void StatusBoard::Sample() {
   const GatewayMetrics& m = *metrics_;
   const metrics::Histogram::Snapshot ttft = MergedSnapshot(m.upstream_first_byte);
   const double requests = SumCounter(m.requests);
+  const double failed = metrics::StatusFrame::StatusClassSum(m.requests, '5');
+  const double refused = metrics::StatusFrame::StatusClassSum(m.requests, '4');
   const double limited = SumCounter(m.rate_limited);
   const double in_flight = m.in_flight.Value();
   const double healthy = SumGauge(m.replica_healthy);
   frame_.Sample([&](metrics::StatusFrame::Interval& in) {
-    return std::vector<double>{in.Rate("requests", requests), in.Rate("rate_limited", limited),
+    return std::vector<double>{in.Rate("requests", requests), in.Rate("failed", failed), in.Rate("refused", refused),
+                               in.Rate("rate_limited", limited),
                                in.Quantile("ttft", 0.5, ttft), in.Quantile("ttft", 0.95, ttft), in_flight, healthy};
   });
 }

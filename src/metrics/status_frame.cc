@@ -70,8 +70,7 @@ json StatusFrame::Stat(std::string_view label, double value, std::string_view fo
   return json{{"label", label}, {"value", value}, {"format", format}, {"metric", metric}};
 }
 
-json StatusFrame::StatusClassStat(std::string_view label, const Family<Counter>& family, std::string_view name,
-                                  char cls, std::string_view api_prefix) {
+double StatusFrame::StatusClassSum(const Family<Counter>& family, char cls, std::string_view api_prefix) {
   const auto& names = family.label_names();
   const auto index = [&](const char* l) {
     return static_cast<size_t>(std::find(names.begin(), names.end(), l) - names.begin());
@@ -79,10 +78,16 @@ json StatusFrame::StatusClassStat(std::string_view label, const Family<Counter>&
   const size_t status = index("status"), path = index("path");
   double sum = 0;
   for (const auto& [labels, c] : family.Children()) {
-    if (status >= labels.size() || labels[status].size() != 3 || labels[status][0] != cls) continue;
+    if (status >= labels.size() || labels[status].size() != 3 || (cls != '0' && labels[status][0] != cls)) continue;
     if (!api_prefix.empty() && (path >= labels.size() || labels[path].rfind(api_prefix, 0) != 0)) continue;
     sum += c->Value();
   }
+  return sum;
+}
+
+json StatusFrame::StatusClassStat(std::string_view label, const Family<Counter>& family, std::string_view name,
+                                  char cls, std::string_view api_prefix) {
+  const double sum = StatusClassSum(family, cls, api_prefix);
   const std::string paths = api_prefix.empty() ? "" : fmt::format("path=~\"{}.+\",", api_prefix);
   return Stat(label, sum, "int", fmt::format("sum({}{{{}status=~\"{}..\"}})", name, paths, cls));
 }

@@ -80,6 +80,8 @@ class StatusFrame {
   // (e.g. "/v1/"), only series whose "path" starts with it count (not the
   // probes: a loading server's /ready 503s are not failures), named
   // sum(NAME{path=~"PREFIX.+",status=~"C.."}).
+  // The sum behind a StatusClassStat (cls '0': every status).
+  static double StatusClassSum(const Family<Counter>& family, char cls, std::string_view api_prefix = "");
   static nlohmann::json StatusClassStat(std::string_view label, const Family<Counter>& family, std::string_view name,
                                         char cls, std::string_view api_prefix = "");
   // {"title", "format", "parts"}: parts are {"label", "value", "metric"}.

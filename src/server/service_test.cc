@@ -552,8 +552,17 @@ TEST(ServiceTest, StatusPageAndDocumentAgreeWithMetrics) {
   int not_found = 0;
   for (const auto& row : j["table"]["rows"]) not_found += row[3] == 404;
   EXPECT_EQ(not_found, 1);
-  ASSERT_GE(j["series"].size(), 6u);
+  ASSERT_EQ(j["series"].size(), 9u);
   EXPECT_GT(j["series"][0]["points"].size(), 1u);
+  // The API's requests by status over time: the completions were answered,
+  // none failed.
+  EXPECT_EQ(j["series"][0]["label"], "API requests/s");
+  EXPECT_EQ(j["series"][1]["label"], "API failed (5xx)/s");
+  double api = 0, failed = 0;
+  for (const auto& p : j["series"][0]["points"]) api += p[1].is_number() ? p[1].get<double>() : 0;
+  for (const auto& p : j["series"][1]["points"]) failed += p[1].is_number() ? p[1].get<double>() : 0;
+  EXPECT_GT(api, 0);
+  EXPECT_EQ(failed, 0);
   bool tokens_seen = false;
   for (const auto& s : j["stats"]) {
     if (s["metric"] == "kvserve:generation_tokens_total") {

@@ -12,7 +12,10 @@ using nlohmann::json;
 StatusBoard::StatusBoard(ServerMetrics* metrics)
     : metrics_(metrics),
       frame_("kvserve serve", &metrics->process,
-             {{"TTFT p50", "seconds"},
+             {{"API requests/s", "rate"},
+              {"API failed (5xx)/s", "rate"},
+              {"API refused (4xx)/s", "rate"},
+              {"TTFT p50", "seconds"},
               {"TTFT p95", "seconds"},
               {"Generated tokens/s", "rate"},
               {"KV watermark", "percent"},
@@ -31,8 +34,13 @@ void StatusBoard::Sample() {
   const double forward = metrics_->forward_seconds.Value();
   const double kv = metrics_->kv_usage_ratio.Value();
   const double waiting = metrics_->requests_waiting.Value();
+  // The API's requests by status class (/v1/ paths: not the probes).
+  const double api = metrics::StatusFrame::StatusClassSum(metrics_->http_requests, '0', "/v1/");
+  const double failed = metrics::StatusFrame::StatusClassSum(metrics_->http_requests, '5', "/v1/");
+  const double refused = metrics::StatusFrame::StatusClassSum(metrics_->http_requests, '4', "/v1/");
   frame_.Sample([&](metrics::StatusFrame::Interval& in) {
-    return std::vector<double>{in.Quantile("ttft", 0.5, ttft), in.Quantile("ttft", 0.95, ttft),
+    return std::vector<double>{in.Rate("api", api), in.Rate("failed", failed), in.Rate("refused", refused),
+                               in.Quantile("ttft", 0.5, ttft), in.Quantile("ttft", 0.95, ttft),
                                in.Rate("tokens", tokens), kv, waiting, std::min(1.0, in.Rate("forward", forward))};
   });
 }

@@ -167,6 +167,7 @@ test("the gateway's status page renders and its numbers match the gateway's /met
       rows: [...document.querySelectorAll("#table tr")].slice(1).map((tr) => [...tr.children].map((td) => td.textContent)),
       state: document.getElementById("state").textContent,
       charts: [...document.querySelectorAll("#charts svg")].map((s) => s.querySelectorAll("polyline").length),
+      titles: [...document.querySelectorAll("#charts .t")].map((t) => t.textContent),
     }));
     const m = await metrics(gateway);
     assert.deepEqual(problems, [], problems.join("; "));
@@ -184,7 +185,11 @@ test("the gateway's status page renders and its numbers match the gateway's /met
     assert.equal(Object.fromEntries(shown.facts).Releases, "main: stable");
     assert.equal(shown.rows.length, 1);
     assert.deepEqual(shown.rows[0].slice(0, 3), ["main", server.baseURL, "healthy"]);
-    assert.ok(shown.charts.length === 6 && shown.charts.filter((n) => n > 0).length >= 4, `charts with lines: ${shown.charts}`);
+    assert.ok(shown.charts.length === 8 && shown.charts.filter((n) => n > 0).length >= 4, `charts with lines: ${shown.charts}`);
+    // Requests over time by status class.
+    for (const t of ["Requests/s", "Failed (5xx)/s", "Refused (4xx)/s"]) {
+      assert.ok(shown.titles.some((x) => x.startsWith(t)), `a chart "${t}" in ${shown.titles}`);
+    }
     const dir = process.env.KVSERVE_SCREENSHOT_DIR || profile;
     const shot = path.join(dir, "gateway-status-page.png");
     await page.screenshot({ path: shot, fullPage: true });
