@@ -156,6 +156,29 @@ StatusOr<std::string> Endpoint::Metrics() {
   return r.body;
 }
 
+StatusOr<std::vector<std::string>> Endpoint::MetricsPages() {
+  std::vector<std::string> pages;
+  if (options_.metrics_urls.empty()) {
+    KVS_ASSIGN_OR_RETURN(std::string own, Metrics());
+    pages.push_back(std::move(own));
+    return pages;
+  }
+  for (const std::string& u : options_.metrics_urls) {
+    auto url = http::Url::Parse(u);
+    if (!url.ok()) return url.status().WithContext("--replica-metrics " + u);
+    http::ClientRequest r;
+    r.method = "GET";
+    // "http://host:port" reads its /metrics; a URL with a path is read as given.
+    r.target = url->base_path.empty() ? "/metrics" : "";
+    r.timeouts.total = Ms(5);
+    auto res = client_->Fetch(*url, std::move(r));
+    if (!res.ok()) return res.status().WithContext("GET " + u);
+    if (res->status != 200) return Status(StatusCode::kNotFound, fmt::format("GET {} answered {}", u, res->status));
+    pages.push_back(std::move(res->body));
+  }
+  return pages;
+}
+
 StatusOr<TokenizeFlavor> Endpoint::ProbeTokenize() {
   // kvserve / vLLM / SGLang: {"prompt"} -> {"count"}.
   auto a = PostJson("/tokenize", {{"model", info_.model}, {"prompt", "Hello world"}}, 10);
@@ -212,11 +235,20 @@ StatusOr<EndpointInfo> Endpoint::Discover() {
   if (!info_.context && m.contains("meta")) info_.context = int_at(m["meta"], "n_ctx_train");
   const std::string owner = m.contains("owned_by") && m["owned_by"].is_string() ? m["owned_by"].get<std::string>() : "";
   info_.server = owner == "llamacpp" ? "llama.cpp" : owner;
+  if (owner == "kvserve" && m.contains("pools")) info_.server = "kvserve gateway";
   auto flavor = ProbeTokenize();
   if (!flavor.ok()) return flavor.status().WithContext("probing /tokenize");
   info_.tokenize = *flavor;
-  auto metrics = Metrics();
-  info_.has_metrics = metrics.ok() && metrics->find_first_not_of(" \n") != std::string::npos;
+  if (options_.metrics_urls.empty()) {
+    auto metrics = Metrics();
+    info_.has_metrics = metrics.ok() && metrics->find_first_not_of(" \n") != std::string::npos;
+    info_.metrics_sources = info_.has_metrics ? 1 : 0;
+  } else {
+    // Named by the user: each must answer now, or the run could not check what it was asked to.
+    KVS_ASSIGN_OR_RETURN(std::vector<std::string> pages, MetricsPages());
+    info_.has_metrics = true;
+    info_.metrics_sources = static_cast<int>(pages.size());
+  }
   return info_;
 }
 

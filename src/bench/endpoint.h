@@ -41,14 +41,19 @@ struct EndpointOptions {
   std::string model;           // served model id to use; "" = the first of /v1/models
   int io_threads = 1;
   double request_timeout_seconds = 600;  // whole-request limit for generations
+  // Where the server figures are read (--replica-metrics): the /metrics of
+  // each replica behind a gateway ("http://host:port", "/metrics" added when
+  // the URL has no path). Empty: the endpoint's own /metrics.
+  std::vector<std::string> metrics_urls;
 };
 
 struct EndpointInfo {
   std::string model;                  // the id sent in requests
   std::optional<int64_t> context;     // the model's context length, when the server says
   TokenizeFlavor tokenize = TokenizeFlavor::kNone;
-  bool has_metrics = false;
-  std::string server;                 // "kvserve", "vllm", "llama.cpp", ... (best guess)
+  bool has_metrics = false;           // the metrics sources answer (MetricsPages)
+  int metrics_sources = 0;            // how many: 1, or one per --replica-metrics URL
+  std::string server;                 // "kvserve", "kvserve gateway", "vllm", "llama.cpp", ... (best guess)
   nlohmann::json ToJson() const;
 };
 
@@ -67,6 +72,9 @@ class Endpoint {
 
   // GET /metrics text (Fetch; short timeout).
   StatusOr<std::string> Metrics();
+  // The text of every metrics source (options().metrics_urls, else the
+  // endpoint's /metrics), in order; fails when any does not answer.
+  StatusOr<std::vector<std::string>> MetricsPages();
   // Blocking GET/POST of a path under the API root (e.g. "/ready").
   StatusOr<http::ClientResponse> Get(const std::string& path, double timeout_seconds = 10);
   StatusOr<http::ClientResponse> PostJson(const std::string& path, const nlohmann::json& body,

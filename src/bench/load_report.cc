@@ -123,6 +123,35 @@ MetricsPeaks ComputePeaks(const std::vector<MetricsPoint>& points) {
   }
   if (first_pre) p.preemptions = std::max(0.0, *last_pre - *first_pre);
   p.span = points.back().t - points.front().t;
+  // Per source: a peak gauge that rose between the first reading (before
+  // the first request) and the last (after the last) is the run's exact
+  // peak there; one that did not rise says only that the run stayed at or
+  // below it, and the samples stand.
+  const size_t n = points.front().sources.size();
+  bool all_same = true;
+  for (const MetricsPoint& m : points) all_same &= m.sources.size() == n;
+  if (all_same) {
+    std::optional<double> exact;
+    for (size_t i = 0; i < n; ++i) {
+      const auto& before = points.front().sources[i].kv_peak_since_start;
+      const auto& after = points.back().sources[i].kv_peak_since_start;
+      if (before && after && *after > *before + 1e-12) exact = exact ? std::max(*exact, *after) : *after;
+      for (const MetricsPoint& m : points) {
+        const ServerGauges& g = m.sources[i];
+        if (!g.rss_bytes || !g.plan_bytes || *g.plan_bytes <= 0) continue;
+        const double ratio = *g.rss_bytes / *g.plan_bytes;
+        if (!p.memory_ratio || ratio > *p.memory_ratio) {
+          p.memory_ratio = ratio;
+          p.rss_bytes = g.rss_bytes;
+          p.plan_bytes = g.plan_bytes;
+        }
+      }
+    }
+    if (exact && (!p.kv_peak || *exact >= *p.kv_peak)) {
+      p.kv_peak = exact;
+      p.kv_peak_exact = true;
+    }
+  }
   return p;
 }
 
@@ -269,11 +298,46 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
     if (!peak) {
       c.status = CheckStatus::kSkip;
       c.detail = "the endpoint exports no KV cache usage in /metrics";
+      if (options.behind_gateway) {
+        // A go-live check through the gateway must not pass by skipping.
+        c.status = CheckStatus::kFail;
+        c.detail = "a kvserve gateway exports no replica KV peaks on its public port: pass --replica-metrics "
+                   "http://REPLICA:PORT for each replica behind it";
+      }
     } else {
       c.value = *peak;
       c.status = *peak <= options.kv_watermark_max ? CheckStatus::kPass : CheckStatus::kFail;
-      c.detail = fmt::format("peak KV cache use {} {} {} (run {})", Pct(*peak),
-                             c.status == CheckStatus::kPass ? "<=" : ">", Pct(options.kv_watermark_max), at);
+      bool exact = false;
+      for (size_t i = 0; i < results.size(); ++i) exact |= rep.runs[i].peaks.kv_peak_exact && rep.runs[i].peaks.kv_peak == peak;
+      c.detail = fmt::format("peak KV cache use {} {} {} (run {}; {})", Pct(*peak),
+                             c.status == CheckStatus::kPass ? "<=" : ">", Pct(options.kv_watermark_max), at,
+                             exact ? "the server's per-step peak gauge" : "sampled from /metrics: short peaks may be missed");
+    }
+    rep.checks.push_back(c);
+  }
+  {
+    Check c;
+    c.name = "memory";
+    c.threshold = options.memory_ratio_max;
+    const MetricsPeaks* worst = nullptr;
+    std::string at;
+    for (size_t i = 0; i < results.size(); ++i) {
+      const MetricsPeaks& p = rep.runs[i].peaks;
+      if (p.memory_ratio && (!worst || *p.memory_ratio > *worst->memory_ratio)) {
+        worst = &p;
+        at = results[i].plan.name;
+      }
+    }
+    if (!worst) {
+      c.status = CheckStatus::kSkip;
+      c.detail = "no server exports both its resident memory and its memory plan (kvserve does)";
+    } else {
+      c.value = *worst->memory_ratio;
+      c.status = *worst->memory_ratio <= options.memory_ratio_max ? CheckStatus::kPass : CheckStatus::kFail;
+      c.detail = fmt::format("peak resident memory {:.1f} MiB is {:.0f} % of the memory plan's {:.1f} MiB ({} {:.0f} %; "
+                             "run {})",
+                             *worst->rss_bytes / 1048576.0, *worst->memory_ratio * 100, *worst->plan_bytes / 1048576.0,
+                             c.status == CheckStatus::kPass ? "<=" : ">", options.memory_ratio_max * 100, at);
     }
     rep.checks.push_back(c);
   }
@@ -359,12 +423,18 @@ nlohmann::json BenchReportJson(const BenchReport& report, const std::vector<RunR
                         {"kv_usage", opt(m.g.kv_usage)},
                         {"queue", opt(m.g.queue)},
                         {"running", opt(m.g.running)},
-                        {"preemptions", opt(m.g.preemptions)}});
+                        {"preemptions", opt(m.g.preemptions)},
+                        {"kv_peak_since_start", opt(m.g.kv_peak_since_start)},
+                        {"rss_bytes", opt(m.g.rss_bytes)}});
     }
     r["server_metrics"] = {{"samples", rr.peaks.samples},
                            {"source", rr.peaks.source},
                            {"note", run.metrics_note},
                            {"kv_usage_peak", opt(rr.peaks.kv_peak)},
+                           {"kv_usage_peak_from", rr.peaks.kv_peak_exact ? "peak gauge" : "samples"},
+                           {"memory_ratio_peak", opt(rr.peaks.memory_ratio)},
+                           {"rss_bytes_peak", opt(rr.peaks.rss_bytes)},
+                           {"plan_bytes", opt(rr.peaks.plan_bytes)},
                            {"queue_peak", opt(rr.peaks.queue_peak)},
                            {"running_peak", opt(rr.peaks.running_peak)},
                            {"preemptions", opt(rr.peaks.preemptions)},
@@ -441,9 +511,14 @@ std::string FormatBenchTable(const BenchReport& report, const std::vector<RunRes
       auto v = [](const std::optional<double>& x, bool pct) {
         return !x ? std::string("n/a") : pct ? fmt::format("{:.1f} %", *x * 100) : fmt::format("{:g}", *x);
       };
-      o += fmt::format("  server ({}, {} samples): peak KV use {}, peak queue {}, peak running {}, preemptions {}\n",
-                       p.source.empty() ? "?" : p.source, p.samples, v(p.kv_peak, true), v(p.queue_peak, false),
-                       v(p.running_peak, false), v(p.preemptions, false));
+      o += fmt::format("  server ({}, {} samples): peak KV use {}{}, peak queue {}, peak running {}, preemptions {}\n",
+                       p.source.empty() ? "?" : p.source, p.samples, v(p.kv_peak, true),
+                       p.kv_peak && p.kv_peak_exact ? " (peak gauge)" : p.kv_peak ? " (sampled)" : "",
+                       v(p.queue_peak, false), v(p.running_peak, false), v(p.preemptions, false));
+      if (p.memory_ratio) {
+        o += fmt::format("  memory: peak RSS {:.1f} MiB, {:.0f} % of the plan's {:.1f} MiB\n", *p.rss_bytes / 1048576.0,
+                         *p.memory_ratio * 100, *p.plan_bytes / 1048576.0);
+      }
     } else if (!run.metrics_note.empty()) {
       o += fmt::format("  server metrics: none ({})\n", run.metrics_note);
     }

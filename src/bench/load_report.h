@@ -13,7 +13,11 @@
 //                 in length, TTFT p50 grows at most `ttft_jump_max` (10) times
 //                 faster than the prefill work: the prompt tokens not served
 //                 from the prefix cache (the linear part of the work);
-//   kv_watermark  the peak KV use sampled from /metrics <= kv_watermark_max;
+//   kv_watermark  the peak KV use <= kv_watermark_max: from the servers' peak
+//                 gauges (kvserve:kv_cache_usage_peak_ratio, read before and
+//                 after each run), else from the samples of /metrics;
+//   memory        each server's resident memory <= memory_ratio_max times its
+//                 memory plan (kvserve:memory_bytes), sampled;
 //   server_errors no 5xx, no error inside a stream, no dropped connection;
 //   preemptions   preemptions per minute of sampled time <= the maximum.
 // A check without data (no /metrics, one length) is SKIP, never PASS.
@@ -54,8 +58,14 @@ Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double 
 struct MetricsPeaks {
   int samples = 0;
   std::string source;
+  // The run's KV peak: where a source's peak gauge rose during the run, that
+  // gauge (exact: every engine step counts); elsewhere the samples' maximum.
   std::optional<double> kv_peak, queue_peak, running_peak;
+  bool kv_peak_exact = false;          // kv_peak came from a peak gauge
   std::optional<double> preemptions;  // increase over the run
+  // Resident memory against the server's memory plan: the largest
+  // RSS / plan of any source, and that source's figures.
+  std::optional<double> memory_ratio, rss_bytes, plan_bytes;
   double span = 0;                    // seconds between the first and last sample
 };
 MetricsPeaks ComputePeaks(const std::vector<MetricsPoint>& points);
@@ -99,8 +109,12 @@ struct Check {
 
 struct CheckOptions {
   double kv_watermark_max = 0.90;
+  double memory_ratio_max = 1.0;  // process RSS / the server's memory plan
   double preemptions_per_minute_max = 10;
   double ttft_jump_max = 10;
+  // The endpoint is a kvserve gateway: a watermark check without KV figures
+  // fails (naming --replica-metrics) instead of skipping.
+  bool behind_gateway = false;
 };
 
 struct BenchReport {

@@ -266,6 +266,15 @@ class ProgressBar {
 
 }  // namespace
 
+StatusOr<MetricsPoint> ReadMetricsPoint(Endpoint& ep, double t) {
+  KVS_ASSIGN_OR_RETURN(std::vector<std::string> pages, ep.MetricsPages());
+  MetricsPoint p;
+  p.t = t;
+  for (const std::string& page : pages) p.sources.push_back(ExtractGauges(ParsePrometheusText(page)));
+  p.g = Combine(p.sources);
+  return p;
+}
+
 RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
   const RunPlan& plan = run.plan;
   RunResult res;
@@ -316,26 +325,24 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
   const Clock::time_point t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
 
-  // /metrics sampler.
+  // /metrics sampler: one reading before the first request (the peak
+  // gauges' baseline), then every interval, and one after the last.
   std::atomic<bool> sampling{o.metrics_interval_seconds > 0 && ep.info().has_metrics};
   if (o.metrics_interval_seconds > 0 && !ep.info().has_metrics) res.metrics_note = "the endpoint has no /metrics";
   std::mutex metrics_mu;
   std::thread sampler;
   if (sampling) {
+    if (auto p = ReadMetricsPoint(ep, 0); p.ok()) res.metrics.push_back(std::move(*p));
     sampler = std::thread([&] {
       int failures = 0;
       while (sampling.load()) {
-        const double t = elapsed();
-        auto text = ep.Metrics();
-        if (text.ok()) {
-          MetricsPoint p;
-          p.t = t;
-          p.g = ExtractGauges(ParsePrometheusText(*text));
+        auto p = ReadMetricsPoint(ep, elapsed());
+        if (p.ok()) {
           std::lock_guard<std::mutex> lock(metrics_mu);
-          res.metrics.push_back(p);
+          res.metrics.push_back(std::move(*p));
         } else if (++failures > 5 && res.metrics.empty()) {
           std::lock_guard<std::mutex> lock(metrics_mu);
-          res.metrics_note = "reading /metrics failed: " + text.status().message();
+          res.metrics_note = "reading /metrics failed: " + p.status().message();
           return;
         }
         std::unique_lock<std::mutex> lock(mu);
@@ -449,12 +456,7 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
     sampler.join();
     // A last sample after every request ended: counters are complete and
     // the run's span covers its whole duration.
-    if (auto text = ep.Metrics(); text.ok()) {
-      MetricsPoint p;
-      p.t = elapsed();
-      p.g = ExtractGauges(ParsePrometheusText(*text));
-      res.metrics.push_back(p);
-    }
+    if (auto p = ReadMetricsPoint(ep, elapsed()); p.ok()) res.metrics.push_back(std::move(*p));
   }
   // Duration: first send to last end.
   double first = -1, last = 0;

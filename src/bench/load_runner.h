@@ -60,7 +60,8 @@ struct RequestRecord {
 
 struct MetricsPoint {
   double t = 0;  // seconds since the run's start
-  ServerGauges g;
+  ServerGauges g;                    // Combine(sources)
+  std::vector<ServerGauges> sources;  // one per metrics source (Endpoint::MetricsPages), in order
 };
 
 struct RunResult {
@@ -95,6 +96,9 @@ struct LoadOptions {
   bool progress = true;                   // a progress bar on stderr
   std::string progress_label;             // e.g. "run 2/5"
 };
+
+// One reading of every metrics source at `t` seconds into a run.
+StatusOr<MetricsPoint> ReadMetricsPoint(Endpoint& endpoint, double t);
 
 // Sends the run's requests and returns their records.
 RunResult RunLoad(Endpoint& endpoint, const PreparedRun& run, const LoadOptions& options);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 
 #include <fmt/format.h>
@@ -37,16 +38,31 @@ int RunOnlineBench(const OnlineBenchOptions& options) {
   eo.model = o.model;
   eo.request_timeout_seconds = o.request_timeout;
   eo.io_threads = 1;
+  eo.metrics_urls = o.replica_metrics;
+  if (!o.svg_dir.empty()) {
+    // Before any run: a folder that cannot be made fails now, not after a
+    // report that printed PASS.
+    std::error_code ec;
+    std::filesystem::create_directories(o.svg_dir, ec);
+    if (ec) return Fail(InvalidArgument("--svg-dir {}: {}", o.svg_dir, ec.message()));
+  }
   auto ep_or = Endpoint::Create(eo);
   if (!ep_or.ok()) return Fail(ep_or.status());
   Endpoint& ep = **ep_or;
   auto info = ep.Discover();
   if (!info.ok()) return Fail(info.status());
-  std::fprintf(stderr, "endpoint %s: model %s, context %s, token counting: %s, metrics: %s (seed %llu)\n",
-               ep.url().ToString().c_str(), info->model.c_str(),
+  const std::string metrics_text =
+      !o.replica_metrics.empty() ? fmt::format("{} replicas' /metrics", info->metrics_sources)
+      : info->has_metrics        ? std::string("yes")
+      : info->server == "kvserve gateway"
+          ? std::string("none on the gateway's public port (--replica-metrics http://REPLICA:PORT reads the replicas)")
+          : std::string("no");
+  std::fprintf(stderr, "endpoint %s (%s): model %s, context %s, token counting: %s, metrics: %s (seed %llu)\n",
+               ep.url().ToString().c_str(), info->server.empty() ? "?" : info->server.c_str(), info->model.c_str(),
                info->context ? std::to_string(*info->context).c_str() : "unknown",
-               TokenizeFlavorName(info->tokenize), info->has_metrics ? "yes" : "no",
-               static_cast<unsigned long long>(o.spec.seed));
+               o.tokenizer.empty() ? TokenizeFlavorName(info->tokenize) : "local GGUF (--tokenizer)",
+               metrics_text.c_str(), static_cast<unsigned long long>(o.spec.seed));
+  o.checks.behind_gateway = info->server == "kvserve gateway" && o.replica_metrics.empty();
 
   // Token counter: the endpoint's, else the local model file's.
   std::unique_ptr<TokenCounter> counter;
@@ -179,9 +195,18 @@ int RunOnlineBench(const OnlineBenchOptions& options) {
   for (const WorkloadSpec& s : specs) ws.push_back(s.ToJson());
   meta["workloads"] = ws;
   meta["check_options"] = {{"kv_watermark_max", o.checks.kv_watermark_max},
+                           {"memory_ratio_max", o.checks.memory_ratio_max},
                            {"preemptions_per_minute_max", o.checks.preemptions_per_minute_max},
                            {"ttft_jump_max", o.checks.ttft_jump_max}};
-  meta["command"] = "kvserve bench --url " + o.url;
+  {
+    // The options that decide what ran (not the key).
+    std::string cmd = "kvserve bench --url " + o.url;
+    if (!o.workload_file.empty()) cmd += " --workload " + o.workload_file;
+    for (const std::string& u : o.replica_metrics) cmd += " --replica-metrics " + u;
+    if (!o.tokenizer.empty()) cmd += " --tokenizer " + o.tokenizer;
+    for (const std::string& s : o.slos) cmd += " --slo " + s;
+    meta["command"] = cmd;
+  }
   meta["seed"] = o.spec.seed;
   if (!o.json_path.empty()) {
     const std::string json = BenchReportJson(report, results, meta).dump(1);

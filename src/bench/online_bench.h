@@ -27,6 +27,7 @@ struct OnlineBenchOptions {
   CheckOptions checks;
   int warmup = 1;               // requests before the first run (not recorded)
   double metrics_interval = 0.5;
+  std::vector<std::string> replica_metrics;  // EndpointOptions::metrics_urls
   double request_timeout = 600;
   std::string json_path, html_path;
   std::string svg_dir;          // also write each chart as DIR/NAME.svg

@@ -54,11 +54,35 @@ ServerGauges ExtractGauges(const PromPage& page, const MetricNames& names) {
   g.queue = find(names.queue, false, &queue_name);
   g.running = find(names.running, false, nullptr);
   g.preemptions = find(names.preemptions, false, nullptr);
+  g.kv_peak_since_start = find({"kvserve:kv_cache_usage_peak_ratio"}, true, nullptr);
+  g.rss_bytes = find({"kvserve:process_resident_memory_bytes", "process_resident_memory_bytes"}, true, nullptr);
+  g.plan_bytes = find({"kvserve:memory_bytes"}, false, nullptr);
   const std::string& any = !kv_name.empty() ? kv_name : queue_name;
   if (!any.empty()) {
     const size_t colon = any.find(':');
     const size_t under = any.find('_');
     g.source = any.substr(0, colon != std::string::npos ? colon : under);
+  }
+  return g;
+}
+
+ServerGauges Combine(const std::vector<ServerGauges>& each) {
+  ServerGauges g;
+  const auto max = [](std::optional<double>& acc, const std::optional<double>& v) {
+    if (v) acc = acc ? std::max(*acc, *v) : *v;
+  };
+  const auto sum = [](std::optional<double>& acc, const std::optional<double>& v) {
+    if (v) acc = acc ? *acc + *v : *v;
+  };
+  for (const ServerGauges& s : each) {
+    max(g.kv_usage, s.kv_usage);
+    sum(g.queue, s.queue);
+    sum(g.running, s.running);
+    sum(g.preemptions, s.preemptions);
+    max(g.kv_peak_since_start, s.kv_peak_since_start);
+    max(g.rss_bytes, s.rss_bytes);
+    max(g.plan_bytes, s.plan_bytes);
+    if (g.source.empty()) g.source = s.source;
   }
   return g;
 }

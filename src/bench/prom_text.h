@@ -23,6 +23,13 @@ struct ServerGauges {
   std::optional<double> running;      // requests running (holding KV)
   std::optional<double> preemptions;  // cumulative count (a counter)
   std::string source;                 // which naming matched: "kvserve", "vllm", ...
+  // kvserve only: the engine's per-step KV peak since the server started
+  // (kvserve:kv_cache_usage_peak_ratio; samples miss short peaks), the
+  // process's resident memory and its start-up memory plan (the sum of
+  // kvserve:memory_bytes{account}).
+  std::optional<double> kv_peak_since_start;
+  std::optional<double> rss_bytes;
+  std::optional<double> plan_bytes;
 };
 
 // Names to look for, in order of preference for each figure. A family that
@@ -40,5 +47,10 @@ const MetricNames& KnownMetricNames();
 // several series of one name (labels: model, replica) are summed for counts
 // and the maximum is taken for the KV fraction.
 ServerGauges ExtractGauges(const PromPage& page, const MetricNames& names = KnownMetricNames());
+
+// Several servers' figures as one (the replicas behind a gateway): the
+// largest KV fraction, peak, RSS and plan; queue, running and preemptions
+// summed. Empty input: no figures.
+ServerGauges Combine(const std::vector<ServerGauges>& each);
 
 }  // namespace kvs::bench

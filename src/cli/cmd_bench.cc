@@ -358,6 +358,14 @@ void AddOnlineOptions(CLI::App* app, BenchOptions* o) {
       ->group(g);
   app->add_option("--warmup", on.warmup, "Warm-up requests before the first run")->group(g);
   app->add_option("--metrics-interval", on.metrics_interval, "Seconds between /metrics samples (0: off)")->group(g);
+  app->add_option("--replica-metrics", on.replica_metrics,
+                  "Read server figures (KV peak gauges, RSS, memory plan) from these replicas' /metrics instead of "
+                  "the endpoint's: the replicas behind a gateway (http://HOST:PORT, repeatable)")
+      ->group(g);
+  app->add_option("--memory-ratio-max", on.checks.memory_ratio_max,
+                  "Check: each server's resident memory at most this multiple of its memory plan")
+      ->check(CLI::PositiveNumber)
+      ->group(g);
   app->add_option("--request-timeout", on.request_timeout, "Seconds before a request is given up")->group(g);
   app->add_option("--json", on.json_path, "Write the report (every request's timings) as JSON")->group(g);
   app->add_option("--html", on.html_path, "Write a self-contained HTML report")->group(g);
