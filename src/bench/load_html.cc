@@ -168,7 +168,11 @@ std::vector<std::pair<std::string, std::string>> BenchCharts(const BenchReport& 
     q.y = {"requests", false, {}, {}, {}, {}};
     std::vector<std::pair<double, double>> kvp, queue, running;
     double offset = 0;
-    for (const RunResult& r : results) {
+    for (size_t i = 0; i < results.size(); ++i) {
+      const RunResult& r = results[i];
+      // Where each run starts: the charts show the runs back to back.
+      kv.x_rules.push_back({offset, fmt::format("run {}", i + 1)});
+      q.x_rules.push_back({offset, fmt::format("run {}", i + 1)});
       for (const MetricsPoint& m : r.metrics) {
         if (m.g.kv_usage) kvp.emplace_back(offset + m.t, *m.g.kv_usage);
         if (m.g.queue) queue.emplace_back(offset + m.t, *m.g.queue);
@@ -220,12 +224,24 @@ std::string BenchHtml(const BenchReport& report, const std::vector<RunResult>& r
                     report.slos.empty() ? "-" : fmt::format("{:.2f}", f.goodput), SecOr(f.ttft, f.ttft.p50),
                     SecOr(f.ttft, f.ttft.p99), SecOr(f.tpot, f.tpot.p50), SecOr(f.itl, f.itl.p50),
                     SecOr(f.e2e, f.e2e.p50), SecOr(f.e2e, f.e2e.p99),
+                    f.tokens_per_chunk ? fmt::format("{:.2f}", *f.tokens_per_chunk) : "-",
                     f.cached_share ? fmt::format("{:.0f}%", *f.cached_share * 100) : "-",
-                    p.kv_peak ? fmt::format("{:.1f}%", *p.kv_peak * 100) : "-"});
+                    p.kv_peak ? fmt::format("{:.1f}%{}", *p.kv_peak * 100, p.kv_peak_exact ? "" : " (sampled)") : "-"});
   }
   page.Table({"run", "ok", "failed", "req/s", "out tok/s", "goodput", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50",
-              "E2E p50", "E2E p99", "cached", "peak KV"},
+              "E2E p50", "E2E p99", "tok/chunk", "cached", "peak KV"},
              rows);
+  // The warnings the text report prints, here too.
+  std::vector<std::string> notes;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Figures& f = report.runs[i].all;
+    if (const std::string n = SmallSampleNote(f.ttft); !n.empty()) notes.push_back(results[i].plan.name + ": " + n);
+    if (f.tokens_per_chunk && *f.tokens_per_chunk > 1.05) {
+      notes.push_back(fmt::format("{}: {:.2f} tokens per stream chunk: ITL is per chunk, TPOT per token",
+                                  results[i].plan.name, *f.tokens_per_chunk));
+    }
+  }
+  for (const std::string& n : notes) page.P("Note: " + n + ".");
   if (!report.slos.empty()) {
     std::string s;
     for (const Slo& slo : report.slos) s += (s.empty() ? "" : ", ") + slo.ToString();

@@ -42,6 +42,7 @@ nlohmann::json Figures::ToJson() const {
                       {"output_tokens", output_tokens},
                       {"cached_share", cached_share ? nlohmann::json(*cached_share) : nlohmann::json(nullptr)},
                       {"max_send_lag_seconds", max_send_lag},
+                      {"tokens_per_chunk", tokens_per_chunk ? nlohmann::json(*tokens_per_chunk) : nlohmann::json(nullptr)},
                       {"ttft", SummaryJson(ttft)},
                       {"tpot", SummaryJson(tpot)},
                       {"itl", SummaryJson(itl)},
@@ -49,12 +50,18 @@ nlohmann::json Figures::ToJson() const {
   return j;
 }
 
+std::string SmallSampleNote(const Summary& s) {
+  if (s.count == 0 || s.count >= 100) return "";
+  return fmt::format("{} samples: {} the largest value (p90 needs 10 or more, p99 100)", s.count,
+                     s.count < 10 ? "p90 and p99 only repeat" : "p99 only repeats");
+}
+
 Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double duration,
                        const std::vector<Slo>& slos) {
   Figures f;
   f.duration = duration;
   std::vector<double> ttft, tpot, itl, e2e;
-  int64_t cached = 0, cached_prompt = 0;
+  int64_t cached = 0, cached_prompt = 0, chunked_tokens = 0, chunks = 0;
   for (const RequestRecord* r : records) {
     ++f.planned;
     if (r->sent < 0) continue;
@@ -88,7 +95,12 @@ Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double 
     if (in.tpot) tpot.push_back(*in.tpot);
     if (in.e2e) e2e.push_back(*in.e2e);
     itl.insert(itl.end(), gaps.begin(), gaps.end());
+    if (r->completion_tokens > 0 && !r->chunk_times.empty()) {
+      chunked_tokens += r->completion_tokens;
+      chunks += static_cast<int64_t>(r->chunk_times.size());
+    }
   }
+  if (chunks > 0) f.tokens_per_chunk = static_cast<double>(chunked_tokens) / static_cast<double>(chunks);
   if (duration > 0) {
     f.request_throughput = static_cast<double>(f.ok) / duration;
     f.input_throughput = static_cast<double>(f.prompt_tokens) / duration;
@@ -500,6 +512,11 @@ std::string FormatBenchTable(const BenchReport& report, const std::vector<RunRes
       std::vector<std::string> parts;
       for (auto& [k, n] : f.errors) parts.push_back(fmt::format("{} x{}", k, n));
       o += fmt::format("  errors: {}\n", fmt::join(parts, ", "));
+    }
+    if (const std::string n = SmallSampleNote(f.ttft); !n.empty()) o += "  note: " + n + "\n";
+    if (f.tokens_per_chunk && *f.tokens_per_chunk > 1.05) {
+      o += fmt::format("  note: {:.2f} tokens per stream chunk: ITL is per chunk; TPOT is per token\n",
+                       *f.tokens_per_chunk);
     }
     if (f.cached_share) o += fmt::format("  cached prompt tokens: {:.1f} %\n", *f.cached_share * 100);
     if (run.plan.rate > 0 && f.max_send_lag > 0.05) {

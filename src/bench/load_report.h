@@ -48,9 +48,18 @@ struct Figures {
   int64_t prompt_tokens = 0, output_tokens = 0;
   std::optional<double> cached_share;  // cached / prompt tokens, where reported
   double max_send_lag = 0;        // Poisson: how late the client sent (its own overload)
+  // Streams: generated tokens per text chunk (usage / chunks). Above 1 the
+  // server bunches tokens: ITL is per chunk, and TPOT (per token) is lower
+  // than the gaps a reader sees.
+  std::optional<double> tokens_per_chunk;
   Summary ttft, tpot, itl, e2e;
   nlohmann::json ToJson() const;
 };
+
+// "" when a summary's percentiles mean what they say; else a warning that
+// p90 (fewer than 10 samples) or p99 (fewer than 100) only repeats the
+// largest value.
+std::string SmallSampleNote(const Summary& s);
 
 Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double duration,
                        const std::vector<Slo>& slos);

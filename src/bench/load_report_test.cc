@@ -39,6 +39,36 @@ RunResult Run(std::string name, int64_t input_len, std::vector<RequestRecord> re
   return r;
 }
 
+TEST(Figures, TokensPerChunkAndSmallSamples) {
+  // 12 tokens in 4 chunks per request: 3 tokens per chunk.
+  std::vector<RequestRecord> rs;
+  for (int i = 0; i < 3; ++i) {
+    RequestRecord r = Ok(100, i * 0.5, 0.1, 4, 0.03);
+    r.completion_tokens = 12;
+    rs.push_back(r);
+  }
+  std::vector<const RequestRecord*> p;
+  for (auto& r : rs) p.push_back(&r);
+  const Figures f = ComputeFigures(p, 2.0, {});
+  ASSERT_TRUE(f.tokens_per_chunk);
+  EXPECT_DOUBLE_EQ(*f.tokens_per_chunk, 3.0);
+  EXPECT_NE(SmallSampleNote(f.ttft).find("3 samples: p90 and p99 only repeat the largest value"), std::string::npos);
+  Summary s;
+  s.count = 50;
+  EXPECT_NE(SmallSampleNote(s).find("p99 only repeats"), std::string::npos);
+  s.count = 100;
+  EXPECT_EQ(SmallSampleNote(s), "");
+  // Both warnings reach the text and the HTML report.
+  std::vector<RunResult> runs = {::kvs::bench::Run("tiny", 100, rs, 2.0)};
+  const BenchReport rep = AnalyzeRuns(runs, {}, {});
+  const std::string text = FormatBenchTable(rep, runs);
+  EXPECT_NE(text.find("note: 3 samples"), std::string::npos) << text;
+  EXPECT_NE(text.find("3.00 tokens per stream chunk"), std::string::npos) << text;
+  const std::string html = BenchHtml(rep, runs, nlohmann::json::object());
+  EXPECT_NE(html.find("Note: tiny: 3 samples"), std::string::npos);
+  EXPECT_NE(html.find("3.00 tokens per stream chunk"), std::string::npos);
+}
+
 TEST(Figures, KnownNumbers) {
   // 4 requests over 2 s: TTFT 0.1..0.4, 5 tokens 10 ms apart; one 503.
   std::vector<RequestRecord> rs;

@@ -107,8 +107,8 @@ void Range(const LineChart& c, bool x_axis, double* lo, double* hi) {
       *hi = std::max(*hi, v);
     }
   }
-  for (auto& [v, label] : c.y_rules) {
-    if (!x_axis && std::isfinite(v) && (!ax.log || v > 0)) {
+  for (auto& [v, label] : x_axis ? c.x_rules : c.y_rules) {
+    if (std::isfinite(v) && (!ax.log || v > 0)) {
       *lo = std::min(*lo, v);
       *hi = std::max(*hi, v);
     }
@@ -206,6 +206,14 @@ std::string RenderLineChart(const LineChart& c) {
         "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#B00020\" stroke-dasharray=\"6 4\"/>\n"
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#B00020\">{}</text>\n",
         left, Num(y), W - right, Num(y), W - right - 4, Num(y - 4), Escape(label));
+  }
+  for (const auto& [v, label] : c.x_rules) {
+    if (!std::isfinite(v) || (xs.log && v <= 0)) continue;
+    const double x = xs(v);
+    o += fmt::format(
+        "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#777777\" stroke-dasharray=\"2 3\"/>\n"
+        "<text x=\"{}\" y=\"{}\" fill=\"#555555\" font-size=\"10\">{}</text>\n",
+        Num(x), top, Num(x), Num(ys.p0), Num(x + 3), top + 11, Escape(label));
   }
   bool any = false;
   for (size_t si = 0; si < c.series.size(); ++si) {

@@ -50,6 +50,8 @@ struct LineChart {
   int width = 540, height = 340;
   // Horizontal reference lines (e.g. a threshold), with a label each.
   std::vector<std::pair<double, std::string>> y_rules;
+  // Vertical markers (e.g. where each run starts on a time axis), labelled.
+  std::vector<std::pair<double, std::string>> x_rules;
 };
 
 std::string RenderLineChart(const LineChart& chart);

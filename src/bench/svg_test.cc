@@ -64,6 +64,20 @@ TEST(Svg, LineChartIsWellFormedAndDrawsEverySeries) {
   EXPECT_EQ(s.find("inf"), std::string::npos);
 }
 
+TEST(Svg, XRulesMarkPositionsInsideTheAxis) {
+  LineChart c;
+  c.title = "KV over time";
+  c.x = {"seconds", false, {}, {}, {}, {}};
+  c.y = {"use", false, 0.0, 1.0, {}, {}};
+  c.series.push_back({"kv", {{0, 0.1}, {5, 0.4}}, "", true, false, false, false});
+  c.x_rules = {{0, "run 1"}, {8, "run <2>"}};  // beyond the data: the axis grows to it
+  const std::string s = RenderLineChart(c);
+  EXPECT_EQ(XmlProblem(s), "") << s;
+  EXPECT_NE(s.find(">run 1<"), std::string::npos);
+  EXPECT_NE(s.find(">run &lt;2&gt;<"), std::string::npos);
+  EXPECT_EQ(Count(s, "stroke-dasharray=\"2 3\""), 2);
+}
+
 TEST(Svg, EmptyChartSaysNoData) {
   LineChart c;
   c.title = "empty";

@@ -92,7 +92,7 @@ def bench(j, html, stdout, code, min_runs):
         check(f"run " in stdout and name in stdout, f"stdout lacks run {name}")
     checks = j.get("checks", [])
     names = {c["name"] for c in checks}
-    check(names == {"ttft_growth", "kv_watermark", "server_errors", "preemptions"}, f"JSON: checks {names}")
+    check(names == {"ttft_growth", "kv_watermark", "memory", "server_errors", "preemptions"}, f"JSON: checks {names}")
     for c in checks:
         check(c["status"] in ("PASS", "FAIL", "SKIP"), f"check {c['name']}: status {c['status']}")
         check(c["name"] in html, f"HTML lacks check {c['name']}")
