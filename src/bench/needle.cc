@@ -330,6 +330,7 @@ NeedleSummary SummarizeNeedle(const std::vector<NeedleResult>& results, const st
     s.errors += !r.error.empty();
   }
   s.overall = s.requests > 0 ? static_cast<double>(s.hits) / static_cast<double>(s.requests) : 0;
+  s.overall_interval = WilsonInterval(s.hits, s.requests);
   std::vector<bool> passes(lengths.size(), false);
   for (size_t i = 0; i < lengths.size(); ++i) {
     int trials = 0, hits = 0;
@@ -337,9 +338,10 @@ NeedleSummary SummarizeNeedle(const std::vector<NeedleResult>& results, const st
     for (const NeedleCell& c : s.cells[i]) {
       trials += c.trials;
       hits += c.hits;
-      if (c.trials == 0 || c.recall() + 1e-12 < threshold) all = false;
+      if (c.trials == 0 || WilsonInterval(c.hits, c.trials).hi + 1e-12 < threshold) all = false;
     }
     s.recall_by_length.push_back(trials > 0 ? static_cast<double>(hits) / trials : 0.0);
+    s.interval_by_length.push_back(WilsonInterval(hits, trials));
     passes[i] = all;
   }
   // Effective length: the largest tested length passing at every depth.
@@ -394,6 +396,8 @@ nlohmann::json NeedleSummary::ToJson() const {
   j["hits"] = hits;
   j["errors"] = errors;
   j["overall_recall"] = overall;
+  j["overall_recall_interval"] = {overall_interval.lo, overall_interval.hi};
+  j["interval"] = "Wilson 95 %";
   j["effective_context_length"] = effective_length ? nlohmann::json(*effective_length) : nlohmann::json(nullptr);
   j["lengths_failing_below_effective"] = failing_below_effective;
   j["late_position_warnings"] = late_position_warnings;
@@ -402,10 +406,12 @@ nlohmann::json NeedleSummary::ToJson() const {
     nlohmann::json row;
     row["length"] = lengths[i];
     row["recall"] = recall_by_length[i];
+    row["recall_interval"] = {interval_by_length[i].lo, interval_by_length[i].hi};
     nlohmann::json cs = nlohmann::json::array();
     for (const NeedleCell& c : cells[i]) {
+      const ProportionInterval ci = WilsonInterval(c.hits, c.trials);
       cs.push_back({{"depth", c.depth}, {"trials", c.trials}, {"hits", c.hits}, {"errors", c.errors},
-                    {"recall", c.recall()}});
+                    {"recall", c.recall()}, {"recall_interval", {ci.lo, ci.hi}}});
     }
     row["cells"] = cs;
     rows.push_back(row);

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "bench/stats.h"
 #include "bench/prompt_fit.h"
 #include "bench/text_gen.h"
 #include "bench/workload.h"
@@ -139,9 +140,14 @@ struct NeedleSummary {
   std::vector<double> depths;
   std::vector<std::vector<NeedleCell>> cells;  // [length][depth]
   std::vector<double> recall_by_length;
+  std::vector<ProportionInterval> interval_by_length;  // Wilson 95 %, the depths pooled
   double overall = 0;
+  ProportionInterval overall_interval;
   int64_t requests = 0, hits = 0, errors = 0;
-  // The largest tested length at which every depth is >= threshold.
+  // The largest tested length at which no depth is shown below the
+  // threshold: every depth's Wilson 95 % upper bound >= threshold (so one
+  // unlucky miss among few trials does not decide it; a depth recalled
+  // clearly worse does).
   std::optional<int64_t> effective_length;
   // Shorter lengths that fall below the threshold although a longer one
   // passes (the effective length is then not a clean cut-off).

@@ -61,16 +61,21 @@ std::string NeedleTable(const NeedleSummary& s) {
     for (const NeedleCell& c : s.cells[i]) {
       o += c.trials ? fmt::format(" {:>4.0f}%", c.recall() * 100) : fmt::format(" {:>5}", "-");
     }
-    o += fmt::format(" {:>5.1f}%\n", s.recall_by_length[i] * 100);
+    o += fmt::format(" {:>5.1f}% [{:.0f}-{:.0f}]\n", s.recall_by_length[i] * 100, s.interval_by_length[i].lo * 100,
+                     s.interval_by_length[i].hi * 100);
   }
-  o += fmt::format("overall recall: {:.1f} % ({}/{})", s.overall * 100, s.hits, s.requests);
+  o += fmt::format("overall recall: {:.1f} % ({}/{}; 95 % interval {:.1f}-{:.1f} %)", s.overall * 100, s.hits,
+                   s.requests, s.overall_interval.lo * 100, s.overall_interval.hi * 100);
   if (s.errors > 0) o += fmt::format(", {} requests failed", s.errors);
   o += "\n";
   if (s.effective_length) {
-    o += fmt::format("effective context length: {} tokens (the largest tested length with every depth >= {:.0f} %)\n",
-                     *s.effective_length, s.threshold * 100);
+    o += fmt::format(
+        "effective context length: {} tokens (the largest tested length where no depth is below {:.0f} % at 95 % "
+        "confidence: every depth's Wilson interval reaches it)\n",
+        *s.effective_length, s.threshold * 100);
   } else {
-    o += fmt::format("effective context length: none (no tested length has every depth >= {:.0f} %)\n",
+    o += fmt::format("effective context length: none (at every tested length some depth is below {:.0f} % at 95 % "
+                     "confidence)\n",
                      s.threshold * 100);
   }
   if (!s.failing_below_effective.empty()) {
@@ -84,12 +89,15 @@ std::string NeedleTable(const NeedleSummary& s) {
       if (c.trials > 0 && (min_trials == 0 || c.trials < min_trials)) min_trials = c.trials;
     }
   }
-  if (min_trials > 0 && static_cast<double>(min_trials - 1) / min_trials < s.threshold) {
+  // Few trials: even a perfect cell cannot show the threshold is met.
+  if (min_trials > 0 && WilsonInterval(min_trials, min_trials).lo < s.threshold) {
+    int need = min_trials;
+    while (need < 100000 && WilsonInterval(need, need).lo < s.threshold) ++need;
     o += fmt::format(
-        "note: with {} trials per cell a single miss ({:.0f} %) is below the {:.0f} % threshold; use --trials {} or "
-        "more for an effective length that one unlucky case does not decide\n",
-        min_trials, 100.0 * (min_trials - 1) / min_trials, s.threshold * 100,
-        static_cast<int>(std::ceil(1.0 / std::max(1e-9, 1.0 - s.threshold) - 1e-6)));
+        "note: with {} trials per cell the intervals are wide (all {} hit: 95 % interval from {:.0f} %): the "
+        "effective length says where recall is not shown below {:.0f} %, not that it is above; --trials {} lets a "
+        "perfect cell show it\n",
+        min_trials, min_trials, WilsonInterval(min_trials, min_trials).lo * 100, s.threshold * 100, need);
   }
   return o;
 }
@@ -122,9 +130,13 @@ std::string NeedleHtml(const NeedleSummary& s, const std::vector<NeedleResult>& 
                        meta.contains("seconds") && meta["seconds"].is_number() ? meta["seconds"].get<double>() : 0.0));
   page.H2("Effective context length");
   page.P(s.effective_length
-             ? fmt::format("{} tokens: the largest tested length at which every depth is recalled >= {:.0f} %.",
+             ? fmt::format("{} tokens: the largest tested length at which no depth is recalled below {:.0f} % at 95 % "
+                           "confidence (every depth's Wilson interval reaches it).",
                            *s.effective_length, s.threshold * 100)
-             : fmt::format("None: no tested length is recalled >= {:.0f} % at every depth.", s.threshold * 100));
+             : fmt::format("None: at every tested length some depth is recalled below {:.0f} % at 95 % confidence.",
+                           s.threshold * 100));
+  page.P(fmt::format("Overall recall {:.1f} % ({}/{}), 95 % Wilson interval {:.1f}-{:.1f} %.", s.overall * 100, s.hits,
+                     s.requests, s.overall_interval.lo * 100, s.overall_interval.hi * 100));
   if (!s.failing_below_effective.empty()) {
     page.P(fmt::format("Shorter lengths below the threshold: {}.", fmt::join(s.failing_below_effective, ", ")));
   }
@@ -145,6 +157,18 @@ std::string NeedleHtml(const NeedleSummary& s, const std::vector<NeedleResult>& 
     c.x.ticks.push_back(static_cast<double>(s.lengths[i]));
   }
   c.series.push_back(line);
+  svg::Series lo, hi;
+  lo.name = "95 % interval (low)";
+  hi.name = "95 % interval (high)";
+  lo.dashed = hi.dashed = true;
+  lo.markers = hi.markers = false;
+  lo.color = hi.color = "#999999";
+  for (size_t i = 0; i < s.lengths.size(); ++i) {
+    lo.points.emplace_back(static_cast<double>(s.lengths[i]), s.interval_by_length[i].lo);
+    hi.points.emplace_back(static_cast<double>(s.lengths[i]), s.interval_by_length[i].hi);
+  }
+  c.series.push_back(lo);
+  c.series.push_back(hi);
   c.y_rules.push_back({s.threshold, fmt::format("threshold {:.0f}%", s.threshold * 100)});
   page.Raw(svg::RenderLineChart(c));
   page.Raw("</div>\n");
@@ -157,7 +181,8 @@ std::string NeedleHtml(const NeedleSummary& s, const std::vector<NeedleResult>& 
   for (size_t i = 0; i < s.lengths.size(); ++i) {
     std::vector<std::string> row = {std::to_string(s.lengths[i])};
     for (const NeedleCell& cell : s.cells[i]) row.push_back(fmt::format("{}/{}", cell.hits, cell.trials));
-    row.push_back(fmt::format("{:.1f}%", s.recall_by_length[i] * 100));
+    row.push_back(fmt::format("{:.1f}% [{:.0f}-{:.0f}]", s.recall_by_length[i] * 100, s.interval_by_length[i].lo * 100,
+                              s.interval_by_length[i].hi * 100));
     rows.push_back(row);
   }
   page.Table(header, rows);

@@ -20,6 +20,14 @@ double Percentile(std::span<const double> sorted, double p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
 }
 
+ProportionInterval WilsonInterval(int64_t hits, int64_t n, double z) {
+  if (n <= 0) return {};
+  const double nn = static_cast<double>(n), p = static_cast<double>(hits) / nn, z2 = z * z;
+  const double centre = (p + z2 / (2 * nn)) / (1 + z2 / nn);
+  const double half = z / (1 + z2 / nn) * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
 Summary Summarize(std::vector<double> values) {
   Summary s;
   if (values.empty()) return s;

@@ -28,6 +28,14 @@ struct Summary {
 // All zeros (count 0) for no values.
 Summary Summarize(std::vector<double> values);
 
+// The Wilson score interval of a proportion (hits of n trials) at z
+// standard deviations (1.96: 95 %): {lo, hi} in [0, 1]; {0, 1} for n == 0.
+// Unlike hits/n +- z*se it stays inside [0, 1] and is honest at 0 or n hits.
+struct ProportionInterval {
+  double lo = 0, hi = 1;
+};
+ProportionInterval WilsonInterval(int64_t hits, int64_t n, double z = 1.96);
+
 // The empirical CDF as (value, fraction of values <= value) points, in
 // increasing order, ending at (max, 1). With more than max_points values it
 // keeps evenly spaced ranks (always the first and the last).

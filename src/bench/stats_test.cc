@@ -101,5 +101,21 @@ TEST(FormatSeconds, ThreeSignificantDigits) {
   EXPECT_EQ(FormatSeconds(250), "250 s");
 }
 
+TEST(Stats, WilsonIntervalKnownValues) {
+  // Values from the closed form (checked by hand with Python's math).
+  const ProportionInterval a = WilsonInterval(9, 10);
+  EXPECT_NEAR(a.lo, 0.59584, 1e-5);
+  EXPECT_NEAR(a.hi, 0.98212, 1e-5);
+  const ProportionInterval b = WilsonInterval(0, 1);
+  EXPECT_DOUBLE_EQ(b.lo, 0);
+  EXPECT_NEAR(b.hi, 0.79346, 1e-5);
+  const ProportionInterval c = WilsonInterval(20, 20);
+  EXPECT_NEAR(c.lo, 0.83887, 1e-5);
+  EXPECT_DOUBLE_EQ(c.hi, 1);
+  const ProportionInterval none = WilsonInterval(0, 0);
+  EXPECT_EQ(none.lo, 0);
+  EXPECT_EQ(none.hi, 1);
+}
+
 }  // namespace
 }  // namespace kvs::bench

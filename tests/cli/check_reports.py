@@ -9,6 +9,7 @@ parsed by Python's XML parser (an independent one).
   check_reports.py needle REPORT.json REPORT.html STDOUT.txt EXIT_CODE [EXPECT_MIN_RECALL]
 """
 import json
+import math
 import re
 import statistics
 import sys
@@ -42,6 +43,16 @@ def common_html(html):
         check(not re.match(r"(https?:)?//", attr), f"HTML loads {attr}")
     check("<link" not in html.lower(), "HTML: has a <link>")
     check("@import" not in html, "HTML: CSS @import")
+
+
+def wilson(hits, n, z=1.96):
+    """The Wilson score interval of hits/n (independent of the C++ one)."""
+    if n == 0:
+        return 0.0, 1.0
+    p, z2 = hits / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def check_lines(stdout, checks):
@@ -135,8 +146,14 @@ def needle(j, html, stdout, code, min_recall):
             n = [c for c in cases if c["length"] == row["length"] and abs(c["depth"] - cell["depth"]) < 1e-9]
             check(cell["trials"] == len(n) and cell["hits"] == sum(c["hit"] for c in n),
                   f"cell {row['length']}/{cell['depth']} disagrees with its cases")
-        if all(c["trials"] > 0 and c["hits"] / c["trials"] >= threshold - 1e-12 for c in row["cells"]):
+        # A length passes when no depth is below the threshold at 95 %:
+        # every cell's Wilson upper bound reaches it.
+        if all(c["trials"] > 0 and wilson(c["hits"], c["trials"])[1] >= threshold - 1e-12 for c in row["cells"]):
             passing.append(row["length"])
+        for cell in row["cells"]:
+            lo, hi = wilson(cell["hits"], cell["trials"])
+            check(abs(cell["recall_interval"][0] - lo) < 1e-9 and abs(cell["recall_interval"][1] - hi) < 1e-9,
+                  f"cell {row['length']}/{cell['depth']}: interval {cell['recall_interval']} != Wilson {lo, hi}")
     eff = max(passing) if passing else None
     check(s["effective_context_length"] == eff, f"effective length {s['effective_context_length']} != recomputed {eff}")
     want = f"effective context length: {eff} tokens" if eff else "effective context length: none"
