@@ -304,6 +304,15 @@ double ScoreAnswer(const std::string& answer, const std::vector<std::string>& ex
   return static_cast<double>(found) / static_cast<double>(expected.size());
 }
 
+std::string NeedleResult::MissKind() const {
+  if (hit) return "";
+  if (!error.empty()) return "error";
+  for (const std::string& v : others) {
+    if (ContainsValue(answer, v)) return "distractor";
+  }
+  return score > 0 ? "partial" : "none";
+}
+
 NeedleSummary SummarizeNeedle(const std::vector<NeedleResult>& results, const std::vector<int64_t>& lengths,
                               const std::vector<double>& depths, double threshold) {
   NeedleSummary s;
@@ -317,6 +326,8 @@ NeedleSummary SummarizeNeedle(const std::vector<NeedleResult>& results, const st
       s.cells[i][j].depth = depths[j];
     }
   }
+  double chance_sum = 0;
+  int64_t chance_cases = 0;
   for (const NeedleResult& r : results) {
     const auto li = std::find(lengths.begin(), lengths.end(), r.length);
     auto dj = std::find_if(depths.begin(), depths.end(), [&](double d) { return std::fabs(d - r.depth) < 1e-9; });
@@ -328,7 +339,13 @@ NeedleSummary SummarizeNeedle(const std::vector<NeedleResult>& results, const st
     ++s.requests;
     s.hits += r.hit;
     s.errors += !r.error.empty();
+    if (!r.hit) ++s.misses[r.MissKind()];
+    if (r.expected.size() == 1 && !r.others.empty()) {
+      chance_sum += 1.0 / static_cast<double>(1 + r.others.size());
+      ++chance_cases;
+    }
   }
+  if (chance_cases > 0) s.chance_level = chance_sum / static_cast<double>(chance_cases);
   s.overall = s.requests > 0 ? static_cast<double>(s.hits) / static_cast<double>(s.requests) : 0;
   s.overall_interval = WilsonInterval(s.hits, s.requests);
   std::vector<bool> passes(lengths.size(), false);
@@ -401,6 +418,8 @@ nlohmann::json NeedleSummary::ToJson() const {
   j["effective_context_length"] = effective_length ? nlohmann::json(*effective_length) : nlohmann::json(nullptr);
   j["lengths_failing_below_effective"] = failing_below_effective;
   j["late_position_warnings"] = late_position_warnings;
+  j["misses"] = misses;
+  j["chance_level"] = chance_level ? nlohmann::json(*chance_level) : nlohmann::json(nullptr);
   nlohmann::json rows = nlohmann::json::array();
   for (size_t i = 0; i < lengths.size(); ++i) {
     nlohmann::json row;

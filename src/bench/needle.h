@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -124,8 +125,14 @@ struct NeedleResult {
   double score = 0;           // fraction found
   std::string answer;
   std::vector<std::string> expected;
+  // Values of the needles not asked (multikey, distractors): a miss that
+  // answers one of them took the wrong needle.
+  std::vector<std::string> others;
   std::string error;          // non-empty: the request failed (counts as a miss)
   double latency_seconds = 0;
+  // "" for a hit; else error, distractor (another needle's value), partial
+  // (some of several expected values) or none.
+  std::string MissKind() const;
 };
 
 struct NeedleCell {
@@ -155,6 +162,12 @@ struct NeedleSummary {
   // One line per length where late depths are recalled worse than early
   // ones (the sign the length is past the model's effective range).
   std::vector<std::string> late_position_warnings;
+  // Misses by NeedleResult::MissKind.
+  std::map<std::string, int64_t> misses;
+  // Cases with one asked value among several needles: the recall of a guess
+  // among the values in the context (mean of 1 / needles), which a recall
+  // at or below it does not beat.
+  std::optional<double> chance_level;
   double threshold = 0.9;
   nlohmann::json ToJson() const;
 };

@@ -12,6 +12,28 @@ namespace kvs::bench {
 
 namespace {
 
+// The kinds of misses and, with several needles, the chance level.
+std::string MissLine(const NeedleSummary& s) {
+  std::string o;
+  if (!s.misses.empty()) {
+    std::vector<std::string> parts;
+    const std::map<std::string, std::string> what = {{"distractor", "answered another needle's value"},
+                                                     {"none", "no needle's value"},
+                                                     {"partial", "some of the values"},
+                                                     {"error", "the request failed"}};
+    for (const auto& [kind, n] : s.misses) {
+      parts.push_back(fmt::format("{} {} ({})", n, kind, what.count(kind) ? what.at(kind) : kind));
+    }
+    o += fmt::format("misses: {}\n", fmt::join(parts, ", "));
+  }
+  if (s.chance_level) {
+    const bool above = s.overall_interval.lo > *s.chance_level;
+    o += fmt::format("chance level: {:.1f} % (one of the needles' values picked at random); recall is {} it\n",
+                     *s.chance_level * 100, above ? "above" : "NOT shown above");
+  }
+  return o;
+}
+
 std::string DepthLabel(double d) { return fmt::format("{:g}%", std::round(d * 1000) / 10); }
 
 std::string Field(const nlohmann::json& meta, const char* key) {
@@ -68,6 +90,7 @@ std::string NeedleTable(const NeedleSummary& s) {
                    s.requests, s.overall_interval.lo * 100, s.overall_interval.hi * 100);
   if (s.errors > 0) o += fmt::format(", {} requests failed", s.errors);
   o += "\n";
+  o += MissLine(s);
   if (s.effective_length) {
     o += fmt::format(
         "effective context length: {} tokens (the largest tested length where no depth is below {:.0f} % at 95 % "
@@ -113,8 +136,10 @@ nlohmann::json NeedleJson(const NeedleSummary& s, const std::vector<NeedleResult
                      {"trial", r.trial},
                      {"prompt_tokens", r.prompt_tokens},
                      {"expected", r.expected},
+                     {"others", r.others},
                      {"answer", r.answer},
                      {"hit", r.hit},
+                     {"miss", r.MissKind()},
                      {"score", r.score},
                      {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
                      {"latency_seconds", r.latency_seconds}});
@@ -140,6 +165,7 @@ std::string NeedleHtml(const NeedleSummary& s, const std::vector<NeedleResult>& 
   if (!s.failing_below_effective.empty()) {
     page.P(fmt::format("Shorter lengths below the threshold: {}.", fmt::join(s.failing_below_effective, ", ")));
   }
+  if (const std::string m = MissLine(s); !m.empty()) page.P(m);
   for (const std::string& w : s.late_position_warnings) page.Raw("<p><b>Warning:</b> " + HtmlEscape(w) + "</p>\n");
   page.H2("Recall by length and depth");
   page.Raw("<div class=\"charts\">\n");

@@ -130,6 +130,9 @@ std::vector<NeedleResult> RunNeedleGrid(Endpoint& ep, TokenCounter& counter, con
         r.error = "building the prompt: " + c.status().message();
       } else {
         r.expected = c->expected;
+        for (const Needle& n : c->needles) {
+          if (!n.asked) r.others.push_back(n.value);
+        }
         r.prompt_tokens = c->tokens;
         Ask(ep, spec, *c, &r, o.request_timeout_seconds);
         if (r.error.empty()) {

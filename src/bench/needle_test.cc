@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "base/test_util.h"
+#include "bench/needle_report.h"
 
 namespace kvs::bench {
 namespace {
@@ -167,6 +168,42 @@ NeedleResult R(int64_t len, double depth, bool hit) {
   r.depth = depth;
   r.hit = hit;
   return r;
+}
+
+TEST(Needle, MissKindsAndChanceLevel) {
+  // Multikey: one asked value among 4 needles.
+  auto Case = [](const std::string& answer, bool error = false) {
+    NeedleResult r;
+    r.length = 1024;
+    r.expected = {"48213"};
+    r.others = {"11111", "22222", "33333"};
+    r.answer = answer;
+    if (error) r.error = "HTTP 500";
+    r.score = ScoreAnswer(r.answer, r.expected);
+    r.hit = !error && r.score >= 1.0;
+    return r;
+  };
+  const std::vector<NeedleResult> rs = {Case("It is 48213."), Case("It is 22222."), Case("It is 22222."),
+                                        Case("I do not know."), Case("", true)};
+  EXPECT_EQ(rs[0].MissKind(), "");
+  EXPECT_EQ(rs[1].MissKind(), "distractor");
+  EXPECT_EQ(rs[3].MissKind(), "none");
+  EXPECT_EQ(rs[4].MissKind(), "error");
+  const NeedleSummary s = SummarizeNeedle(rs, {1024}, {0}, 0.9);
+  EXPECT_EQ(s.misses, (std::map<std::string, int64_t>{{"distractor", 2}, {"error", 1}, {"none", 1}}));
+  ASSERT_TRUE(s.chance_level);
+  EXPECT_DOUBLE_EQ(*s.chance_level, 0.25);
+  // 1 of 5 (20 %) is not shown above the 25 % chance level.
+  const std::string text = NeedleTable(s);
+  EXPECT_NE(text.find("misses: 2 distractor (answered another needle's value)"), std::string::npos) << text;
+  EXPECT_NE(text.find("chance level: 25.0 %"), std::string::npos) << text;
+  EXPECT_NE(text.find("NOT shown above"), std::string::npos) << text;
+  // Multivalue: some of the values is partial.
+  NeedleResult mv;
+  mv.expected = {"1", "2"};
+  mv.answer = "1 and 3";
+  mv.score = ScoreAnswer(mv.answer, mv.expected);
+  EXPECT_EQ(mv.MissKind(), "partial");
 }
 
 TEST(Needle, EffectiveLengthAndLatePositionWarning) {

@@ -131,6 +131,23 @@ def needle(j, html, stdout, code, min_recall):
     cases = j["cases"]
     check(len(cases) == len(spec["lengths"]) * len(spec["depths"]) * spec["trials"], "JSON: number of cases")
     check(sum(c["hit"] for c in cases) == s["hits"], "JSON: hits != cases")
+    # Misses by kind, recomputed: another needle's value, some values, none.
+    def contains(answer, v):
+        return re.search(r"(?<![0-9A-Za-z])" + re.escape(v) + r"(?![0-9A-Za-z])", answer) is not None
+    kinds = {}
+    for c in cases:
+        if c["hit"]:
+            want = ""
+        elif c["error"]:
+            want = "error"
+        elif any(contains(c["answer"], v) for v in c["others"]):
+            want = "distractor"
+        else:
+            want = "partial" if any(contains(c["answer"], v) for v in c["expected"]) else "none"
+        check(c["miss"] == want, f"case {c['length']}/{c['depth']}: miss {c['miss']!r} != {want!r}")
+        if want:
+            kinds[want] = kinds.get(want, 0) + 1
+    check(s["misses"] == kinds, f"JSON: misses {s['misses']} != {kinds}")
     # Hits recomputed from the answers: every expected value as a whole token.
     for c in cases:
         found = all(re.search(r"(?<![0-9A-Za-z])" + re.escape(v) + r"(?![0-9A-Za-z])", c["answer"])
