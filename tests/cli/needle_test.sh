@@ -35,6 +35,16 @@ cat "$dir/c.out"
 /usr/bin/python3 "$here/check_reports.py" needle "$dir/c.json" "$dir/c.html" "$dir/c.out" "$code" 0.5
 grep -q '"api": "chat"' "$dir/c.json" || { echo "FAIL: chat mode not recorded"; exit 1; }
 
+# Multikey: one value asked among 4 needles; misses classified and the
+# chance level (25 %) reported, both recomputed by check_reports.py.
+code=0
+"$KVSERVE_BIN" needle --url "$srv_URL" --variant multikey --lengths 512 --depths 0,100 --trials 3 --seed 7 \
+  --json "$dir/k.json" --html "$dir/k.html" --no-progress >"$dir/k.out" 2>"$dir/k.err" || code=$?
+cat "$dir/k.out"
+/usr/bin/python3 "$here/check_reports.py" needle "$dir/k.json" "$dir/k.html" "$dir/k.out" "$code" 0
+grep -q "^chance level: 25.0 %" "$dir/k.out" || { echo "FAIL: no chance level for multikey"; exit 1; }
+/usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))["summary"]; assert s["chance_level"] == 0.25, s' "$dir/k.json"
+
 # Bad input.
 c=0
 "$KVSERVE_BIN" needle --url "$srv_URL" --lengths 8000 >/dev/null 2>"$dir/e.err" || c=$?
