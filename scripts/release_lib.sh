@@ -93,7 +93,7 @@ wait_for_server() {  # HOST PORT SHA256 TIMEOUT [ALIVE]
   deadline=$(( $(date +%s) + $4 ))
   while [ "$(date +%s)" -lt "$deadline" ]; do
     if curl -fsS -o /dev/null "http://$host:$port/ready" 2>/dev/null &&
-       curl -fsS "http://$host:$port/metrics" 2>/dev/null | grep -q "^kvserve:model_info{.*sha256=\"$sha\"} 1$"; then
+       curl -fsS "http://$host:$port/metrics" 2>/dev/null | grep "^kvserve:model_info{.*sha256=\"$sha\"} 1$" >/dev/null; then
       return 0
     fi
     if [ -n "$alive" ] && ! bash -c "$alive" >/dev/null 2>&1; then

@@ -29,7 +29,7 @@ print(p["weights_bytes"] + p["activation_bytes"] + p["overhead_bytes"] + 64 * p[
 start_server wm --model "$model" --max-context-length 1024 --max-concurrent-requests 4 --max-batch-size 4 \
   --prefix-caching false --kv_cache.memory_fraction 1 --kv_cache.memory_limit_bytes "$limit"
 wait_ready "$wm_URL" 60 || fail "server not ready"
-curl -fsS "$wm_URL/metrics" | grep -q '^kvserve:kv_cache_blocks 64$' || fail "the pool is not the 64 blocks the test sized"
+curl -fsS "$wm_URL/metrics" | grep '^kvserve:kv_cache_blocks 64$' >/dev/null || fail "the pool is not the 64 blocks the test sized"
 
 bench() {  # NAME ARGS...: exit code in $code
   local name=$1

@@ -157,7 +157,7 @@ expect_on() {  # SLOT SHA WHAT [FROM]
   local from=${4:-$(audit_lines)}
   for _ in $(seq 100); do [ "$(( $(audit_lines) - from ))" -ge 4 ] && break; sleep 0.05; done
   only_on "$1" "$from" "$3"
-  curl -fsS "http://127.0.0.1:$(slot_port "$1")/metrics" | grep -q "^kvserve:model_info{.*sha256=\"$2\"} 1$" ||
+  curl -fsS "http://127.0.0.1:$(slot_port "$1")/metrics" | grep "^kvserve:model_info{.*sha256=\"$2\"} 1$" >/dev/null ||
     fail "$3: slot $1 does not serve sha256 $2"
   echo "ok: $3: $(( $(audit_lines) - from )) requests ran on slot $1 (sha256 ${2:0:12}...); no request failed so far"
 }

@@ -56,7 +56,10 @@ configure=$(awk '/^FROM debian:12 AS build/{b=1} /^FROM debian:12-slim/{b=0} b &
 grep -q -- '--target kvserve' "$tmp/lines" || fail "the build stage does not build the kvserve target"
 (cd "$root" && eval "${configure/cmake /cmake -DCMAKE_CXX_COMPILER_LAUNCHER= }" >"$tmp/configure.log" 2>&1) ||
   { tail -20 "$tmp/configure.log"; fail "the build stage's configure fails on the copied files alone"; }
-ninja -C "$root/build" -t targets all 2>/dev/null | grep -q '^kvserve:' || fail "no kvserve target after the build stage's configure"
+# Listed into a file first: `grep -q` on the pipe would exit at the first
+# match and, under pipefail, ninja's SIGPIPE would fail the check.
+ninja -C "$root/build" -t targets all >"$tmp/targets.txt" 2>&1 || fail "ninja cannot list the targets: $(tail -5 "$tmp/targets.txt")"
+grep -q '^kvserve:' "$tmp/targets.txt" || fail "no kvserve target after the build stage's configure"
 echo "ok: the build stage configures from the copied files ($configure)"
 
 # 3. Runtime packages cover kvserve's shared libraries.
