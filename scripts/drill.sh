@@ -188,22 +188,8 @@ with open(f"{d}/alerts.yaml", "w") as f:
 PY
 echo "[]" >"$dir/slots.json"
 
-# --- processes. The slots' process manager stand-in (kvserve@SLOT) for
-# bluegreen.sh: start, stop (SIGTERM, wait for the drain), alive.
-cat >"$dir/slot.sh" <<SH
-#!/usr/bin/env bash
-pidfile="$dir/\$KVSERVE_SLOT.pid"
-[ "\$1" = alive ] && { [ -f "\$pidfile" ] && kill -0 "\$(cat "\$pidfile")" 2>/dev/null; exit; }
-if [ -f "\$pidfile" ]; then
-  pid=\$(cat "\$pidfile"); kill -TERM "\$pid" 2>/dev/null || true
-  while kill -0 "\$pid" 2>/dev/null; do sleep 0.05; done
-  rm -f "\$pidfile"
-fi
-[ "\$1" = stop ] && exit 0
-nohup "$bin" serve --config "\$KVSERVE_SLOT_CONFIG" >>"$dir/\$KVSERVE_SLOT.log" 2>&1 &
-echo \$! >"\$pidfile"
-SH
-chmod +x "$dir/slot.sh"
+# --- processes. The slots run under scripts/local_slot.sh, the stand-in for
+# systemd's kvserve@SLOT (start, stop = SIGTERM and wait for the drain, alive).
 start_long() {  # NAME PORT
   nohup "$bin" serve --config "$dir/serve.yaml" --port "$2" >>"$dir/$1.log" 2>&1 &
   echo $! >"$dir/$1.pid"
@@ -241,8 +227,9 @@ wait_url "http://127.0.0.1:$long_a/ready" 60 && wait_url "http://127.0.0.1:$long
 wait_url "$promurl/-/ready" 30 || fail "Prometheus did not start"
 
 export KVSERVE_BIN=$bin KVSERVE_ROLLOUT_TIMEOUT=300
-export KVSERVE_SLOT_START_CMD="$dir/slot.sh start" KVSERVE_SLOT_STOP_CMD="$dir/slot.sh stop"
-export KVSERVE_SLOT_STATUS_CMD="$dir/slot.sh alive"
+export KVSERVE_LOCAL_DIR=$dir
+export KVSERVE_SLOT_START_CMD="$src/scripts/local_slot.sh start" KVSERVE_SLOT_STOP_CMD="$src/scripts/local_slot.sh stop"
+export KVSERVE_SLOT_STATUS_CMD="$src/scripts/local_slot.sh alive"
 export KVSERVE_BLUE_PORT=$blue_port KVSERVE_GREEN_PORT=$green_port
 export KVSERVE_GATEWAY_CONFIG=$dir/gateway.yaml KVSERVE_GATEWAY_ADMIN_URL=$admin KVSERVE_GATEWAY_POOL=short
 export KVSERVE_GATEWAY_RELOAD_CMD="kill -HUP $(cat "$dir/gateway.pid")"

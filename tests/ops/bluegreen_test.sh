@@ -52,21 +52,7 @@ model:
 logging:
   access_log: "off"
 YAML
-# The process manager stand-in (kvserve@SLOT): restart and stop.
-cat >"$tmp/slot.sh" <<SH
-#!/usr/bin/env bash
-pidfile="$tmp/\$KVSERVE_SLOT.pid"
-[ "\$1" = alive ] && { [ -f "\$pidfile" ] && kill -0 "\$(cat "\$pidfile")" 2>/dev/null; exit; }
-if [ -f "\$pidfile" ]; then
-  pid=\$(cat "\$pidfile"); kill -TERM "\$pid" 2>/dev/null || true
-  while kill -0 "\$pid" 2>/dev/null; do sleep 0.05; done
-  rm -f "\$pidfile"
-fi
-[ "\$1" = stop ] && exit 0
-nohup "$bin" serve --config "\$KVSERVE_SLOT_CONFIG" >>"$tmp/\$KVSERVE_SLOT.log" 2>&1 &
-echo \$! >"\$pidfile"
-SH
-chmod +x "$tmp/slot.sh"
+# The slots run under scripts/local_slot.sh (kvserve@SLOT's stand-in).
 
 model=$shared/models/stories260K.gguf
 write_gateway_config() {  # GREEN_FAULT_RATE [CANARY_VERSION CANARY_WEIGHT]
@@ -98,9 +84,10 @@ echo $! >"$tmp/gateway.pid"
 for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$gw_port/health" 2>/dev/null && break; sleep 0.1; done
 
 export KVSERVE_BIN=$bin KVSERVE_ROLLOUT_TIMEOUT=20
-export KVSERVE_SLOT_START_CMD="$tmp/slot.sh start" KVSERVE_SLOT_STOP_CMD="$tmp/slot.sh stop"
+export KVSERVE_LOCAL_DIR=$tmp
+export KVSERVE_SLOT_START_CMD="$src/scripts/local_slot.sh start" KVSERVE_SLOT_STOP_CMD="$src/scripts/local_slot.sh stop"
 # systemctl is-active's stand-in.
-export KVSERVE_SLOT_STATUS_CMD="$tmp/slot.sh alive"
+export KVSERVE_SLOT_STATUS_CMD="$src/scripts/local_slot.sh alive"
 export KVSERVE_BLUE_PORT=$blue_port KVSERVE_GREEN_PORT=$green_port
 export KVSERVE_GATEWAY_CONFIG=$tmp/gateway.yaml KVSERVE_GATEWAY_ADMIN_URL=http://127.0.0.1:$gw_admin_port KVSERVE_GATEWAY_POOL=main
 export KVSERVE_GATEWAY_RELOAD_CMD="kill -HUP $(cat "$tmp/gateway.pid")"
