@@ -206,7 +206,7 @@ const PoolKeyTable& PoolKeys() {
                                      "https replicas: PEM CA certificates their certificates must chain to (and name the URL's "
                                      "host); \"\": the system's store"));
     t.push_back(PoolKeyTable::Enum("routing", "", [](P& p) -> std::string& { return p.routing; },
-                                   {"round_robin", "least_load", "cache_aware"},
+                                   {kRoutingPolicyNames.begin(), kRoutingPolicyNames.end()},
                                    "How a replica is picked: round_robin; least_load (fewest outstanding tokens per weight); "
                                    "cache_aware (fewest uncached prompt tokens + outstanding tokens, from the replicas' "
                                    "published prefix-cache blocks)"));

@@ -22,6 +22,7 @@
 
 #include "base/status.h"
 #include "frontend/key_info.h"
+#include "gateway/routing_names.h"
 
 namespace kvs::gateway {
 
@@ -57,7 +58,7 @@ struct PoolConfig {
   std::string api_key_file{};
   std::string api_key_env{};
   // Routing within the pool (routing.h): round_robin, least_load, cache_aware.
-  std::string routing = "least_load";
+  std::string routing = kLeastLoad;
   double max_kv_usage = 0.9;        // replicas whose scraped KV use is at or above it are skipped (1: never)
   int64_t max_queue = 0;            // replicas with this many requests waiting are skipped (0: no limit)
   // Queueing in the gateway (fair_queue.h): when every available replica has

@@ -191,7 +191,7 @@ void HealthChecker::Scrape(Replica* r, bool models, std::function<void()> done) 
 
 void HealthChecker::PollCache(Replica* r, int pages, std::function<void()> done) {
   const Pool* pool = router_->FindPool(r->pool());
-  if (!pool || pool->config.routing != "cache_aware" || r->health() != Replica::Health::kHealthy || pages <= 0) {
+  if (!pool || pool->config.routing != kCacheAware || r->health() != Replica::Health::kHealthy || pages <= 0) {
     done();
     return;
   }

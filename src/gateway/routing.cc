@@ -135,8 +135,8 @@ Replica* LeastOutstandingTokens::Pick(const Pool& pool, const RouteInput& in, co
 }
 
 std::unique_ptr<RoutingPolicy> MakeRoutingPolicy(const PoolConfig& pc, double health_interval_seconds) {
-  if (pc.routing == "round_robin") return std::make_unique<RoundRobin>();
-  if (pc.routing == "cache_aware") {
+  if (pc.routing == kRoundRobin) return std::make_unique<RoundRobin>();
+  if (pc.routing == kCacheAware) {
     return std::make_unique<CacheAware>(Seconds(std::max(3 * health_interval_seconds, 2.0)),
                                         Seconds(pc.routed_prefix_ttl_seconds));
   }

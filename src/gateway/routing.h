@@ -44,7 +44,7 @@ namespace kvs::gateway {
 
 class LeastOutstandingTokens : public RoutingPolicy {
  public:
-  const char* name() const override { return "least_load"; }
+  const char* name() const override { return kLeastLoad; }
   Replica* Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) override;
 
  private:
@@ -53,7 +53,7 @@ class LeastOutstandingTokens : public RoutingPolicy {
 
 class RoundRobin : public RoutingPolicy {
  public:
-  const char* name() const override { return "round_robin"; }
+  const char* name() const override { return kRoundRobin; }
   Replica* Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) override;
 
  private:
@@ -66,7 +66,7 @@ class CacheAware : public RoutingPolicy {
   // routing record's horizon.
   CacheAware(std::chrono::steady_clock::duration stale_after, std::chrono::steady_clock::duration ttl)
       : stale_after_(stale_after), ttl_(ttl) {}
-  const char* name() const override { return "cache_aware"; }
+  const char* name() const override { return kCacheAware; }
   Replica* Pick(const Pool& pool, const RouteInput& in, const std::vector<const Replica*>& tried) override;
 
   // Before a replica has said its block size.
