@@ -232,16 +232,9 @@ std::string BenchHtml(const BenchReport& report, const std::vector<RunResult>& r
               "E2E p50", "E2E p99", "tok/chunk", "cached", "peak KV"},
              rows);
   // The warnings the text report prints, here too.
-  std::vector<std::string> notes;
   for (size_t i = 0; i < results.size(); ++i) {
-    const Figures& f = report.runs[i].all;
-    if (const std::string n = SmallSampleNote(f.ttft); !n.empty()) notes.push_back(results[i].plan.name + ": " + n);
-    if (f.tokens_per_chunk && *f.tokens_per_chunk > 1.05) {
-      notes.push_back(fmt::format("{}: {:.2f} tokens per stream chunk: ITL is per chunk, TPOT per token",
-                                  results[i].plan.name, *f.tokens_per_chunk));
-    }
+    for (const std::string& n : RunNotes(report.runs[i].all)) page.P("Note: " + results[i].plan.name + ": " + n + ".");
   }
-  for (const std::string& n : notes) page.P("Note: " + n + ".");
   if (!report.slos.empty()) {
     std::string s;
     for (const Slo& slo : report.slos) s += (s.empty() ? "" : ", ") + slo.ToString();

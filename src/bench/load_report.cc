@@ -56,6 +56,16 @@ std::string SmallSampleNote(const Summary& s) {
                      s.count < 10 ? "p90 and p99 only repeat" : "p99 only repeats");
 }
 
+std::vector<std::string> RunNotes(const Figures& f) {
+  std::vector<std::string> notes;
+  if (std::string n = SmallSampleNote(f.ttft); !n.empty()) notes.push_back(std::move(n));
+  if (f.tokens_per_chunk && *f.tokens_per_chunk > 1.05) {
+    notes.push_back(fmt::format("{:.2f} tokens per stream chunk: ITL is per chunk; TPOT is per token",
+                                *f.tokens_per_chunk));
+  }
+  return notes;
+}
+
 Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double duration,
                        const std::vector<Slo>& slos) {
   Figures f;
@@ -300,11 +310,13 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
     c.threshold = options.kv_watermark_max;
     std::optional<double> peak;
     std::string at;
+    bool exact = false;  // the peak came from a server's peak gauge
     for (size_t i = 0; i < results.size(); ++i) {
       const auto& p = rep.runs[i].peaks.kv_peak;
       if (p && (!peak || *p > *peak)) {
         peak = p;
         at = results[i].plan.name;
+        exact = rep.runs[i].peaks.kv_peak_exact;
       }
     }
     if (!peak) {
@@ -319,8 +331,6 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
     } else {
       c.value = *peak;
       c.status = *peak <= options.kv_watermark_max ? CheckStatus::kPass : CheckStatus::kFail;
-      bool exact = false;
-      for (size_t i = 0; i < results.size(); ++i) exact |= rep.runs[i].peaks.kv_peak_exact && rep.runs[i].peaks.kv_peak == peak;
       c.detail = fmt::format("peak KV cache use {} {} {} (run {}; {})", Pct(*peak),
                              c.status == CheckStatus::kPass ? "<=" : ">", Pct(options.kv_watermark_max), at,
                              exact ? "the server's per-step peak gauge" : "sampled from /metrics: short peaks may be missed");
@@ -513,11 +523,7 @@ std::string FormatBenchTable(const BenchReport& report, const std::vector<RunRes
       for (auto& [k, n] : f.errors) parts.push_back(fmt::format("{} x{}", k, n));
       o += fmt::format("  errors: {}\n", fmt::join(parts, ", "));
     }
-    if (const std::string n = SmallSampleNote(f.ttft); !n.empty()) o += "  note: " + n + "\n";
-    if (f.tokens_per_chunk && *f.tokens_per_chunk > 1.05) {
-      o += fmt::format("  note: {:.2f} tokens per stream chunk: ITL is per chunk; TPOT is per token\n",
-                       *f.tokens_per_chunk);
-    }
+    for (const std::string& n : RunNotes(f)) o += "  note: " + n + "\n";
     if (f.cached_share) o += fmt::format("  cached prompt tokens: {:.1f} %\n", *f.cached_share * 100);
     if (run.plan.rate > 0 && f.max_send_lag > 0.05) {
       o += fmt::format("  note: the client sent up to {} late (it could not keep the arrival schedule)\n",

@@ -60,6 +60,9 @@ struct Figures {
 // p90 (fewer than 10 samples) or p99 (fewer than 100) only repeats the
 // largest value.
 std::string SmallSampleNote(const Summary& s);
+// The warnings about a run's figures, for the text and the HTML report: too
+// few samples for p90/p99, tokens bunched into stream chunks.
+std::vector<std::string> RunNotes(const Figures& f);
 
 Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double duration,
                        const std::vector<Slo>& slos);
