@@ -241,6 +241,27 @@ std::string BenchHtml(const BenchReport& report, const std::vector<RunResult>& r
     page.P("Goodput: requests per second that succeeded and met every SLO: " + s + ".");
   }
 
+  // Probes: answers checked under the same load.
+  rows.clear();
+  for (size_t i = 0; i < results.size(); ++i) {
+    for (const ProbeTally& t : report.runs[i].probes) {
+      std::string misses;
+      for (auto& [k, n] : t.misses) misses += fmt::format("{}{} x{}", misses.empty() ? "" : ", ", k, n);
+      std::string examples;
+      for (const std::string& e : t.examples) examples += (examples.empty() ? "" : " | ") + e;
+      rows.push_back({results[i].plan.name, ProbeKindName(t.kind), std::to_string(t.sent), std::to_string(t.ok),
+                      fmt::format("{:.0f} %", t.Share() * 100),
+                      fmt::format("{:.0f}-{:.0f} %", t.interval.lo * 100, t.interval.hi * 100),
+                      misses.empty() ? "-" : misses, examples.empty() ? "-" : examples});
+    }
+  }
+  if (!rows.empty()) {
+    page.H2("Answers under load (probes)");
+    page.Table({"run", "probe", "sent", "right", "share", "95 % interval", "misses", "examples"}, rows);
+    page.P("Probe requests are scored, not timed: the latency figures above leave them out. arithmetic, json and "
+           "recall must be answered right; over_length and malformed must be refused with a 4xx and a JSON error.");
+  }
+
   page.H2("Charts");
   page.Raw("<div class=\"charts\">\n");
   for (auto& [name, svg] : BenchCharts(report, results)) page.Raw(svg);

@@ -177,25 +177,6 @@ MetricsPeaks ComputePeaks(const std::vector<MetricsPoint>& points) {
   return p;
 }
 
-const char* CheckStatusName(CheckStatus s) {
-  switch (s) {
-    case CheckStatus::kPass: return "PASS";
-    case CheckStatus::kFail: return "FAIL";
-    case CheckStatus::kSkip: return "SKIP";
-  }
-  return "?";
-}
-
-std::string Check::Line() const { return fmt::format("{} {}: {}", CheckStatusName(status), name, detail); }
-
-nlohmann::json Check::ToJson() const {
-  return {{"name", name},
-          {"status", CheckStatusName(status)},
-          {"detail", detail},
-          {"value", value ? nlohmann::json(*value) : nlohmann::json(nullptr)},
-          {"threshold", threshold ? nlohmann::json(*threshold) : nlohmann::json(nullptr)}};
-}
-
 bool BenchReport::passed() const {
   return std::none_of(checks.begin(), checks.end(), [](const Check& c) { return c.status == CheckStatus::kFail; });
 }
@@ -206,26 +187,27 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
   rep.slos = slos;
   for (const RunResult& run : results) {
     RunReport rr;
-    std::vector<const RequestRecord*> all;
-    for (const RequestRecord& r : run.requests) all.push_back(&r);
+    std::vector<const RequestRecord*> all, probes;
+    for (const RequestRecord& r : run.requests) (r.probe.kind == ProbeKind::kNone ? all : probes).push_back(&r);
     rr.all = ComputeFigures(all, run.duration, slos);
+    rr.probes = TallyProbes(probes);
     rr.peaks = ComputePeaks(run.metrics);
     // Buckets: each distinct length when there are few, else powers of two.
     const bool multi = run.plan.multi_turn.conversations > 0;
     std::set<int64_t> lens;
-    for (const RequestRecord& r : run.requests) {
-      if (r.sent >= 0) lens.insert(LengthOf(r, multi));
+    for (const RequestRecord* r : all) {
+      if (r->sent >= 0) lens.insert(LengthOf(*r, multi));
     }
     const bool exact = !multi && lens.size() <= 12;
     std::map<int64_t, std::vector<const RequestRecord*>> groups;  // key: bucket upper bound
-    for (const RequestRecord& r : run.requests) {
-      const int64_t l = LengthOf(r, multi);
+    for (const RequestRecord* r : all) {
+      const int64_t l = LengthOf(*r, multi);
       int64_t key = l;
       if (!exact) {
         key = 1;
         while (key < l) key *= 2;
       }
-      groups[key].push_back(&r);
+      groups[key].push_back(r);
     }
     for (auto& [key, recs] : groups) {
       BucketFigures b;
@@ -247,7 +229,9 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
     std::string label = p.rate > 0 ? fmt::format("rate={:g}/s", p.rate) : fmt::format("c={}", p.concurrency);
     label += fmt::format(" out={} {}", p.output_len, ApiKindName(p.api));
     if (p.input_len == 0) label += fmt::format(" mix (run {})", i + 1);
-    for (const RequestRecord& r : results[i].requests) series[label][r.input_tokens].push_back(&r);
+    for (const RequestRecord& r : results[i].requests) {
+      if (r.probe.kind == ProbeKind::kNone) series[label][r.input_tokens].push_back(&r);
+    }
   }
   for (auto& [label, by_len] : series) {
     LengthSeries s;
@@ -371,7 +355,9 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
     std::map<std::string, int64_t> kinds;
     for (const RunResult& run : results) {
       for (const RequestRecord& r : run.requests) {
-        if (r.sent < 0) continue;
+        // Probes are judged by their own checks (a malformed request's 400
+        // is right; its 5xx fails expected_errors).
+        if (r.sent < 0 || r.probe.kind != ProbeKind::kNone) continue;
         ++sent;
         const bool server_side = r.status >= 500 || r.error_kind == "stream" || r.error_kind == "disconnected" ||
                                  r.error_kind == "connect" || r.error_kind == "protocol";
@@ -416,6 +402,7 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
     }
     rep.checks.push_back(c);
   }
+  for (Check& c : ProbeChecks(results, options.answers_min)) rep.checks.push_back(std::move(c));
   return rep;
 }
 
@@ -438,6 +425,9 @@ nlohmann::json BenchReportJson(const BenchReport& report, const std::vector<RunR
       buckets.push_back({{"label", b.label}, {"min_tokens", b.lo}, {"max_tokens", b.hi}, {"figures", b.f.ToJson()}});
     }
     r["by_input_length"] = buckets;
+    nlohmann::json probes = nlohmann::json::array();
+    for (const ProbeTally& t : rr.probes) probes.push_back(t.ToJson());
+    r["probes"] = probes;
     nlohmann::json series = nlohmann::json::array();
     auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     for (const MetricsPoint& m : run.metrics) {
@@ -524,6 +514,10 @@ std::string FormatBenchTable(const BenchReport& report, const std::vector<RunRes
       o += fmt::format("  errors: {}\n", fmt::join(parts, ", "));
     }
     for (const std::string& n : RunNotes(f)) o += "  note: " + n + "\n";
+    for (const ProbeTally& t : rr.probes) {
+      o += "  probes: " + t.Line() + "\n";
+      for (const std::string& e : t.examples) o += "    " + e + "\n";
+    }
     if (f.cached_share) o += fmt::format("  cached prompt tokens: {:.1f} %\n", *f.cached_share * 100);
     if (run.plan.rate > 0 && f.max_send_lag > 0.05) {
       o += fmt::format("  note: the client sent up to {} late (it could not keep the arrival schedule)\n",

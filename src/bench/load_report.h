@@ -19,7 +19,9 @@
 //   memory        each server's resident memory <= memory_ratio_max times its
 //                 memory plan (kvserve:memory_bytes), sampled;
 //   server_errors no 5xx, no error inside a stream, no dropped connection;
-//   preemptions   preemptions per minute of sampled time <= the maximum.
+//   preemptions   preemptions per minute of sampled time <= the maximum;
+//   answers, expected_errors  the probes' (bench/probe_report.h).
+// Probe requests are scored, not timed: they are left out of the figures.
 // A check without data (no /metrics, one length) is SKIP, never PASS.
 // Thread-safety: pure functions of their inputs.
 #pragma once
@@ -32,7 +34,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/check.h"
 #include "bench/load_runner.h"
+#include "bench/probe_report.h"
 #include "bench/stats.h"
 
 namespace kvs::bench {
@@ -89,9 +93,10 @@ struct BucketFigures {
 };
 
 struct RunReport {
-  Figures all;
+  Figures all;                         // ordinary requests (probes are scored, not timed)
   std::vector<BucketFigures> buckets;  // by input length; one when all are equal
   MetricsPeaks peaks;
+  std::vector<ProbeTally> probes;      // probe requests by kind (bench/probe_report.h)
 };
 
 // TTFT and TPOT against input length for runs that differ only in length
@@ -107,23 +112,12 @@ struct LengthSeries {
   std::vector<LengthPoint> points;  // by length
 };
 
-enum class CheckStatus { kPass, kFail, kSkip };
-const char* CheckStatusName(CheckStatus s);  // "PASS", "FAIL", "SKIP"
-
-struct Check {
-  std::string name;
-  CheckStatus status = CheckStatus::kSkip;
-  std::string detail;  // the numbers
-  std::optional<double> value, threshold;
-  std::string Line() const;  // "PASS kv_watermark: peak KV use 41.2 % <= 90 %"
-  nlohmann::json ToJson() const;
-};
-
 struct CheckOptions {
   double kv_watermark_max = 0.90;
   double memory_ratio_max = 1.0;  // process RSS / the server's memory plan
   double preemptions_per_minute_max = 10;
   double ttft_jump_max = 10;
+  double answers_min = 0.9;  // probes: the share of right answers each kind needs
   // The endpoint is a kvserve gateway: a watermark check without KV figures
   // fails (naming --replica-metrics) instead of skipping.
   bool behind_gateway = false;

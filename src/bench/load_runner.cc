@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -77,13 +78,52 @@ nlohmann::json RequestRecord::ToJson() const {
     j["conversation"] = conversation;
     j["turn"] = turn;
   }
+  if (!finish_reason.empty()) j["finish_reason"] = finish_reason;
+  if (probe.kind != ProbeKind::kNone) {
+    j["probe"] = probe.ToJson();
+    j["probe"]["verdict"] = verdict.ToJson();
+  }
   return j;
 }
 
 // --- Prompts -----------------------------------------------------------------------
 
+namespace {
+
+// A prompt of the run's text longer than the context: words are added until
+// the count passes it by a margin.
+StatusOr<PreparedPrompt> OverLengthPrompt(const TextSource& source, Rng& rng, const RunPlan& plan,
+                                          TokenCounter& counter, std::optional<int64_t> context) {
+  if (!context) {
+    return FailedPrecondition(
+        "over-length probes need the model's context length, and the endpoint did not give it in /v1/models "
+        "(max_model_len)");
+  }
+  const int64_t target = *context + 64;
+  size_t words = static_cast<size_t>(target);
+  for (int tries = 0; tries < 6; ++tries) {
+    WordStream w = MakeWords(source, rng, words);
+    PreparedPrompt p;
+    p.text = w.Join(w.words.size());
+    if (plan.api == ApiKind::kChat) {
+      KVS_ASSIGN_OR_RETURN(p.tokens, counter.CountChat({{"user", p.text}}));
+    } else {
+      KVS_ASSIGN_OR_RETURN(p.tokens, counter.CountPrompt(p.text));
+    }
+    if (p.tokens > *context) {
+      p.probe = MakeOverLengthProbe();
+      return p;
+    }
+    words = words * 2;
+  }
+  return Internal("could not build a prompt longer than the context of {} tokens", *context);
+}
+
+}  // namespace
+
 StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
-                                     const std::function<void(size_t, size_t)>& progress) {
+                                     const std::function<void(size_t, size_t)>& progress,
+                                     std::optional<int64_t> context) {
   PreparedRun out;
   out.plan = plan;
   KVS_ASSIGN_OR_RETURN(std::unique_ptr<TextSource> source, MakeTextSource(plan.text));
@@ -94,8 +134,11 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
   if (multi) {
     KVS_ASSIGN_OR_RETURN(base, counter.CountPrompt(""));
   }
-  auto fit_text = [&](Rng& rng, int64_t tokens) -> StatusOr<FitResult> {
-    WordStream w = MakeWords(*source, rng, static_cast<size_t>(tokens) + 16);
+  // Recall probes hide their fact in the classic haystack whatever the
+  // run's text: the task small models are trained on.
+  const std::unique_ptr<TextSource> haystack = MakeFillerSource();
+  auto fit_text = [&](Rng& rng, int64_t tokens, const TextSource* from = nullptr) -> StatusOr<FitResult> {
+    WordStream w = MakeWords(from ? *from : *source, rng, static_cast<size_t>(tokens) + 16);
     return FitWords(
         w.words.size(), tokens + base, [&](size_t n, const std::string& pad) { return w.Join(n) + pad; },
         [&](const std::string& text) { return counter.CountPrompt(text); });
@@ -105,14 +148,74 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
     KVS_ASSIGN_OR_RETURN(FitResult f, fit_text(rng, plan.multi_turn.system_tokens));
     out.system_prompt = f.text;
   }
+  // Recall probes: the fact of each conversation whose last turn asks.
+  std::map<int, RecallFact> facts;
+  for (const PlannedRequest& q : plan.requests) {
+    if (multi && q.probe == ProbeKind::kRecall) {
+      Rng rng(plan.seed * 6364136223846793005ull + static_cast<uint64_t>(q.conversation) * 13 + 5);
+      facts[q.conversation] = MakeRecallFact(rng);
+    }
+  }
+  auto count = [&](const std::string& text, bool chat) -> StatusOr<int64_t> {
+    if (!chat) return counter.CountPrompt(text);
+    KVS_ASSIGN_OR_RETURN(int64_t n, counter.CountChat({{"user", text}}));
+    return n - base;
+  };
   out.prompts.resize(plan.requests.size());
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const PlannedRequest& q = plan.requests[i];
     Rng rng(plan.seed * 1000003 + static_cast<uint64_t>(i) * 7 + 11);
+    // Probes with prompts of their own.
+    if (q.probe != ProbeKind::kNone && q.probe != ProbeKind::kRecall) {
+      PreparedPrompt pp;
+      if (q.probe == ProbeKind::kOverLength) {
+        KVS_ASSIGN_OR_RETURN(pp, OverLengthPrompt(*source, rng, plan, counter, context));
+      } else {
+        ProbePrompt probe = q.probe == ProbeKind::kArithmetic ? MakeArithmeticProbe(rng, plan.api == ApiKind::kChat)
+                            : q.probe == ProbeKind::kJson     ? MakeJsonProbe(rng)
+                                                              : MakeMalformedProbe(rng);
+        pp.text = std::move(probe.text);
+        pp.probe = std::move(probe.probe);
+        if (!pp.text.empty()) {
+          KVS_ASSIGN_OR_RETURN(pp.tokens, count(pp.text, plan.api == ApiKind::kChat || q.probe == ProbeKind::kJson));
+        }
+      }
+      out.prompts[i] = std::move(pp);
+      continue;
+    }
+    if (q.probe == ProbeKind::kRecall && !multi) {
+      // The fact, the run's text, the question: a prompt of about the
+      // planned length.
+      const bool chat = plan.api == ApiKind::kChat;
+      RecallFact fact = MakeRecallFact(rng);
+      WordStream w = MakeWords(*haystack, rng, static_cast<size_t>(q.input_tokens) + 16);
+      const int64_t middle = std::max<int64_t>(q.input_tokens - 32, 1);
+      KVS_ASSIGN_OR_RETURN(FitResult f, chat ? FitChatMessage(w, middle, counter) : FitPrompt(w, middle, counter));
+      PreparedPrompt pp;
+      pp.text = fact.fact + " " + f.text + " " + fact.question.text;
+      if (!chat) pp.text += " " + fact.answer_prefix;
+      KVS_ASSIGN_OR_RETURN(pp.tokens, count(pp.text, chat));
+      pp.probe = fact.question.probe;
+      out.prompts[i] = std::move(pp);
+      continue;
+    }
+    if (q.probe == ProbeKind::kRecall) {
+      const ProbePrompt& question = facts[q.conversation].question;
+      KVS_ASSIGN_OR_RETURN(const int64_t n, count(question.text, true));
+      out.prompts[i] = {question.text, n, false, question.probe};
+      continue;
+    }
     FitResult f;
     if (multi) {
-      KVS_ASSIGN_OR_RETURN(f, fit_text(rng, q.input_tokens));
+      const bool probed = facts.count(q.conversation) > 0;
+      KVS_ASSIGN_OR_RETURN(f, fit_text(rng, q.input_tokens, probed ? haystack.get() : nullptr));
       f.tokens -= base;
+      if (auto it = facts.find(q.conversation); it != facts.end() && q.turn == 0) {
+        // The first turn states the fact its conversation's last turn asks for.
+        f.text = it->second.fact + " " + f.text;
+        KVS_ASSIGN_OR_RETURN(f.tokens, count(f.text, true));
+        f.exact = false;
+      }
     } else {
       WordStream w = MakeWords(*source, rng, static_cast<size_t>(q.input_tokens) + 16);
       if (plan.api == ApiKind::kChat) {
@@ -121,17 +224,19 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
         KVS_ASSIGN_OR_RETURN(f, FitPrompt(w, q.input_tokens, counter));
       }
     }
-    out.prompts[i] = {std::move(f.text), f.tokens, f.exact};
+    out.prompts[i] = {std::move(f.text), f.tokens, f.exact, Probe{}};
     if (progress && (i % 8 == 7 || i + 1 == plan.requests.size())) progress(i + 1, plan.requests.size());
   }
   return out;
 }
 
 nlohmann::json RequestBody(const RunPlan& plan, const std::string& model, const std::string& prompt,
-                           const std::vector<ChatMessage>* history) {
+                           const std::vector<ChatMessage>* history, const Probe* probe) {
+  const bool answer_probe = probe && probe->kind != ProbeKind::kNone && !ExpectsError(probe->kind);
+  const bool json_probe = probe && probe->kind == ProbeKind::kJson;
   nlohmann::json b;
   b["model"] = model;
-  if (plan.api == ApiKind::kChat) {
+  if (plan.api == ApiKind::kChat || json_probe) {
     nlohmann::json ms = nlohmann::json::array();
     if (history) {
       for (const ChatMessage& m : *history) ms.push_back({{"role", m.role}, {"content", m.content}});
@@ -141,12 +246,27 @@ nlohmann::json RequestBody(const RunPlan& plan, const std::string& model, const 
   } else {
     b["prompt"] = prompt;
   }
-  b["max_tokens"] = plan.output_len;
+  b["max_tokens"] = probe && probe->max_tokens > 0 ? probe->max_tokens : plan.output_len;
   b["temperature"] = 0;
   b["stream"] = true;
   b["stream_options"] = {{"include_usage", true}};
-  if (plan.ignore_eos) b["ignore_eos"] = true;
+  // A probe's answer ends where the model ends it.
+  if (plan.ignore_eos && !answer_probe) b["ignore_eos"] = true;
+  if (json_probe) {
+    b["response_format"] = {{"type", "json_schema"},
+                            {"json_schema", {{"name", "probe"}, {"strict", true}, {"schema", probe->schema}}}};
+  }
   return b;
+}
+
+std::pair<std::string, std::string> RequestBytes(const RunPlan& plan, const std::string& model,
+                                                 const PreparedPrompt& prompt,
+                                                 const std::vector<ChatMessage>* history) {
+  const Probe& probe = prompt.probe;
+  const bool chat = plan.api == ApiKind::kChat || probe.kind == ProbeKind::kJson;
+  std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+  if (probe.kind == ProbeKind::kMalformed) return {path, MalformedBody(probe, model, chat)};
+  return {path, RequestBody(plan, model, prompt.text, history, &probe).dump()};
 }
 
 // --- Running -------------------------------------------------------------------------
@@ -182,6 +302,9 @@ void OnEvent(CallState& cs, const http::SseMessage& m) {
   std::string text;
   if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
     const auto& c = j["choices"][0];
+    if (c.contains("finish_reason") && c["finish_reason"].is_string()) {
+      r.finish_reason = c["finish_reason"].get<std::string>();
+    }
     if (c.contains("text") && c["text"].is_string()) text = c["text"].get<std::string>();
     if (c.contains("delta") && c["delta"].is_object()) {
       const auto& d = c["delta"];
@@ -225,6 +348,7 @@ void Finish(CallState& cs, const http::ClientResult& res) {
     return;
   }
   if (r.status != 200) {
+    r.error_body = cs.error_body;
     r.error = fmt::format("HTTP {}: {}", r.status, ErrorMessageFromBody(cs.error_body));
     r.error_kind = r.status >= 500 ? "http_5xx" : "http_4xx";
   }
@@ -264,6 +388,18 @@ class ProgressBar {
   int last_quarter_ = 0;
 };
 
+// A probe's verdict from its finished record.
+void ScoreRecord(RequestRecord* r) {
+  ProbeOutcome o;
+  o.status = r->status;
+  o.transport_error = !r->error.empty() && r->error_kind != "http_4xx" && r->error_kind != "http_5xx";
+  o.answer = r->answer;
+  o.error_body = r->error_body;
+  o.finish_reason = r->finish_reason;
+  r->verdict = ScoreProbe(r->probe, o);
+  if (o.transport_error && !r->verdict.ok) r->verdict.detail = r->error;
+}
+
 }  // namespace
 
 StatusOr<MetricsPoint> ReadMetricsPoint(Endpoint& ep, double t) {
@@ -291,6 +427,7 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
     r.input_tokens = q.input_tokens;
     r.output_tokens = q.output_tokens;
     r.scheduled = q.arrival;
+    r.probe = run.prompts[i].probe;
   }
   // Conversations: multi-turn ones from the plan, else one per request.
   struct Conv {
@@ -353,7 +490,7 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
 
   auto send = [&](size_t ri, const std::vector<ChatMessage>* history) {
     RequestRecord& rec = res.requests[ri];
-    const std::string body = RequestBody(plan, ep.info().model, run.prompts[ri].text, history).dump();
+    auto [path, body] = RequestBytes(plan, ep.info().model, run.prompts[ri], history);
     auto cs = std::make_shared<CallState>();
     cs->rec = &rec;
     cs->t0 = t0;
@@ -372,9 +509,8 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
       finished.push_back(ri);
       cv.notify_all();
     };
-    const std::string path = plan.api == ApiKind::kChat ? "/v1/chat/completions" : "/v1/completions";
     rec.sent = elapsed();
-    ep.client().Start(ep.url(), ep.MakePost(path, body), std::move(cb));
+    ep.client().Start(ep.url(), ep.MakePost(path, std::move(body)), std::move(cb));
   };
 
   ProgressBar bar(o.progress, o.progress_label.empty() ? plan.name : o.progress_label + " " + plan.name, n);
@@ -389,7 +525,11 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
       --inflight;
       ++done;
       RequestRecord& rec = res.requests[ri];
-      if (!rec.ok()) ++errors;
+      if (rec.probe.kind != ProbeKind::kNone) {
+        ScoreRecord(&rec);
+      } else if (!rec.ok()) {
+        ++errors;
+      }
       Conv& c = convs[conv_of[ri]];
       if (multi) {
         c.history.push_back({"user", run.prompts[ri].text});

@@ -21,12 +21,14 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "bench/endpoint.h"
+#include "bench/probes.h"
 #include "bench/prom_text.h"
 #include "bench/workload.h"
 
@@ -46,7 +48,11 @@ struct RequestRecord {
   int status = 0;              // HTTP status; 0: no response (transport error)
   std::string error;           // "" when the request succeeded
   std::string error_kind;      // "http_4xx", "http_5xx", "stream", "connect", "timeout", ...
-  std::string answer;          // generated text (kept for multi-turn history; not in the JSON)
+  std::string answer;          // generated text (kept for multi-turn history and probes; not in the JSON)
+  std::string error_body;      // the body of a non-200 answer (first 64 KiB; not in the JSON)
+  std::string finish_reason;   // of the first choice, when the server said
+  Probe probe;                 // kind kNone: an ordinary request
+  ProbeVerdict verdict;        // probes: scored when the call ended
 
   bool ok() const { return error.empty() && status == 200; }
   std::optional<double> Ttft() const;
@@ -78,6 +84,7 @@ struct PreparedPrompt {
   std::string text;          // completions prompt or chat user message
   int64_t tokens = 0;        // counted
   bool exact = false;
+  Probe probe;               // what a probe request expects (kind kNone otherwise)
 };
 
 struct PreparedRun {
@@ -87,9 +94,13 @@ struct PreparedRun {
 };
 
 // Builds every prompt of a plan with exact token counts (prose/filler/file
-// text from the plan's seed). progress(done, total) is called now and then.
+// text from the plan's seed), and every probe's prompt and expectations.
+// progress(done, total) is called now and then. `context`: the model's
+// context length, which over-length probes must exceed (they fail to
+// prepare without it).
 StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
-                                     const std::function<void(size_t, size_t)>& progress = {});
+                                     const std::function<void(size_t, size_t)>& progress = {},
+                                     std::optional<int64_t> context = std::nullopt);
 
 struct LoadOptions {
   double metrics_interval_seconds = 0.5;  // 0: no sampling
@@ -103,8 +114,14 @@ StatusOr<MetricsPoint> ReadMetricsPoint(Endpoint& endpoint, double t);
 // Sends the run's requests and returns their records.
 RunResult RunLoad(Endpoint& endpoint, const PreparedRun& run, const LoadOptions& options);
 
-// The JSON body of a request (exposed for tests).
+// The JSON body of a request (exposed for tests). A probe sets its own
+// max_tokens, leaves ignore_eos off and adds its response format; a JSON
+// probe is a chat request whatever the run's API.
 nlohmann::json RequestBody(const RunPlan& plan, const std::string& model, const std::string& prompt,
-                           const std::vector<ChatMessage>* history);
+                           const std::vector<ChatMessage>* history, const Probe* probe = nullptr);
+// The path and bytes a request sends (a malformed probe's bytes are not
+// JSON).
+std::pair<std::string, std::string> RequestBytes(const RunPlan& plan, const std::string& model,
+                                                 const PreparedPrompt& prompt, const std::vector<ChatMessage>* history);
 
 }  // namespace kvs::bench

@@ -125,7 +125,7 @@ int RunOnlineBench(const OnlineBenchOptions& options) {
       std::fprintf(stderr, "\rpreparing prompts for run %zu/%zu: %zu/%zu   ", i + 1, plans.size(), done, total);
       std::fflush(stderr);
     };
-    auto p = PreparePrompts(plans[i], *counter, progress);
+    auto p = PreparePrompts(plans[i], *counter, progress, info->context);
     if (!p.ok()) return Fail(p.status().WithContext("preparing prompts (" + counter->Describe() + ")"));
     prepared.push_back(std::move(*p));
   }

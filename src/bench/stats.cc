@@ -25,7 +25,8 @@ ProportionInterval WilsonInterval(int64_t hits, int64_t n, double z) {
   const double nn = static_cast<double>(n), p = static_cast<double>(hits) / nn, z2 = z * z;
   const double centre = (p + z2 / (2 * nn)) / (1 + z2 / nn);
   const double half = z / (1 + z2 / nn) * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
-  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+  // At 0 or n hits the bound is exactly 0 or 1 (rounding leaves 1 - 1e-16).
+  return {hits <= 0 ? 0.0 : std::max(0.0, centre - half), hits >= n ? 1.0 : std::min(1.0, centre + half)};
 }
 
 Summary Summarize(std::vector<double> values) {

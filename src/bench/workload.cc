@@ -140,6 +140,7 @@ std::string WorkloadSpec::Describe() const {
     s += fmt::format(", input {} tokens", input_len);
   }
   s += fmt::format(", output {} tokens", output_len);
+  if (!probes.empty()) s += fmt::format(", probes {}", FormatProbes(probes));
   return s;
 }
 
@@ -165,6 +166,7 @@ nlohmann::json WorkloadSpec::ToJson() const {
   j["ignore_eos"] = ignore_eos;
   j["text"] = text;
   j["seed"] = seed;
+  j["probes"] = FormatProbes(probes);
   return j;
 }
 
@@ -200,8 +202,51 @@ Status ValidateSpec(const WorkloadSpec& s) {
   if (s.multi_turn.conversations > 0 && s.api != ApiKind::kChat) {
     return InvalidArgument("multi-turn conversations need the chat API (api: chat, --api chat)");
   }
+  for (auto& [kind, share] : s.probes) {
+    if (kind == ProbeKind::kRecall && s.multi_turn.conversations > 0 && s.multi_turn.turns < 2) {
+      return InvalidArgument(
+          "recall probes in conversations state a fact in the first turn and ask for it in the last: they need "
+          "two or more turns (--multi-turn 4:3)");
+    }
+    if (kind != ProbeKind::kRecall && s.multi_turn.conversations > 0) {
+      return InvalidArgument("multi-turn runs carry recall probes only; put {} probes in a run of their own",
+                             ProbeKindName(kind));
+    }
+  }
   return Status::Ok();
 }
+
+namespace {
+
+// Draws each request's probe kind (recall: each conversation's) by the
+// shares, from a generator of its own so that the rest of the plan is the
+// same with and without probes.
+void AssignProbes(RunPlan* p) {
+  if (p->probes.empty()) return;
+  std::mt19937_64 rng(p->seed * 0xD1B54A32D192ED03ull + 7);
+  std::uniform_real_distribution<double> u(0, 1);
+  auto draw = [&]() {
+    double x = u(rng);
+    for (auto& [kind, share] : p->probes) {
+      if (x < share) return kind;
+      x -= share;
+    }
+    return ProbeKind::kNone;
+  };
+  if (p->multi_turn.conversations > 0) {
+    for (size_t i = 0; i < p->requests.size(); ++i) {
+      PlannedRequest& r = p->requests[i];
+      if (r.turn != 0) continue;
+      const ProbeKind k = draw();
+      const size_t last = i + static_cast<size_t>(p->multi_turn.turns) - 1;
+      if (k != ProbeKind::kNone && last < p->requests.size()) p->requests[last].probe = k;
+    }
+    return;
+  }
+  for (PlannedRequest& r : p->requests) r.probe = draw();
+}
+
+}  // namespace
 
 StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
   WorkloadSpec spec = unresolved;
@@ -229,6 +274,7 @@ StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
       p.multi_turn = spec.multi_turn;
       p.text = spec.text;
       p.seed = run_seed++;
+      p.probes = spec.probes;
       std::string label = rate > 0 ? fmt::format("rate={:g}/s", rate) : fmt::format("c={}", conc);
       if (spec.multi_turn.conversations > 0) {
         label += fmt::format(" conv={}x{}", spec.multi_turn.conversations, spec.multi_turn.turns);
@@ -289,6 +335,7 @@ StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
           p.requests.push_back(r);
         }
       }
+      AssignProbes(&p);
       runs.push_back(std::move(p));
     }
   }
@@ -312,6 +359,7 @@ nlohmann::json RunPlan::ToJson() const {
                      {"system_tokens", multi_turn.system_tokens}};
   j["text"] = text;
   j["seed"] = seed;
+  j["probes"] = FormatProbes(probes);
   j["num_requests"] = requests.size();
   return j;
 }
@@ -447,6 +495,17 @@ Status ApplyKey(const std::string& raw_key, const YAML::Node& v, WorkloadSpec* s
     s->ignore_eos = b == "true";
   } else if (key == "text") {
     s->text = Scalar(v);
+  } else if (key == "probes") {
+    std::string text;
+    if (v.IsMap()) {
+      for (const auto& kv : v) {
+        if (!text.empty()) text += ",";
+        text += kv.first.Scalar() + ":" + Scalar(kv.second);
+      }
+    } else {
+      text = Scalar(v);
+    }
+    KVS_ASSIGN_OR_RETURN(s->probes, ParseProbes(text));
   } else if (key == "seed") {
     int64_t x = 0;
     KVS_RETURN_IF_ERROR(integer(&x));
@@ -454,7 +513,7 @@ Status ApplyKey(const std::string& raw_key, const YAML::Node& v, WorkloadSpec* s
   } else {
     return InvalidArgument(
         "unknown key '{}' (known: name, api, concurrency, rate, max-concurrency, num-requests, duration, input-len, "
-        "input-lengths, output-len, mix, multi-turn, ignore-eos, text, seed, slo, runs)",
+        "input-lengths, output-len, mix, multi-turn, ignore-eos, text, seed, probes, slo, runs)",
         raw_key);
   }
   return Status::Ok();

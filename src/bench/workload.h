@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "bench/probes.h"
 
 namespace kvs::bench {
 
@@ -59,6 +60,10 @@ struct WorkloadSpec {
   bool ignore_eos = true;               // so every answer has output_len tokens
   std::string text = "prose";           // "prose", "filler" or a file
   uint64_t seed = 1;
+  // Requests whose answers are checked (bench/probes.h): a share of the
+  // requests each (recall in multi-turn runs: of the conversations, which
+  // carry no other kind).
+  ProbeShares probes;
 
   std::string Describe() const;
   nlohmann::json ToJson() const;
@@ -82,7 +87,7 @@ StatusOr<std::vector<int64_t>> ParseLengths(const std::string& s, int64_t max = 
 // list gives one spec each, overriding the defaults. Keys are the long flag
 // names (dashes or underscores): api, concurrency, rate, max-concurrency,
 // num-requests, duration, input-len, input-lengths, output-len, mix,
-// multi-turn, ignore-eos, text, seed, name; plus slo (a list of SLO
+// multi-turn, ignore-eos, text, seed, name, probes; plus slo (a list of SLO
 // strings) at the top level. An unknown key is an error that names it.
 struct WorkloadFile {
   std::vector<WorkloadSpec> specs;
@@ -98,6 +103,7 @@ struct PlannedRequest {
   double arrival = 0;         // seconds from the run's start (Poisson; 0 for closed loop)
   int conversation = -1;      // multi-turn: conversation and turn (0-based)
   int turn = -1;
+  ProbeKind probe = ProbeKind::kNone;  // recall: on the conversation's last turn
 };
 
 struct RunPlan {
@@ -113,6 +119,7 @@ struct RunPlan {
   MultiTurnSpec multi_turn;
   std::string text;
   uint64_t seed = 1;
+  ProbeShares probes;
   std::vector<PlannedRequest> requests;  // in sending order (multi-turn: by turn within each conversation)
   nlohmann::json ToJson() const;         // settings, without the request list
 };

@@ -44,7 +44,7 @@ struct BenchOptions {
   bench::OnlineBenchOptions online;
   std::string api = "completions";
   std::vector<double> rates;
-  std::string mix, multi_turn;
+  std::string mix, multi_turn, probes;
   bool no_ignore_eos = false, no_progress = false;
   int64_t input_len = 0, output_len = 0;
 };
@@ -197,6 +197,14 @@ int RunOnline(BenchOptions o) {
     s.multi_turn = *m;
     s.api = bench::ApiKind::kChat;
   }
+  if (!o.probes.empty()) {
+    auto p = bench::ParseProbes(o.probes);
+    if (!p.ok()) {
+      std::fprintf(stderr, "error: --probes: %s\n", p.status().message().c_str());
+      return 2;
+    }
+    s.probes = *p;
+  }
   // -m names the model: a GGUF file gives the local tokenizer, anything
   // else is the served model id.
   if (!o.model.empty()) {
@@ -342,6 +350,14 @@ void AddOnlineOptions(CLI::App* app, BenchOptions* o) {
                   "Shared-prefix conversations CONVERSATIONS:TURNS[:SYSTEM_TOKENS] whose history grows (chat API)")
       ->group(g);
   app->add_flag("--no-ignore-eos", o->no_ignore_eos, "Let answers end early (default: ignore_eos, exact lengths)")
+      ->group(g);
+  app->add_option("--probes", o->probes,
+                  "Requests whose answers are checked, KIND:SHARE,... with KIND arithmetic, json, recall (multi-turn), "
+                  "over-length or malformed, e.g. arithmetic:0.1,json:0.05,malformed:0.05")
+      ->group(g);
+  app->add_option("--answers-min", on.checks.answers_min,
+                  "Check: the share of right answers each probe kind needs (arithmetic, json, recall)")
+      ->check(CLI::Range(0.0, 1.0))
       ->group(g);
   app->add_option("--text", on.spec.text, "Prompt text: prose, filler or a text file")->group(g);
   app->add_option("--seed", on.spec.seed, "Seed for prompts and arrivals (default: random, printed)")->group(g);

@@ -28,10 +28,12 @@ runs:
     rate: 20
     num-requests: 12
     mix: {64: 0.7, 512: 0.3}
+    probes: {recall: 0.2, malformed: 0.1}
   - name: chat
     multi-turn: {conversations: 2, turns: 3, system_tokens: 64}
     concurrency: 2
     input-len: 32
+    probes: {recall: 0.5}
 EOF
 code=0
 "$KVSERVE_BIN" bench --url "$srv_URL" --workload "$dir/workload.yaml" --metrics-interval 0.1 \

@@ -79,6 +79,27 @@ def bench(j, html, stdout, code, min_runs):
         s, f, reqs = r["settings"], r["figures"], r["requests"]
         name = s["name"]
         check(len(reqs) == s["num_requests"], f"{name}: {len(reqs)} request records for {s['num_requests']} planned")
+        # Probes are scored, not timed: their tallies recomputed from the
+        # records, the figures from the other requests.
+        probes = [q for q in reqs if "probe" in q]
+        tallies = {}
+        for q in probes:
+            t = tallies.setdefault(q["probe"]["kind"], {"sent": 0, "right": 0, "misses": {}})
+            if q["sent"] is None:
+                continue
+            t["sent"] += 1
+            v = q["probe"]["verdict"]
+            t["right"] += v["ok"]
+            check(v["ok"] == (v["miss"] is None), f"{name}: request {q['index']}: verdict {v}")
+            if not v["ok"]:
+                t["misses"][v["miss"]] = t["misses"].get(v["miss"], 0) + 1
+        got = {t["kind"]: {"sent": t["sent"], "right": t["right"], "misses": t["misses"]} for t in r["probes"]}
+        check(got == {k: v for k, v in tallies.items() if v["sent"]}, f"{name}: probe tallies {got} != {tallies}")
+        if probes:
+            check("Answers under load" in html and all(k in html for k in got), f"{name}: HTML lacks the probes")
+            check(all(f"probes: {k} " in stdout for k in got), f"{name}: stdout lacks the probes")
+        reqs = [q for q in reqs if "probe" not in q]
+        check(f["planned"] == len(reqs), f"{name}: figures.planned {f['planned']} != {len(reqs)} ordinary requests")
         ok = [q for q in reqs if q["ok"]]
         check(f["ok"] == len(ok), f"{name}: figures.ok {f['ok']} != {len(ok)} ok records")
         check(len(ok) > 0, f"{name}: no request succeeded")
@@ -103,7 +124,8 @@ def bench(j, html, stdout, code, min_runs):
         check(f"run " in stdout and name in stdout, f"stdout lacks run {name}")
     checks = j.get("checks", [])
     names = {c["name"] for c in checks}
-    check(names == {"ttft_growth", "kv_watermark", "memory", "server_errors", "preemptions"}, f"JSON: checks {names}")
+    check(names == {"ttft_growth", "kv_watermark", "memory", "server_errors", "preemptions", "answers",
+                    "expected_errors"}, f"JSON: checks {names}")
     for c in checks:
         check(c["status"] in ("PASS", "FAIL", "SKIP"), f"check {c['name']}: status {c['status']}")
         check(c["name"] in html, f"HTML lacks check {c['name']}")
