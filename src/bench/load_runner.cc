@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -166,7 +167,7 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
     const PlannedRequest& q = plan.requests[i];
     Rng rng(plan.seed * 1000003 + static_cast<uint64_t>(i) * 7 + 11);
     // Probes with prompts of their own.
-    if (q.probe != ProbeKind::kNone && q.probe != ProbeKind::kRecall) {
+    if (q.probe != ProbeKind::kNone && q.probe != ProbeKind::kRecall && q.probe != ProbeKind::kCancel) {
       PreparedPrompt pp;
       if (q.probe == ProbeKind::kOverLength) {
         KVS_ASSIGN_OR_RETURN(pp, OverLengthPrompt(*source, rng, plan, counter, context));
@@ -224,7 +225,7 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
         KVS_ASSIGN_OR_RETURN(f, FitPrompt(w, q.input_tokens, counter));
       }
     }
-    out.prompts[i] = {std::move(f.text), f.tokens, f.exact, Probe{}};
+    out.prompts[i] = {std::move(f.text), f.tokens, f.exact, q.probe == ProbeKind::kCancel ? MakeCancelProbe() : Probe{}};
     if (progress && (i % 8 == 7 || i + 1 == plan.requests.size())) progress(i + 1, plan.requests.size());
   }
   return out;
@@ -232,7 +233,7 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
 
 nlohmann::json RequestBody(const RunPlan& plan, const std::string& model, const std::string& prompt,
                            const std::vector<ChatMessage>* history, const Probe* probe) {
-  const bool answer_probe = probe && probe->kind != ProbeKind::kNone && !ExpectsError(probe->kind);
+  const bool answer_probe = probe && ChecksAnswer(probe->kind);
   const bool json_probe = probe && probe->kind == ProbeKind::kJson;
   nlohmann::json b;
   b["model"] = model;
@@ -281,6 +282,16 @@ struct CallState {
   http::SseParser sse;
   std::string error_body;
   bool done_event = false;
+  // Cancel probes: the client goes away after the first text chunk. The
+  // handle is set after Start returns, which may be after that chunk.
+  std::mutex call_mu;
+  std::optional<http::ClientCall> call;
+  bool want_cancel = false;
+  void CancelNowOrOnStart() {
+    std::lock_guard<std::mutex> lock(call_mu);
+    want_cancel = true;
+    if (call) call->Cancel();
+  }
   double Now() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 };
 
@@ -393,6 +404,7 @@ void ScoreRecord(RequestRecord* r) {
   ProbeOutcome o;
   o.status = r->status;
   o.transport_error = !r->error.empty() && r->error_kind != "http_4xx" && r->error_kind != "http_5xx";
+  o.cancelled = r->error_kind == http::ClientErrorKindName(http::ClientErrorKind::kCancelled);
   o.answer = r->answer;
   o.error_body = r->error_body;
   o.finish_reason = r->finish_reason;
@@ -502,6 +514,7 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
         return;
       }
       for (const http::SseMessage& m : cs->sse.Feed(bytes)) OnEvent(*cs, m);
+      if (cs->rec->probe.kind == ProbeKind::kCancel && cs->rec->first_token >= 0) cs->CancelNowOrOnStart();
     };
     cb.on_done = [cs, ri, &mu, &cv, &finished](const http::ClientResult& r) {
       Finish(*cs, r);
@@ -510,7 +523,12 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
       cv.notify_all();
     };
     rec.sent = elapsed();
-    ep.client().Start(ep.url(), ep.MakePost(path, std::move(body)), std::move(cb));
+    http::ClientCall call = ep.client().Start(ep.url(), ep.MakePost(path, std::move(body)), std::move(cb));
+    if (rec.probe.kind == ProbeKind::kCancel) {
+      std::lock_guard<std::mutex> lock(cs->call_mu);
+      cs->call = call;
+      if (cs->want_cancel) call.Cancel();
+    }
   };
 
   ProgressBar bar(o.progress, o.progress_label.empty() ? plan.name : o.progress_label + " " + plan.name, n);

@@ -63,7 +63,7 @@ std::vector<Check> ProbeChecks(const std::vector<RunResult>& results, double ans
     bool fail = false;
     double worst = 1;
     for (const ProbeTally& t : tallies) {
-      if (ExpectsError(t.kind) != errors) continue;
+      if (ChecksAnswer(t.kind) == errors) continue;
       parts.push_back(t.Line());
       worst = std::min(worst, t.Share());
       if (t.Share() < min) {
@@ -73,7 +73,7 @@ std::vector<Check> ProbeChecks(const std::vector<RunResult>& results, double ans
     }
     if (parts.empty()) {
       c.status = CheckStatus::kSkip;
-      c.detail = errors ? "no over-length or malformed requests (--probes over-length:0.05,malformed:0.05)"
+      c.detail = errors ? "no over-length, malformed or cancelled requests (--probes over-length:0.05,malformed:0.05)"
                         : "no answers checked (--probes recall:0.1,json:0.05,arithmetic:0.1)";
       return c;
     }

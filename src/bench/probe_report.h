@@ -6,7 +6,8 @@
 //                    answers as it does idle; the share allows a small
 //                    model's own mistakes);
 //   expected_errors  over_length / malformed: every one refused with a 4xx
-//                    and a JSON error (there is nothing to allow for).
+//                    and a JSON error (there is nothing to allow for); cancel:
+//                    no 5xx before the client went away.
 // A check without probes of its kinds is SKIP, naming --probes.
 // Thread-safety: pure functions of their inputs.
 #pragma once

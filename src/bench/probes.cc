@@ -15,8 +15,8 @@ namespace kvs::bench {
 
 namespace {
 
-constexpr ProbeKind kKinds[] = {ProbeKind::kArithmetic, ProbeKind::kJson, ProbeKind::kRecall, ProbeKind::kOverLength,
-                                ProbeKind::kMalformed};
+constexpr ProbeKind kKinds[] = {ProbeKind::kArithmetic, ProbeKind::kJson,      ProbeKind::kRecall,
+                                ProbeKind::kOverLength, ProbeKind::kMalformed, ProbeKind::kCancel};
 
 // Names the bundled model met in training, so that its answers test the
 // server, not the model's vocabulary.
@@ -55,6 +55,7 @@ const char* ProbeKindName(ProbeKind k) {
     case ProbeKind::kRecall: return "recall";
     case ProbeKind::kOverLength: return "over_length";
     case ProbeKind::kMalformed: return "malformed";
+    case ProbeKind::kCancel: return "cancel";
   }
   return "?";
 }
@@ -69,6 +70,10 @@ std::optional<ProbeKind> ProbeKindFromName(std::string_view name) {
 }
 
 bool ExpectsError(ProbeKind k) { return k == ProbeKind::kOverLength || k == ProbeKind::kMalformed; }
+
+bool ChecksAnswer(ProbeKind k) {
+  return k == ProbeKind::kArithmetic || k == ProbeKind::kJson || k == ProbeKind::kRecall;
+}
 
 StatusOr<ProbeShares> ParseProbes(const std::string& s) {
   ProbeShares out;
@@ -97,7 +102,7 @@ StatusOr<ProbeShares> ParseProbes(const std::string& s) {
     if (!good) {
       return InvalidArgument(
           "bad probe '{}' in '{}': expected KIND:SHARE with KIND one of arithmetic, json, recall, over-length, "
-          "malformed and SHARE in (0, 1], e.g. arithmetic:0.1,malformed:0.05",
+          "malformed, cancel and SHARE in (0, 1], e.g. arithmetic:0.1,malformed:0.05",
           item, s);
     }
     for (auto& [k, x] : out) {
@@ -159,7 +164,8 @@ ProbePrompt MakeJsonProbe(Rng& rng) {
 }
 
 ProbePrompt MakeMalformedProbe(Rng& rng) {
-  static const char* kVariants[] = {"invalid_json", "wrong_type", "missing_field"};
+  static const char* kVariants[] = {"invalid_json", "wrong_type",   "missing_field",
+                                    "deep_nesting", "invalid_utf8", "out_of_range"};
   ProbePrompt p;
   p.probe.kind = ProbeKind::kMalformed;
   p.probe.variant = kVariants[std::uniform_int_distribution<size_t>(0, std::size(kVariants) - 1)(rng)];
@@ -177,6 +183,12 @@ RecallFact MakeRecallFact(Rng& rng) {
   f.question.probe.expected = value;
   f.answer_prefix = fmt::format("The secret number of {} is", name);
   return f;
+}
+
+Probe MakeCancelProbe() {
+  Probe p;
+  p.kind = ProbeKind::kCancel;
+  return p;
 }
 
 Probe MakeOverLengthProbe() {
@@ -197,6 +209,17 @@ std::string MalformedBody(const Probe& p, const std::string& model, bool chat) {
     b["max_tokens"] = "eight";
   } else if (p.variant == "missing_field") {
     b.erase(chat ? "messages" : "prompt");
+  } else if (p.variant == "out_of_range") {
+    b["max_tokens"] = -5;
+  } else if (p.variant == "deep_nesting") {
+    // Valid JSON a recursive parser would overflow its stack on.
+    const std::string s = b.dump();
+    return s.substr(0, s.size() - 1) + ",\"x\":" + std::string(10000, '[') + std::string(10000, ']') + "}";
+  } else if (p.variant == "invalid_utf8") {
+    std::string s = b.dump();
+    const size_t at = s.find("Hello");
+    s.replace(at, 5, "He\xff\xfe\xc0lo");
+    return s;
   } else {
     // Invalid JSON: the body cut in the middle of a string.
     const std::string s = b.dump();
@@ -304,6 +327,13 @@ bool HasErrorMessage(const std::string& body) {
 }  // namespace
 
 ProbeVerdict ScoreProbe(const Probe& p, const ProbeOutcome& o) {
+  if (p.kind == ProbeKind::kCancel) {
+    if (o.status >= 500 && o.status != 503) return Miss("server_error", fmt::format("HTTP {} before the hang-up", o.status));
+    ProbeVerdict v;
+    v.ok = true;
+    v.detail = o.cancelled ? "the client went away after the first chunk" : fmt::format("HTTP {}, ended first", o.status);
+    return v;
+  }
   if (o.transport_error || o.status == 0) return Miss("transport", "no complete response");
   if (ExpectsError(p.kind)) {
     const std::string body = Head(o.error_body, 160);

@@ -24,7 +24,13 @@
 //                (or 413) with an OpenAI-style JSON error, never a 200, a
 //                5xx or a dropped connection;
 //   malformed    invalid JSON, a wrongly typed field, a missing required
-//                field (in turn): expected a 400 (or 422) with a JSON error.
+//                field, JSON nested 10,000 deep, bytes that are not UTF-8,
+//                an out-of-range value (in turn): expected a 400 (or 422)
+//                with a JSON error;
+//   cancel       an ordinary streamed request whose client goes away after
+//                the first chunk (a closed tab, a killed agent): right
+//                unless the server answered 5xx before; what it owes the
+//                next requests (its KV back, no crash) the soak checks.
 // Thread-safety: value types and pure functions.
 #pragma once
 
@@ -42,11 +48,14 @@
 
 namespace kvs::bench {
 
-enum class ProbeKind { kNone, kArithmetic, kJson, kRecall, kOverLength, kMalformed };
-const char* ProbeKindName(ProbeKind k);  // "arithmetic", "json", "recall", "over_length", "malformed"
+enum class ProbeKind { kNone, kArithmetic, kJson, kRecall, kOverLength, kMalformed, kCancel };
+const char* ProbeKindName(ProbeKind k);  // "arithmetic", "json", "recall", "over_length", "malformed", "cancel"
 std::optional<ProbeKind> ProbeKindFromName(std::string_view name);  // '-' or '_'
 // over_length and malformed: a correct server refuses them.
 bool ExpectsError(ProbeKind k);
+// Judged by the answer's content (arithmetic, json, recall), not by how the
+// server handled a bad input or a hang-up.
+bool ChecksAnswer(ProbeKind k);
 
 // (kind, share of the run's requests; recall: of its conversations).
 using ProbeShares = std::vector<std::pair<ProbeKind, double>>;
@@ -63,7 +72,8 @@ struct Probe {
   std::string expected;               // arithmetic, recall: the number
   std::vector<std::string> allowed;   // arithmetic: the operands an answer may repeat
   nlohmann::json schema;              // json: the schema
-  std::string variant;                // malformed: "invalid_json", "wrong_type", "missing_field"
+  std::string variant;                // malformed: "invalid_json", "wrong_type", "missing_field", "deep_nesting",
+                                      // "invalid_utf8", "out_of_range"
   nlohmann::json ToJson() const;
 };
 
@@ -87,6 +97,7 @@ RecallFact MakeRecallFact(Rng& rng);
 // The over-length probe has no text of its own: its prompt is the run's text
 // grown past the context.
 Probe MakeOverLengthProbe();
+Probe MakeCancelProbe();
 
 // The request body of a malformed probe (its variant) for `model`.
 std::string MalformedBody(const Probe& p, const std::string& model, bool chat);
@@ -97,7 +108,7 @@ struct ProbeVerdict {
   // "" when ok; else the kind of miss: answers: "wrong_number",
   // "no_number", "invalid_json", "schema", "truncated", "http_error",
   // "transport"; expected errors: "accepted" (a 200), "server_error" (5xx),
-  // "wrong_status", "no_error_message", "transport".
+  // "wrong_status", "no_error_message", "transport"; cancel: "server_error".
   std::string miss;
   std::string detail;  // what was seen (status, the answer's start, the schema error)
   nlohmann::json ToJson() const;
@@ -111,6 +122,7 @@ struct ProbeOutcome {
   std::string answer;
   std::string error_body;
   std::string finish_reason;
+  bool cancelled = false;  // the client went away on purpose
 };
 ProbeVerdict ScoreProbe(const Probe& p, const ProbeOutcome& o);
 

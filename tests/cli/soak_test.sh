@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `kvserve soak --url` end to end:
+#   * through a real `kvserve gateway` in front of a real `kvserve serve`
+#     (bundled model), with a key on the gateway and the replica's /metrics:
+#     every check passes (alive, server_errors, answers, expected_errors,
+#     kv_idle from the replica's gauge, rss_growth) and the JSON has the
+#     windows, the RSS series and the answer classes;
+#   * a replica killed in the middle of a soak: `alive` FAILS and the exit
+#     code is 1.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$(mktemp -d)
+source "$here/serve_util.sh"
+trap 'stop_servers; rm -rf "$dir"' EXIT
+model="$KVSERVE_SOURCE_DIR/models/kvserve-tiny.gguf"
+[ -f "$model" ] || { echo "FAIL: bundled model $model is missing"; exit 1; }
+fail() { echo "FAIL: $*"; for f in "$dir"/*.out "$dir"/*.err "$dir"/gw.log; do [ -s "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
+
+start_server srv --model "$model" --max-context-length 1024 --max-concurrent-requests 16 --max-batch-size 4
+wait_ready "$srv_URL" 60 || fail "server not ready"
+key=$("$KVSERVE_BIN" gateway keys add --file "$dir/keys.yaml" --tenant soak 2>/dev/null)
+cat >"$dir/gateway.yaml" <<YAML
+gateway: {host: 127.0.0.1, port: 0, admin_port: 0, key_file: "$dir/keys.yaml", health_interval_seconds: 0.2}
+model: {path: "$model"}
+logging: {audit_log: "off"}
+pools:
+  - {name: main, max_context: 1024, replicas: [{url: "$srv_URL"}]}
+YAML
+"$KVSERVE_BIN" gateway --config "$dir/gateway.yaml" >"$dir/gw.out" 2>"$dir/gw.log" &
+started_pids+=("$!")
+gw=""
+for _ in $(seq 100); do
+  gw=$(sed -n 's/.*\] listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$dir/gw.log" | head -1)
+  [ -n "$gw" ] && [ "$(http_status "$gw" /ready)" = 200 ] && break
+  sleep 0.1
+done
+[ -n "$gw" ] && [ "$(http_status "$gw" /ready)" = 200 ] || fail "the gateway did not start"
+
+code=0
+"$KVSERVE_BIN" soak --url "$gw" --api-key "$key" --tokenizer "$model" --replica-metrics "$srv_URL" --duration 8 \
+  --window 4 -c 4 --mix 64:0.6,600:0.4 --seed 3 --json "$dir/gw.json" >"$dir/soak.out" 2>"$dir/soak.err" || code=$?
+cat "$dir/soak.out"
+[ "$code" = 0 ] || fail "the soak through the gateway: exit $code"
+for c in alive server_errors answers expected_errors kv_idle rss_growth kv_watermark memory; do
+  grep -q "^PASS $c:" "$dir/soak.out" || fail "no PASS $c line"
+done
+/usr/bin/python3 - "$dir/gw.json" <<'PY' || fail "the JSON report"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["tool"] == "kvserve soak" and j["passed"], j["checks"]
+assert len(j["windows"]) >= 2, len(j["windows"])
+assert len(j["rss_series"]) >= 4, j["rss_series"]
+cls = j["classes"]
+assert cls["malformed"] == {"400": sum(cls["malformed"].values())}, cls["malformed"]
+assert cls["over_length"] == {"400": sum(cls["over_length"].values())}, cls["over_length"]
+assert cls["ordinary"].get("200", 0) > 20, cls["ordinary"]
+assert "cancelled" in cls["cancel"], cls["cancel"]
+total = sum(w["figures"]["sent"] + sum(p["sent"] for p in w["probes"]) for w in j["windows"])
+assert total == sum(sum(m.values()) for m in cls.values()), total
+PY
+
+# A replica that dies in the middle of a soak.
+(sleep 3; kill -9 "$srv_PID") &
+code=0
+"$KVSERVE_BIN" soak --url "$srv_URL" --duration 6 --window 2 -c 4 --mix 64:1 --probes "" --kv-idle-seconds 1 \
+  >"$dir/dead.out" 2>"$dir/dead.err" || code=$?
+cat "$dir/dead.out"
+[ "$code" = 1 ] || fail "a soak whose server died must exit 1 (got $code)"
+grep -q "^FAIL alive: .*Connection refused" "$dir/dead.out" || fail "no FAIL alive line naming the refused connection"
+echo "1 passed, 0 failed"
