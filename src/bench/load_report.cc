@@ -10,9 +10,11 @@ namespace kvs::bench {
 
 namespace {
 
-nlohmann::json SummaryJson(const Summary& s) {
-  return {{"count", s.count}, {"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90},
-          {"p99", s.p99},     {"max", s.max},   {"min", s.min}};
+nlohmann::json SummaryJson(const Summary& s, const std::vector<double>& percentiles) {
+  nlohmann::json j = {{"count", s.count}, {"mean", s.mean}, {"stddev", s.stddev}, {"p50", s.p50},
+                      {"p90", s.p90},     {"p99", s.p99},   {"max", s.max},       {"min", s.min}};
+  for (double p : percentiles) j[fmt::format("p{:g}", p)] = s.At(p);
+  return j;
 }
 
 std::string Pct(double v) { return fmt::format("{:.1f} %", v * 100); }
@@ -43,10 +45,10 @@ nlohmann::json Figures::ToJson() const {
                       {"cached_share", cached_share ? nlohmann::json(*cached_share) : nlohmann::json(nullptr)},
                       {"max_send_lag_seconds", max_send_lag},
                       {"tokens_per_chunk", tokens_per_chunk ? nlohmann::json(*tokens_per_chunk) : nlohmann::json(nullptr)},
-                      {"ttft", SummaryJson(ttft)},
-                      {"tpot", SummaryJson(tpot)},
-                      {"itl", SummaryJson(itl)},
-                      {"e2e", SummaryJson(e2e)}};
+                      {"ttft", SummaryJson(ttft, percentiles)},
+                      {"tpot", SummaryJson(tpot, percentiles)},
+                      {"itl", SummaryJson(itl, percentiles)},
+                      {"e2e", SummaryJson(e2e, percentiles)}};
   return j;
 }
 
@@ -63,18 +65,25 @@ std::vector<std::string> RunNotes(const Figures& f) {
     notes.push_back(fmt::format("{:.2f} tokens per stream chunk: ITL is per chunk; TPOT is per token",
                                 *f.tokens_per_chunk));
   }
+  if (f.skipped > 0) {
+    notes.push_back(fmt::format("{} dataset prompts are longer than the model's context: not sent", f.skipped));
+  }
   return notes;
 }
 
 Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double duration,
-                       const std::vector<Slo>& slos) {
+                       const std::vector<Slo>& slos, const std::vector<double>& percentiles) {
   Figures f;
   f.duration = duration;
+  f.percentiles = percentiles;
   std::vector<double> ttft, tpot, itl, e2e;
   int64_t cached = 0, cached_prompt = 0, chunked_tokens = 0, chunks = 0;
   for (const RequestRecord* r : records) {
     ++f.planned;
-    if (r->sent < 0) continue;
+    if (r->sent < 0) {
+      f.skipped += r->error_kind == "skipped";
+      continue;
+    }
     ++f.sent;
     f.max_send_lag = std::max(f.max_send_lag, r->sent - r->scheduled);
     if (!r->ok()) {
@@ -189,7 +198,7 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
     RunReport rr;
     std::vector<const RequestRecord*> all, probes;
     for (const RequestRecord& r : run.requests) (r.probe.kind == ProbeKind::kNone ? all : probes).push_back(&r);
-    rr.all = ComputeFigures(all, run.duration, slos);
+    rr.all = ComputeFigures(all, run.duration, slos, options.percentiles);
     rr.probes = TallyProbes(probes);
     rr.peaks = ComputePeaks(run.metrics);
     // Buckets: each distinct length when there are few, else powers of two.
@@ -214,7 +223,7 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
       b.hi = key;
       b.lo = exact ? key : key / 2 + 1;
       b.label = exact ? std::to_string(key) : fmt::format("{}-{}", b.lo, b.hi);
-      b.f = ComputeFigures(recs, run.duration, slos);
+      b.f = ComputeFigures(recs, run.duration, slos, options.percentiles);
       rr.buckets.push_back(std::move(b));
     }
     rep.runs.push_back(std::move(rr));
@@ -225,7 +234,9 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
   std::map<std::string, std::map<int64_t, std::vector<const RequestRecord*>>> series;
   for (size_t i = 0; i < results.size(); ++i) {
     const RunPlan& p = results[i].plan;
-    if (p.multi_turn.conversations > 0) continue;
+    // Conversations and datasets have lengths of their own making: one
+    // request per length, no series.
+    if (p.multi_turn.conversations > 0 || p.dataset) continue;
     std::string label = p.rate > 0 ? fmt::format("rate={:g}/s", p.rate) : fmt::format("c={}", p.concurrency);
     label += fmt::format(" out={} {}", p.output_len, ApiKindName(p.api));
     if (p.input_len == 0) label += fmt::format(" mix (run {})", i + 1);
@@ -504,6 +515,17 @@ std::string FormatBenchTable(const BenchReport& report, const std::vector<RunRes
     o += Row("TPOT", f.tpot);
     o += Row("ITL", f.itl);
     o += Row("E2E", f.e2e);
+    auto spread = [](const char* name, const Summary& s) {
+      return s.count ? fmt::format("{} {} +- {}", name, FormatSeconds(s.mean), FormatSeconds(s.stddev)) : "";
+    };
+    o += fmt::format("  mean +- stddev: {}, {}, {}\n", spread("TTFT", f.ttft), spread("TPOT", f.tpot),
+                     spread("E2E", f.e2e));
+    for (double pc : f.percentiles) {
+      if (f.ttft.count == 0) break;
+      o += fmt::format("  p{:g}: TTFT {}, TPOT {}, ITL {}, E2E {}\n", pc, FormatSeconds(f.ttft.At(pc)),
+                       f.tpot.count ? FormatSeconds(f.tpot.At(pc)) : "-", f.itl.count ? FormatSeconds(f.itl.At(pc)) : "-",
+                       FormatSeconds(f.e2e.At(pc)));
+    }
     o += fmt::format("  throughput {:.2f} req/s, {:.1f} input tok/s, {:.1f} output tok/s", f.request_throughput,
                      f.input_throughput, f.output_throughput);
     if (!report.slos.empty()) o += fmt::format("; goodput {:.2f} req/s ({}/{} met the SLOs)", f.goodput, f.good, f.ok);
@@ -519,7 +541,7 @@ std::string FormatBenchTable(const BenchReport& report, const std::vector<RunRes
       for (const std::string& e : t.examples) o += "    " + e + "\n";
     }
     if (f.cached_share) o += fmt::format("  cached prompt tokens: {:.1f} %\n", *f.cached_share * 100);
-    if (run.plan.rate > 0 && f.max_send_lag > 0.05) {
+    if (run.plan.OpenLoop() && f.max_send_lag > 0.05) {
       o += fmt::format("  note: the client sent up to {} late (it could not keep the arrival schedule)\n",
                        FormatSeconds(f.max_send_lag));
     }

@@ -43,6 +43,7 @@ namespace kvs::bench {
 
 struct Figures {
   int64_t planned = 0, sent = 0, ok = 0, failed = 0, good = 0;
+  int64_t skipped = 0;            // dataset prompts over the context (not sent)
   std::map<std::string, int64_t> errors;  // "http_429", "http_503", "stream", "connect", ...
   double duration = 0;
   double request_throughput = 0;  // ok requests / s
@@ -57,6 +58,7 @@ struct Figures {
   // than the gaps a reader sees.
   std::optional<double> tokens_per_chunk;
   Summary ttft, tpot, itl, e2e;
+  std::vector<double> percentiles;  // reported besides p50/p90/p99 (--percentiles)
   nlohmann::json ToJson() const;
 };
 
@@ -69,7 +71,7 @@ std::string SmallSampleNote(const Summary& s);
 std::vector<std::string> RunNotes(const Figures& f);
 
 Figures ComputeFigures(const std::vector<const RequestRecord*>& records, double duration,
-                       const std::vector<Slo>& slos);
+                       const std::vector<Slo>& slos, const std::vector<double>& percentiles = {});
 
 struct MetricsPeaks {
   int samples = 0;
@@ -118,6 +120,7 @@ struct CheckOptions {
   double preemptions_per_minute_max = 10;
   double ttft_jump_max = 10;
   double answers_min = 0.9;  // probes: the share of right answers each kind needs
+  std::vector<double> percentiles;  // figures: percentiles besides p50/p90/p99, e.g. {95, 99.9}
   // The endpoint is a kvserve gateway: a watermark check without KV figures
   // fails (naming --replica-metrics) instead of skipping.
   bool behind_gateway = false;

@@ -120,6 +120,48 @@ StatusOr<PreparedPrompt> OverLengthPrompt(const TextSource& source, Rng& rng, co
   return Internal("could not build a prompt longer than the context of {} tokens", *context);
 }
 
+// A dataset entry's prompt: its own text (counted), or text of the run's
+// source fitted to a trace's input length; max_tokens from the trace, the
+// recorded reply's token count, or the plan.
+StatusOr<PreparedPrompt> DatasetPrompt(const Dataset& d, const PlannedRequest& q, const RunPlan& plan,
+                                       const TextSource& source, Rng& rng, TokenCounter& counter,
+                                       std::optional<int64_t> context) {
+  const DatasetEntry& e = d.entries[static_cast<size_t>(q.dataset_index)];
+  const bool chat = plan.api == ApiKind::kChat;
+  PreparedPrompt pp;
+  if (!e.prompt.empty()) {
+    pp.text = e.prompt;
+    if (chat) {
+      KVS_ASSIGN_OR_RETURN(pp.tokens, counter.CountChat({{"user", pp.text}}));
+    } else {
+      KVS_ASSIGN_OR_RETURN(pp.tokens, counter.CountPrompt(pp.text));
+    }
+    pp.exact = true;
+  } else {
+    WordStream w = MakeWords(source, rng, static_cast<size_t>(q.input_tokens) + 16);
+    KVS_ASSIGN_OR_RETURN(FitResult f, chat ? FitChatMessage(w, q.input_tokens, counter)
+                                           : FitPrompt(w, q.input_tokens, counter));
+    pp.text = std::move(f.text);
+    pp.tokens = f.tokens;
+    pp.exact = f.exact;
+  }
+  pp.max_tokens = q.output_tokens;
+  if (!e.output_length && !e.reply.empty()) {
+    KVS_ASSIGN_OR_RETURN(const int64_t with, counter.CountPrompt(e.reply));
+    KVS_ASSIGN_OR_RETURN(const int64_t without, counter.CountPrompt(""));
+    pp.max_tokens = std::max<int64_t>(with - without, 1);
+  }
+  if (context) {
+    if (pp.tokens >= *context) {
+      pp.skip = fmt::format("dataset entry {}: {} prompt tokens do not fit the context of {}", q.dataset_index,
+                            pp.tokens, *context);
+    } else {
+      pp.max_tokens = std::min(pp.max_tokens, *context - pp.tokens);
+    }
+  }
+  return pp;
+}
+
 }  // namespace
 
 StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
@@ -184,6 +226,10 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
       out.prompts[i] = std::move(pp);
       continue;
     }
+    if (q.dataset_index >= 0 && plan.dataset && q.probe == ProbeKind::kNone) {
+      KVS_ASSIGN_OR_RETURN(out.prompts[i], DatasetPrompt(*plan.dataset, q, plan, *source, rng, counter, context));
+      continue;
+    }
     if (q.probe == ProbeKind::kRecall && !multi) {
       // The fact, the run's text, the question: a prompt of about the
       // planned length.
@@ -203,7 +249,11 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
     if (q.probe == ProbeKind::kRecall) {
       const ProbePrompt& question = facts[q.conversation].question;
       KVS_ASSIGN_OR_RETURN(const int64_t n, count(question.text, true));
-      out.prompts[i] = {question.text, n, false, question.probe};
+      PreparedPrompt pp;
+      pp.text = question.text;
+      pp.tokens = n;
+      pp.probe = question.probe;
+      out.prompts[i] = std::move(pp);
       continue;
     }
     FitResult f;
@@ -225,7 +275,11 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
         KVS_ASSIGN_OR_RETURN(f, FitPrompt(w, q.input_tokens, counter));
       }
     }
-    out.prompts[i] = {std::move(f.text), f.tokens, f.exact, q.probe == ProbeKind::kCancel ? MakeCancelProbe() : Probe{}};
+    PreparedPrompt& pp = out.prompts[i];
+    pp.text = std::move(f.text);
+    pp.tokens = f.tokens;
+    pp.exact = f.exact;
+    if (q.probe == ProbeKind::kCancel) pp.probe = MakeCancelProbe();
     if (progress && (i % 8 == 7 || i + 1 == plan.requests.size())) progress(i + 1, plan.requests.size());
   }
   return out;
@@ -267,7 +321,9 @@ std::pair<std::string, std::string> RequestBytes(const RunPlan& plan, const std:
   const bool chat = plan.api == ApiKind::kChat || probe.kind == ProbeKind::kJson;
   std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
   if (probe.kind == ProbeKind::kMalformed) return {path, MalformedBody(probe, model, chat)};
-  return {path, RequestBody(plan, model, prompt.text, history, &probe).dump()};
+  nlohmann::json body = RequestBody(plan, model, prompt.text, history, &probe);
+  if (prompt.max_tokens > 0 && probe.max_tokens == 0) body["max_tokens"] = prompt.max_tokens;
+  return {path, body.dump()};
 }
 
 // --- Running -------------------------------------------------------------------------
@@ -440,6 +496,8 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
     r.output_tokens = q.output_tokens;
     r.scheduled = q.arrival;
     r.probe = run.prompts[i].probe;
+    if (run.prompts[i].max_tokens > 0) r.output_tokens = run.prompts[i].max_tokens;
+    if (q.dataset_index >= 0) r.input_tokens = run.prompts[i].tokens;
   }
   // Conversations: multi-turn ones from the plan, else one per request.
   struct Conv {
@@ -502,6 +560,15 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
 
   auto send = [&](size_t ri, const std::vector<ChatMessage>* history) {
     RequestRecord& rec = res.requests[ri];
+    if (!run.prompts[ri].skip.empty()) {
+      // Never sent: counted as planned, not sent, with the reason.
+      rec.error = "skipped: " + run.prompts[ri].skip;
+      rec.error_kind = "skipped";
+      std::lock_guard<std::mutex> lock(mu);
+      finished.push_back(ri);
+      cv.notify_all();
+      return;
+    }
     auto [path, body] = RequestBytes(plan, ep.info().model, run.prompts[ri], history);
     auto cs = std::make_shared<CallState>();
     cs->rec = &rec;
@@ -563,7 +630,7 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
     const double now = elapsed();
     if (plan.duration_seconds > 0 && now >= plan.duration_seconds) stop_new = true;
     if (!stop_new) {
-      if (plan.rate > 0) {
+      if (plan.OpenLoop()) {
         while (next_conv < convs.size() && convs[next_conv].arrival <= now &&
                (plan.max_concurrency <= 0 || active < plan.max_concurrency)) {
           ++active;
@@ -581,7 +648,7 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
     for (size_t ci : ready) {
       Conv& c = convs[ci];
       const size_t ri = c.reqs[c.next++];
-      if (plan.rate <= 0 || c.next > 1) res.requests[ri].scheduled = now;
+      if (!plan.OpenLoop() || c.next > 1) res.requests[ri].scheduled = now;
       to_send.emplace_back(ri, multi ? c.history : std::vector<ChatMessage>{});
       ++inflight;
     }
@@ -598,7 +665,7 @@ RunResult RunLoad(Endpoint& ep, const PreparedRun& run, const LoadOptions& o) {
     // Wake for the next completion, the next Poisson arrival, the duration
     // limit or a progress refresh, whichever comes first.
     double wake = now + 0.2;
-    if (plan.rate > 0 && next_conv < convs.size() && !stop_new) wake = std::min(wake, convs[next_conv].arrival);
+    if (plan.OpenLoop() && next_conv < convs.size() && !stop_new) wake = std::min(wake, convs[next_conv].arrival);
     if (plan.duration_seconds > 0 && !stop_new) wake = std::min(wake, plan.duration_seconds);
     cv.wait_until(lock, t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wake)),
                   [&] { return !finished.empty(); });

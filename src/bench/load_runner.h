@@ -85,6 +85,8 @@ struct PreparedPrompt {
   int64_t tokens = 0;        // counted
   bool exact = false;
   Probe probe;               // what a probe request expects (kind kNone otherwise)
+  int64_t max_tokens = 0;    // > 0: this request's own (a dataset answer's length); else the plan's
+  std::string skip;          // why it is not sent ("" = it is): a dataset prompt longer than the context
 };
 
 struct PreparedRun {

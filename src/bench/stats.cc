@@ -40,6 +40,12 @@ Summary Summarize(std::vector<double> values) {
   s.p50 = Percentile(values, 50);
   s.p90 = Percentile(values, 90);
   s.p99 = Percentile(values, 99);
+  if (values.size() > 1) {
+    double ss = 0;
+    for (double v : values) ss += (v - s.mean) * (v - s.mean);
+    s.stddev = std::sqrt(ss / static_cast<double>(values.size() - 1));
+  }
+  s.sorted = std::move(values);
   return s;
 }
 

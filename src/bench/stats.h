@@ -23,7 +23,9 @@ double Percentile(std::span<const double> sorted, double p);
 
 struct Summary {
   int64_t count = 0;
-  double mean = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+  double mean = 0, stddev = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;  // stddev: sample (n - 1)
+  std::vector<double> sorted;  // the values, ascending: any other percentile (At)
+  double At(double p) const { return sorted.empty() ? 0 : Percentile(sorted, p); }
 };
 // All zeros (count 0) for no values.
 Summary Summarize(std::vector<double> values);

@@ -140,6 +140,10 @@ std::string WorkloadSpec::Describe() const {
     s += fmt::format(", input {} tokens", input_len);
   }
   s += fmt::format(", output {} tokens", output_len);
+  if (input_stddev > 0 || output_stddev > 0) s += fmt::format(" (stddev in {}, out {})", input_stddev, output_stddev);
+  if (!dataset.empty()) s += fmt::format(", dataset {}", dataset);
+  if (burstiness != 1) s += fmt::format(", burstiness {:g}", burstiness);
+  if (ramp_up_seconds > 0) s += fmt::format(", ramp-up {:g} s", ramp_up_seconds);
   if (!probes.empty()) s += fmt::format(", probes {}", FormatProbes(probes));
   return s;
 }
@@ -167,6 +171,11 @@ nlohmann::json WorkloadSpec::ToJson() const {
   j["text"] = text;
   j["seed"] = seed;
   j["probes"] = FormatProbes(probes);
+  j["input_stddev"] = input_stddev;
+  j["output_stddev"] = output_stddev;
+  j["burstiness"] = burstiness;
+  j["ramp_up_seconds"] = ramp_up_seconds;
+  j["dataset"] = dataset;
   return j;
 }
 
@@ -201,6 +210,15 @@ Status ValidateSpec(const WorkloadSpec& s) {
   if (shapes > 1) return InvalidArgument("input-lengths, mix and multi-turn are alternatives: give one of them");
   if (s.multi_turn.conversations > 0 && s.api != ApiKind::kChat) {
     return InvalidArgument("multi-turn conversations need the chat API (api: chat, --api chat)");
+  }
+  if (s.input_stddev < 0 || s.output_stddev < 0) return InvalidArgument("input-stddev and output-stddev must be >= 0");
+  if (!(s.burstiness > 0) || s.burstiness > 1000) return InvalidArgument("burstiness must be in (0, 1000]");
+  if (s.ramp_up_seconds < 0) return InvalidArgument("ramp-up must be >= 0 seconds");
+  if (s.ramp_up_seconds > 0 && s.rates.empty()) {
+    return InvalidArgument("ramp-up raises a request rate: give --rate (Poisson arrivals) with it");
+  }
+  if (!s.dataset.empty() && (shapes > 0)) {
+    return InvalidArgument("a dataset gives the prompts: leave out input-lengths, mix and multi-turn");
   }
   for (auto& [kind, share] : s.probes) {
     if (kind == ProbeKind::kRecall && s.multi_turn.conversations > 0 && s.multi_turn.turns < 2) {
@@ -258,6 +276,11 @@ StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
   for (double r : spec.rates) arrivals.emplace_back(0, r);
   for (int c : spec.concurrency) arrivals.emplace_back(c, 0.0);
   if (arrivals.empty()) arrivals.emplace_back(1, 0.0);
+  std::shared_ptr<const Dataset> dataset;
+  if (!spec.dataset.empty()) {
+    KVS_ASSIGN_OR_RETURN(Dataset d, LoadDataset(spec.dataset));
+    dataset = std::make_shared<const Dataset>(std::move(d));
+  }
   std::vector<RunPlan> runs;
   uint64_t run_seed = spec.seed;
   for (int64_t len : lengths) {
@@ -275,8 +298,15 @@ StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
       p.text = spec.text;
       p.seed = run_seed++;
       p.probes = spec.probes;
+      p.burstiness = spec.burstiness;
+      p.ramp_up_seconds = spec.ramp_up_seconds;
+      p.dataset = dataset;
+      p.trace = dataset && dataset->timed;
       std::string label = rate > 0 ? fmt::format("rate={:g}/s", rate) : fmt::format("c={}", conc);
-      if (spec.multi_turn.conversations > 0) {
+      if (p.trace) label = "trace";
+      if (dataset) {
+        label += fmt::format(" dataset={}", dataset->path.substr(dataset->path.find_last_of('/') + 1));
+      } else if (spec.multi_turn.conversations > 0) {
         label += fmt::format(" conv={}x{}", spec.multi_turn.conversations, spec.multi_turn.turns);
       } else if (len > 0) {
         label += fmt::format(" in={}", len);
@@ -290,6 +320,8 @@ StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
       int64_t n = spec.num_requests;
       if (spec.multi_turn.conversations > 0) {
         n = static_cast<int64_t>(spec.multi_turn.conversations) * spec.multi_turn.turns;
+      } else if (n == 0 && dataset) {
+        n = static_cast<int64_t>(dataset->entries.size());
       } else if (n == 0) {
         n = rate > 0 && spec.duration_seconds > 0
                 ? static_cast<int64_t>(std::ceil(rate * spec.duration_seconds))
@@ -301,14 +333,31 @@ StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
         for (auto& [l, x] : spec.mix) w.push_back(x);
         pick_len = std::discrete_distribution<size_t>(w.begin(), w.end());
       }
-      std::exponential_distribution<double> gap(rate > 0 ? rate : 1.0);
+      // Arrivals: unit-mean gamma steps (shape = burstiness; 1 is
+      // exponential) of the integrated rate Lambda(t), mapped back to time.
+      // Lambda(t) = rate t for a constant rate; with a ramp-up of S seconds
+      // rate t^2 / (2S) until S, then rate S / 2 + rate (t - S).
+      std::gamma_distribution<double> step(spec.burstiness, 1.0 / spec.burstiness);
+      double lambda = 0;
+      auto next_arrival = [&]() {
+        lambda += step(rng);
+        const double S = spec.ramp_up_seconds;
+        if (S <= 0) return lambda / rate;
+        if (lambda <= rate * S / 2) return std::sqrt(2 * S * lambda / rate);
+        return S + (lambda - rate * S / 2) / rate;
+      };
+      auto draw_len = [&](int64_t mean, int64_t sd) {
+        if (sd <= 0) return mean;
+        std::normal_distribution<double> d(static_cast<double>(mean), static_cast<double>(sd));
+        return std::clamp<int64_t>(std::llround(d(rng)), 1, std::max<int64_t>(4 * mean, 1));
+      };
       double t = 0;
       if (spec.multi_turn.conversations > 0) {
         // Conversation-major order: the runner sends a conversation's turns
         // one after another; conversations start by the arrival process.
         int64_t idx = 0;
         for (int c = 0; c < spec.multi_turn.conversations; ++c) {
-          if (rate > 0 && c > 0) t += gap(rng);
+          if (rate > 0 && c > 0) t = next_arrival();
           for (int turn = 0; turn < spec.multi_turn.turns; ++turn) {
             PlannedRequest r;
             r.index = idx++;
@@ -323,15 +372,28 @@ StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
       } else {
         // A Poisson run given only a duration: the arrivals that fall
         // inside it (their number is itself random, mean rate x duration).
-        const bool by_time = rate > 0 && spec.duration_seconds > 0 && spec.num_requests == 0;
+        const bool by_time = rate > 0 && spec.duration_seconds > 0 && spec.num_requests == 0 && !dataset;
         for (int64_t i = 0; by_time ? i < 10000000 : i < n; ++i) {
-          if (rate > 0 && i > 0) t += gap(rng);
+          if (rate > 0 && (i > 0 || spec.ramp_up_seconds > 0)) t = next_arrival();
           if (by_time && t >= spec.duration_seconds) break;
           PlannedRequest r;
           r.index = i;
-          r.input_tokens = spec.mix.empty() ? len : spec.mix[pick_len(rng)].first;
-          r.output_tokens = spec.output_len;
+          r.input_tokens = draw_len(spec.mix.empty() ? len : spec.mix[pick_len(rng)].first, spec.input_stddev);
+          r.output_tokens = draw_len(spec.output_len, spec.output_stddev);
           r.arrival = rate > 0 ? t : 0;
+          if (dataset) {
+            // Entries in order, again from the first when the run wants more.
+            const size_t m = dataset->entries.size();
+            const DatasetEntry& e = dataset->entries[static_cast<size_t>(i) % m];
+            r.dataset_index = static_cast<int64_t>(static_cast<size_t>(i) % m);
+            r.input_tokens = e.input_length.value_or(0);  // 0: the prompt's own count
+            if (e.output_length) r.output_tokens = *e.output_length;
+            if (p.trace) {
+              const double first = *dataset->entries.front().timestamp;
+              const double span = *dataset->entries.back().timestamp - first + 1;
+              r.arrival = *e.timestamp - first + static_cast<double>(static_cast<size_t>(i) / m) * span;
+            }
+          }
           p.requests.push_back(r);
         }
       }
@@ -360,6 +422,10 @@ nlohmann::json RunPlan::ToJson() const {
   j["text"] = text;
   j["seed"] = seed;
   j["probes"] = FormatProbes(probes);
+  j["burstiness"] = burstiness;
+  j["ramp_up_seconds"] = ramp_up_seconds;
+  j["dataset"] = dataset ? nlohmann::json(dataset->path) : nlohmann::json(nullptr);
+  if (trace) j["arrival"] = "trace";
   j["num_requests"] = requests.size();
   return j;
 }
@@ -506,6 +572,16 @@ Status ApplyKey(const std::string& raw_key, const YAML::Node& v, WorkloadSpec* s
       text = Scalar(v);
     }
     KVS_ASSIGN_OR_RETURN(s->probes, ParseProbes(text));
+  } else if (key == "input-stddev") {
+    KVS_RETURN_IF_ERROR(integer(&s->input_stddev));
+  } else if (key == "output-stddev") {
+    KVS_RETURN_IF_ERROR(integer(&s->output_stddev));
+  } else if (key == "burstiness") {
+    KVS_RETURN_IF_ERROR(num(&s->burstiness));
+  } else if (key == "ramp-up") {
+    KVS_RETURN_IF_ERROR(num(&s->ramp_up_seconds));
+  } else if (key == "dataset") {
+    s->dataset = Scalar(v);
   } else if (key == "seed") {
     int64_t x = 0;
     KVS_RETURN_IF_ERROR(integer(&x));
@@ -513,7 +589,8 @@ Status ApplyKey(const std::string& raw_key, const YAML::Node& v, WorkloadSpec* s
   } else {
     return InvalidArgument(
         "unknown key '{}' (known: name, api, concurrency, rate, max-concurrency, num-requests, duration, input-len, "
-        "input-lengths, output-len, mix, multi-turn, ignore-eos, text, seed, probes, slo, runs)",
+        "input-lengths, output-len, mix, multi-turn, ignore-eos, text, seed, probes, input-stddev, output-stddev, "
+        "burstiness, ramp-up, dataset, slo, runs)",
         raw_key);
   }
   return Status::Ok();

@@ -11,14 +11,22 @@
 //  - fixed concurrency (closed loop): C requests in flight, a new one as soon
 //    as one finishes;
 //  - Poisson (open loop): exponential gaps at a rate, optionally capped at a
-//    maximum concurrency;
-// Length shapes: a fixed input length, one run per input length of a sweep,
-// a mix of lengths drawn per request, or shared-prefix multi-turn
-// conversations whose history grows turn by turn.
+//    maximum concurrency; with burstiness B the gaps are gamma distributed
+//    with shape B and the same mean (B < 1 burstier, B > 1 more regular, as
+//    vLLM's --burstiness); with a ramp-up of S seconds the rate rises
+//    linearly from 0 to its value over the first S seconds;
+//  - a trace (a dataset whose entries have timestamps): replayed at its
+//    own times;
+// Length shapes: a fixed input length (optionally drawn from a normal
+// distribution with a standard deviation, output lengths too), one run per
+// input length of a sweep, a mix of lengths drawn per request, shared-prefix
+// multi-turn conversations whose history grows turn by turn, or the prompts
+// and answer lengths of a dataset (bench/dataset.h).
 // Thread-safety: value types and pure functions.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "bench/dataset.h"
 #include "bench/probes.h"
 
 namespace kvs::bench {
@@ -57,6 +66,10 @@ struct WorkloadSpec {
   int64_t output_len = 128;
   std::vector<std::pair<int64_t, double>> mix;  // (input length, weight); non-empty: drawn per request
   MultiTurnSpec multi_turn;
+  int64_t input_stddev = 0, output_stddev = 0;  // > 0: lengths drawn from normal(len, stddev), at least 1
+  double burstiness = 1;                // gamma shape of Poisson gaps (1: exponential)
+  double ramp_up_seconds = 0;           // rate runs: linear ramp of the rate from 0
+  std::string dataset;                  // a dataset or trace file (bench/dataset.h); "" = generated prompts
   bool ignore_eos = true;               // so every answer has output_len tokens
   std::string text = "prose";           // "prose", "filler" or a file
   uint64_t seed = 1;
@@ -87,7 +100,8 @@ StatusOr<std::vector<int64_t>> ParseLengths(const std::string& s, int64_t max = 
 // list gives one spec each, overriding the defaults. Keys are the long flag
 // names (dashes or underscores): api, concurrency, rate, max-concurrency,
 // num-requests, duration, input-len, input-lengths, output-len, mix,
-// multi-turn, ignore-eos, text, seed, name, probes; plus slo (a list of SLO
+// multi-turn, ignore-eos, text, seed, name, probes, input-stddev,
+// output-stddev, burstiness, ramp-up, dataset; plus slo (a list of SLO
 // strings) at the top level. An unknown key is an error that names it.
 struct WorkloadFile {
   std::vector<WorkloadSpec> specs;
@@ -104,6 +118,7 @@ struct PlannedRequest {
   int conversation = -1;      // multi-turn: conversation and turn (0-based)
   int turn = -1;
   ProbeKind probe = ProbeKind::kNone;  // recall: on the conversation's last turn
+  int64_t dataset_index = -1;          // the dataset entry it sends (-1: generated text)
 };
 
 struct RunPlan {
@@ -112,6 +127,9 @@ struct RunPlan {
   int concurrency = 0;    // closed loop when > 0
   double rate = 0;        // Poisson when > 0
   int max_concurrency = 0;
+  double burstiness = 1, ramp_up_seconds = 0;
+  bool trace = false;     // arrivals are a dataset's timestamps
+  std::shared_ptr<const Dataset> dataset;
   double duration_seconds = 0;
   int64_t input_len = 0;  // the sweep's input length (0 for mixes)
   int64_t output_len = 0;
@@ -121,6 +139,9 @@ struct RunPlan {
   uint64_t seed = 1;
   ProbeShares probes;
   std::vector<PlannedRequest> requests;  // in sending order (multi-turn: by turn within each conversation)
+  // Requests are sent at their planned arrival times (rate or trace), not
+  // as earlier ones end.
+  bool OpenLoop() const { return rate > 0 || trace; }
   nlohmann::json ToJson() const;         // settings, without the request list
 };
 

@@ -196,3 +196,99 @@ TEST(WorkloadFile, UnknownKeysAndBadValuesAreRefusedByName) {
 
 }  // namespace
 }  // namespace kvs::bench
+
+namespace kvs::bench {
+namespace {
+
+TEST(Dataset, ReadsShareGptOpenAiMessagesAndTraces) {
+  auto d = ParseDataset(R"([
+    {"conversations": [{"from": "human", "value": "Hi there"}, {"from": "gpt", "value": "Hello"}]},
+    {"conversations": [{"from": "gpt", "value": "no question"}]},
+    {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]}
+  ])", "mem");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_EQ(d->entries.size(), 2u);
+  EXPECT_EQ(d->skipped, 1);
+  EXPECT_EQ(d->entries[0].prompt, "Hi there");
+  EXPECT_EQ(d->entries[0].reply, "Hello");
+  EXPECT_EQ(d->entries[1].prompt, "Q");
+  EXPECT_EQ(d->entries[1].reply, "A");
+  EXPECT_FALSE(d->timed);
+
+  auto t = ParseDataset("{\"timestamp\": 1.5, \"input_length\": 100, \"output_length\": 7}\n\n"
+                        "{\"timestamp\": 2, \"input_tokens\": 50, \"output_tokens\": 3}\n",
+                        "trace");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->timed);
+  EXPECT_EQ(*t->entries[1].input_length, 50);
+  EXPECT_EQ(*t->entries[0].output_length, 7);
+
+  EXPECT_NE(ParseDataset("{\"timestamp\": 2, \"input_length\": 5}\n{\"timestamp\": 1, \"input_length\": 5}\n", "x")
+                .status()
+                .message()
+                .find("must not decrease"),
+            std::string::npos);
+  EXPECT_NE(ParseDataset("{\"a\": 1}\nnot json\n", "f.jsonl").status().message().find("f.jsonl:2"), std::string::npos);
+  EXPECT_NE(ParseDataset("[{\"a\": 1}]", "x").status().message().find("no usable entry"), std::string::npos);
+}
+
+TEST(Workload, GammaArrivalsKeepTheRateAndSpreadByBurstiness) {
+  auto gaps_cv = [](double burstiness, double* mean) {
+    WorkloadSpec s;
+    s.rates = {10};
+    s.num_requests = 4000;
+    s.burstiness = burstiness;
+    auto runs = ExpandRuns(s);
+    EXPECT_TRUE(runs.ok());
+    std::vector<double> gaps;
+    const auto& r = (*runs)[0].requests;
+    for (size_t i = 1; i < r.size(); ++i) gaps.push_back(r[i].arrival - r[i - 1].arrival);
+    double m = 0, v = 0;
+    for (double g : gaps) m += g;
+    m /= static_cast<double>(gaps.size());
+    for (double g : gaps) v += (g - m) * (g - m);
+    v /= static_cast<double>(gaps.size() - 1);
+    *mean = m;
+    return std::sqrt(v) / m;
+  };
+  double mean = 0;
+  // Gamma(shape B) gaps: coefficient of variation 1 / sqrt(B), mean 1 / rate.
+  EXPECT_NEAR(gaps_cv(1, &mean), 1.0, 0.08);
+  EXPECT_NEAR(mean, 0.1, 0.01);
+  EXPECT_NEAR(gaps_cv(0.25, &mean), 2.0, 0.25);
+  EXPECT_NEAR(mean, 0.1, 0.015);
+  EXPECT_NEAR(gaps_cv(4, &mean), 0.5, 0.05);
+}
+
+TEST(Workload, RampUpRaisesTheRateLinearlyAndLengthsSpread) {
+  WorkloadSpec s;
+  s.rates = {100};
+  s.ramp_up_seconds = 10;
+  s.num_requests = 3000;
+  s.input_len = 200;
+  s.input_stddev = 50;
+  auto runs = ExpandRuns(s);
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  int first_half = 0, second_half = 0, after = 0;
+  double sum = 0, sq = 0;
+  for (const PlannedRequest& r : (*runs)[0].requests) {
+    if (r.arrival < 5) ++first_half;
+    else if (r.arrival < 10) ++second_half;
+    else if (r.arrival < 15) ++after;
+    sum += static_cast<double>(r.input_tokens);
+    sq += static_cast<double>(r.input_tokens) * static_cast<double>(r.input_tokens);
+  }
+  // Expected counts: 125 in [0, 5), 375 in [5, 10), 500 in [10, 15).
+  EXPECT_NEAR(first_half, 125, 40);
+  EXPECT_NEAR(second_half, 375, 60);
+  EXPECT_NEAR(after, 500, 70);
+  const double n = 3000, mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+  EXPECT_NEAR(mean, 200, 5);
+  EXPECT_NEAR(sd, 50, 5);
+  s.rates.clear();
+  s.concurrency = {4};
+  EXPECT_NE(ValidateSpec(s).message().find("give --rate"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvs::bench

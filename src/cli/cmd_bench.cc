@@ -359,6 +359,23 @@ void AddOnlineOptions(CLI::App* app, BenchOptions* o) {
                   "Check: the share of right answers each probe kind needs (arithmetic, json, recall)")
       ->check(CLI::Range(0.0, 1.0))
       ->group(g);
+  app->add_option("--dataset", on.spec.dataset,
+                  "Prompts and answer lengths from a ShareGPT / OpenAI-messages file, or a timed trace (timestamp, "
+                  "input_length, output_length), JSON or JSON Lines")
+      ->group(g);
+  app->add_option("--input-stddev", on.spec.input_stddev, "Input lengths drawn from normal(input-len, this)")
+      ->group(g);
+  app->add_option("--output-stddev", on.spec.output_stddev, "Output lengths drawn from normal(output-len, this)")
+      ->group(g);
+  app->add_option("--burstiness", on.spec.burstiness,
+                  "Rate runs: gamma-distributed gaps of this shape (1: Poisson; < 1 burstier)")
+      ->group(g);
+  app->add_option("--ramp-up", on.spec.ramp_up_seconds, "Rate runs: the rate rises linearly from 0 over these seconds")
+      ->group(g);
+  app->add_option("--percentiles", on.checks.percentiles, "Report these percentiles too, e.g. 95,99.9")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 100.0))
+      ->group(g);
   app->add_option("--text", on.spec.text, "Prompt text: prose, filler or a text file")->group(g);
   app->add_option("--seed", on.spec.seed, "Seed for prompts and arrivals (default: random, printed)")->group(g);
   app->add_option("--workload", on.workload_file, "YAML workload file (runs: [...]; see docs/validation.md)")

@@ -97,15 +97,8 @@ logging: {audit_log: "off"}
 pools:
   - {name: main, max_context: 1024, replicas: [{url: "$srv_URL"}]}
 YAML
-"$KVSERVE_BIN" gateway --config "$dir/gateway.yaml" >"$dir/gw.out" 2>"$dir/gw.log" &
-started_pids+=("$!")
-gw=""
-for _ in $(seq 100); do
-  gw=$(sed -n 's/.*\] listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$dir/gw.log" | head -1)
-  [ -n "$gw" ] && [ "$(http_status "$gw" /ready)" = 200 ] && break
-  sleep 0.1
-done
-[ -n "$gw" ] && [ "$(http_status "$gw" /ready)" = 200 ] || fail "the gateway did not start: $(cat "$dir/gw.log")"
+start_gateway gw "$dir/gateway.yaml"
+gw=$gw_URL
 bench gateway --url "$gw" --replica-metrics "$srv_URL" --api chat -c 4 --num-requests 48 --input-len 300 \
   --output-len 8 --probes recall:0.25,json:0.15,over-length:0.1,malformed:0.1
 cat "$dir/gateway.out"

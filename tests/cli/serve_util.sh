@@ -43,3 +43,22 @@ wait_ready() {
   done
   return 1
 }
+
+# start_gateway NAME CONFIG_YAML: `kvserve gateway` from CONFIG_YAML (it must
+# listen on port 0); sets ${NAME}_URL once /ready answers 200.
+start_gateway() {
+  local name=$1 config=$2 url=""
+  "$KVSERVE_BIN" gateway --config "$config" >"$dir/$name.out" 2>"$dir/$name.log" &
+  started_pids+=("$!")
+  for _ in $(seq 1 100); do
+    url=$(sed -n 's/.*\] listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$dir/$name.log" | head -1)
+    [ -n "$url" ] && [ "$(http_status "$url" /ready)" = 200 ] && break
+    sleep 0.1
+  done
+  if [ -z "$url" ] || [ "$(http_status "$url" /ready)" != 200 ]; then
+    echo "FAIL: gateway $name did not start:"
+    cat "$dir/$name.log"
+    exit 1
+  fi
+  printf -v "${name}_URL" '%s' "$url"
+}
