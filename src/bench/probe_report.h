@@ -1,10 +1,11 @@
 // What a run's probes (bench/probes.h) say: per kind the probes answered
 // correctly with a Wilson interval, the kinds of misses and a few examples;
 // and the two go-live checks over all runs:
-//   answers          arithmetic / json / recall: each kind's share of right
-//                    answers >= answers_min (a correct server under load
-//                    answers as it does idle; the share allows a small
-//                    model's own mistakes);
+//   answers          arithmetic / json / recall: no kind shown below
+//                    answers_min: each kind's Wilson 95 % upper bound
+//                    reaches it (a correct server under load answers as it
+//                    does idle; the limit allows a small model's own
+//                    mistakes, the interval a few probes' chance);
 //   expected_errors  over_length / malformed: every one refused with a 4xx
 //                    and a JSON error (there is nothing to allow for); cancel:
 //                    no 5xx before the client went away.
