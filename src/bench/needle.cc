@@ -15,8 +15,16 @@ const char* NeedleVariantName(NeedleVariant v) {
     case NeedleVariant::kMultiKey: return "multikey";
     case NeedleVariant::kMultiValue: return "multivalue";
     case NeedleVariant::kMultiQuery: return "multiquery";
+    case NeedleVariant::kVariableTracking: return "vt";
+    case NeedleVariant::kCommonWords: return "cwe";
+    case NeedleVariant::kFrequentWords: return "fwe";
   }
   return "?";
+}
+
+bool IsTaskVariant(NeedleVariant v) {
+  return v == NeedleVariant::kVariableTracking || v == NeedleVariant::kCommonWords ||
+         v == NeedleVariant::kFrequentWords;
 }
 
 StatusOr<NeedleVariant> ParseNeedleVariant(const std::string& s) {
@@ -24,7 +32,10 @@ StatusOr<NeedleVariant> ParseNeedleVariant(const std::string& s) {
   if (s == "multikey" || s == "multi-key") return NeedleVariant::kMultiKey;
   if (s == "multivalue" || s == "multi-value") return NeedleVariant::kMultiValue;
   if (s == "multiquery" || s == "multi-query") return NeedleVariant::kMultiQuery;
-  return InvalidArgument("unknown needle variant '{}' (single, multikey, multivalue, multiquery)", s);
+  if (s == "vt" || s == "variable-tracking") return NeedleVariant::kVariableTracking;
+  if (s == "cwe" || s == "common-words") return NeedleVariant::kCommonWords;
+  if (s == "fwe" || s == "frequent-words") return NeedleVariant::kFrequentWords;
+  return InvalidArgument("unknown needle variant '{}' (single, multikey, multivalue, multiquery, vt, cwe, fwe)", s);
 }
 
 NeedleTemplate DefaultTemplate(NeedleVariant v) {
@@ -36,6 +47,9 @@ NeedleTemplate DefaultTemplate(NeedleVariant v) {
               "The special numbers for {key} are"};
     case NeedleVariant::kMultiKey:
     case NeedleVariant::kMultiQuery:
+    case NeedleVariant::kVariableTracking:
+    case NeedleVariant::kCommonWords:
+    case NeedleVariant::kFrequentWords:
       break;
   }
   return {"The secret number of {key} is {value}.", "What is the secret number of {key}?",
@@ -95,6 +109,16 @@ Status ValidateNeedleSpec(const NeedleSpec& s) {
   }
   if (s.trials < 1 || s.trials > 10000) return InvalidArgument("trials must be in [1, 10000]");
   if (s.value_digits < 1 || s.value_digits > 18) return InvalidArgument("value digits must be in [1, 18]");
+  if (s.value_kind != "digits" && s.value_kind != "uuid" && s.value_kind != "words") {
+    return InvalidArgument("value kind '{}': expected digits, uuid or words", s.value_kind);
+  }
+  if (s.hops < 1 || s.hops > 50) return InvalidArgument("hops must be in [1, 50]");
+  if (s.common_words < 1 || s.common_words > 50) return InvalidArgument("common words must be in [1, 50]");
+  if (IsTaskVariant(s.variant)) {
+    if (s.threshold < 0 || s.threshold > 1) return InvalidArgument("threshold must be in [0, 1]");
+    if (s.distractors < 0 || s.distractors > 20) return InvalidArgument("distractors must be in [0, 20] for vt");
+    return Status::Ok();
+  }
   if (s.needles < 2 && s.variant == NeedleVariant::kMultiKey) return InvalidArgument("multikey needs >= 2 needles");
   if (s.values < 2 && s.variant == NeedleVariant::kMultiValue) return InvalidArgument("multivalue needs >= 2 values");
   if (s.queries < 2 && s.variant == NeedleVariant::kMultiQuery) {
@@ -131,6 +155,9 @@ nlohmann::json NeedleSpec::ToJson() const {
           {"distractors", distractors},
           {"template", {{"needle", t.fact}, {"question", t.question}, {"answer_prefix", t.answer_prefix}}},
           {"value_digits", value_digits},
+          {"value_kind", value_kind},
+          {"hops", hops},
+          {"common_words", common_words},
           {"haystack", haystack},
           {"api", ApiKindName(api)},
           {"max_tokens", max_tokens},
@@ -141,6 +168,9 @@ nlohmann::json NeedleSpec::ToJson() const {
 StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double depth, int trial,
                                const TextSource& haystack, TokenCounter& counter) {
   KVS_RETURN_IF_ERROR(ValidateNeedleSpec(spec));
+  if (IsTaskVariant(spec.variant)) {
+    return InvalidArgument("variant {} is built by BuildTaskCase (needle_tasks.h)", NeedleVariantName(spec.variant));
+  }
   const NeedleTemplate t = spec.EffectiveTemplate();
   // A generator per (cell, trial): fresh needles everywhere, reproducible.
   Rng rng(spec.seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(length) << 20) ^
@@ -157,9 +187,8 @@ StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double de
   std::set<std::string> used_values;
   auto new_value = [&] {
     for (;;) {
-      std::string v(1, static_cast<char>('1' + std::uniform_int_distribution<int>(0, 8)(rng)));
-      for (int i = 1; i < spec.value_digits; ++i) v += static_cast<char>('0' + std::uniform_int_distribution<int>(0, 9)(rng));
-      if (used_values.insert(v).second || spec.value_digits < 3) return v;
+      std::string v = NeedleValue(rng, spec.value_kind, spec.value_digits);
+      if (used_values.insert(v).second || (spec.value_kind == "digits" && spec.value_digits < 3)) return v;
     }
   };
   auto random_depth = [&] { return std::uniform_real_distribution<double>(0, 1)(rng); };
@@ -196,6 +225,10 @@ StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double de
       add(key(), depth, true);
       for (int i = 1; i < spec.queries; ++i) add(key(), random_depth(), true);
       break;
+    case NeedleVariant::kVariableTracking:
+    case NeedleVariant::kCommonWords:
+    case NeedleVariant::kFrequentWords:
+      break;  // refused above
   }
   for (int i = 0; i < spec.distractors; ++i) add(key(), random_depth(), false);
   // The question: one per asked key, in the order the needles were made.
@@ -214,12 +247,45 @@ StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double de
   // Enough new tokens for the values (digits may be one token each) and
   // their separators, plus slack.
   c.max_tokens = AnswerTokenBudget(spec);
+  KVS_RETURN_IF_ERROR(FitHaystack(spec, haystack, counter, rng, question, answer_prefix, &c));
+  return c;
+}
 
+std::string NeedleValue(Rng& rng, const std::string& kind, int digits) {
+  if (kind == "uuid") {
+    // 8-4-4-4-12 lowercase hex, version 4 layout.
+    static const char* kHex = "0123456789abcdef";
+    std::string v;
+    for (int i = 0; i < 32; ++i) {
+      if (i == 8 || i == 12 || i == 16 || i == 20) v += '-';
+      v += i == 12 ? '4' : kHex[std::uniform_int_distribution<int>(0, 15)(rng)];
+    }
+    return v;
+  }
+  if (kind == "words") {
+    static const char* kWords[] = {"amber",  "basket", "candle", "dolphin", "emerald", "falcon", "glacier", "harbor",
+                                   "island", "jasmine", "kettle", "lantern", "meadow", "nectar", "orchid", "pepper",
+                                   "quartz", "raven",  "saddle", "thistle", "umbrella", "violet", "walnut", "yarrow",
+                                   "zephyr", "bramble", "copper", "dune",   "ember",  "fern",   "granite", "hazel"};
+    return kWords[std::uniform_int_distribution<size_t>(0, std::size(kWords) - 1)(rng)];
+  }
+  std::string v(1, static_cast<char>('1' + std::uniform_int_distribution<int>(0, 8)(rng)));
+  for (int i = 1; i < digits; ++i) v += static_cast<char>('0' + std::uniform_int_distribution<int>(0, 9)(rng));
+  return v;
+}
+
+Status FitHaystack(const NeedleSpec& spec, const TextSource& haystack, TokenCounter& counter, Rng& rng,
+                   const std::string& question, const std::string& answer_prefix, NeedleCase* out) {
+  NeedleCase& c = *out;
+  const int64_t length = c.length;
   // The haystack: words of the source; needles go in at the sentence
   // boundary nearest their depth among the first `w` words.
   WordStream ws = MakeWords(haystack, rng, static_cast<size_t>(length) + 16);
   const bool lead_space = spec.haystack == "filler";
   auto render = [&](size_t w, const std::string& pad) -> std::string {
+    // Whole sentences only: the haystack ends where a sentence does, and
+    // the pad is short sentences (no "The sky is and The pass key is").
+    while (w > 0 && !ws.sentence_end[w - 1]) --w;
     std::vector<size_t> bounds = {0};
     for (size_t i = 0; i < w; ++i) {
       if (ws.sentence_end[i]) bounds.push_back(i + 1);
@@ -269,21 +335,29 @@ StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double de
   } else {
     count = [&](const std::string& text) { return counter.CountPrompt(text); };
   }
-  KVS_ASSIGN_OR_RETURN(FitResult fit, FitWords(ws.words.size(), length, render, count));
+  KVS_ASSIGN_OR_RETURN(FitResult fit, FitWords(ws.words.size(), length, render, count, &SentencePadPieces()));
   (spec.api == ApiKind::kChat ? c.user_message : c.prompt) = fit.text;
   c.tokens = fit.tokens;
   c.exact = fit.exact;
-  return c;
+  return Status::Ok();
 }
 
 int64_t AnswerTokenBudget(const NeedleSpec& spec) {
   if (spec.max_tokens > 0) return spec.max_tokens;
+  const int64_t chat = spec.api == ApiKind::kChat ? 16 : 0;
+  switch (spec.variant) {
+    case NeedleVariant::kVariableTracking: return (spec.hops + 1) * 6 + 12 + chat;
+    case NeedleVariant::kCommonWords: return spec.common_words * 5 + 12 + chat;
+    case NeedleVariant::kFrequentWords: return 3 * 6 + 12 + chat;
+    default: break;
+  }
   const int64_t values = spec.variant == NeedleVariant::kMultiValue   ? spec.values
                          : spec.variant == NeedleVariant::kMultiQuery ? spec.queries
                                                                       : 1;
+  const int64_t per_value = spec.value_kind == "uuid" ? 28 : spec.value_kind == "words" ? 3 : spec.value_digits;
   // A digit may be a token of its own; separators and a sentence around the
   // values, more in chat mode where the answer restates the question.
-  return values * (spec.value_digits + 4) + 12 + (spec.api == ApiKind::kChat ? 16 : 0);
+  return values * (per_value + 4) + 12 + chat;
 }
 
 bool ContainsValue(const std::string& answer, const std::string& value) {

@@ -13,9 +13,20 @@
 //   multikey    several needles of the same form with different keys; one,
 //               at the cell's depth, is asked (the others are distractors);
 //   multivalue  one key with several values; the answer must hold them all;
-//   multiquery  several keys, all asked in one question.
-// --distractors N adds N more same-form needles with other keys to any
-// variant, at random depths, never asked.
+//   multiquery  several keys, all asked in one question;
+//   vt          variable tracking: "VAR QKZMB = 48213." then a chain of
+//               "VAR HWTXA = VAR QKZMB." (hops) spread from the cell's depth
+//               on; every variable of the chain must be named (other chains,
+//               --distractors, are distractors);
+//   cwe         common words: a numbered list where a few words appear many
+//               times and the rest a few times; the answer must name the
+//               common ones (--common-words);
+//   fwe         frequent words: coded words drawn from a Zipf law; the
+//               answer must name the three most frequent.
+// vt, cwe and fwe (needle_tasks.h) have no depth of a fact (cwe and fwe are
+// run at depth 0 only). --distractors N adds N more same-form needles with
+// other keys to any retrieval variant, at random depths, never asked.
+// Values (--value-kind): digits (default), uuid or words.
 //
 // The prompt has exactly the cell's token count (the endpoint's /tokenize
 // or a local tokenizer), in completions mode (the prompt ends with the
@@ -41,7 +52,9 @@
 
 namespace kvs::bench {
 
-enum class NeedleVariant { kSingle, kMultiKey, kMultiValue, kMultiQuery };
+enum class NeedleVariant { kSingle, kMultiKey, kMultiValue, kMultiQuery, kVariableTracking, kCommonWords, kFrequentWords };
+// vt, cwe, fwe: built by needle_tasks.h, not by BuildCase.
+bool IsTaskVariant(NeedleVariant v);
 const char* NeedleVariantName(NeedleVariant v);
 StatusOr<NeedleVariant> ParseNeedleVariant(const std::string& s);
 
@@ -68,6 +81,9 @@ struct NeedleSpec {
   NeedleTemplate tmpl;  // empty fields: DefaultTemplate(variant)
   std::vector<std::string> keys;  // key pool (default: given names)
   int value_digits = 5;
+  std::string value_kind = "digits";  // "digits", "uuid" or "words"
+  int hops = 4;           // vt: assignments after the first in the asked chain
+  int common_words = 10;  // cwe: words asked for
   std::string haystack = "filler";  // "filler", "prose" or a text file
   ApiKind api = ApiKind::kCompletions;
   int64_t max_tokens = 0;  // 0: enough for the expected answer
@@ -106,6 +122,17 @@ struct NeedleCase {
 // seed, the cell and the trial).
 StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double depth, int trial,
                                const TextSource& haystack, TokenCounter& counter);
+
+// A fresh value of a kind: `digits` random digits (no leading zero), a
+// UUID, or a word.
+std::string NeedleValue(Rng& rng, const std::string& kind, int digits);
+
+// Fits c->needles (text and depth set) into a haystack of c->length tokens
+// with the question (and, in completions mode, the answer prefix) at the
+// end: whole sentences, needles at the sentence boundaries nearest their
+// depths. Sets the prompt or user message, tokens and exact.
+Status FitHaystack(const NeedleSpec& spec, const TextSource& haystack, TokenCounter& counter, Rng& rng,
+                   const std::string& question, const std::string& answer_prefix, NeedleCase* c);
 
 // max_tokens of each request: the spec's, else enough for the values.
 int64_t AnswerTokenBudget(const NeedleSpec& spec);

@@ -14,6 +14,7 @@
 
 #include "bench/html.h"
 #include "bench/needle_report.h"
+#include "bench/needle_tasks.h"
 #include "bench/workload.h"
 
 namespace kvs::bench {
@@ -124,7 +125,7 @@ std::vector<NeedleResult> RunNeedleGrid(Endpoint& ep, TokenCounter& counter, con
       r.trial = job.trial;
       StatusOr<NeedleCase> c = [&] {
         std::lock_guard<std::mutex> lock(counter_mu);
-        return BuildCase(spec, job.length, job.depth, job.trial, haystack, counter);
+        return BuildAnyCase(spec, job.length, job.depth, job.trial, haystack, counter);
       }();
       if (!c.ok()) {
         r.error = "building the prompt: " + c.status().message();
@@ -153,6 +154,71 @@ std::vector<NeedleResult> RunNeedleGrid(Endpoint& ep, TokenCounter& counter, con
 }
 
 // --- the command ----------------------------------------------------------------
+
+namespace {
+
+// --tasks: each task's grid in turn, a line each, then the table of scores
+// and the aggregate; the JSON has every task's summary and cases.
+int RunNeedleSuite(const NeedleCommandOptions& o, Endpoint& ep, const EndpointInfo& info, TokenCounter& counter,
+                   const std::vector<NeedleSpec>& suite, const TextSource& haystack) {
+  const std::vector<int64_t>& lengths = suite.front().lengths;
+  std::fprintf(stderr, "needle: %s (%s), %zu tasks x %zu lengths x %d trials, %s mode, seed %llu\n",
+               ep.url().ToString().c_str(), info.model.c_str(), suite.size(), lengths.size(), suite.front().trials,
+               ApiKindName(suite.front().api), static_cast<unsigned long long>(suite.front().seed));
+  std::vector<TaskScore> scores;
+  nlohmann::json tasks_json = nlohmann::json::array();
+  for (const NeedleSpec& t : suite) {
+    std::vector<NeedleResult> results = RunNeedleGrid(ep, counter, t, haystack, o.run);
+    TaskScore ts;
+    ts.task = t.variant;
+    ts.summary = SummarizeNeedle(results, t.lengths, t.depths, t.threshold);
+    ts.score_by_length.assign(lengths.size(), 0);
+    std::vector<int64_t> n(lengths.size(), 0);
+    double total = 0;
+    for (const NeedleResult& r : results) {
+      const size_t i = static_cast<size_t>(std::find(lengths.begin(), lengths.end(), r.length) - lengths.begin());
+      if (i >= lengths.size()) continue;
+      ts.score_by_length[i] += r.score;
+      ++n[i];
+      total += r.score;
+    }
+    for (size_t i = 0; i < lengths.size(); ++i) ts.score_by_length[i] /= static_cast<double>(std::max<int64_t>(n[i], 1));
+    ts.score = results.empty() ? 0 : total / static_cast<double>(results.size());
+    std::printf("task %-10s score %5.1f %%, recall %5.1f %% (%lld/%lld)\n", NeedleVariantName(t.variant),
+                ts.score * 100, ts.summary.overall * 100, static_cast<long long>(ts.summary.hits),
+                static_cast<long long>(ts.summary.requests));
+    std::fflush(stdout);
+    nlohmann::json j = NeedleJson(ts.summary, results, {{"spec", t.ToJson()}});
+    j["task"] = NeedleVariantName(t.variant);
+    j["score"] = ts.score;
+    j["score_by_length"] = ts.score_by_length;
+    tasks_json.push_back(std::move(j));
+    scores.push_back(std::move(ts));
+  }
+  std::fputs(TaskTable(scores, lengths).c_str(), stdout);
+  std::fflush(stdout);
+  if (!o.json_path.empty()) {
+    double total = 0;
+    for (const TaskScore& t : scores) total += t.score;
+    nlohmann::json j = {{"tool", "kvserve needle"},
+                        {"url", ep.url().ToString()},
+                        {"model", info.model},
+                        {"endpoint", info.ToJson()},
+                        {"token_counter", counter.Describe()},
+                        {"lengths", lengths},
+                        {"tasks", tasks_json},
+                        {"aggregate_by_length", AggregateByLength(scores, lengths.size())},
+                        {"aggregate", scores.empty() ? 0 : total / static_cast<double>(scores.size())}};
+    if (Status s = WriteTextFile(o.json_path, j.dump(1)); !s.ok()) {
+      std::fprintf(stderr, "kvserve needle: %s\n", s.message().c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "wrote %s\n", o.json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
 
 int RunNeedleCommand(const NeedleCommandOptions& options) {
   NeedleCommandOptions o = options;
@@ -186,7 +252,20 @@ int RunNeedleCommand(const NeedleCommandOptions& options) {
   auto depths = ParseDepths(o.depths_text);
   if (!depths.ok()) return fail(depths.status());
   spec.depths = *depths;
-  const int64_t answer_tokens = AnswerTokenBudget(spec);
+  // A suite (--tasks): every task's spec, the answer budget the largest.
+  std::vector<NeedleSpec> suite;
+  if (!o.tasks.empty()) {
+    auto tasks = ParseNeedleTasks(o.tasks);
+    if (!tasks.ok()) return fail(tasks.status());
+    for (NeedleVariant v : *tasks) {
+      NeedleSpec t = spec;
+      t.variant = v;
+      if (v == NeedleVariant::kCommonWords || v == NeedleVariant::kFrequentWords) t.depths = {0};
+      suite.push_back(t);
+    }
+  }
+  int64_t answer_tokens = AnswerTokenBudget(spec);
+  for (const NeedleSpec& t : suite) answer_tokens = std::max(answer_tokens, AnswerTokenBudget(t));
   if (o.lengths_text.empty()) {
     if (!info->context) return fail(InvalidArgument("the endpoint does not say its context length: give --lengths"));
     spec.lengths = DefaultNeedleLengths(*info->context, answer_tokens);
@@ -204,8 +283,13 @@ int RunNeedleCommand(const NeedleCommandOptions& options) {
     }
   }
   if (Status s = ValidateNeedleSpec(spec); !s.ok()) return fail(s);
+  for (NeedleSpec& t : suite) {
+    t.lengths = spec.lengths;
+    if (Status s = ValidateNeedleSpec(t); !s.ok()) return fail(s.WithContext(NeedleVariantName(t.variant)));
+  }
   auto haystack = MakeTextSource(spec.haystack);
   if (!haystack.ok()) return fail(haystack.status());
+  if (!suite.empty()) return RunNeedleSuite(o, ep, *info, *counter, suite, **haystack);
   std::fprintf(stderr, "needle: %s (%s), %zu lengths x %zu depths x %d trials, variant %s, %s mode, seed %llu\n",
                ep.url().ToString().c_str(), info->model.c_str(), spec.lengths.size(), spec.depths.size(), spec.trials,
                NeedleVariantName(spec.variant), ApiKindName(spec.api), static_cast<unsigned long long>(spec.seed));

@@ -44,6 +44,7 @@ struct NeedleCommandOptions {
   std::string lengths_text;  // "1k:max" etc.; "" = default doubling to the context
   std::string depths_text = "0:100:10";
   NeedleSpec spec;
+  std::string tasks;         // a suite: "ruler" or "single,vt,cwe" (then spec.variant is not used)
   NeedleRunOptions run;
   std::optional<int64_t> expect_length;
   std::string json_path, html_path;

@@ -24,9 +24,10 @@
 //                (or 413) with an OpenAI-style JSON error, never a 200, a
 //                5xx or a dropped connection;
 //   malformed    invalid JSON, a wrongly typed field, a missing required
-//                field, JSON nested 10,000 deep, bytes that are not UTF-8,
-//                an out-of-range value (in turn): expected a 400 (or 422)
-//                with a JSON error;
+//                field, bytes that are not UTF-8, an out-of-range value
+//                (in turn): expected a 400 (or 422) with a JSON error; and
+//                an extra field nested 10,000 deep: valid JSON, so a 200 is
+//                right too, a 5xx or a dropped connection is not;
 //   cancel       an ordinary streamed request whose client goes away after
 //                the first chunk (a closed tab, a killed agent): right
 //                unless the server answered 5xx before; what it owes the

@@ -51,7 +51,8 @@ std::string LocalTokenCounter::Describe() const { return "the tokenizer of " + p
 
 StatusOr<FitResult> FitWords(size_t max_words, int64_t target,
                              const std::function<std::string(size_t, const std::string&)>& render,
-                             const std::function<StatusOr<int64_t>(const std::string&)>& count) {
+                             const std::function<StatusOr<int64_t>(const std::string&)>& count,
+                             const std::vector<std::string>* pad_pieces) {
   FitResult r;
   std::map<size_t, int64_t> seen;  // words -> tokens
   auto f = [&](size_t w) -> StatusOr<int64_t> {
@@ -107,28 +108,98 @@ StatusOr<FitResult> FitWords(size_t max_words, int64_t target,
     return InvalidArgument("the text is too short for a prompt of {} tokens ({} words give {})", target, max_words,
                            lo_tokens);
   }
-  // Close the gap with short words, each usually one token.
-  static const char* kPad[] = {"and", "so", "it", "is", "the", "of", "to", "in", "on", "a", "we", "he"};
-  std::string pad;
-  for (int tries = 0; tries < 40 && r.tokens < target; ++tries) {
-    bool advanced = false;
-    for (const char* word : kPad) {
-      const std::string cand = pad + " " + word;
-      const std::string text = render(lo, cand);
-      ++r.count_calls;
-      KVS_ASSIGN_OR_RETURN(const int64_t c, count(text));
-      if (c <= target && c > r.tokens) {
-        pad = cand;
-        r.text = text;
-        r.tokens = c;
-        advanced = true;
-        break;
+  // Close the gap with short pieces: words, each usually one token, or
+  // short whole sentences where the caller keeps sentences whole. A gap the
+  // pieces cannot close (one token, with sentences of two or more) is tried
+  // again from a shorter start, which leaves a wider gap.
+  static const std::vector<std::string> kPad = {"and", "so", "it", "is", "the", "of", "to", "in", "on", "a", "we", "he"};
+  const std::vector<std::string>& pieces = pad_pieces ? *pad_pieces : kPad;
+  // The next shorter start: fewer words until the count drops (with whole
+  // sentences, to the previous sentence's end).
+  auto shorter = [&](size_t from, int64_t from_tokens) -> StatusOr<std::optional<std::pair<size_t, int64_t>>> {
+    for (size_t w = from; w > 0 && from - w < 64;) {
+      --w;
+      KVS_ASSIGN_OR_RETURN(const int64_t c, f(w));
+      if (c < from_tokens) return std::optional<std::pair<size_t, int64_t>>({w, c});
+    }
+    return std::optional<std::pair<size_t, int64_t>>();
+  };
+  std::pair<size_t, int64_t> next_start = {lo, lo_tokens};
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (attempt > 0) {
+      KVS_ASSIGN_OR_RETURN(auto s, shorter(next_start.first, next_start.second));
+      if (!s) break;
+      next_start = *s;
+    }
+    auto [start, start_tokens] = next_start;
+    std::string pad, text = render(start, "");
+    int64_t tokens = start_tokens;
+    // First a combination of pieces whose costs (each measured alone; token
+    // counts are nearly additive) sum to the gap exactly, then greedy.
+    const int64_t gap = target - start_tokens;
+    if (gap > 0 && gap <= 256) {
+      std::vector<int64_t> cost(pieces.size());
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        ++r.count_calls;
+        KVS_ASSIGN_OR_RETURN(const int64_t c, count(render(start, " " + pieces[i])));
+        cost[i] = c - start_tokens;
+      }
+      std::vector<int> last(static_cast<size_t>(gap) + 1, -1);  // last[g]: a piece ending a sum of g
+      last[0] = static_cast<int>(pieces.size());
+      for (int64_t g = 1; g <= gap; ++g) {
+        for (size_t i = 0; i < pieces.size() && last[static_cast<size_t>(g)] < 0; ++i) {
+          if (cost[i] > 0 && cost[i] <= g && last[static_cast<size_t>(g - cost[i])] >= 0) {
+            last[static_cast<size_t>(g)] = static_cast<int>(i);
+          }
+        }
+      }
+      if (last[static_cast<size_t>(gap)] >= 0) {
+        std::string combo;
+        for (int64_t g = gap; g > 0; g -= cost[static_cast<size_t>(last[static_cast<size_t>(g)])]) {
+          combo += " " + pieces[static_cast<size_t>(last[static_cast<size_t>(g)])];
+        }
+        const std::string t = render(start, combo);
+        ++r.count_calls;
+        KVS_ASSIGN_OR_RETURN(const int64_t c, count(t));
+        if (c == target) {
+          pad = combo;
+          text = t;
+          tokens = c;
+        }
       }
     }
-    if (!advanced) break;
+    for (int tries = 0; tries < 40 && tokens < target; ++tries) {
+      bool advanced = false;
+      for (const std::string& piece : pieces) {
+        const std::string cand = pad + " " + piece;
+        const std::string t = render(start, cand);
+        ++r.count_calls;
+        KVS_ASSIGN_OR_RETURN(const int64_t c, count(t));
+        if (c <= target && c > tokens) {
+          pad = cand;
+          text = t;
+          tokens = c;
+          advanced = true;
+          break;
+        }
+      }
+      if (!advanced) break;
+    }
+    if (tokens > r.tokens || (tokens == target && r.tokens != target) || start == lo) {
+      r.text = text;
+      r.tokens = tokens;
+      r.words = static_cast<int64_t>(start);
+    }
+    if (r.tokens == target) break;
   }
   r.exact = r.tokens == target;
   return r;
+}
+
+const std::vector<std::string>& SentencePadPieces() {
+  static const std::vector<std::string> kPieces = {"Yes.", "So it is.", "Go on.", "It is so.", "We wait.",
+                                                   "All is well.", "It was so.", "Look."};
+  return kPieces;
 }
 
 StatusOr<FitResult> FitPrompt(const WordStream& words, int64_t target, TokenCounter& counter) {

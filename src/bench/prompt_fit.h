@@ -69,12 +69,17 @@ struct FitResult {
 };
 
 // render(words, pad): the prompt made of the first `words` words of the
-// stream plus the pad text (short words appended to close the last gap;
-// "" at first). count(text): its token count. Needs a stream long enough
-// for the target (about target / 0.5 words is plenty for English).
+// stream plus the pad text (pieces appended to close the last gap, each
+// after a space; "" at first). count(text): its token count. Needs a stream
+// long enough for the target (about target / 0.5 words is plenty for
+// English). pad_pieces: what the pad is made of (default: short words).
 StatusOr<FitResult> FitWords(size_t max_words, int64_t target,
                              const std::function<std::string(size_t words, const std::string& pad)>& render,
-                             const std::function<StatusOr<int64_t>(const std::string&)>& count);
+                             const std::function<StatusOr<int64_t>(const std::string&)>& count,
+                             const std::vector<std::string>* pad_pieces = nullptr);
+
+// Short whole sentences to pad a text that keeps its sentences whole.
+const std::vector<std::string>& SentencePadPieces();
 
 // The common case: a completions prompt of `target` tokens made of the
 // stream's first words.

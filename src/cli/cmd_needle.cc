@@ -67,7 +67,15 @@ const Registrar kRegister_needle({"needle", "Needle-in-a-haystack recall of an e
                  app->add_option("--depths", o.depths_text, "Depths: FROM:TO:STEP in % or a list (default 0:100:10)");
                  app->add_option("--trials", o.spec.trials, "Cases per cell, each with fresh needles")
                      ->check(CLI::Range(1, 10000));
-                 app->add_option("--variant", a->variant, "single, multikey, multivalue or multiquery (RULER)");
+                 app->add_option("--variant", a->variant,
+                                 "single, multikey, multivalue, multiquery, vt (variable tracking), cwe (common "
+                                 "words) or fwe (frequent words), as RULER");
+                 app->add_option("--tasks", o.tasks,
+                                 "Run several variants as a suite and score them together: ruler (all), or a list "
+                                 "such as single,multikey,vt,cwe");
+                 app->add_option("--value-kind", o.spec.value_kind, "Needle values: digits, uuid or words");
+                 app->add_option("--hops", o.spec.hops, "vt: assignments after the first in the chain");
+                 app->add_option("--common-words", o.spec.common_words, "cwe: the common words to name");
                  app->add_option("--needles", o.spec.needles, "multikey: needles in all (one is asked)");
                  app->add_option("--values", o.spec.values, "multivalue: values of the one key");
                  app->add_option("--queries", o.spec.queries, "multiquery: keys asked at once");
