@@ -6,7 +6,8 @@
 #   2. the load workload (configs/go-live.yaml: TTFT by length up to the
 #      context, Poisson load, a mix that fills the KV cache with answers
 #      checked and bad inputs, multi-turn recall): `kvserve bench`;
-#   3. needle recall at several depths up to the context: `kvserve needle`;
+#   3. needle recall at several depths up to the context: `kvserve needle`,
+#      then the RULER suite (every task, fewer trials) for the aggregate;
 #   4. a soak with bad inputs and hang-ups: `kvserve soak`.
 # Reports (JSON, HTML) go to OUT; OUT/summary.txt has every check line. Exit
 # 0 when every step passed, 1 when one failed, 2 for bad options.
@@ -65,6 +66,9 @@ step bench "$BIN" bench "${common[@]}" "${metrics[@]}" --workload "$workload" --
   --json "$out/bench.json" --html "$out/bench.html"
 step needle "$BIN" needle "${common[@]}" --trials "$trials" --seed "$seed" --no-progress \
   --json "$out/needle.json" --html "$out/needle.html"
+step ruler "$BIN" needle "${common[@]}" --tasks ruler --trials 3 --depths 0,50,100 --seed "$seed" --no-progress \
+  --json "$out/ruler.json"
+grep -A20 '^=== tasks' "$out/ruler.out" >>"$summary" || true
 step soak "$BIN" soak "${common[@]}" "${metrics[@]}" --duration "$soak" --seed "$seed" --json "$out/soak.json"
 note "=== go-live: $([ "$failed" = 0 ] && echo PASSED || echo FAILED)"
 exit "$failed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite through ctest:
-#   1. Release build, all tests, then a 45 s soak (scripts/soak.sh; KVSERVE_SOAK_SECONDS);
+#   1. Release build, all tests, then a 30 s soak (scripts/soak.sh; KVSERVE_SOAK_SECONDS);
 #   2. ASan+UBSan build (clang), all tests but the forced-ISA reruns of
 #      model_test (label isa_variant: every variant's kernels are under the
 #      sanitizers in kernels_test and paged_attention_test); the same tree
@@ -11,14 +11,14 @@
 #      threads, HTTP, work queues, the real server in ops_warm_start_test);
 #      single-threaded unit tests (scheduler, sampler, block manager, API
 #      parsing) are not labelled: TSan finds nothing without threads;
-#   4. every libFuzzer target for 12 s each (KVSERVE_FUZZ_SECONDS;
+#   4. every libFuzzer target for 8 s each (KVSERVE_FUZZ_SECONDS;
 #      scripts/fuzz.sh on the ASan+UBSan tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 JOBS=${JOBS:-$(nproc)}
-FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-12}
-SOAK_SECONDS=${KVSERVE_SOAK_SECONDS:-45}
+FUZZ_SECONDS=${KVSERVE_FUZZ_SECONDS:-8}
+SOAK_SECONDS=${KVSERVE_SOAK_SECONDS:-30}
 start=$(date +%s)
 # The tests write to $TMPDIR (random models, logs: ~0.8 GB in the Release
 # stage). Each test removes what it made when it exits; one directory per run,

@@ -30,9 +30,12 @@ YAML
 start_gateway gw "$dir/gateway.yaml"
 gw=$gw_URL
 
+# Under the sanitizers (KVSERVE_SANITIZED) half as long: the same paths.
+secs=8
+[ -n "${KVSERVE_SANITIZED:-}" ] && secs=4
 code=0
-"$KVSERVE_BIN" soak --url "$gw" --api-key "$key" --tokenizer "$model" --replica-metrics "$srv_URL" --duration 8 \
-  --window 4 -c 4 --mix 64:0.6,600:0.4 --seed 3 --rss-growth-max 0.3 --json "$dir/gw.json" >"$dir/soak.out" 2>"$dir/soak.err" || code=$?
+"$KVSERVE_BIN" soak --url "$gw" --api-key "$key" --tokenizer "$model" --replica-metrics "$srv_URL" --duration "$secs" \
+  --window $((secs / 2)) -c 4 --mix 64:0.6,600:0.4 --seed 3 --rss-growth-max 0.3 --json "$dir/gw.json" >"$dir/soak.out" 2>"$dir/soak.err" || code=$?
 cat "$dir/soak.out"
 [ "$code" = 0 ] || fail "the soak through the gateway: exit $code"
 for c in alive server_errors answers expected_errors kv_idle rss_growth kv_watermark memory; do
@@ -43,7 +46,7 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["tool"] == "kvserve soak" and j["passed"], j["checks"]
 assert len(j["windows"]) >= 2, len(j["windows"])
-assert len(j["rss_series"]) >= 4, j["rss_series"]
+assert len(j["rss_series"]) >= 3, j["rss_series"]
 cls = j["classes"]
 assert cls["malformed"] == {"400": sum(cls["malformed"].values())}, cls["malformed"]
 assert cls["over_length"] == {"400": sum(cls["over_length"].values())}, cls["over_length"]
