@@ -99,7 +99,7 @@ function run(args) {
   assert.ok(r.status === 0 || r.status === 1, `kvserve ${args.join(" ")} exited ${r.status}:\n${r.stderr}`);
 }
 
-async function checkPage(file, minCharts) {
+async function checkPage(file, minCharts, texts = []) {
   const profile = mkdtempSync(path.join(tmpdir(), "kvserve-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: chromiumPath, headless: true, args: FLAGS, viewport: { width: 1200, height: 900 },
@@ -116,6 +116,9 @@ async function checkPage(file, minCharts) {
       [...document.querySelectorAll("svg")].map((s) => { const b = s.getBoundingClientRect(); return [b.width, b.height]; }));
     assert.ok(charts.length >= minCharts, `${file}: ${charts.length} charts < ${minCharts}`);
     for (const [w, h] of charts) assert.ok(w > 100 && h > 100, `${file}: a chart renders at ${w}x${h}`);
+    // Sections that must be on the page, visible (not only in the markup).
+    const visible = await page.evaluate(() => document.body.innerText);
+    for (const t of texts) assert.ok(visible.includes(t), `${file}: "${t}" is not visible`);
     const shot = path.join(profile, "shot.png");
     await page.screenshot({ path: shot, fullPage: true });
     const stats = inkStats(decodePng(readFileSync(shot)));
@@ -135,11 +138,14 @@ test("bench and needle HTML reports render in headless Chromium", async () => {
   try {
     const bench = path.join(dir, "bench.html");
     const needle = path.join(dir, "needle.html");
+    // With probes: the fake backend's story is no answer to a recall
+    // question, so the report's probe table has misses to show.
     run(["bench", "--url", server.baseURL, "-c", "2", "--input-lengths", "32,64", "--output-len", "8",
-      "--num-requests", "4", "--metrics-interval", "0.05", "--no-progress", "--html", bench]);
+      "--num-requests", "8", "--metrics-interval", "0.05", "--no-progress", "--probes", "recall:0.3,malformed:0.2",
+      "--seed", "3", "--html", bench]);
     run(["needle", "--url", server.baseURL, "--lengths", "64,128", "--depths", "0,50,100", "--trials", "1",
       "--no-progress", "--html", needle]);
-    await checkPage(bench, 5);
+    await checkPage(bench, 5, ["Answers under load (probes)", "recall", "malformed", "FAIL"]);
     await checkPage(needle, 2);
   } finally {
     await server.stop();
