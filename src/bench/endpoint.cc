@@ -257,4 +257,17 @@ std::unique_ptr<TokenCounter> Endpoint::Counter() {
   return std::make_unique<RemoteCounter>(this, info_.tokenize, info_.model);
 }
 
+StatusOr<std::unique_ptr<TokenCounter>> Endpoint::CounterOrLocal(const std::string& tokenizer_gguf) {
+  if (!tokenizer_gguf.empty()) {
+    KVS_ASSIGN_OR_RETURN(std::unique_ptr<LocalTokenCounter> local, LocalTokenCounter::FromGguf(tokenizer_gguf));
+    return std::unique_ptr<TokenCounter>(std::move(local));
+  }
+  std::unique_ptr<TokenCounter> c = Counter();
+  if (!c) {
+    return InvalidArgument(
+        "the endpoint has no /tokenize; give the model's GGUF file with --tokenizer so prompts get exact token counts");
+  }
+  return c;
+}
+
 }  // namespace kvs::bench

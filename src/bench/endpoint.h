@@ -69,6 +69,9 @@ class Endpoint {
 
   // A counter using the endpoint's own tokenizer; nullptr when it has none.
   std::unique_ptr<TokenCounter> Counter();
+  // The tools' choice: the local GGUF file's tokenizer when one is given,
+  // else the endpoint's; an error naming --tokenizer when neither exists.
+  StatusOr<std::unique_ptr<TokenCounter>> CounterOrLocal(const std::string& tokenizer_gguf);
 
   // GET /metrics text (Fetch; short timeout).
   StatusOr<std::string> Metrics();

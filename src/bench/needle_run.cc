@@ -236,17 +236,9 @@ int RunNeedleCommand(const NeedleCommandOptions& options) {
   Endpoint& ep = **ep_or;
   auto info = ep.Discover();
   if (!info.ok()) return fail(info.status());
-  std::unique_ptr<TokenCounter> counter;
-  if (!o.tokenizer.empty()) {
-    auto local = LocalTokenCounter::FromGguf(o.tokenizer);
-    if (!local.ok()) return fail(local.status());
-    counter = std::move(*local);
-  } else {
-    counter = ep.Counter();
-  }
-  if (!counter) {
-    return fail(InvalidArgument("the endpoint has no /tokenize; give the model's GGUF file with --tokenizer"));
-  }
+  auto counter_or = ep.CounterOrLocal(o.tokenizer);
+  if (!counter_or.ok()) return fail(counter_or.status());
+  std::unique_ptr<TokenCounter> counter = std::move(*counter_or);
   NeedleSpec& spec = o.spec;
   if (spec.seed == 0) spec.seed = std::random_device{}() | 1u;
   auto depths = ParseDepths(o.depths_text);

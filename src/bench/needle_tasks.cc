@@ -61,6 +61,19 @@ std::string Close(const NeedleSpec& spec, const std::string& body, const std::st
   return spec.api == ApiKind::kChat ? body + "\n" + question : body + "\n" + question + " " + prefix;
 }
 
+// A cwe / fwe case from its fitted prompt (the expected words are the
+// caller's).
+NeedleCase ListCase(const NeedleSpec& spec, int64_t length, int trial, const FitResult& fit) {
+  NeedleCase c;
+  c.length = length;
+  c.trial = trial;
+  c.max_tokens = AnswerTokenBudget(spec);
+  (spec.api == ApiKind::kChat ? c.user_message : c.prompt) = fit.text;
+  c.tokens = fit.tokens;
+  c.exact = fit.exact;
+  return c;
+}
+
 StatusOr<NeedleCase> VariableTracking(const NeedleSpec& spec, int64_t length, double depth, int trial,
                                       const TextSource& haystack, TokenCounter& counter) {
   Rng rng = CaseRng(spec, length, depth, trial);
@@ -140,13 +153,7 @@ StatusOr<NeedleCase> CommonWords(const NeedleSpec& spec, int64_t length, int tri
     return Close(spec, body, question, prefix);
   };
   KVS_ASSIGN_OR_RETURN(FitResult fit, FitWords(rare.size(), length, render, Counter(spec, counter)));
-  NeedleCase c;
-  c.length = length;
-  c.trial = trial;
-  c.max_tokens = AnswerTokenBudget(spec);
-  (spec.api == ApiKind::kChat ? c.user_message : c.prompt) = fit.text;
-  c.tokens = fit.tokens;
-  c.exact = fit.exact;
+  NeedleCase c = ListCase(spec, length, trial, fit);
   c.expected = common;
   for (const std::string& w : common) c.needles.push_back({w, w, 0, true, w});
   return c;
@@ -179,13 +186,7 @@ StatusOr<NeedleCase> FrequentWords(const NeedleSpec& spec, int64_t length, int t
   std::vector<std::pair<int64_t, int>> ranked;
   for (auto [word, n] : counts) ranked.emplace_back(-n, word);
   std::sort(ranked.begin(), ranked.end());
-  NeedleCase c;
-  c.length = length;
-  c.trial = trial;
-  c.max_tokens = AnswerTokenBudget(spec);
-  (spec.api == ApiKind::kChat ? c.user_message : c.prompt) = fit.text;
-  c.tokens = fit.tokens;
-  c.exact = fit.exact;
+  NeedleCase c = ListCase(spec, length, trial, fit);
   for (size_t i = 0; i < ranked.size(); ++i) {
     const std::string& w = vocab[static_cast<size_t>(ranked[i].second)];
     c.needles.push_back({w, w, 0, i < 3, w});

@@ -65,18 +65,9 @@ int RunOnlineBench(const OnlineBenchOptions& options) {
   o.checks.behind_gateway = info->server == "kvserve gateway" && o.replica_metrics.empty();
 
   // Token counter: the endpoint's, else the local model file's.
-  std::unique_ptr<TokenCounter> counter;
-  if (!o.tokenizer.empty()) {
-    auto local = LocalTokenCounter::FromGguf(o.tokenizer);
-    if (!local.ok()) return Fail(local.status());
-    counter = std::move(*local);
-  } else {
-    counter = ep.Counter();
-  }
-  if (!counter) {
-    return Fail(InvalidArgument(
-        "the endpoint has no /tokenize; give the model's GGUF file with --tokenizer so prompts get exact token counts"));
-  }
+  auto counter_or = ep.CounterOrLocal(o.tokenizer);
+  if (!counter_or.ok()) return Fail(counter_or.status());
+  std::unique_ptr<TokenCounter> counter = std::move(*counter_or);
 
   // Workloads.
   std::vector<WorkloadSpec> specs;

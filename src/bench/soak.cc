@@ -62,17 +62,9 @@ int RunSoak(const SoakOptions& in) {
   Endpoint& ep = **ep_or;
   auto info = ep.Discover();
   if (!info.ok()) return Fail(info.status());
-  std::unique_ptr<TokenCounter> counter;
-  if (!o.tokenizer.empty()) {
-    auto local = LocalTokenCounter::FromGguf(o.tokenizer);
-    if (!local.ok()) return Fail(local.status());
-    counter = std::move(*local);
-  } else {
-    counter = ep.Counter();
-  }
-  if (!counter) {
-    return Fail(InvalidArgument("the endpoint has no /tokenize; give the model's GGUF file with --tokenizer"));
-  }
+  auto counter_or = ep.CounterOrLocal(o.tokenizer);
+  if (!counter_or.ok()) return Fail(counter_or.status());
+  std::unique_ptr<TokenCounter> counter = std::move(*counter_or);
 
   WorkloadSpec spec;
   spec.name = "soak";

@@ -339,12 +339,13 @@ StatusOr<std::vector<RunPlan>> ExpandRuns(const WorkloadSpec& unresolved) {
       // rate t^2 / (2S) until S, then rate S / 2 + rate (t - S).
       std::gamma_distribution<double> step(spec.burstiness, 1.0 / spec.burstiness);
       double lambda = 0;
+      const double r = rate;  // a copy: lambdas may not capture structured bindings (clang 14)
       auto next_arrival = [&]() {
         lambda += step(rng);
         const double S = spec.ramp_up_seconds;
-        if (S <= 0) return lambda / rate;
-        if (lambda <= rate * S / 2) return std::sqrt(2 * S * lambda / rate);
-        return S + (lambda - rate * S / 2) / rate;
+        if (S <= 0) return lambda / r;
+        if (lambda <= r * S / 2) return std::sqrt(2 * S * lambda / r);
+        return S + (lambda - r * S / 2) / r;
       };
       auto draw_len = [&](int64_t mean, int64_t sd) {
         if (sd <= 0) return mean;
@@ -456,6 +457,17 @@ StatusOr<std::string> ScalarOrList(const YAML::Node& n, const std::string& key) 
   return InvalidArgument("{}: expected a number or a list of numbers", key);
 }
 
+// A mapping {A: x, B: y} as the flag's text "A:x,B:y"; a scalar as it is.
+std::string PairsText(const YAML::Node& v) {
+  if (!v.IsMap()) return Scalar(v);
+  std::string text;
+  for (const auto& kv : v) {
+    if (!text.empty()) text += ",";
+    text += kv.first.Scalar() + ":" + Scalar(kv.second);
+  }
+  return text;
+}
+
 Status ApplyKey(const std::string& raw_key, const YAML::Node& v, WorkloadSpec* s) {
   const std::string key = NormKey(raw_key);
   auto num = [&](double* out) -> Status {
@@ -519,16 +531,7 @@ Status ApplyKey(const std::string& raw_key, const YAML::Node& v, WorkloadSpec* s
   } else if (key == "output-len") {
     KVS_RETURN_IF_ERROR(integer(&s->output_len));
   } else if (key == "mix") {
-    std::string text;
-    if (v.IsMap()) {
-      for (const auto& kv : v) {
-        if (!text.empty()) text += ",";
-        text += kv.first.Scalar() + ":" + Scalar(kv.second);
-      }
-    } else {
-      text = Scalar(v);
-    }
-    KVS_ASSIGN_OR_RETURN(s->mix, ParseMix(text));
+    KVS_ASSIGN_OR_RETURN(s->mix, ParseMix(PairsText(v)));
   } else if (key == "multi-turn") {
     s->api = ApiKind::kChat;  // conversations are chat requests
     if (v.IsMap()) {
@@ -562,16 +565,7 @@ Status ApplyKey(const std::string& raw_key, const YAML::Node& v, WorkloadSpec* s
   } else if (key == "text") {
     s->text = Scalar(v);
   } else if (key == "probes") {
-    std::string text;
-    if (v.IsMap()) {
-      for (const auto& kv : v) {
-        if (!text.empty()) text += ",";
-        text += kv.first.Scalar() + ":" + Scalar(kv.second);
-      }
-    } else {
-      text = Scalar(v);
-    }
-    KVS_ASSIGN_OR_RETURN(s->probes, ParseProbes(text));
+    KVS_ASSIGN_OR_RETURN(s->probes, ParseProbes(PairsText(v)));
   } else if (key == "input-stddev") {
     KVS_RETURN_IF_ERROR(integer(&s->input_stddev));
   } else if (key == "output-stddev") {

@@ -4,7 +4,8 @@
 # completions and chat mode, and `kvserve serve --needle-gate`: the bundled
 # model passes it and becomes ready; ../shared's stories260K (a TinyStories
 # model that cannot recall a pass key) stays not ready with the reason on
-# /ready. Reports are checked from the outside by check_reports.py.
+# /ready; and the RULER suite (every task) through a gateway. Reports are
+# checked from the outside by check_reports.py.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d)
@@ -53,74 +54,6 @@ c=0
 "$KVSERVE_BIN" needle --url "$srv_URL" --variant multikey --needle "The code is {value}." >/dev/null 2>"$dir/e.err" || c=$?
 [ "$c" = 2 ] && grep -q "{key}" "$dir/e.err" || { echo "FAIL: keyless multikey template: $c"; cat "$dir/e.err"; exit 1; }
 
-# The gates.
-wait_ready "$gated_URL" 60 || { echo "FAIL: the gated server never became ready"; cat "$dir/gated.log"; exit 1; }
-grep -q "needle gate 512:60% passed" "$dir/gated.log" || { echo "FAIL: no gate log line"; cat "$dir/gated.log"; exit 1; }
-if [ ! -f "$stories" ]; then
-  echo "SKIP (part): $stories is absent, the failing gate is not tested"
-  # The RULER suite (every task) through a gateway in front of the same
-# replica: per-task scores recomputed from the cases, the aggregate their
-# mean; the haystack keeps whole sentences; vt, cwe and fwe prompts are
-# what they say (the bundled model, trained only to retrieve, scores near 0
-# on those: a measurement, not a failure).
-cat >"$dir/gateway.yaml" <<YAML
-gateway: {host: 127.0.0.1, port: 0, admin_port: 0, allow_anonymous: true, health_interval_seconds: 0.2}
-model: {path: "$model"}
-logging: {audit_log: "off"}
-pools:
-  - {name: main, max_context: 4096, replicas: [{url: "$srv_URL"}]}
-YAML
-start_gateway gw "$dir/gateway.yaml"
-code=0
-"$KVSERVE_BIN" needle --url "$gw_URL" --tasks ruler --lengths 512,1024 --depths 0,100 --trials 2 --seed 13 \
-  --value-kind digits --json "$dir/r.json" --no-progress >"$dir/r.out" 2>"$dir/r.err" || code=$?
-cat "$dir/r.out"
-[ "$code" = 0 ] || { echo "FAIL: the RULER suite exited $code"; cat "$dir/r.err"; exit 1; }
-grep -q "^  aggregate" "$dir/r.out" || { echo "FAIL: no aggregate row"; exit 1; }
-/usr/bin/python3 - "$dir/r.json" <<'PY' || { echo "FAIL: the RULER suite's report"; exit 1; }
-import json, re, sys
-j = json.load(open(sys.argv[1]))
-tasks = {t["task"]: t for t in j["tasks"]}
-assert list(tasks) == ["single", "multikey", "multivalue", "multiquery", "vt", "cwe", "fwe"], list(tasks)
-for name, t in tasks.items():
-    cases = t["cases"]
-    assert cases, name
-    score = sum(c["score"] for c in cases) / len(cases)
-    assert abs(score - t["score"]) < 1e-9, (name, score, t["score"])
-    for c in cases:
-        if c["error"]:
-            continue
-        if name in ("cwe", "fwe"):  # whole list items: at most a few tokens short
-            assert any(l - 24 <= c["prompt_tokens"] <= l for l in (512, 1024)), (name, c["prompt_tokens"])
-        else:  # exact, through the gateway
-            assert c["prompt_tokens"] in (512, 1024), (name, c["prompt_tokens"])
-    if name in ("cwe", "fwe"):
-        assert {c["depth"] for c in cases} == {0}, name
-    if name == "vt":
-        assert all(len(c["expected"]) == 5 and all(re.fullmatch("[A-Z]{5}", v) for v in c["expected"]) for c in cases)
-    if name == "fwe":
-        assert all(len(c["expected"]) == 3 for c in cases)
-agg = sum(t["score"] for t in tasks.values()) / len(tasks)
-assert abs(agg - j["aggregate"]) < 1e-9, (agg, j["aggregate"])
-assert tasks["single"]["score"] >= 0.75, tasks["single"]["score"]   # the bundled model's trained task
-print("RULER suite ok: aggregate %.3f" % agg)
-PY
-echo "1 passed, 0 failed"
-  exit 0
-fi
-reason=""
-for _ in $(seq 1 600); do
-  reason=$(http_body "$weak_URL" /ready)
-  case "$reason" in *failed*) break ;; esac
-  sleep 0.1
-done
-echo "stories260K /ready: $reason"
-case "$reason" in
-  *'"status":"not_ready"'*'needle gate 256:90% failed'*|*'needle gate 256:90% failed'*'"status":"not_ready"'*) ;;
-  *) echo "FAIL: stories260K's gate should fail and keep it not ready"; cat "$dir/weak.log"; exit 1 ;;
-esac
-[ "$(http_status "$weak_URL" /ready)" = 503 ] || { echo "FAIL: /ready is not 503"; exit 1; }
-grep -q "the server stays not ready" "$dir/weak.log" || { echo "FAIL: no log line for the failed gate"; exit 1; }
 # The RULER suite (every task) through a gateway in front of the same
 # replica: per-task scores recomputed from the cases, the aggregate their
 # mean; the haystack keeps whole sentences; vt, cwe and fwe prompts are
@@ -168,4 +101,26 @@ assert abs(agg - j["aggregate"]) < 1e-9, (agg, j["aggregate"])
 assert tasks["single"]["score"] >= 0.75, tasks["single"]["score"]   # the bundled model's trained task
 print("RULER suite ok: aggregate %.3f" % agg)
 PY
+
+# The gates.
+wait_ready "$gated_URL" 60 || { echo "FAIL: the gated server never became ready"; cat "$dir/gated.log"; exit 1; }
+grep -q "needle gate 512:60% passed" "$dir/gated.log" || { echo "FAIL: no gate log line"; cat "$dir/gated.log"; exit 1; }
+if [ ! -f "$stories" ]; then
+  echo "SKIP (part): $stories is absent, the failing gate is not tested"
+  echo "1 passed, 0 failed"
+  exit 0
+fi
+reason=""
+for _ in $(seq 1 600); do
+  reason=$(http_body "$weak_URL" /ready)
+  case "$reason" in *failed*) break ;; esac
+  sleep 0.1
+done
+echo "stories260K /ready: $reason"
+case "$reason" in
+  *'"status":"not_ready"'*'needle gate 256:90% failed'*|*'needle gate 256:90% failed'*'"status":"not_ready"'*) ;;
+  *) echo "FAIL: stories260K's gate should fail and keep it not ready"; cat "$dir/weak.log"; exit 1 ;;
+esac
+[ "$(http_status "$weak_URL" /ready)" = 503 ] || { echo "FAIL: /ready is not 503"; exit 1; }
+grep -q "the server stays not ready" "$dir/weak.log" || { echo "FAIL: no log line for the failed gate"; exit 1; }
 echo "1 passed, 0 failed"
