@@ -197,6 +197,14 @@ int RunNeedleSuite(const NeedleCommandOptions& o, Endpoint& ep, const EndpointIn
   }
   std::fputs(TaskTable(scores, lengths).c_str(), stdout);
   std::fflush(stdout);
+  if (!o.html_path.empty()) {
+    if (Status s = WriteTextFile(o.html_path, TaskSuiteHtml(scores, lengths, info.model, ep.url().ToString()));
+        !s.ok()) {
+      std::fprintf(stderr, "kvserve needle: %s\n", s.message().c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "wrote %s\n", o.html_path.c_str());
+  }
   if (!o.json_path.empty()) {
     double total = 0;
     for (const TaskScore& t : scores) total += t.score;
@@ -279,7 +287,9 @@ int RunNeedleCommand(const NeedleCommandOptions& options) {
     t.lengths = spec.lengths;
     if (Status s = ValidateNeedleSpec(t); !s.ok()) return fail(s.WithContext(NeedleVariantName(t.variant)));
   }
-  auto haystack = MakeTextSource(spec.haystack);
+  // "needles": RULER's all-distractor haystack, of the needle's own form.
+  auto haystack = spec.haystack == "needles" ? StatusOr<std::unique_ptr<TextSource>>(MakeNeedleFormSource(spec))
+                                             : MakeTextSource(spec.haystack);
   if (!haystack.ok()) return fail(haystack.status());
   if (!suite.empty()) return RunNeedleSuite(o, ep, *info, *counter, suite, **haystack);
   std::fprintf(stderr, "needle: %s (%s), %zu lengths x %zu depths x %d trials, variant %s, %s mode, seed %llu\n",

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "bench/html.h"
+#include "bench/needle_report.h"
+
 namespace kvs::bench {
 
 namespace {
@@ -263,6 +266,78 @@ std::string TaskTable(const std::vector<TaskScore>& tasks, const std::vector<int
   for (double v : agg) o += fmt::format(" {:>5.1f}%       ", v * 100);
   o += fmt::format(" {:>5.1f}%\n", tasks.empty() ? 0 : total / static_cast<double>(tasks.size()) * 100);
   return o;
+}
+
+std::string TaskSuiteHtml(const std::vector<TaskScore>& tasks, const std::vector<int64_t>& lengths,
+                          const std::string& model, const std::string& url) {
+  HtmlPage page("kvserve needle: RULER tasks");
+  page.P(fmt::format("endpoint {}, model {}", url, model));
+  page.H2("Scores by task and length");
+  std::vector<std::string> header = {"task"};
+  for (int64_t l : lengths) header.push_back(fmt::format("{} tokens", l));
+  header.push_back("all");
+  std::vector<std::vector<std::string>> rows;
+  double total = 0;
+  for (const TaskScore& t : tasks) {
+    std::vector<std::string> row = {NeedleVariantName(t.task)};
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const double recall = i < t.summary.recall_by_length.size() ? t.summary.recall_by_length[i] : 0;
+      row.push_back(fmt::format("{:.1f} % (recall {:.0f} %)", t.score_by_length[i] * 100, recall * 100));
+    }
+    row.push_back(fmt::format("{:.1f} %", t.score * 100));
+    rows.push_back(std::move(row));
+    total += t.score;
+  }
+  std::vector<std::string> agg = {"aggregate"};
+  for (double v : AggregateByLength(tasks, lengths.size())) agg.push_back(fmt::format("{:.1f} %", v * 100));
+  agg.push_back(fmt::format("{:.1f} %", tasks.empty() ? 0 : total / static_cast<double>(tasks.size()) * 100));
+  rows.push_back(std::move(agg));
+  page.Table(header, rows);
+  page.P("Score: the share of each case's expected values found in its answer (partial credit); recall: the share "
+         "of cases with every value found. The aggregate is the tasks' mean score.");
+  for (const TaskScore& t : tasks) {
+    page.H2(std::string("Task ") + NeedleVariantName(t.task));
+    page.Raw(NeedleHeatmapSvg(t.summary, std::string("Recall: ") + NeedleVariantName(t.task)));
+  }
+  return page.Finish();
+}
+
+namespace {
+
+class NeedleFormSource final : public TextSource {
+ public:
+  explicit NeedleFormSource(const NeedleSpec& spec) : spec_(spec), tmpl_(spec.EffectiveTemplate()) {}
+  std::string Next(Rng& rng) const override {
+    WordMaker words(rng);
+    std::string key = words.Next(3);
+    key[0] = static_cast<char>(key[0] - 'a' + 'A');  // a name, unlike any of the key pool's
+    const std::string value = NeedleValue(rng, spec_.value_kind, spec_.value_digits);
+    std::string out;
+    const std::string& t = tmpl_.fact;
+    for (size_t i = 0; i < t.size();) {
+      if (t.compare(i, 5, "{key}") == 0) {
+        out += key;
+        i += 5;
+      } else if (t.compare(i, 7, "{value}") == 0) {
+        out += value;
+        i += 7;
+      } else {
+        out += t[i++];
+      }
+    }
+    return out;
+  }
+  std::string Name() const override { return "needles"; }
+
+ private:
+  NeedleSpec spec_;
+  NeedleTemplate tmpl_;
+};
+
+}  // namespace
+
+std::unique_ptr<TextSource> MakeNeedleFormSource(const NeedleSpec& spec) {
+  return std::make_unique<NeedleFormSource>(spec);
 }
 
 }  // namespace kvs::bench

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,5 +51,14 @@ struct TaskScore {
 std::string TaskTable(const std::vector<TaskScore>& tasks, const std::vector<int64_t>& lengths);
 // Per length, the mean of the tasks' scores.
 std::vector<double> AggregateByLength(const std::vector<TaskScore>& tasks, size_t lengths);
+// The suite as a self-contained HTML page: the score table with the
+// aggregate, then each task's recall heatmap.
+std::string TaskSuiteHtml(const std::vector<TaskScore>& tasks, const std::vector<int64_t>& lengths,
+                          const std::string& model, const std::string& url);
+
+// `--haystack needles`: RULER's all-distractor haystack, sentences of the
+// needle's own form ("The secret number of Kobami is 38120.") with made-up
+// keys that no question asks for (never one of the key pool's names).
+std::unique_ptr<TextSource> MakeNeedleFormSource(const NeedleSpec& spec);
 
 }  // namespace kvs::bench

@@ -137,6 +137,32 @@ TEST(NeedleTasks, ValueKindsAndWholeSentences) {
   EXPECT_FALSE(ValidateNeedleSpec(s).ok());
 }
 
+TEST(NeedleTasks, AllDistractorHaystacksAreNeedleFormSentencesWithOtherKeys) {
+  NeedleSpec s = Spec(NeedleVariant::kMultiKey);
+  auto source = MakeNeedleFormSource(s);
+  Rng rng(4);
+  const std::regex form("The secret number of ([A-Z][a-z]{5}) is ([1-9][0-9]{4})\\.");
+  for (int i = 0; i < 20; ++i) {
+    const std::string sentence = source->Next(rng);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(sentence, m, form)) << sentence;
+    for (const char* pool_name : {"Alice", "Bob", "Zoe", "Jonas"}) EXPECT_NE(m[1].str(), pool_name);
+  }
+  // Built into a case, the asked needle is still the one with a pool key.
+  WordCounter counter;
+  auto c = BuildAnyCase(s, 300, 0.5, 0, *source, counter);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->exact);
+  const std::string asked = c->needles[0].text;
+  EXPECT_NE(c->prompt.find(asked), std::string::npos);
+  int forms = 0;
+  for (size_t p = c->prompt.find("The secret number of"); p != std::string::npos;
+       p = c->prompt.find("The secret number of", p + 1)) {
+    ++forms;
+  }
+  EXPECT_GT(forms, 20);
+}
+
 TEST(NeedleTasks, SuitesParseAndAggregateByLength) {
   auto all = ParseNeedleTasks("ruler");
   ASSERT_TRUE(all.ok());

@@ -86,7 +86,9 @@ const Registrar kRegister_needle({"needle", "Needle-in-a-haystack recall of an e
                                  "Completions mode: the prompt ends with this ({key})");
                  app->add_option("--keys", a->keys, "Comma-separated key pool (default: given names)");
                  app->add_option("--digits", o.spec.value_digits, "Digits of each value")->check(CLI::Range(1, 18));
-                 app->add_option("--haystack", o.spec.haystack, "filler, prose or a text file");
+                 app->add_option("--haystack", o.spec.haystack,
+                                 "filler, prose, needles (all distractors: needle-form sentences with other keys) "
+                                 "or a text file");
                  app->add_option("--api", a->api, "completions (prompt ends with the answer prefix) or chat");
                  app->add_option("--max-tokens", o.spec.max_tokens, "Answer tokens (default: enough for the values)");
                  app->add_option("--threshold", o.spec.threshold, "Recall for the effective length (default 0.9)")

@@ -147,6 +147,10 @@ test("bench and needle HTML reports render in headless Chromium", async () => {
       "--no-progress", "--html", needle]);
     await checkPage(bench, 5, ["Answers under load (probes)", "recall", "malformed", "FAIL"]);
     await checkPage(needle, 2);
+    const suite = path.join(dir, "suite.html");
+    run(["needle", "--url", server.baseURL, "--tasks", "single,vt,cwe", "--lengths", "96,160", "--depths", "0,100",
+      "--trials", "1", "--no-progress", "--html", suite]);
+    await checkPage(suite, 3, ["Scores by task and length", "aggregate", "Task vt", "Task cwe"]);
   } finally {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
