@@ -111,8 +111,9 @@ int RunSoak(const SoakOptions& in) {
     auto runs = ExpandRuns(s);
     if (!runs.ok()) return Fail(runs.status());
     auto prepared = PreparePrompts(runs->front(), *counter, {}, info->context);
-    if (!prepared.ok() && !windows.empty()) {
-      // The endpoint's /tokenize stopped answering mid-soak: it is gone.
+    if (!prepared.ok() && !ep.Get("/health", 5).ok()) {
+      // The endpoint answered discovery but no longer answers at all: it
+      // went away during the soak (a crash is what a soak is for).
       lost = prepared.status().message();
       std::fprintf(stderr, "[%6.0f s] the endpoint stopped answering: %s\n", elapsed(), lost.c_str());
       break;
@@ -161,6 +162,7 @@ int RunSoak(const SoakOptions& in) {
   for (const Window& w : windows) results.push_back(w.result);
   CheckOptions co;
   co.answers_min = o.answers_min;
+  co.memory_ratio_max = o.memory_ratio_max;
   co.kv_watermark_max = o.kv_watermark_max;
   co.behind_gateway = info->server == "kvserve gateway" && o.replica_metrics.empty();
   BenchReport report = AnalyzeRuns(results, {}, co);

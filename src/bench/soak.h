@@ -46,6 +46,7 @@ struct SoakOptions {
   double answers_min = 0.9;
   double kv_watermark_max = 0.95;         // a soak runs at saturation
   double rss_growth_max = 0.05;
+  double memory_ratio_max = 1.0;          // RSS / the server's memory plan
   double kv_idle_seconds = 15;
   double request_timeout = 120;
   uint64_t seed = 0;                      // 0: random, printed

@@ -34,6 +34,9 @@ const Registrar kRegister_soak(
        app->add_option("--rss-growth-max", o->rss_growth_max,
                        "Check: RSS growth from minute 5 (or 20 % of the run) to the end")
            ->check(CLI::PositiveNumber);
+       app->add_option("--memory-ratio-max", o->memory_ratio_max,
+                       "Check: each server's resident memory at most this multiple of its memory plan")
+           ->check(CLI::PositiveNumber);
        app->add_option("--kv-idle-seconds", o->kv_idle_seconds, "Check: seconds for KV use to fall to 0 once idle");
        app->add_option("--request-timeout", o->request_timeout, "Seconds per request");
        app->add_option("--seed", o->seed, "Seed for prompts and probes (default: random, printed)");
