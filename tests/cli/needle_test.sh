@@ -68,7 +68,10 @@ pools:
 YAML
 start_gateway gw "$dir/gateway.yaml"
 code=0
-"$KVSERVE_BIN" needle --url "$gw_URL" --tasks ruler --lengths 512,1024 --depths 0,100 --trials 2 --seed 13 \
+# Under the sanitizers one case per task (every builder still runs).
+grid=(--lengths 512,1024 --depths 0,100 --trials 2)
+[ -n "${KVSERVE_SANITIZED:-}" ] && grid=(--lengths 512 --depths 0 --trials 1)
+"$KVSERVE_BIN" needle --url "$gw_URL" --tasks ruler "${grid[@]}" --seed 13 \
   --value-kind digits --json "$dir/r.json" --no-progress >"$dir/r.out" 2>"$dir/r.err" || code=$?
 cat "$dir/r.out"
 [ "$code" = 0 ] || { echo "FAIL: the RULER suite exited $code"; cat "$dir/r.err"; exit 1; }
@@ -98,7 +101,8 @@ for name, t in tasks.items():
         assert all(len(c["expected"]) == 3 for c in cases)
 agg = sum(t["score"] for t in tasks.values()) / len(tasks)
 assert abs(agg - j["aggregate"]) < 1e-9, (agg, j["aggregate"])
-assert tasks["single"]["score"] >= 0.75, tasks["single"]["score"]   # the bundled model's trained task
+if len(tasks["single"]["cases"]) >= 4:  # the bundled model's trained task
+    assert tasks["single"]["score"] >= 0.75, tasks["single"]["score"]
 print("RULER suite ok: aggregate %.3f" % agg)
 PY
 
