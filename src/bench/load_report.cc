@@ -234,9 +234,12 @@ BenchReport AnalyzeRuns(const std::vector<RunResult>& results, const std::vector
   std::map<std::string, std::map<int64_t, std::vector<const RequestRecord*>>> series;
   for (size_t i = 0; i < results.size(); ++i) {
     const RunPlan& p = results[i].plan;
-    // Conversations and datasets have lengths of their own making: one
-    // request per length, no series.
+    // Conversations, datasets and lengths drawn from a distribution have
+    // lengths of their own making (a request or two per length): no series.
     if (p.multi_turn.conversations > 0 || p.dataset) continue;
+    std::set<int64_t> distinct;
+    for (const RequestRecord& r : results[i].requests) distinct.insert(r.input_tokens);
+    if (distinct.size() > 12) continue;
     std::string label = p.rate > 0 ? fmt::format("rate={:g}/s", p.rate) : fmt::format("c={}", p.concurrency);
     label += fmt::format(" out={} {}", p.output_len, ApiKindName(p.api));
     if (p.input_len == 0) label += fmt::format(" mix (run {})", i + 1);
