@@ -1,4 +1,5 @@
-// Test helpers for src/bench: a strict little XML well-formedness check for
+// Test helpers for src/bench: a word-counting token counter, an endpoint on
+// the fake server, and a strict little XML well-formedness check for
 // the SVG the reports embed (elements nest and close, attributes are
 // quoted, entities are the predefined or numeric ones, no raw '<' or '&').
 // The end-to-end tests also parse every SVG with Python's xml.etree, an
@@ -17,6 +18,23 @@
 #include "bench/testing/fake_openai_server.h"
 
 namespace kvs::bench::testing {
+
+// A token counter for prompt-building tests: one token per
+// whitespace-separated word, plus BOS; a chat adds 6.
+class WordCounter : public TokenCounter {
+ public:
+  StatusOr<int64_t> CountPrompt(const std::string& text) override {
+    WordStream w;
+    w.Append(text);
+    return static_cast<int64_t>(w.words.size()) + 1;
+  }
+  StatusOr<int64_t> CountChat(const std::vector<ChatMessage>& m) override {
+    int64_t n = 6;
+    for (const auto& x : m) n += *CountPrompt(x.content) - 1;
+    return n;
+  }
+  std::string Describe() const override { return "words"; }
+};
 
 // An endpoint on the fake server (url + suffix), discovered.
 inline std::unique_ptr<Endpoint> Connect(const FakeOpenAiServer& s, const std::string& suffix = "") {

@@ -6,24 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include "bench/bench_test_util.h"
+
 namespace kvs::bench {
 namespace {
 
-// One token per whitespace-separated word, plus BOS; chat adds 6.
-class WordCounter : public TokenCounter {
- public:
-  StatusOr<int64_t> CountPrompt(const std::string& text) override {
-    WordStream w;
-    w.Append(text);
-    return static_cast<int64_t>(w.words.size()) + 1;
-  }
-  StatusOr<int64_t> CountChat(const std::vector<ChatMessage>& m) override {
-    int64_t n = 6;
-    for (const auto& x : m) n += *CountPrompt(x.content) - 1;
-    return n;
-  }
-  std::string Describe() const override { return "words"; }
-};
+using testing::WordCounter;
 
 NeedleSpec Spec(NeedleVariant v, int64_t length = 400) {
   NeedleSpec s;

@@ -24,14 +24,7 @@ fail() { echo "FAIL: $*"; for f in "$dir"/*.out "$dir"/*.err; do [ -s "$f" ] && 
 
 start_server srv --model "$model" --max-context-length 2048 --max-concurrent-requests 8 --max-batch-size 4
 wait_ready "$srv_URL" 60 || fail "server not ready"
-cat >"$dir/gateway.yaml" <<YAML
-gateway: {host: 127.0.0.1, port: 0, admin_port: 0, allow_anonymous: true, health_interval_seconds: 0.2}
-model: {path: "$model"}
-logging: {audit_log: "off"}
-pools:
-  - {name: main, max_context: 2048, replicas: [{url: "$srv_URL"}]}
-YAML
-start_gateway gw "$dir/gateway.yaml"
+one_replica_gateway gw "$srv_URL" 2048
 
 # Resident memory under ASan is no measure of the server's (its shadow and
 # quarantine): the memory check is the watermark test's, in Release.

@@ -97,14 +97,7 @@ assert asked and all(r["turn"] == 2 and r["probe"]["kind"] == "recall" for r in 
 PY
 
 # 3. Through a gateway in front of the same replica.
-cat >"$dir/gateway.yaml" <<YAML
-gateway: {host: 127.0.0.1, port: 0, admin_port: 0, allow_anonymous: true, health_interval_seconds: 0.2}
-model: {path: "$model"}
-logging: {audit_log: "off"}
-pools:
-  - {name: main, max_context: 1024, replicas: [{url: "$srv_URL"}]}
-YAML
-start_gateway gw "$dir/gateway.yaml"
+one_replica_gateway gw "$srv_URL" 1024
 gw=$gw_URL
 bench gateway --url "$gw" --replica-metrics "$srv_URL" --api chat -c 4 --num-requests "$n" --input-len 300 \
   --output-len 8 --probes recall:0.25,json:0.15,over-length:0.1,malformed:0.1

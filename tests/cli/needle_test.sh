@@ -59,14 +59,7 @@ c=0
 # mean; the haystack keeps whole sentences; vt, cwe and fwe prompts are
 # what they say (the bundled model, trained only to retrieve, scores near 0
 # on those: a measurement, not a failure).
-cat >"$dir/gateway.yaml" <<YAML
-gateway: {host: 127.0.0.1, port: 0, admin_port: 0, allow_anonymous: true, health_interval_seconds: 0.2}
-model: {path: "$model"}
-logging: {audit_log: "off"}
-pools:
-  - {name: main, max_context: 4096, replicas: [{url: "$srv_URL"}]}
-YAML
-start_gateway gw "$dir/gateway.yaml"
+one_replica_gateway gw "$srv_URL" 4096
 code=0
 # Under the sanitizers one case per task (every builder still runs).
 grid=(--lengths 512,1024 --depths 0,100 --trials 2)

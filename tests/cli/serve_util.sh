@@ -62,3 +62,19 @@ start_gateway() {
   fi
   printf -v "${name}_URL" '%s' "$url"
 }
+
+# one_replica_gateway NAME REPLICA_URL CONTEXT [AUTH]: a gateway with one
+# pool of one replica for the bundled model ($model), anonymous unless AUTH
+# gives the gateway's auth keys (e.g. 'key_file: "/path/keys.yaml"'); sets
+# ${NAME}_URL like start_gateway.
+one_replica_gateway() {
+  local name=$1 replica=$2 context=$3 auth=${4:-"allow_anonymous: true"}
+  cat >"$dir/$name.yaml" <<YAML
+gateway: {host: 127.0.0.1, port: 0, admin_port: 0, $auth, health_interval_seconds: 0.2}
+model: {path: "$model"}
+logging: {audit_log: "off"}
+pools:
+  - {name: main, max_context: $context, replicas: [{url: "$replica"}]}
+YAML
+  start_gateway "$name" "$dir/$name.yaml"
+}

@@ -20,14 +20,7 @@ fail() { echo "FAIL: $*"; for f in "$dir"/*.out "$dir"/*.err "$dir"/gw.log; do [
 start_server srv --model "$model" --max-context-length 1024 --max-concurrent-requests 16 --max-batch-size 4
 wait_ready "$srv_URL" 60 || fail "server not ready"
 key=$("$KVSERVE_BIN" gateway keys add --file "$dir/keys.yaml" --tenant soak 2>/dev/null)
-cat >"$dir/gateway.yaml" <<YAML
-gateway: {host: 127.0.0.1, port: 0, admin_port: 0, key_file: "$dir/keys.yaml", health_interval_seconds: 0.2}
-model: {path: "$model"}
-logging: {audit_log: "off"}
-pools:
-  - {name: main, max_context: 1024, replicas: [{url: "$srv_URL"}]}
-YAML
-start_gateway gw "$dir/gateway.yaml"
+one_replica_gateway gw "$srv_URL" 1024 "key_file: \"$dir/keys.yaml\""
 gw=$gw_URL
 
 # Under the sanitizers (KVSERVE_SANITIZED) half as long: the same paths.
