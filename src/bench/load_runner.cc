@@ -123,9 +123,11 @@ StatusOr<PreparedPrompt> OverLengthPrompt(const TextSource& source, Rng& rng, co
 // A dataset entry's prompt: its own text (counted), or text of the run's
 // source fitted to a trace's input length; max_tokens from the trace, the
 // recorded reply's token count, or the plan.
+// empty_tokens: the count of an empty prompt (its BOS), asked for once per
+// run and kept here.
 StatusOr<PreparedPrompt> DatasetPrompt(const Dataset& d, const PlannedRequest& q, const RunPlan& plan,
                                        const TextSource& source, Rng& rng, TokenCounter& counter,
-                                       std::optional<int64_t> context) {
+                                       std::optional<int64_t> context, std::optional<int64_t>* empty_tokens) {
   const DatasetEntry& e = d.entries[static_cast<size_t>(q.dataset_index)];
   const bool chat = plan.api == ApiKind::kChat;
   PreparedPrompt pp;
@@ -148,8 +150,11 @@ StatusOr<PreparedPrompt> DatasetPrompt(const Dataset& d, const PlannedRequest& q
   pp.max_tokens = q.output_tokens;
   if (!e.output_length && !e.reply.empty()) {
     KVS_ASSIGN_OR_RETURN(const int64_t with, counter.CountPrompt(e.reply));
-    KVS_ASSIGN_OR_RETURN(const int64_t without, counter.CountPrompt(""));
-    pp.max_tokens = std::max<int64_t>(with - without, 1);
+    if (!*empty_tokens) {
+      KVS_ASSIGN_OR_RETURN(const int64_t n, counter.CountPrompt(""));
+      *empty_tokens = n;
+    }
+    pp.max_tokens = std::max<int64_t>(with - **empty_tokens, 1);
   }
   if (context) {
     if (pp.tokens >= *context) {
@@ -205,6 +210,7 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
     return n - base;
   };
   out.prompts.resize(plan.requests.size());
+  std::optional<int64_t> empty_tokens;  // dataset replies: the count of "" (BOS), once
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const PlannedRequest& q = plan.requests[i];
     Rng rng(plan.seed * 1000003 + static_cast<uint64_t>(i) * 7 + 11);
@@ -227,7 +233,8 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
       continue;
     }
     if (q.dataset_index >= 0 && plan.dataset && q.probe == ProbeKind::kNone) {
-      KVS_ASSIGN_OR_RETURN(out.prompts[i], DatasetPrompt(*plan.dataset, q, plan, *source, rng, counter, context));
+      KVS_ASSIGN_OR_RETURN(out.prompts[i],
+                           DatasetPrompt(*plan.dataset, q, plan, *source, rng, counter, context, &empty_tokens));
       continue;
     }
     if (q.probe == ProbeKind::kRecall && !multi) {
@@ -286,7 +293,7 @@ StatusOr<PreparedRun> PreparePrompts(const RunPlan& plan, TokenCounter& counter,
 }
 
 nlohmann::json RequestBody(const RunPlan& plan, const std::string& model, const std::string& prompt,
-                           const std::vector<ChatMessage>* history, const Probe* probe) {
+                           const std::vector<ChatMessage>* history, const Probe* probe, int64_t max_tokens) {
   const bool answer_probe = probe && ChecksAnswer(probe->kind);
   const bool json_probe = probe && probe->kind == ProbeKind::kJson;
   nlohmann::json b;
@@ -301,7 +308,7 @@ nlohmann::json RequestBody(const RunPlan& plan, const std::string& model, const 
   } else {
     b["prompt"] = prompt;
   }
-  b["max_tokens"] = probe && probe->max_tokens > 0 ? probe->max_tokens : plan.output_len;
+  b["max_tokens"] = probe && probe->max_tokens > 0 ? probe->max_tokens : max_tokens > 0 ? max_tokens : plan.output_len;
   b["temperature"] = 0;
   b["stream"] = true;
   b["stream_options"] = {{"include_usage", true}};
@@ -321,9 +328,7 @@ std::pair<std::string, std::string> RequestBytes(const RunPlan& plan, const std:
   const bool chat = plan.api == ApiKind::kChat || probe.kind == ProbeKind::kJson;
   std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
   if (probe.kind == ProbeKind::kMalformed) return {path, MalformedBody(probe, model, chat)};
-  nlohmann::json body = RequestBody(plan, model, prompt.text, history, &probe);
-  if (prompt.max_tokens > 0 && probe.max_tokens == 0) body["max_tokens"] = prompt.max_tokens;
-  return {path, body.dump()};
+  return {path, RequestBody(plan, model, prompt.text, history, &probe, prompt.max_tokens).dump()};
 }
 
 // --- Running -------------------------------------------------------------------------

@@ -118,9 +118,11 @@ RunResult RunLoad(Endpoint& endpoint, const PreparedRun& run, const LoadOptions&
 
 // The JSON body of a request (exposed for tests). A probe sets its own
 // max_tokens, leaves ignore_eos off and adds its response format; a JSON
-// probe is a chat request whatever the run's API.
+// probe is a chat request whatever the run's API. max_tokens > 0: the
+// request's own (a dataset reply's length), else the plan's output length.
 nlohmann::json RequestBody(const RunPlan& plan, const std::string& model, const std::string& prompt,
-                           const std::vector<ChatMessage>* history, const Probe* probe = nullptr);
+                           const std::vector<ChatMessage>* history, const Probe* probe = nullptr,
+                           int64_t max_tokens = 0);
 // The path and bytes a request sends (a malformed probe's bytes are not
 // JSON).
 std::pair<std::string, std::string> RequestBytes(const RunPlan& plan, const std::string& model,

@@ -71,10 +71,6 @@ NeedleTemplate NeedleSpec::EffectiveTemplate() const {
 
 namespace {
 
-const char* const kDefaultKeys[] = {
-    "Alice", "Bob",   "Carol", "David", "Emma",  "Frank", "Grace", "Henry", "Iris",  "Jack", "Kate",  "Leo",
-    "Mia",   "Noah",  "Olivia", "Paul", "Quinn", "Rose",  "Sam",   "Tina",  "Uma",   "Victor", "Wendy", "Xavier",
-    "Yara",  "Zoe",   "Anna",  "Ben",   "Clara", "Dan",   "Eva",   "Finn",  "Gina",  "Hugo", "Ivy",   "Jonas"};
 
 std::string Fill(const std::string& tmpl, const std::string& key, const std::string& value) {
   std::string out;
@@ -136,7 +132,7 @@ Status ValidateNeedleSpec(const NeedleSpec& s) {
   const size_t keys_needed = static_cast<size_t>(
       (s.variant == NeedleVariant::kMultiKey ? s.needles : s.variant == NeedleVariant::kMultiQuery ? s.queries : 1) +
       s.distractors);
-  const size_t pool = s.keys.empty() ? std::size(kDefaultKeys) : s.keys.size();
+  const size_t pool = s.keys.empty() ? GivenNames().size() : s.keys.size();
   if (keyed && keys_needed > pool) {
     return InvalidArgument("{} distinct keys are needed but the key pool has {}", keys_needed, pool);
   }
@@ -178,7 +174,7 @@ StatusOr<NeedleCase> BuildCase(const NeedleSpec& spec, int64_t length, double de
   rng.discard(8);
   std::vector<std::string> keys;
   if (spec.keys.empty()) {
-    keys.assign(std::begin(kDefaultKeys), std::end(kDefaultKeys));
+    keys.assign(GivenNames().begin(), GivenNames().end());
   } else {
     keys = spec.keys;
   }

@@ -18,12 +18,6 @@ namespace {
 constexpr ProbeKind kKinds[] = {ProbeKind::kArithmetic, ProbeKind::kJson,      ProbeKind::kRecall,
                                 ProbeKind::kOverLength, ProbeKind::kMalformed, ProbeKind::kCancel};
 
-// Names the bundled model met in training, so that its answers test the
-// server, not the model's vocabulary.
-constexpr const char* kNames[] = {"Alice", "Bob",   "Carol", "David", "Emma", "Frank", "Grace", "Henry",
-                                  "Iris",  "Jack",  "Kate",  "Leo",   "Mia",  "Noah",  "Olivia", "Paul",
-                                  "Quinn", "Rose",  "Sam",   "Tina",  "Uma",  "Victor", "Wendy", "Zoe"};
-
 // n digits, no leading zero and no digit twice in a row (small models lose
 // count of repeats, which says nothing about the server).
 std::string Digits(Rng& rng, int n) {
@@ -146,7 +140,7 @@ ProbePrompt MakeArithmeticProbe(Rng& rng, bool chat) {
 
 ProbePrompt MakeJsonProbe(Rng& rng) {
   static const char* kColors[] = {"red", "blue", "green", "yellow"};
-  const char* name = kNames[std::uniform_int_distribution<size_t>(0, std::size(kNames) - 1)(rng)];
+  const std::string& name = GivenNames()[std::uniform_int_distribution<size_t>(0, GivenNames().size() - 1)(rng)];
   const char* color = kColors[std::uniform_int_distribution<size_t>(0, std::size(kColors) - 1)(rng)];
   ProbePrompt p;
   p.text = fmt::format("{} has a {} ball. Describe {} as JSON with a name, an age and a color.", name, color, name);
@@ -173,7 +167,7 @@ ProbePrompt MakeMalformedProbe(Rng& rng) {
 }
 
 RecallFact MakeRecallFact(Rng& rng) {
-  const char* name = kNames[std::uniform_int_distribution<size_t>(0, std::size(kNames) - 1)(rng)];
+  const std::string& name = GivenNames()[std::uniform_int_distribution<size_t>(0, GivenNames().size() - 1)(rng)];
   const std::string value = Digits(rng, std::uniform_int_distribution<int>(3, 5)(rng));
   RecallFact f;
   f.fact = fmt::format("The secret number of {} is {}.", name, value);

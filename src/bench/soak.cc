@@ -26,19 +26,18 @@ int Fail(const Status& st) {
   return 2;
 }
 
-// One window's line: requests, errors by class, probes, server figures.
-struct Window {
-  double start = 0;  // seconds since the soak began
-  RunResult result;
-};
-
-std::string WindowLine(const Window& w, const RunReport& rr) {
-  const Figures& f = rr.all;
-  std::string s = fmt::format("[{:6.0f} s] {} requests, {} ok", w.start, f.sent, f.ok);
+// One window's line, started `start` seconds into the soak: requests,
+// errors by class, probes, server figures.
+std::string WindowLine(double start, const RunResult& run) {
+  std::vector<const RequestRecord*> plain, probes;
+  for (const RequestRecord& r : run.requests) (r.probe.kind == ProbeKind::kNone ? plain : probes).push_back(&r);
+  const Figures f = ComputeFigures(plain, run.duration, {});
+  const MetricsPeaks peaks = ComputePeaks(run.metrics);
+  std::string s = fmt::format("[{:6.0f} s] {} requests, {} ok", start, f.sent, f.ok);
   for (auto& [k, n] : f.errors) s += fmt::format(", {} x{}", k, n);
-  for (const ProbeTally& t : rr.probes) s += fmt::format("; {} {}/{}", ProbeKindName(t.kind), t.ok, t.sent);
-  if (rr.peaks.rss_bytes) s += fmt::format("; RSS {:.1f} MiB", *rr.peaks.rss_bytes / 1048576.0);
-  if (rr.peaks.kv_peak) s += fmt::format("; peak KV {:.1f} %", *rr.peaks.kv_peak * 100);
+  for (const ProbeTally& t : TallyProbes(probes)) s += fmt::format("; {} {}/{}", ProbeKindName(t.kind), t.ok, t.sent);
+  if (peaks.rss_bytes) s += fmt::format("; RSS {:.1f} MiB", *peaks.rss_bytes / 1048576.0);
+  if (peaks.kv_peak) s += fmt::format("; peak KV {:.1f} %", *peaks.kv_peak * 100);
   return s;
 }
 
@@ -98,7 +97,8 @@ int RunSoak(const SoakOptions& in) {
 
   // Windows until the duration is spent. Each sends what it can in its
   // time: the request count is planned from the last window's rate.
-  std::vector<Window> windows;
+  std::vector<RunResult> results;  // one per window
+  std::vector<double> starts;       // each window's start, seconds since the soak began
   const Clock::time_point t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   int64_t planned = static_cast<int64_t>(o.concurrency) * 8;
@@ -122,20 +122,17 @@ int RunSoak(const SoakOptions& in) {
     LoadOptions lo;
     lo.metrics_interval_seconds = info->has_metrics ? 1.0 : 0;
     lo.progress = false;
-    Window win;
-    win.start = elapsed();
-    win.result = RunLoad(ep, *prepared, lo);
-    const double took = std::max(elapsed() - win.start, 1e-3);
+    const double start = elapsed();
+    RunResult run = RunLoad(ep, *prepared, lo);
+    const double took = std::max(elapsed() - start, 1e-3);
     int64_t sent = 0;
-    for (const RequestRecord& r : win.result.requests) sent += r.sent >= 0;
+    for (const RequestRecord& r : run.requests) sent += r.sent >= 0;
     // Ran out of requests before the window's end: plan more next time.
     planned = std::clamp<int64_t>(static_cast<int64_t>(1.5 * static_cast<double>(sent) / took * window),
                                   static_cast<int64_t>(o.concurrency) * 4, static_cast<int64_t>(o.concurrency) * 64);
-    if (o.progress) {
-      BenchReport one = AnalyzeRuns({win.result}, {}, CheckOptions{});
-      std::fprintf(stderr, "%s\n", WindowLine(win, one.runs[0]).c_str());
-    }
-    windows.push_back(std::move(win));
+    if (o.progress) std::fprintf(stderr, "%s\n", WindowLine(start, run).c_str());
+    results.push_back(std::move(run));
+    starts.push_back(start);
   }
 
   // Idle: KV back to 0, and the endpoint still there.
@@ -158,8 +155,6 @@ int RunSoak(const SoakOptions& in) {
   auto health = ep.Get("/health", 10);
   const bool healthy = health.ok() && health->status == 200;
 
-  std::vector<RunResult> results;
-  for (const Window& w : windows) results.push_back(w.result);
   CheckOptions co;
   co.answers_min = o.answers_min;
   co.memory_ratio_max = o.memory_ratio_max;
@@ -176,7 +171,7 @@ int RunSoak(const SoakOptions& in) {
     }
     c.value = static_cast<double>(refused);
     c.status = refused == 0 && healthy && lost.empty() ? CheckStatus::kPass : CheckStatus::kFail;
-    c.detail = fmt::format("{} refused connections in {} windows; /health afterwards: {}", refused, windows.size(),
+    c.detail = fmt::format("{} refused connections in {} windows; /health afterwards: {}", refused, results.size(),
                            health.ok() ? fmt::format("HTTP {}", health->status) : health.status().message());
     if (!lost.empty()) c.detail += "; stopped early: " + lost;
     checks.push_back(c);
@@ -202,9 +197,9 @@ int RunSoak(const SoakOptions& in) {
   // RSS over the whole soak: (seconds since start, bytes), the largest
   // source's figure at each sample.
   std::vector<std::pair<double, double>> rss;
-  for (const Window& w : windows) {
-    for (const MetricsPoint& m : w.result.metrics) {
-      if (m.g.rss_bytes) rss.emplace_back(w.start + m.t, *m.g.rss_bytes);
+  for (size_t i = 0; i < results.size(); ++i) {
+    for (const MetricsPoint& m : results[i].metrics) {
+      if (m.g.rss_bytes) rss.emplace_back(starts[i] + m.t, *m.g.rss_bytes);
     }
   }
   {
@@ -239,7 +234,7 @@ int RunSoak(const SoakOptions& in) {
     }
   }
   std::printf("=== soak: %lld requests in %.0f s (%zu windows)\n", static_cast<long long>(total), elapsed(),
-              windows.size());
+              results.size());
   for (auto& [kind, m] : classes) {
     std::string line;
     for (auto& [cls, n] : m) line += fmt::format("{}{} x{}", line.empty() ? "" : ", ", cls, n);
@@ -264,12 +259,12 @@ int RunSoak(const SoakOptions& in) {
                      {"mix", o.mix},                          {"output_len", o.output_len},
                      {"probes", o.probes}};
     nlohmann::json ws = nlohmann::json::array();
-    for (size_t i = 0; i < windows.size(); ++i) {
+    for (size_t i = 0; i < results.size(); ++i) {
       const RunReport& rr = report.runs[i];
       nlohmann::json probes = nlohmann::json::array();
       for (const ProbeTally& t : rr.probes) probes.push_back(t.ToJson());
       auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-      ws.push_back({{"start", windows[i].start},
+      ws.push_back({{"start", starts[i]},
                     {"figures", rr.all.ToJson()},
                     {"probes", probes},
                     {"kv_usage_peak", opt(rr.peaks.kv_peak)},

@@ -265,4 +265,12 @@ WordStream MakeWords(const TextSource& source, Rng& rng, size_t min_words) {
   return ws;
 }
 
+const std::vector<std::string>& GivenNames() {
+  static const std::vector<std::string> kNames = {
+    "Alice", "Bob",   "Carol", "David", "Emma",  "Frank", "Grace", "Henry", "Iris",  "Jack", "Kate",  "Leo",
+    "Mia",   "Noah",  "Olivia", "Paul", "Quinn", "Rose",  "Sam",   "Tina",  "Uma",   "Victor", "Wendy", "Xavier",
+    "Yara",  "Zoe",   "Anna",  "Ben",   "Clara", "Dan",   "Eva",   "Finn",  "Gina",  "Hugo", "Ivy",   "Jonas"};
+  return kNames;
+}
+
 }  // namespace kvs::bench

@@ -47,6 +47,11 @@ std::unique_ptr<TextSource> MakeFillerSource();
 // and wrapping around. Fails when the file is missing or has no words.
 StatusOr<std::unique_ptr<TextSource>> MakeFileSource(const std::string& path);
 
+// Given names the bundled model met in training (tools/train/data.py): the
+// keys of needles and the people of recall probes, so that its answers test
+// the server rather than its vocabulary.
+const std::vector<std::string>& GivenNames();
+
 // "prose", "filler" or a file path.
 StatusOr<std::unique_ptr<TextSource>> MakeTextSource(const std::string& spec);
 

@@ -14,13 +14,9 @@
 #     rate rises from 0.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-dir=$(mktemp -d)
 source "$here/serve_util.sh"
-trap 'stop_servers; rm -rf "$dir"' EXIT
-model="$KVSERVE_SOURCE_DIR/models/kvserve-tiny.gguf"
+bundled_model_test
 data="$KVSERVE_SOURCE_DIR/tests/cli/data/sharegpt_small.json"
-[ -f "$model" ] || { echo "FAIL: bundled model $model is missing"; exit 1; }
-fail() { echo "FAIL: $*"; for f in "$dir"/*.out "$dir"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
 
 start_server srv --model "$model" --max-context-length 2048 --max-concurrent-requests 8 --max-batch-size 4
 wait_ready "$srv_URL" 60 || fail "server not ready"

@@ -13,12 +13,8 @@
 #     from the replica's gauge and a 95 % limit passes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-dir=$(mktemp -d)
 source "$here/serve_util.sh"
-trap 'stop_servers; rm -rf "$dir"' EXIT
-model="$KVSERVE_SOURCE_DIR/models/kvserve-tiny.gguf"
-[ -f "$model" ] || { echo "FAIL: bundled model $model is missing"; exit 1; }
-fail() { echo "FAIL: $*"; for f in "$dir"/*.out "$dir"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
+bundled_model_test
 
 # The memory limit whose pool is 64 blocks, from the planner.
 limit=$("$KVSERVE_BIN" plan --model "$model" --context 1024 --concurrency 4 --max-batch-size 4 --threads 2 \

@@ -78,3 +78,19 @@ pools:
 YAML
   start_gateway "$name" "$dir/$name.yaml"
 }
+
+# bundled_model_test: the start the bench tests share: a temporary $dir
+# removed (with the servers) on exit, $model the bundled model (FAIL when it
+# is absent), and fail MESSAGE, which prints the tail of every .out, .err and
+# .log file of $dir and exits 1.
+bundled_model_test() {
+  dir=$(mktemp -d)
+  trap 'stop_servers; rm -rf "$dir"' EXIT
+  model="$KVSERVE_SOURCE_DIR/models/kvserve-tiny.gguf"
+  [ -f "$model" ] || { echo "FAIL: bundled model $model is missing"; exit 1; }
+}
+fail() {
+  echo "FAIL: $*"
+  for f in "$dir"/*.out "$dir"/*.err "$dir"/*.log; do [ -s "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
+  exit 1
+}

@@ -10,12 +10,8 @@
 #     code is 1.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-dir=$(mktemp -d)
 source "$here/serve_util.sh"
-trap 'stop_servers; rm -rf "$dir"' EXIT
-model="$KVSERVE_SOURCE_DIR/models/kvserve-tiny.gguf"
-[ -f "$model" ] || { echo "FAIL: bundled model $model is missing"; exit 1; }
-fail() { echo "FAIL: $*"; for f in "$dir"/*.out "$dir"/*.err "$dir"/gw.log; do [ -s "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
+bundled_model_test
 
 start_server srv --model "$model" --max-context-length 1024 --max-concurrent-requests 16 --max-batch-size 4
 wait_ready "$srv_URL" 60 || fail "server not ready"
