@@ -25,11 +25,8 @@ Rules:
     linked, tested or understood without the other. Files stand for what
     they link to, so the .cc's includes are the component's dependencies.
     Every strongly connected set of components is reported, with one cycle
-    through it and the include line of each step. KNOWN_CYCLES lists the
-    cycles that predate the rule (issue 32), each to be split up by its
-    module's owner: they are printed but pass; any other cycle fails, and
-    so does an entry that no longer matches a cycle (delete it), so the
-    list only shrinks.
+    through it and the include line of each step. There are no exceptions
+    (the last cycles that predated the rule were split up for issue 32).
  4. Test fakes live in test folders: under src/, no file named fake_* and
     no class or struct Fake* outside a testing/ folder (module/testing/ is
     built only into test libraries and test binaries). A *_test.cc file may
@@ -48,17 +45,6 @@ import sys
 # module -> modules it must not include, whatever the order allows.
 FORBIDDEN = {
     "gateway": {"engine", "backend", "model", "server"},
-}
-
-# (module, its components in the cycle): cycles found when rule 3 came in,
-# outside the gateway (whose own were split up then). See the docstring.
-KNOWN_CYCLES = {
-    ("api", frozenset({"dialect", "messages_api", "openai_request", "response", "responses_api", "structured_output"})),
-    ("grammar", frozenset({"tool_call_stream_impl", "tool_call_syntax", "tool_calls"})),
-    ("http", frozenset({"http_server", "server_connection", "server_internal"})),
-    ("kernels", frozenset({"dispatch", "isa_decls"})),
-    ("template", frozenset({"text_out", "value"})),
-    ("tokenizer", frozenset({"models", "tokenizer"})),
 }
 
 INCLUDE = re.compile(r'\s*#\s*include\s+"(([a-z_0-9]+)/[^"]+)"')
@@ -178,10 +164,9 @@ def witness_cycle(graph: dict[str, dict[str, tuple]], scc: list[str]) -> list[st
     return [first, first]
 
 
-def cycle_violations(root: pathlib.Path, order: list[str], known=None) -> tuple[list[str], list[str]]:
-    """(violations, known cycles still present) of rule 3."""
-    known = KNOWN_CYCLES if known is None else known
-    found, tolerated, seen = [], [], set()
+def cycle_violations(root: pathlib.Path, order: list[str]) -> list[str]:
+    """The violations of rule 3."""
+    found = []
     for module in order:
         graph: dict[str, dict[str, tuple]] = {}  # node -> {node it includes: (file, line no, line)}
         for f in sources(root, module):
@@ -201,19 +186,9 @@ def cycle_violations(root: pathlib.Path, order: list[str], known=None) -> tuple[
             for a, b in zip(cycle, cycle[1:]):
                 f, n, line = graph[a][b]
                 steps.append(f"{f.relative_to(root)}:{n}: {line}")
-            text = (f"include cycle in {module} among {', '.join(rel(s) for s in scc)}: "
-                    f"{' -> '.join(rel(c) for c in cycle)} ({'; '.join(steps)})")
-            key = (module, frozenset(pathlib.Path(s).relative_to(root / "src" / module).as_posix() for s in scc))
-            if key in known:
-                seen.add(key)
-                tolerated.append("known " + text)
-            else:
-                found.append(text)
-    for module, members in sorted(known - seen, key=lambda k: (k[0], sorted(k[1]))):
-        if module in order:
-            found.append(f"KNOWN_CYCLES lists {module}: {', '.join(sorted(members))}, which is no longer a cycle: "
-                         "delete the entry")
-    return found, tolerated
+            found.append(f"include cycle in {module} among {', '.join(rel(s) for s in scc)}: "
+                         f"{' -> '.join(rel(c) for c in cycle)} ({'; '.join(steps)})")
+    return found
 
 
 def fake_violations(root: pathlib.Path) -> list[str]:
@@ -243,15 +218,12 @@ def main() -> int:
         sys.exit(__doc__)
     root = pathlib.Path(sys.argv[1]).resolve()
     order = module_order(root)
-    cycles, known = cycle_violations(root, order)
-    problems = include_violations(root, order) + cycles + fake_violations(root)
-    for k in known:
-        print(k)
+    problems = include_violations(root, order) + cycle_violations(root, order) + fake_violations(root)
     if len(sys.argv) > 2:
         problems += [f"{sys.argv[2]} defines test fake {s}" for s in fake_symbols(sys.argv[2])]
     for p in problems:
         print(p)
-    print(f"check_layers: {len(order)} modules, {len(problems)} violations, {len(known)} known include cycles")
+    print(f"check_layers: {len(order)} modules, {len(problems)} violations")
     return 1 if problems else 0
 
 

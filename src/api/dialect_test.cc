@@ -3,7 +3,9 @@
 // event sequences and bodies their shapes build.
 #include <gtest/gtest.h>
 
+#include "api/dialect.h"
 #include "api/messages_api.h"
+#include "api/openai_shape.h"
 #include "api/responses_api.h"
 
 namespace kvs::api {

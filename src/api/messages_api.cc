@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "api/request_fields.h"
 #include "base/sha256.h"
 
 namespace kvs::api {

@@ -31,7 +31,7 @@
 #include <optional>
 #include <string>
 
-#include "api/dialect.h"
+#include "api/dialect_shape.h"
 #include "api/openai_request.h"
 
 namespace kvs::api {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "api/dialect.h"
+#include "api/request_fields.h"
 
 #include "api/structured_output.h"
 
@@ -15,33 +15,19 @@ namespace {
 
 using Err = std::optional<ApiError>;
 
-const char* TypeName(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "a boolean";
-    case Json::value_t::string: return "a string";
-    case Json::value_t::array: return "an array";
-    case Json::value_t::object: return "an object";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-    case Json::value_t::number_float: return "a number";
-    default: return "an unsupported value";
-  }
-}
-
 using dialect::Field;
 
 // A value as an error message shows it: scalars (strings cut short),
 // arrays and objects by their type only, so no untrusted value is ever
 // serialized whole into a message.
 std::string Shown(const Json& j) {
-  if (j.is_structured()) return TypeName(j);
+  if (j.is_structured()) return JsonTypeName(j);
   if (j.is_string()) return Json(Clip(j.get_ref<const std::string&>(), 37)).dump(-1, ' ', false, Json::error_handler_t::replace);
   return j.dump();
 }
 
 Err WrongType(const std::string& name, const char* want, const Json& got) {
-  return BadRequest(fmt::format("'{}' must be {}, got {}", name, want, TypeName(got)), name, "invalid_type");
+  return BadRequest(fmt::format("'{}' must be {}, got {}", name, want, JsonTypeName(got)), name, "invalid_type");
 }
 
 bool AsInteger(const Json& j, int64_t* out) {
@@ -176,7 +162,7 @@ Err ParseCommon(const Json& body, ParsedRequest* r) {
       }
       for (size_t i = 0; i < stop->size(); ++i) {
         if (!(*stop)[i].is_string()) {
-          return BadRequest(fmt::format("'stop' item {} must be a string, got {}", i, TypeName((*stop)[i])), "stop",
+          return BadRequest(fmt::format("'stop' item {} must be a string, got {}", i, JsonTypeName((*stop)[i])), "stop",
                             "invalid_type");
         }
         r->stop.push_back((*stop)[i].get<std::string>());
@@ -210,8 +196,11 @@ Err ParseCommon(const Json& body, ParsedRequest* r) {
   if (priority) r->priority = static_cast<int32_t>(*priority);
   std::string user;
   if (auto e = GetString(body, "user", &user)) return e;
-  if (auto e = ParseLogitBias(body, r)) return e;
-  if (auto e = ParseConstraint(body, r)) return e;
+  if (auto e = ParseLogitBias(body, &r->sampling.logit_bias)) return e;
+  OutputConstraint constraint;
+  if (auto e = ParseConstraint(body, &constraint)) return e;
+  r->constraint = std::move(constraint.grammar);
+  r->constraint_param = std::move(constraint.param);
   std::optional<int64_t> best_of;
   if (auto e = GetInt(body, "best_of", 1, kMaxN, &best_of)) return e;
   if (best_of && *best_of != r->n) {
@@ -263,16 +252,6 @@ Err ParseTemplateInputs(const Json& body, Json* out) {
 }
 
 }  // namespace
-
-const char* JsonTypeName(const Json& j) { return TypeName(j); }
-
-std::string Clip(std::string_view s, size_t max_bytes) {
-  if (s.size() <= max_bytes) return std::string(s);
-  // Cut on a UTF-8 character boundary.
-  size_t n = max_bytes;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return std::string(s.substr(0, n)) + "...";
-}
 
 std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out) {
   // Bounded before parsing: nlohmann's parser does not recurse, but copying,
@@ -356,7 +335,7 @@ std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* 
           r.prompts.push_back(std::move(p));
         } else {
           return BadRequest(fmt::format("'prompt' item {} must be a string or a non-empty array of token ids, got {}",
-                                        i, TypeName(item)),
+                                        i, JsonTypeName(item)),
                             "prompt", "invalid_type");
         }
       }

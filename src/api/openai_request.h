@@ -28,13 +28,12 @@
 #include <nlohmann/json.hpp>
 
 #include "api/error.h"
+#include "api/request_fields.h"
 #include "base/json_depth.h"
 #include "engine/sampling_params.h"
 #include "grammar/grammar.h"
 
 namespace kvs::api {
-
-using Json = nlohmann::ordered_json;
 
 enum class Endpoint { kCompletions, kChatCompletions };
 
@@ -148,11 +147,6 @@ std::optional<ApiError> ParseJsonObject(std::string_view body, Json* out);
 // JsonNestingDepth (base/json_depth.h) is part of this API's vocabulary.
 using ::kvs::JsonNestingDepth;
 using ::kvs::CountJsonObjectMembers;
-// "a string", "an array", ...: how error messages name a JSON value's type.
-const char* JsonTypeName(const Json& j);
-// At most max_bytes of s (cut on a UTF-8 boundary, "..." appended when cut):
-// how error messages quote untrusted strings.
-std::string Clip(std::string_view s, size_t max_bytes);
 
 std::optional<ApiError> ParseCompletionRequest(const Json& body, ParsedRequest* out);
 std::optional<ApiError> ParseChatRequest(const Json& body, ParsedRequest* out);

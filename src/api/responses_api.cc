@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "api/request_fields.h"
+
 namespace kvs::api {
 
 namespace {

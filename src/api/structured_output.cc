@@ -6,8 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "api/dialect.h"
-
+#include "engine/sampling_params.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 
@@ -28,10 +27,10 @@ Err Refused(const std::string& param, const Status& st) {
                     st.code() == StatusCode::kInvalidArgument ? "invalid_value" : "unsupported_value");
 }
 
-Err Set(ParsedRequest* r, const std::string& param, StatusOr<grammar::Grammar> g) {
+Err Set(OutputConstraint* r, const std::string& param, StatusOr<grammar::Grammar> g) {
   if (!g.ok()) return Refused(param, g.status());
-  r->constraint = std::make_shared<const grammar::Grammar>(std::move(g).value());
-  r->constraint_param = param;
+  r->grammar = std::make_shared<const grammar::Grammar>(std::move(g).value());
+  r->param = param;
   return std::nullopt;
 }
 
@@ -43,7 +42,7 @@ Err CheckSize(const std::string& param, size_t bytes) {
 }
 
 // A JSON schema given as an object, a boolean, or (vLLM) JSON text.
-Err FromSchema(const std::string& param, const Json& schema, ParsedRequest* r) {
+Err FromSchema(const std::string& param, const Json& schema, OutputConstraint* r) {
   if (schema.is_string()) {
     const auto& text = schema.get_ref<const std::string&>();
     if (auto e = CheckSize(param, text.size())) return e;
@@ -56,14 +55,14 @@ Err FromSchema(const std::string& param, const Json& schema, ParsedRequest* r) {
   return Set(r, param, grammar::JsonSchemaToGrammar(schema));
 }
 
-Err FromRegex(const std::string& param, const Json& v, ParsedRequest* r) {
+Err FromRegex(const std::string& param, const Json& v, OutputConstraint* r) {
   if (!v.is_string()) return BadRequest(fmt::format("'{}' must be a string", param), param, "invalid_type");
   const auto& text = v.get_ref<const std::string&>();
   if (auto e = CheckSize(param, text.size())) return e;
   return Set(r, param, grammar::RegexToGrammar(text));
 }
 
-Err FromChoice(const std::string& param, const Json& v, ParsedRequest* r) {
+Err FromChoice(const std::string& param, const Json& v, OutputConstraint* r) {
   if (!v.is_array() || v.empty()) {
     return BadRequest(fmt::format("'{}' must be a non-empty array of strings", param), param, "invalid_type");
   }
@@ -81,14 +80,14 @@ Err FromChoice(const std::string& param, const Json& v, ParsedRequest* r) {
   return Set(r, param, grammar::ChoiceToGrammar(choices));
 }
 
-Err FromGbnf(const std::string& param, const Json& v, ParsedRequest* r) {
+Err FromGbnf(const std::string& param, const Json& v, OutputConstraint* r) {
   if (!v.is_string()) return BadRequest(fmt::format("'{}' must be a string (GBNF)", param), param, "invalid_type");
   const auto& text = v.get_ref<const std::string&>();
   if (auto e = CheckSize(param, text.size())) return e;
   return Set(r, param, grammar::ParseGbnf(text));
 }
 
-Err FromResponseFormat(const Json& rf, ParsedRequest* r) {
+Err FromResponseFormat(const Json& rf, OutputConstraint* r) {
   const std::string param = "response_format";
   if (!rf.is_object()) return BadRequest("'response_format' must be an object", param, "invalid_type");
   const Json* type = Field(rf, "type");
@@ -116,18 +115,18 @@ Err FromResponseFormat(const Json& rf, ParsedRequest* r) {
 
 }  // namespace
 
-Err ParseConstraint(const Json& body, ParsedRequest* r) {
+Err ParseConstraint(const Json& body, OutputConstraint* r) {
   struct Source {
     const char* param;
     const Json* value;
-    Err (*parse)(const std::string&, const Json&, ParsedRequest*);
+    Err (*parse)(const std::string&, const Json&, OutputConstraint*);
   };
   std::vector<Source> given;
   const Json* rf = Field(body, "response_format");
   if (rf && !(rf->is_object() && rf->value("type", Json()) == "text")) given.push_back({"response_format", rf, nullptr});
   static constexpr struct {
     const char* name;
-    Err (*parse)(const std::string&, const Json&, ParsedRequest*);
+    Err (*parse)(const std::string&, const Json&, OutputConstraint*);
   } kGuided[] = {{"guided_json", FromSchema},
                  {"guided_regex", FromRegex},
                  {"guided_choice", FromChoice},
@@ -137,7 +136,7 @@ Err ParseConstraint(const Json& body, ParsedRequest* r) {
   }
   static constexpr struct {
     const char* name;
-    Err (*parse)(const std::string&, const Json&, ParsedRequest*);
+    Err (*parse)(const std::string&, const Json&, OutputConstraint*);
   } kStructured[] = {{"json", FromSchema}, {"regex", FromRegex}, {"choice", FromChoice}, {"grammar", FromGbnf}};
   std::vector<std::string> structured_names;
   if (const Json* so = Field(body, "structured_outputs")) {
@@ -161,7 +160,7 @@ Err ParseConstraint(const Json& body, ParsedRequest* r) {
   return s.parse(s.param ? s.param : structured_names[0], *s.value, r);
 }
 
-Err ParseLogitBias(const Json& body, ParsedRequest* r) {
+Err ParseLogitBias(const Json& body, std::vector<std::pair<int32_t, float>>* out) {
   const Json* lb = Field(body, "logit_bias");
   if (!lb) return std::nullopt;
   const std::string param = "logit_bias";
@@ -170,8 +169,7 @@ Err ParseLogitBias(const Json& body, ParsedRequest* r) {
     return Bad(param, fmt::format("'logit_bias' may hold at most {} entries, got {}", engine::SamplingParams::kMaxLogitBias,
                                   lb->size()));
   }
-  auto& out = r->sampling.logit_bias;
-  out.clear();
+  out->clear();
   for (const auto& [key, value] : lb->items()) {
     int64_t id = -1;
     bool ok = !key.empty() && key.size() <= 10;
@@ -187,7 +185,7 @@ Err ParseLogitBias(const Json& body, ParsedRequest* r) {
     if (!(b >= -100.0 && b <= 100.0)) {
       return Bad(param, fmt::format("'logit_bias[\"{}\"]' must be in [-100, 100], got {}", key, b));
     }
-    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+    out->emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
   }
   return std::nullopt;
 }

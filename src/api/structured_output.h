@@ -12,21 +12,31 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "api/error.h"
-#include "api/openai_request.h"
+#include "api/request_fields.h"
+#include "grammar/grammar.h"
 
 namespace kvs::api {
 
-// Fills r->constraint / r->constraint_param from the body's response_format,
-// guided_* or structured_outputs fields (left empty for free text).
-std::optional<ApiError> ParseConstraint(const Json& body, ParsedRequest* r);
+// A request's output constraint (ParsedRequest::constraint, ::constraint_param).
+struct OutputConstraint {
+  std::shared_ptr<const grammar::Grammar> grammar;  // nullptr: free text
+  std::string param;  // the field it came from ("response_format", "guided_regex", ...)
+};
 
-// Fills r->sampling.logit_bias from the body's logit_bias.
-std::optional<ApiError> ParseLogitBias(const Json& body, ParsedRequest* r);
+// Fills *out from the body's response_format, guided_* or
+// structured_outputs fields (left empty for free text).
+std::optional<ApiError> ParseConstraint(const Json& body, OutputConstraint* out);
+
+// The body's logit_bias as (token id, bias) pairs (SamplingParams::logit_bias).
+std::optional<ApiError> ParseLogitBias(const Json& body, std::vector<std::pair<int32_t, float>>* out);
 
 // Limits of constraint inputs (docs/api.md).
 inline constexpr size_t kMaxConstraintBytes = 64 * 1024;  // a schema (as sent), regex or grammar

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/openai_request.h"
 #include "grammar/reference_recognizer.h"
 
 namespace kvs::api {

@@ -1,13 +1,15 @@
-// ToolCallStreamParser (tool_calls.h): an incremental scanner per format.
+// ToolCallStreamParser (tool_call_stream.h): an incremental scanner per format.
 // Fed text is appended to `buf`; Process consumes what is decided and
 // leaves in `buf` only text that may still be the start of a marker or an
 // unfinished piece (a name, a key). State: tool_call_stream_impl.h.
+#include "grammar/tool_call_stream.h"
+
 #include <algorithm>
+#include <random>
 
 #include "grammar/tool_call_stream_impl.h"
 
 namespace kvs::grammar {
-
 
 void ToolCallStreamParser::Impl::StepObject() {
   if (phase != ObjPhase::kValue && !SkipSpace()) return;
@@ -298,5 +300,40 @@ StreamDelta ToolCallStreamParser::Finish() {
 }
 
 const ParsedOutput& ToolCallStreamParser::result() const { return impl_->result; }
+
+std::string MakeToolCallId(ToolCallFormat format) {
+  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const bool mistral = format == ToolCallFormat::kMistral;  // its templates require 9 alphanumerics
+  if (format == ToolCallFormat::kSolarOpen) {  // Solar Open's prompt asks for 10 of [a-z0-9]
+    std::string id;
+    for (int i = 0; i < 10; ++i) id += kAlnum[rng() % 26 == 0 ? 52 + rng() % 10 : rng() % 26];
+    return id;
+  }
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0, n = mistral ? 9 : 24; i < n; ++i) id += kAlnum[rng() % (sizeof(kAlnum) - 1)];
+  return id;
+}
+
+ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text, const ToolCallParseOptions& options) {
+  ToolCallStreamParser parser(format, options);
+  (void)parser.Feed(text);
+  (void)parser.Finish();
+  ParsedOutput out = parser.result();
+  // A malformed call makes the whole reply text (vLLM's rule); a call the
+  // output ended in is kept as the stream sent it (tool_calls.h).
+  bool malformed = parser.impl_->undecodable;
+  for (size_t i = 0; i < out.tool_calls.size(); ++i) {
+    if (i == parser.impl_->cut_call) continue;
+    const auto args = nlohmann::json::parse(out.tool_calls[i].arguments, nullptr, false);
+    malformed = malformed || out.tool_calls[i].name.empty() || !args.is_object();
+  }
+  if (malformed) {
+    ParsedOutput plain;
+    plain.content = std::string(text);
+    return plain;
+  }
+  return out;
+}
 
 }  // namespace kvs::grammar

@@ -1,4 +1,4 @@
-// ToolCallStreamParser's state (tool_calls.h), shared by its two source
+// ToolCallStreamParser's state (tool_call_stream.h), shared by its two source
 // files: tool_call_stream.cc (content, JSON-object calls, names, argument
 // values), tool_call_stream_formats.cc (Qwen3-Coder parameters, python
 // code, DeepSeek, harmony) and tool_call_stream_tagged.cc (the formats
@@ -11,7 +11,7 @@
 
 #include "grammar/tool_call_scan.h"
 #include "grammar/tool_call_syntax.h"
-#include "grammar/tool_calls.h"
+#include "grammar/tool_call_stream.h"
 
 namespace kvs::grammar {
 

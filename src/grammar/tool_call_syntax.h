@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "grammar/tool_calls.h"
+#include "grammar/tool_call_format.h"
 
 namespace kvs::grammar::internal {
 

@@ -1,14 +1,11 @@
-// Tool-call formats: recognition from chat templates, markers, ids, and
-// whole-output parsing (tool_calls.h).
+// Tool-call formats: recognition from chat templates and markers
+// (tool_calls.h).
 #include "grammar/tool_calls.h"
 
-#include "grammar/tool_call_syntax.h"
-
 #include <algorithm>
-#include <random>
 
 #include "grammar/reasoning.h"
-#include "grammar/tool_call_stream_impl.h"
+#include "grammar/tool_call_syntax.h"
 
 namespace kvs::grammar {
 
@@ -143,41 +140,6 @@ std::vector<std::string> ToolCallMarkers(ToolCallFormat f) {
 
 std::vector<std::pair<int32_t, std::string>> ToolCallMarkerTokens(const tok::Tokenizer& tokenizer, ToolCallFormat format) {
   return DroppedMarkerTokens(tokenizer, ToolCallMarkers(format));
-}
-
-std::string MakeToolCallId(ToolCallFormat format) {
-  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const bool mistral = format == ToolCallFormat::kMistral;  // its templates require 9 alphanumerics
-  if (format == ToolCallFormat::kSolarOpen) {  // Solar Open's prompt asks for 10 of [a-z0-9]
-    std::string id;
-    for (int i = 0; i < 10; ++i) id += kAlnum[rng() % 26 == 0 ? 52 + rng() % 10 : rng() % 26];
-    return id;
-  }
-  std::string id = mistral ? "" : "call_";
-  for (int i = 0, n = mistral ? 9 : 24; i < n; ++i) id += kAlnum[rng() % (sizeof(kAlnum) - 1)];
-  return id;
-}
-
-ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text, const ToolCallParseOptions& options) {
-  ToolCallStreamParser parser(format, options);
-  (void)parser.Feed(text);
-  (void)parser.Finish();
-  ParsedOutput out = parser.result();
-  // A malformed call makes the whole reply text (vLLM's rule); a call the
-  // output ended in is kept as the stream sent it (tool_calls.h).
-  bool malformed = parser.impl_->undecodable;
-  for (size_t i = 0; i < out.tool_calls.size(); ++i) {
-    if (i == parser.impl_->cut_call) continue;
-    const auto args = nlohmann::json::parse(out.tool_calls[i].arguments, nullptr, false);
-    malformed = malformed || out.tool_calls[i].name.empty() || !args.is_object();
-  }
-  if (malformed) {
-    ParsedOutput plain;
-    plain.content = std::string(text);
-    return plain;
-  }
-  return out;
 }
 
 }  // namespace kvs::grammar

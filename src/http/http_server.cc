@@ -1,6 +1,6 @@
 #include "http/http_server.h"
 
-#include "http/server_connection.h"
+#include "http/http_server_impl.h"
 
 namespace kvs::http {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "base/dtype.h"
-#include "kernels/dispatch.h"
+#include "kernels/tile.h"
 
 #define KVS_DECLARE_ISA_KERNELS(ns)                                                       \
   namespace ns {                                                                          \

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "template/text.h"
-#include "template/text_out.h"
 
 namespace kvs::tmpl {
 

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/spec.h"
 
 namespace kvs::tok::internal {
 

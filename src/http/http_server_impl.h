@@ -5,7 +5,7 @@
 
 #include <type_traits>
 
-#include "http/server_internal.h"
+#include "http/http_server_internal.h"
 
 namespace kvs::http::internal {
 

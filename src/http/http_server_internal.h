@@ -1,7 +1,7 @@
 // Internals of HttpServer (included by http_server.cc only): the server's
 // shared state (HttpServer::Impl), response serialization, and what an
 // Exchange sees of a connection (internal::Connection; the implementation,
-// over TCP or TLS, is server_connection.h).
+// over TCP or TLS, is http_server_impl.h).
 #pragma once
 
 #include <algorithm>
@@ -193,7 +193,7 @@ struct HttpServer::Impl {
 namespace internal {
 
 // What an Exchange (and the server) needs of a connection, whatever carries
-// it (TCP, or TLS over TCP: BasicConnection<Stream> in server_connection.h).
+// it (TCP, or TLS over TCP: BasicConnection<Stream> in http_server_impl.h).
 // Every method but Post, OnStrand and ForceClose must run on the
 // connection's strand.
 class Connection : public std::enable_shared_from_this<Connection> {
