@@ -16,6 +16,7 @@
 #include "base/line_file.h"
 #include "frontend/config_keys.h"
 #include "gateway/client_address.h"
+#include "gateway/context_policy.h"
 #include "gateway/redis_limiter.h"
 #include "gateway/warm_prompts.h"
 #include "http/http_client.h"
@@ -210,6 +211,17 @@ const PoolKeyTable& PoolKeys() {
                                    "How a replica is picked: round_robin; least_load (fewest outstanding tokens per weight); "
                                    "cache_aware (fewest uncached prompt tokens + outstanding tokens, from the replicas' "
                                    "published prefix-cache blocks)"));
+    t.push_back(PoolKeyTable::Enum("on_overflow", "", [](P& p) -> std::string& { return p.on_overflow; },
+                                   {std::string(kOverflowReject), std::string(kOverflowTruncateOldestTurns),
+                                    std::string(kOverflowTruncateMiddle)},
+                                   "A prompt too long for every pool, when this pool has the longest context: reject (400 "
+                                   "context_length_exceeded); truncate_oldest_turns (drop the oldest turns after the system "
+                                   "messages, the fewest that fit); truncate_middle (cut tokens from the middle of the longest "
+                                   "text). A truncated answer carries X-Kvserve-Truncated-Prompt-Tokens and "
+                                   "usage.truncated_prompt_tokens"));
+    t.push_back(PoolKeyTable::Bool("clean_content", "", [](P& p) -> bool& { return p.clean_content; },
+                                   "Remove invisible and control characters (zero-width, bidi controls, tag characters, C0/C1 "
+                                   "controls but tab and newlines) from the prompts of requests routed here"));
     t.push_back(PoolKeyTable::Number("max_kv_usage", "", [](P& p) -> double& { return p.max_kv_usage; }, 0, true, 1,
                                      "Replicas whose KV use (scraped) is at or above this fraction get no new requests while "
                                      "another replica is below it (1: no limit)"));

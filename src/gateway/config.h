@@ -84,6 +84,12 @@ struct PoolConfig {
   double canary_window_seconds = 60;
   int64_t canary_min_requests = 20;  // canary attempts in the window before it can be judged
   std::string tls_ca_file{};        // https replicas: PEM CAs their certificates must chain to ("": the system's)
+  // A prompt too long for every pool (context_policy.h), by the policy of
+  // the pool with the longest context: reject, truncate_oldest_turns or
+  // truncate_middle. clean_content: invisible and control characters are
+  // removed from the prompts of requests routed here.
+  std::string on_overflow = "reject";
+  bool clean_content = false;
 };
 
 struct GatewaySection {

@@ -66,6 +66,8 @@ TEST(GatewayConfigTest, ErrorsNameTheKey) {
       {"pools: [{name: a, max_context: -1}]", "pools[0] (a): max_context"},
       {"pools: [{name: a, max_context: 10, replicas: [{url: x, wieght: 1}]}]", "unknown key \"wieght\""},
       {"pools: [{name: a, max_context: 10, replicas: [{url: x, weight: 0}]}]", "weight"},
+      {"pools: [{name: a, max_context: 10, on_overflow: truncate}]", "one of: reject, truncate_oldest_turns, truncate_middle"},
+      {"pools: [{name: a, max_context: 10, clean_content: maybe}]", "pools[0] (a): clean_content"},
       {"pools: {a: 1}", "pools: expected a list"},
       {"gateway: [1]", "gateway: expected a mapping"},
       {"gateway: {port: [1]}", "gateway.port: expected a single value"},

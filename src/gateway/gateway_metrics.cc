@@ -74,6 +74,15 @@ GatewayMetrics::GatewayMetrics()
                                   "Attempts repeated on another replica after a failure before any byte reached the "
                                   "client.",
                                   {"pool"})),
+      prompts_truncated(registry.AddCounter("kvserve_gateway:prompts_truncated_total",
+                                            "Prompts too long for every pool cut to fit the longest by its on_overflow "
+                                            "policy.",
+                                            {"pool", "policy"})),
+      prompt_tokens_truncated(registry.AddCounter("kvserve_gateway:prompt_tokens_truncated_total",
+                                                  "Prompt tokens removed by on_overflow truncation.", {"pool"})),
+      content_cleaned(registry.AddCounter("kvserve_gateway:content_cleaned_characters_total",
+                                          "Invisible and control characters removed from prompts (clean_content).",
+                                          {"pool"})),
       ejections(registry.AddCounter("kvserve_gateway:replica_ejections_total",
                                     "Replicas taken out of rotation, by cause: probe (failed /ready), failures "
                                     "(consecutive failed requests).",
@@ -216,6 +225,10 @@ nlohmann::json AuditRecord::ToJson() const {
                       {"retries", retries},
                       {"remote", remote}};
   if (!peer.empty()) j["peer"] = peer;
+  if (!truncated.empty()) {
+    j["truncated"] = truncated;
+    j["truncated_prompt_tokens"] = truncated_prompt_tokens;
+  }
   if (cached_tokens) j["cached_tokens"] = *cached_tokens;
   if (predicted_cached_tokens) j["predicted_cached_tokens"] = *predicted_cached_tokens;
   if (!error.empty()) j["error"] = error;

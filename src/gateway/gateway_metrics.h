@@ -41,6 +41,9 @@ struct GatewayMetrics {
   metrics::Family<metrics::Histogram>& upstream_duration;       // pool
   metrics::Family<metrics::Counter>& upstream_errors;   // pool, replica, kind
   metrics::Family<metrics::Counter>& retries;           // pool
+  metrics::Family<metrics::Counter>& prompts_truncated;        // pool, policy (context_policy.h)
+  metrics::Family<metrics::Counter>& prompt_tokens_truncated;  // pool
+  metrics::Family<metrics::Counter>& content_cleaned;          // pool: characters removed
   metrics::Family<metrics::Counter>& ejections;         // pool, replica, cause (probe, failures)
   metrics::Family<metrics::Counter>& readmissions;      // pool, replica
   // Warm-up of joining replicas (warmup.h).
@@ -104,6 +107,8 @@ struct AuditRecord {
   std::string remote;   // the client: the TCP peer, or as a trusted proxy named it
   std::string peer;     // the TCP peer (a trusted proxy), when it is not the client
   std::optional<std::string> prompt;  // only with logging.audit_prompts
+  std::string truncated;  // "" or how the prompt was cut to fit (the pool's on_overflow)
+  int64_t truncated_prompt_tokens = 0;
 
   nlohmann::json ToJson() const;
 };

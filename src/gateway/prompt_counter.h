@@ -53,6 +53,8 @@ class PromptCounter {
   std::optional<api::ApiError> Count(api::Endpoint endpoint, const api::Json& body, CountedRequest* out,
                                      api::Dialect dialect = api::Dialect::kOpenAI) const;
   int32_t vocab_size() const;
+  // The replicas' tokenizer (context_policy.cc cuts prompts on its tokens).
+  const tok::Tokenizer& tokenizer() const { return *tok_; }
   const std::string& path() const { return path_; }
 
  private:

@@ -250,6 +250,7 @@ void ProxyRequest::StartRelay() {
   h.status = upstream_status_;
   h.SetHeader("Content-Type", upstream_content_type_.empty() ? "application/json" : upstream_content_type_);
   h.SetHeader("X-Request-Id", id_);
+  MarkTruncation(&h);
   ex_->StartStream(std::move(h));
   std::string head = std::move(upstream_body_in_);
   upstream_body_in_.clear();
@@ -269,6 +270,14 @@ void ProxyRequest::RespondWithUpstreamBody(int status) {
   res.status = status;
   res.SetHeader("Content-Type", upstream_content_type_.empty() ? "application/json" : upstream_content_type_);
   res.SetHeader("X-Request-Id", id_);
+  MarkTruncation(&res);
+  if (truncated_tokens_ > 0 && status == 200) {
+    api::Json j = api::Json::parse(upstream_body_in_, nullptr, false);  // in the replica's key order
+    if (j.is_object() && j.contains("usage") && j["usage"].is_object()) {
+      j["usage"]["truncated_prompt_tokens"] = truncated_tokens_;
+      upstream_body_in_ = j.dump(-1, ' ', false, api::Json::error_handler_t::replace);
+    }
+  }
   res.body = std::move(upstream_body_in_);
   ex_->Respond(std::move(res));
 }

@@ -87,6 +87,8 @@ void ProxyRequest::Finish(int status) {
   a.retries = retries_;
   CountPrefixHits(&a);
   a.error = error_note_;
+  a.truncated = truncation_note_;
+  a.truncated_prompt_tokens = truncated_tokens_;
   a.remote = gw_->ClientAddress(*ex_);
   if (a.remote != ex_->remote()) a.peer = ex_->remote();
   if (gw_->config().logging.audit_prompts && !counted_.prompt_text.empty()) a.prompt = counted_.prompt_text;

@@ -6,6 +6,7 @@
 #include "api/error.h"
 #include "api/prompt.h"
 #include "gateway/cache_salt.h"
+#include "gateway/context_policy.h"
 #include "gateway/proxy_errors.h"
 #include "gateway/proxy_request.h"
 #include "gateway/routing.h"
@@ -33,8 +34,8 @@ void ProxyRequest::PrepareGenerate() {
   const api::ParsedRequest& req = counted_.req;
   stream_ = req.stream;
   client_wants_usage_ = req.include_usage;
-  if (auto e = ChoosePools()) return PostError(*e);
-  if (auto e = CheckModel(req.model)) return PostError(*e);
+  if (auto e = ChoosePoolsFitting()) return PostError(*e);
+  if (auto e = CheckModel(counted_.req.model)) return PostError(*e);
   if (!Admit()) return;
   BuildUpstreamBody();
   deadline_ = Clock::now() + proxy_detail::ToMs(pools_.front()->config.total_timeout_seconds);
@@ -67,6 +68,46 @@ void ProxyRequest::PrepareTokenizer() {
   deadline_ = Clock::now() + proxy_detail::ToMs(pools_.front()->config.total_timeout_seconds);
   auto self = shared_from_this();
   ex_->Post([self] { self->Begin(); });
+}
+
+// ChoosePools, with the pools' context policies (context_policy.h): the
+// prompt cleaned where the chosen pool (or, for a prompt too long for every
+// pool, the longest pool) says so, and an over-long prompt cut to fit the
+// longest pool by its on_overflow. Each change is recounted, so routing,
+// reservation and the upstream body all see the prompt the replica gets.
+std::optional<api::ApiError> ProxyRequest::ChoosePoolsFitting() {
+  std::optional<api::ApiError> e = ChoosePools();
+  const bool overflow = e && e->code == "context_length_exceeded";
+  if (e && !overflow) return e;
+  const Pool& policy_pool = overflow ? *gw_->router().pools().back() : *pools_.front();
+  const PoolConfig& pc = policy_pool.config;
+  if (pc.clean_content) {
+    const int64_t removed = CleanRequestBody(endpoint_, dialect_, &body_);
+    if (removed > 0) {
+      cleaned_chars_ = removed;
+      gw_->metrics().content_cleaned.With({policy_pool.name()}).Inc(static_cast<double>(removed));
+      counted_ = CountedRequest{};
+      if (auto ce = gw_->counter().Count(endpoint_, body_, &counted_, dialect_)) return ce;
+      e = ChoosePools();
+    }
+  }
+  if (!e || e->code != "context_length_exceeded") return e;
+  const OverflowPolicy policy = ParseOverflowPolicy(pc.on_overflow);
+  if (policy == OverflowPolicy::kReject) return e;
+  const api::ParsedRequest& req = counted_.req;
+  const bool chat = endpoint_ == api::Endpoint::kChatCompletions;
+  const int64_t reserve = req.max_tokens ? *req.max_tokens : chat ? pc.default_max_tokens : api::DefaultMaxTokens(false, 0, pc.max_context);
+  Fitted fitted;
+  if (auto fe = FitPrompt(gw_->counter(), endpoint_, dialect_, policy, pc.max_context - reserve, &body_, &counted_, &fitted)) {
+    return fe;
+  }
+  truncated_tokens_ = fitted.dropped_tokens;
+  truncation_note_ = fmt::format("prompt truncated ({}): {} -> {} tokens", OverflowPolicyName(policy),
+                                 fitted.prompt_tokens_before, counted_.max_prompt_tokens);
+  if (fitted.dropped_messages > 0) truncation_note_ += fmt::format(", {} messages dropped", fitted.dropped_messages);
+  gw_->metrics().prompts_truncated.With({policy_pool.name(), std::string(OverflowPolicyName(policy))}).Inc();
+  gw_->metrics().prompt_tokens_truncated.With({policy_pool.name()}).Inc(static_cast<double>(truncated_tokens_));
+  return ChoosePools();
 }
 
 bool ProxyRequest::Admit() {
@@ -171,7 +212,9 @@ void ProxyRequest::BuildUpstreamBody() {
   // Only chat and completions streams report usage on request (the other
   // dialects always end with it).
   const bool ask_usage = stream_ && openai();
-  const bool rewrite = ask_usage || inject_max_tokens_ || raise_priority || isolate_cache_;
+  // A cleaned or truncated body is the one the replica must see.
+  const bool rewrite = ask_usage || inject_max_tokens_ || raise_priority || isolate_cache_ || cleaned_chars_ > 0 ||
+                       truncated_tokens_ > 0;
   if (!rewrite) {
     upstream_body_ = ex_->request().body;
     return;

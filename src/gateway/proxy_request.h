@@ -81,6 +81,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   bool Admit();
   void PostError(const api::ApiError& e);
   std::optional<api::ApiError> ChoosePools();
+  std::optional<api::ApiError> ChoosePoolsFitting();
   std::optional<api::ApiError> CheckModel(const std::string& model);
   api::ApiError LimitError(const AdmitResult& r);
   void BuildUpstreamBody();
@@ -112,6 +113,7 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   void OnEvent(http::SseMessage m);
   void OnDialectEvent(http::SseMessage m);
   void Commit();
+  void MarkTruncation(http::HttpResponse* res) const;
   void ReadUsage(const nlohmann::json& u);
   void ReadUsageFromTail();
   void CountPrefixHits(AuditRecord* a);
@@ -135,6 +137,9 @@ class ProxyRequest : public std::enable_shared_from_this<ProxyRequest> {
   int64_t max_tokens_ = 0;
   bool inject_max_tokens_ = false;
   bool isolate_cache_ = false;  // the tenant is folded into cache_salt (gateway.prefix_cache_scope: tenant)
+  int64_t cleaned_chars_ = 0;     // removed by the pool's clean_content
+  int64_t truncated_tokens_ = 0;  // prompt tokens cut by the longest pool's on_overflow
+  std::string truncation_note_;   // for the audit log
   int64_t reserved_ = 0;
   int64_t outstanding_ = 0;  // added to replica_'s outstanding tokens for the current attempt
   bool stream_ = false;

@@ -26,6 +26,10 @@ void ProxyRequest::OnEvent(http::SseMessage m) {
     nlohmann::json j = nlohmann::json::parse(m.data, nullptr, false);
     if (has_usage && j.is_object() && j["usage"].is_object()) {
       ReadUsage(j["usage"]);
+      if (truncated_tokens_ > 0) {
+        j["usage"]["truncated_prompt_tokens"] = truncated_tokens_;
+        m.data = api::Dump(j);
+      }
       const bool usage_only = j.contains("choices") && j["choices"].is_array() && j["choices"].empty();
       if (!client_wants_usage_) {
         if (usage_only) return;  // the client did not ask for it
@@ -53,8 +57,12 @@ void ProxyRequest::OnEvent(http::SseMessage m) {
 void ProxyRequest::OnDialectEvent(http::SseMessage m) {
   ++stream_events_;
   if (EventMayReportUsage(dialect_, m.event)) {
-    const nlohmann::json j = nlohmann::json::parse(m.data, nullptr, false);
+    nlohmann::json j = nlohmann::json::parse(m.data, nullptr, false);
     if (const nlohmann::json* u = EventUsage(dialect_, m.event, j)) {
+      if (truncated_tokens_ > 0 && u->is_object()) {
+        const_cast<nlohmann::json*>(u)->operator[]("truncated_prompt_tokens") = truncated_tokens_;  // j is ours
+        m.data = api::Dump(j);
+      }
       UsageReport r = gateway::ReadUsage(dialect_, *u);
       if (m.event == "message_start") {
         start_prompt_ = r.prompt;  // the prompt; what was generated comes with message_delta
@@ -81,7 +89,9 @@ void ProxyRequest::Commit() {
   ttft_ = Clock::now();
   ObserveFirstToken(std::chrono::duration<double>(*ttft_ - attempt_start_).count());
   ex_->SetDeadline(deadline_, [self = shared_from_this(), attempt = attempt_id_] { self->OnDeadline(attempt); });
-  http::StartSseStream(*ex_, id_);
+  http::HttpResponse head = http::SseResponseHead(id_);
+  MarkTruncation(&head);
+  ex_->StartStream(std::move(head), http::kSseKeepAlive, http::SseComment("keep-alive"));
   for (http::SseMessage& m : held_) {
     if (!m.event.empty()) {
       ex_->Write(http::SseEvent(m.event, m.data));
@@ -91,6 +101,12 @@ void ProxyRequest::Commit() {
     ex_->Write(http::SseData(m.data));
   }
   held_.clear();
+}
+
+// A prompt cut by the pool's on_overflow: the answer says so, and by how
+// many tokens (also in usage.truncated_prompt_tokens).
+void ProxyRequest::MarkTruncation(http::HttpResponse* res) const {
+  if (truncated_tokens_ > 0) res->SetHeader("X-Kvserve-Truncated-Prompt-Tokens", std::to_string(truncated_tokens_));
 }
 
 void ProxyRequest::ReadUsage(const nlohmann::json& u) {

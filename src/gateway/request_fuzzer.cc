@@ -3,12 +3,15 @@
 // prompt with the bundled model's tokenizer and chat template
 // (PromptCounter::Count: chat rendered with content as plain text), the
 // tenant's cache salt and the block hashes cache-aware routing computes,
-// then admission against a tenant's limits and the release of its lease.
+// then admission against a tenant's limits and the release of its lease;
+// and the context policies (context_policy.h): the body cleaned, then cut to
+// a budget below its count by each truncation policy.
 //
 // Input: one byte choosing the endpoint ('c' chat, 'r' /v1/responses, 'm'
 // /v1/messages, anything else completions), then the body. Must hold for every input: no crash, no
 // sanitizer report; an error is a 4xx with a message; a counted request has
-// prompts whose token ids are inside the vocabulary, and counts that add up.
+// prompts whose token ids are inside the vocabulary, and counts that add up;
+// a fitted prompt is within its budget, and its dropped tokens add up.
 //
 // The model is models/kvserve-tiny.gguf of the source tree
 // (KVSERVE_SOURCE_DIR at build time, or $KVSERVE_SOURCE_DIR); without it
@@ -24,6 +27,7 @@
 
 #include "api/openai_request.h"
 #include "gateway/cache_salt.h"
+#include "gateway/context_policy.h"
 #include "gateway/limits.h"
 #include "gateway/prompt_counter.h"
 #include "gateway/routing.h"
@@ -109,5 +113,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ar.lease_id = "fuzz";
   AdmitResult r = limiter.Admit(ar);
   if (r.admitted) limiter.Release(r.lease, counted.total_prompt_tokens);
+
+  // Context policies: cleaning never fails; a fit to a budget below the
+  // count either errs with a 4xx or leaves a prompt within the budget.
+  kvs::api::Json cleaned = json;
+  CleanRequestBody(endpoint, dialect, &cleaned);
+  const int64_t budget = counted.max_prompt_tokens * 2 / 3;
+  if (budget >= 1 && counted.max_prompt_tokens < 4096) {
+    for (OverflowPolicy policy : {OverflowPolicy::kTruncateOldestTurns, OverflowPolicy::kTruncateMiddle}) {
+      kvs::api::Json body = json;
+      CountedRequest c = counted;
+      Fitted fitted;
+      if (auto e = FitPrompt(*counter, endpoint, dialect, policy, budget, &body, &c, &fitted)) {
+        if (e->status < 400 || e->status >= 500 || e->message.empty()) Fail("a fit error that is not a 4xx with a message");
+        continue;
+      }
+      if (c.max_prompt_tokens > budget) Fail("a fitted prompt over its budget");
+      if (fitted.dropped_tokens != counted.max_prompt_tokens - c.max_prompt_tokens) Fail("dropped tokens do not add up");
+    }
+  }
   return 0;
 }
