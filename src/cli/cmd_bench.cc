@@ -149,7 +149,7 @@ int RunKvAccuracy(const BenchOptions& o) {
   std::mt19937 rng(42);
   std::vector<int32_t> prompt(static_cast<size_t>(std::max(o.prompt, 1)));
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(weights.config().vocab));
-  const DType dtypes[] = {DType::kF16, DType::kBF16, DType::kQ8_0};
+  const DType dtypes[] = {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1};
   auto r = model::MeasureKvAccuracy(weights, prompt, dtypes, 512, o.gen, pool);
   if (!r.ok()) {
     std::fprintf(stderr, "error: %s\n", r.status().ToString().c_str());
@@ -421,7 +421,7 @@ const Registrar kRegister_bench({"bench",
                  app->add_option("-d,--depth", o->depth, "KV cache depth (tokens already cached) for the tests");
                  app->add_flag("--no-warmup", o->no_warmup,
                                "Skip the untimed warm-up runs (one of the ppN test, one token for tgN)");
-                 app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
+                 app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0, q4_0, q4_1");
                  AddDtypeOption(app, &o->dtype);
                  app->add_option("-c,--concurrency", o->concurrency,
                                  "Sequences decoding at once through the engine, e.g. 1,4,16,64: prints the aggregate "
@@ -430,7 +430,7 @@ const Registrar kRegister_bench({"bench",
                      ->delimiter(',')
                      ->check(CLI::Range(1, 4096));
                  app->add_flag("--kv-accuracy", o->kv_accuracy,
-                               "Instead of speed: logit deviation and greedy agreement of f16/bf16/q8_0 K/V against "
+                               "Instead of speed: logit deviation and greedy agreement of f16/bf16/q8_0/q4_0/q4_1 K/V against "
                                "f32 on a -p token prompt and -n greedy tokens");
                  AddOnlineOptions(app, o.get());
                  return [o] { return RunBench(*o); };

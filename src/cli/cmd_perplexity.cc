@@ -53,7 +53,7 @@ int RunPerplexity(PerplexityArgs a) {
     return 1;
   }
   auto kv = DTypeFromName(a.kv_dtype);
-  if (!kv) return PerplexityFail(InvalidArgument("unknown --kv-dtype '{}' (f32, f16, bf16, q8_0)", a.kv_dtype));
+  if (!kv) return PerplexityFail(InvalidArgument("unknown --kv-dtype '{}' (f32, f16, bf16, q8_0, q4_0, q4_1)", a.kv_dtype));
   auto text = ReadTextFile(a.file);
   if (!text.ok()) return PerplexityFail(text.status());
   backend::EngineSpec spec;
@@ -120,7 +120,7 @@ const Registrar kRegister_perplexity(
        app->add_option("--chunks", a->chunks, "Windows to evaluate (-1: all)");
        app->add_option("-b,--batch-size", a->batch, "Most tokens per forward pass")->check(CLI::PositiveNumber);
        app->add_option("-t,--threads", a->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
-       app->add_option("--kv-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
+       app->add_option("--kv-dtype", a->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0, q4_0, q4_1");
        AddDtypeOption(app, &a->dtype);
        return [a] { return RunPerplexity(*a); };
      }});

@@ -135,7 +135,7 @@ const Registrar kRegister_plan(Command{
       sub->add_option("--concurrency", a->concurrency, "sequences resident at once (default 1)");
       sub->add_option("--weights-dtype", a->weights_dtype,
                       "f32, f16, bf16, q8_0, q6_k, q4_k_m, q4_0 (default: the source's)");
-      sub->add_option("--kv-dtype", a->kv_dtype, "f32, f16, bf16, q8_0 (default f16)");
+      sub->add_option("--kv-dtype", a->kv_dtype, "f32, f16, bf16, q8_0, q4_0, q4_1 (default f16)");
       sub->add_option("--block-size", a->block_size, "tokens per KV block (default 16)");
       sub->add_option("--max-num-batched-tokens", a->max_num_batched_tokens,
                       "tokens computed in one step (default 2048)");

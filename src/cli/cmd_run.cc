@@ -69,7 +69,7 @@ int RunGenerate(RunOptions o) {
     return 1;
   }
   auto kv = DTypeFromName(o.kv_dtype);
-  if (!kv) return Fail(InvalidArgument("unknown --kv-dtype '{}' (f32, f16, bf16, q8_0)", o.kv_dtype));
+  if (!kv) return Fail(InvalidArgument("unknown --kv-dtype '{}' (f32, f16, bf16, q8_0, q4_0, q4_1)", o.kv_dtype));
   // The weights, tokenizer and (--chat) template first; the engine is
   // sized once the prompt's length is known.
   backend::EngineSpec spec;
@@ -162,7 +162,7 @@ const Registrar kRegister_run({"run", "Generate text for a prompt", [](CLI::App*
                  app->add_option("-s,--seed", o->seed, "Random seed (-1: random)");
                  app->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
                  app->add_option("-c,--ctx-size", o->ctx, "Context length (0: the model's)")->check(CLI::NonNegativeNumber);
-                 app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0");
+                 app->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: f32, f16, bf16, q8_0, q4_0, q4_1");
                  AddDtypeOption(app, &o->dtype);
                  app->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after end-of-sequence");
                  app->add_flag("--chat", o->chat,

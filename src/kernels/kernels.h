@@ -96,8 +96,8 @@ void Softmax(float* x, int64_t n);
 // returned (what a scalar `x[i] > best` scan from x[0] gives).
 int64_t ArgMax(const float* x, int64_t n);
 
-// Converts a row between f32 and a storage type (F32, F16, BF16, Q8_0) for
-// the KV cache; n multiple of the block size. Same bytes as QuantizeRow.
+// Converts a row between f32 and a storage type (F32, F16, BF16, Q8_0, Q4_0, Q4_1)
+// for the KV cache; n multiple of the block size. Same bytes as QuantizeRow.
 void ConvertRowFromF32(DType t, const float* x, void* y, int64_t n);
 
 // Name of the kernel variant in use ("avx512bf16", "avx512", "avx2" or "scalar"), for logs.

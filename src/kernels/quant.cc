@@ -108,9 +108,13 @@ void DequantizeRow(DType t, const void* x, float* y, int64_t n) {
 }
 
 void ConvertRowFromF32(DType t, const float* x, void* y, int64_t n) {
-  KVS_CHECK_MSG(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0,
+  KVS_CHECK_MSG(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 || t == DType::kQ4_0 ||
+                    t == DType::kQ4_1,
                 "ConvertRowFromF32: unsupported type {}", DTypeName(t));
   CheckMultiple(t, n);
+  // 4-bit KV through the reference quantizers: a KV write is a few rows per
+  // token, nothing next to the forward pass that produced them.
+  if (t == DType::kQ4_0 || t == DType::kQ4_1) return QuantizeRow(t, x, y, n);
   ActiveKernels().convert_from_f32(t, x, y, n);
 }
 

@@ -19,7 +19,10 @@ namespace {
 inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Converts `n` elements of a stored KV row, starting at element `first`, to
-// f32. Q8_0 rows are 34-byte blocks of 32 (f16 scale, 32 x int8).
+// f32. Q8_0 rows are 34-byte blocks of 32 (f16 scale, 32 x int8); Q4_0 rows
+// 18-byte blocks of 32 (f16 scale d, 16 bytes: value j is (low nibble of
+// byte j) - 8 times d, value j + 16 the high nibble's); Q4_1 rows 20-byte
+// blocks (f16 d, f16 minimum m, the same nibbles: value q * d + m).
 template <class V>
 inline void LoadRow(DType type, const uint8_t* row, int64_t first, int64_t n, float* out) {
   switch (type) {
@@ -50,6 +53,44 @@ inline void LoadRow(DType type, const uint8_t* row, int64_t first, int64_t n, fl
         }
       }
       return;
+    case DType::kQ4_0:
+    case DType::kQ4_1: {
+      // Q4_0: codes q - 8 times d; Q4_1: codes q times d, plus m.
+      const bool q41 = type == DType::kQ4_1;
+      const int64_t bytes = q41 ? 20 : 18, qs_at = q41 ? 4 : 2, bias = q41 ? 0 : 8;
+      if (first % 32 == 0 && n % 32 == 0) {
+        const uint8_t* blk = row + first / 32 * bytes;
+        alignas(64) int8_t q[32];
+        for (int64_t b = 0; b < n / 32; ++b, blk += bytes) {
+          uint16_t d16, m16 = 0;
+          std::memcpy(&d16, blk, 2);
+          if (q41) std::memcpy(&m16, blk + 2, 2);
+          const uint8_t* qs = blk + qs_at;
+          for (int j = 0; j < 16; ++j) {
+            q[j] = static_cast<int8_t>((qs[j] & 0x0F) - bias);
+            q[j + 16] = static_cast<int8_t>((qs[j] >> 4) - bias);
+          }
+          float* o = out + b * 32;
+          kernels::I8BlockToF32<V>(q, V::HalfToFloat(d16), o);
+          if (q41) {
+            const float m = V::HalfToFloat(m16);
+            for (int j = 0; j < 32; ++j) o[j] += m;
+          }
+        }
+      } else {  // heads that are not whole blocks: element by element
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t e = first + i;
+          const uint8_t* blk = row + e / 32 * bytes;
+          uint16_t d16, m16 = 0;
+          std::memcpy(&d16, blk, 2);
+          if (q41) std::memcpy(&m16, blk + 2, 2);
+          const int j = static_cast<int>(e % 32);
+          const int code = j < 16 ? blk[qs_at + j] & 0x0F : blk[qs_at + j - 16] >> 4;
+          out[i] = F16ToF32(d16) * static_cast<float>(code - bias) + (q41 ? F16ToF32(m16) : 0.0f);
+        }
+      }
+      return;
+    }
     default:
       return;  // rejected by KvCacheConfig::Validate
   }

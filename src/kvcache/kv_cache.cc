@@ -24,13 +24,15 @@ Status KvCacheConfig::Validate() const {
   switch (dtype) {
     case DType::kF32: case DType::kF16: case DType::kBF16: break;
     case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
       if (RowElems() % 32 != 0) {
-        return InvalidArgument("kv_cache.dtype q8_0 needs n_kv_heads * head_dim ({}) to be a multiple of 32",
-                               RowElems());
+        return InvalidArgument("kv_cache.dtype {} needs n_kv_heads * head_dim ({}) to be a multiple of 32",
+                               dtype == DType::kQ8_0 ? "q8_0" : dtype == DType::kQ4_0 ? "q4_0" : "q4_1", RowElems());
       }
       break;
     default:
-      return InvalidArgument("kv_cache.dtype {} is not supported (use f32, f16, bf16 or q8_0)", DTypeName(dtype));
+      return InvalidArgument("kv_cache.dtype {} is not supported (use f32, f16, bf16, q8_0, q4_0 or q4_1)", DTypeName(dtype));
   }
   return Status::Ok();
 }
@@ -38,7 +40,8 @@ Status KvCacheConfig::Validate() const {
 StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheConfig& config) {
   KVS_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<KvCache> c(new KvCache(config));
-  c->head_major_ = !(config.dtype == DType::kQ8_0 && config.head_dim % 32 != 0);
+  const bool blocks_of_32 = config.dtype == DType::kQ8_0 || config.dtype == DType::kQ4_0 || config.dtype == DType::kQ4_1;
+  c->head_major_ = !(blocks_of_32 && config.head_dim % 32 != 0);
   c->row_bytes_ = config.RowBytes();
   c->head_bytes_ = c->head_major_ ? ::kvs::RowBytes(config.dtype, config.head_dim) : c->row_bytes_;
   c->part_bytes_ = c->row_bytes_ * config.block_size;

@@ -8,7 +8,7 @@
 // region of block_stride() bytes:
 //   block b: for each layer: K then V, each [heads][block_size][head bytes]
 // so one KV head's rows of one block are contiguous (attention streams them).
-// Q8_0 heads that are not whole 32-value blocks (head_dim % 32 != 0) are
+// Q8_0 / Q4_0 / Q4_1 heads that are not whole 32-value blocks (head_dim % 32 != 0) are
 // stored row-major instead: [block_size][row bytes] (HeadRows says which).
 //
 // Memory follows use: the mapping reserves the whole budget as address space
@@ -18,7 +18,10 @@
 // release, i.e. what the pool adds to the RSS.
 //
 // Supported dtypes: F32, F16 (default), BF16, Q8_0 (int8 with one f16 scale
-// per 32 values; the row n_kv_heads * head_dim must be a multiple of 32).
+// per 32 values), Q4_0 (4-bit codes with one f16 scale per 32 values:
+// llama.cpp's -ctk/-ctv q4_0 bytes), Q4_1 (the same with an f16 minimum per
+// block: codes cover [min, max] instead of a range symmetric around 0); for
+// the block types the row n_kv_heads * head_dim must be a multiple of 32.
 // Thread-safety: Write and Release from one thread (the engine thread, or
 // the model's forward pass on it); reads from any thread while no write or
 // release runs.

@@ -18,6 +18,10 @@ TEST(KvCacheTest, RejectsBadConfigs) {
   auto s = KvCache::Create({1, 3, 6, 16, 10, DType::kQ8_0});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("multiple of 32"), std::string::npos);
+  auto s4 = KvCache::Create({1, 3, 6, 16, 10, DType::kQ4_0});
+  ASSERT_FALSE(s4.ok());
+  EXPECT_NE(s4.status().message().find("q4_0 needs n_kv_heads * head_dim (18) to be a multiple of 32"), std::string::npos)
+      << s4.status().message();
   EXPECT_FALSE(KvCache::Create({1, 4, 8, 16, 10, DType::kQ4_K}).ok());
   KvCacheConfig ok{2, 4, 64, 16, 10, DType::kF16};
   EXPECT_EQ(ok.BytesPerToken(), 2 * 2 * 4 * 64 * 2);
@@ -91,7 +95,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, KvCacheRoundTrip,
                                            RoundTripCase{DType::kBF16, 1, 24, 5, true},
                                            RoundTripCase{DType::kQ8_0, 4, 64, 16, true},
                                            RoundTripCase{DType::kQ8_0, 4, 8, 7, false},
-                                           RoundTripCase{DType::kQ8_0, 4, 24, 1, false}));
+                                           RoundTripCase{DType::kQ8_0, 4, 24, 1, false},
+                                           RoundTripCase{DType::kQ4_0, 4, 64, 16, true},
+                                           RoundTripCase{DType::kQ4_0, 4, 24, 3, false},
+                                           RoundTripCase{DType::kQ4_1, 2, 32, 4, true}));
 
 // Anonymous resident memory of this process, from /proc/self/status.
 int64_t RssAnonBytes() {

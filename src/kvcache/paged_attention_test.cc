@@ -259,6 +259,8 @@ std::vector<Case> AllCases() {
       {DType::kQ8_0, 12, 4, 64, 16},
       {DType::kQ8_0, 8, 4, 8, 32},    // q8_0 blocks span heads
       {DType::kQ8_0, 8, 4, 24, 5},    // heads not whole q8_0 blocks, odd block size
+      {DType::kQ4_0, 12, 4, 64, 16},  // 4-bit KV
+      {DType::kQ4_1, 8, 4, 24, 5},    // heads not whole q4_1 blocks
       {DType::kF16, 32, 4, 64, 16},   // M model shape (GQA 8)
       {DType::kF16, 6, 1, 24, 5},     // MQA, odd head dim and block size
       {DType::kF16, 40, 1, 20, 7},    // group wider than one item's rows

@@ -1,5 +1,5 @@
 // KV-cache dtype accuracy: how far logits move when the paged KV cache
-// stores K/V in a narrower dtype (f16, bf16, q8_0) than f32, for one model
+// stores K/V in a narrower dtype (f16, bf16, q8_0, q4_0, q4_1) than f32, for one model
 // and one token sequence. Used by `kvserve bench --kv-accuracy` (figures in
 // docs/benchmarks.md) and by kv_accuracy_test (bounds).
 //

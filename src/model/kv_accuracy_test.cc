@@ -26,7 +26,7 @@ void Print(const char* what, const std::vector<KvAccuracy>& r) {
   }
 }
 
-const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0};
+const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1};
 
 TEST(KvAccuracyTest, F32AgainstItselfIsExact) {
   auto dir = kvs::testing::TempDir("kvacc0");
@@ -69,16 +69,21 @@ TEST(KvAccuracyTest, Stories260K) {
     ASSERT_TRUE(model.Forward(b, **cache, logits, pool).ok());
     prompt.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
   }
-  auto r = MeasureKvAccuracy(model, prompt, std::span<const DType>(kDtypes + 1, 3), 128, 128, pool);
+  auto r = MeasureKvAccuracy(model, prompt, std::span<const DType>(kDtypes + 1, 5), 128, 128, pool);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   Print("stories260K", *r);
   for (const KvAccuracy& a : *r) {
     SCOPED_TRACE(DTypeName(a.dtype));
     EXPECT_GT(a.max_abs_logit_dev, 0.0);  // the narrower dtype does change something
     // Relative to the logits' scale: f16 keeps 11 significant bits, bf16 8,
-    // q8_0 ~8 with a per-32 scale.
-    EXPECT_LT(a.max_abs_logit_dev, (a.dtype == DType::kF16 ? 0.005 : 0.1) * a.max_abs_logit);
-    EXPECT_GE(a.argmax_agreement, a.dtype == DType::kF16 ? 0.99 : 0.97);
+    // q8_0 ~8 with a per-32 scale. 4-bit KV is coarse here: stories260K's
+    // heads are 8 wide, so one block's scale serves all 4 KV heads of a
+    // token, and a head with large keys leaves the others a few codes (what
+    // 4-bit KV costs on head_dim >= 32 models: RandomModelAt4K below and
+    // docs/benchmarks.md). The bound says it still tracks the model.
+    const bool four_bit = a.dtype == DType::kQ4_0 || a.dtype == DType::kQ4_1;
+    EXPECT_LT(a.max_abs_logit_dev, (a.dtype == DType::kF16 ? 0.005 : four_bit ? 1.0 : 0.1) * a.max_abs_logit);
+    EXPECT_GE(a.argmax_agreement, a.dtype == DType::kF16 ? 0.99 : four_bit ? 0.5 : 0.97);
   }
 }
 
@@ -100,14 +105,15 @@ TEST(KvAccuracyTest, RandomModelAt4K) {
   std::vector<int32_t> prompt(static_cast<size_t>(kvs::testing::SanitizerSample(4096)));
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % 512);
   ThreadPool pool(2);
-  auto r = MeasureKvAccuracy(**m, prompt, std::span<const DType>(kDtypes + 1, 3), 512, 64, pool);
+  auto r = MeasureKvAccuracy(**m, prompt, std::span<const DType>(kDtypes + 1, 5), 512, 64, pool);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   Print("random 4K", *r);
   for (const KvAccuracy& a : *r) {
     SCOPED_TRACE(DTypeName(a.dtype));
+    const bool four_bit = a.dtype == DType::kQ4_0 || a.dtype == DType::kQ4_1;
     EXPECT_GT(a.max_abs_logit_dev, 0.0);
-    EXPECT_LT(a.max_abs_logit_dev, 0.05 * a.max_abs_logit);
-    EXPECT_GE(a.argmax_agreement, 0.95);
+    EXPECT_LT(a.max_abs_logit_dev, (four_bit ? 0.2 : 0.05) * a.max_abs_logit);
+    EXPECT_GE(a.argmax_agreement, four_bit ? 0.8 : 0.95);
   }
 }
 

@@ -87,8 +87,11 @@ std::string Count(int64_t n) {
 
 StatusOr<DType> ParseKvDType(std::string_view name) {
   std::optional<DType> t = DTypeFromName(name);
-  if (t && (*t == DType::kF32 || *t == DType::kF16 || *t == DType::kBF16 || *t == DType::kQ8_0)) return *t;
-  return InvalidArgument("unknown KV dtype \"{}\" (f32, f16, bf16, q8_0)", name);
+  if (t && (*t == DType::kF32 || *t == DType::kF16 || *t == DType::kBF16 || *t == DType::kQ8_0 || *t == DType::kQ4_0 ||
+            *t == DType::kQ4_1)) {
+    return *t;
+  }
+  return InvalidArgument("unknown KV dtype \"{}\" (f32, f16, bf16, q8_0, q4_0, q4_1)", name);
 }
 
 uint64_t KvRowBytes(const ModelShape& s, DType kv_dtype) {
@@ -182,8 +185,8 @@ Status ValidateOptions(const PlanOptions& o) {
   }
   if (!(o.margin >= 0 && o.margin < 10)) return InvalidArgument("margin must be in [0, 10), got {}", o.margin);
   if (o.kv_dtype != DType::kF32 && o.kv_dtype != DType::kF16 && o.kv_dtype != DType::kBF16 &&
-      o.kv_dtype != DType::kQ8_0) {
-    return InvalidArgument("KV dtype {} is not supported (f32, f16, bf16, q8_0)", DTypeName(o.kv_dtype));
+      o.kv_dtype != DType::kQ8_0 && o.kv_dtype != DType::kQ4_0 && o.kv_dtype != DType::kQ4_1) {
+    return InvalidArgument("KV dtype {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1)", DTypeName(o.kv_dtype));
   }
   return Status::Ok();
 }
@@ -305,6 +308,15 @@ MemoryPlan ComputePlan(const ModelShape& shape, const PlanOptions& options) {
     kv_alone = fits_with([](PlanOptions& x) { x.kv_dtype = DType::kQ8_0; });
     p.suggestions.push_back(fmt::format("KV q8_0 saves {} (KV {} -> {}; --kv-dtype q8_0){}", Gib(p.kv_bytes - kv_q8),
                                         Gib(p.kv_bytes), Gib(kv_q8), verdict(kv_alone)));
+  }
+  // 4-bit KV only when 8-bit is not enough: it costs accuracy (docs/benchmarks.md, "KV dtypes").
+  if (!kv_alone && KvBytesPerToken(shape, DType::kQ4_0) < p.kv_bytes_per_token) {
+    PlanOptions q = o;
+    q.kv_dtype = DType::kQ4_0;
+    const uint64_t kv_q4 = KvBytes(shape, q);
+    kv_alone = fits_with([](PlanOptions& x) { x.kv_dtype = DType::kQ4_0; });
+    p.suggestions.push_back(fmt::format("KV q4_0 saves {} (KV {} -> {}; --kv-dtype q4_0, less accurate than q8_0){}",
+                                        Gib(p.kv_bytes - kv_q4), Gib(p.kv_bytes), Gib(kv_q4), verdict(kv_alone)));
   }
   if (smallest_weights && KvBytesPerToken(shape, DType::kQ8_0) < p.kv_bytes_per_token && !weights_alone &&
       !kv_alone) {

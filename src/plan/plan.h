@@ -86,7 +86,7 @@ inline constexpr uint64_t kThreadStackBytes = uint64_t{8} << 20;
 inline constexpr double kDefaultMargin = 0.15;
 inline constexpr int64_t kMaxDevices = 4096;
 
-// KV dtypes: F32, F16, BF16, Q8_0. "f16", "bf16", ... (case-insensitive).
+// KV dtypes: F32, F16, BF16, Q8_0, Q4_0, Q4_1. "f16", "bf16", ... (case-insensitive).
 StatusOr<DType> ParseKvDType(std::string_view name);
 
 // Bytes of one layer's K (or V) row for a token: kv_heads * head_dim values.

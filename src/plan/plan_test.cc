@@ -55,6 +55,7 @@ TEST(Kv, Q8_0Is34Over64OfF16PerValue) {
   for (const char* name : {"Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-7B", "Llama-3.2-1B"}) {
     const ModelShape s = P(name);
     EXPECT_EQ(KvBytesPerToken(s, DType::kQ8_0) * 64, KvBytesPerToken(s, DType::kF16) * 34) << name;
+    EXPECT_EQ(KvBytesPerToken(s, DType::kQ4_0) * 64, KvBytesPerToken(s, DType::kF16) * 18) << name;
   }
   EXPECT_EQ(KvBytesPerToken(P("Llama-3.1-8B"), DType::kQ8_0), 69632u);
 }
@@ -270,6 +271,7 @@ TEST(Plan, SuggestionsNameTheSavings) {
   };
   EXPECT_TRUE(has("quantizing weights to q4_k_m saves"));
   EXPECT_TRUE(has("KV q8_0 saves 30.00 GiB"));  // 64 GiB x (1 - 34/64)
+  EXPECT_FALSE(has("KV q4_0"));  // q8_0 is enough: 4-bit KV is not offered
   EXPECT_TRUE(has(fmt::format("concurrency {} fits", p.max_concurrency_at_context)));
   EXPECT_TRUE(has(fmt::format("context {} fits", p.max_context_at_concurrency)));
   EXPECT_TRUE(has(fmt::format("use {} devices", p.devices_needed)));
@@ -279,8 +281,14 @@ TEST(Plan, SuggestionsNameTheSavings) {
   const MemoryPlan small = ComputePlan(P("Llama-3.1-8B"), o);
   EXPECT_EQ(small.max_concurrency_at_context, 0);
   bool none = false;
-  for (const std::string& s : small.suggestions) none |= s.find("not even one sequence") != std::string::npos;
+  bool q4 = false;
+  for (const std::string& s : small.suggestions) {
+    none |= s.find("not even one sequence") != std::string::npos;
+    // q8_0 KV alone does not fit here: 4-bit is offered, 64 GiB x (1 - 18/64) saved.
+    q4 |= s.find("KV q4_0 saves 46.00 GiB") != std::string::npos;
+  }
   EXPECT_TRUE(none);
+  EXPECT_TRUE(q4);
 }
 
 TEST(Plan, ValidateOptionsRejectsBadInput) {
@@ -299,6 +307,8 @@ TEST(Plan, ValidateOptionsRejectsBadInput) {
   EXPECT_TRUE(bad([](PlanOptions& x) { x.memory_fraction = 0; }));
   EXPECT_TRUE(bad([](PlanOptions& x) { x.kv_dtype = DType::kQ4_K; }));
   EXPECT_TRUE(ParseKvDType("q8_0").ok());
+  EXPECT_TRUE(ParseKvDType("q4_0").ok());
+  EXPECT_TRUE(ParseKvDType("q4_1").ok());
   EXPECT_FALSE(ParseKvDType("q4_k").ok());
 }
 

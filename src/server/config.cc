@@ -132,7 +132,7 @@ const Keys& Table() {
     t.push_back(Keys::Int("kv_cache.block_size", "block-size", [](ServeConfig& c) -> int64_t& { return c.kv_cache.block_size; }, 1, 256,
                           "Tokens per KV block", PowerOfTwo, "a power of two in [1, 256]"));
     t.push_back(Keys::Enum("kv_cache.dtype", "kv-dtype", [](ServeConfig& c) -> std::string& { return c.kv_cache.dtype; },
-                           {"f16", "bf16", "f32", "q8_0"}, "Element type of the KV cache"));
+                           {"f16", "bf16", "f32", "q8_0", "q4_0", "q4_1"}, "Element type of the KV cache"));
     t.push_back(Keys::Bool("kv_cache.prefix_caching", "prefix-caching",
                            [](ServeConfig& c) -> bool& { return c.kv_cache.prefix_caching; },
                            "Reuse the KV of shared prompt prefixes between requests"));

@@ -109,7 +109,7 @@ TEST(ConfigTest, WrongTypesAreNamedWithTheAllowedRange) {
   ExpectError(LoadConfigYaml("server:\n  api_keys: [a, \"\"]\n", &c), {"server.api_keys", "empty"});
   ExpectError(LoadConfigYaml("kv_cache:\n  prefix_caching: maybe\n", &c), {"kv_cache.prefix_caching", "true or false"});
   ExpectError(LoadConfigYaml("kv_cache:\n  memory_fraction: lots\n", &c), {"kv_cache.memory_fraction", "(0, 1]"});
-  ExpectError(LoadConfigYaml("kv_cache:\n  dtype: q4_0\n", &c), {"kv_cache.dtype", "f16, bf16, f32, q8_0"});
+  ExpectError(LoadConfigYaml("kv_cache:\n  dtype: q4_k\n", &c), {"kv_cache.dtype", "f16, bf16, f32, q8_0, q4_0, q4_1"});
   ExpectError(LoadConfigYaml("logging:\n  level: loud\n", &c), {"logging.level", "trace", "off"});
   ExpectError(LoadConfigYaml("model:\n  sha256: abc\n", &c), {"model.sha256", "64 hexadecimal"});
 }
