@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libboost-dev libboost-system-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libxxhash-dev libssl-dev libvalijson-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev lld
   python3 python3-numpy python3-yaml
   redis-server
   nodejs npm curl

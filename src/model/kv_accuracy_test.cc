@@ -105,7 +105,10 @@ TEST(KvAccuracyTest, RandomModelAt4K) {
   std::vector<int32_t> prompt(static_cast<size_t>(kvs::testing::SanitizerSample(4096)));
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % 512);
   ThreadPool pool(2);
-  auto r = MeasureKvAccuracy(**m, prompt, std::span<const DType>(kDtypes + 1, 5), 512, 64, pool);
+  // Under a sanitizer the 4-bit rows are left to paged_attention_test (the
+  // same tile loads on every variant): this run is the slow one.
+  const size_t n = kvs::testing::Sanitized() ? 3 : 5;
+  auto r = MeasureKvAccuracy(**m, prompt, std::span<const DType>(kDtypes + 1, n), 512, 64, pool);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   Print("random 4K", *r);
   for (const KvAccuracy& a : *r) {
