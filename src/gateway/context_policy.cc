@@ -37,21 +37,21 @@ bool Removed(uint32_t cp) {
          || (cp >= 0xE0000 && cp <= 0xE007F);  // tag characters ("ASCII smuggling")
 }
 
-// Cleans the string, or the client texts inside an array / object: the
-// members that hold text in every dialect (content, text, output), array
-// items, and nothing else (roles, ids, names, tool arguments stay).
-int64_t CleanValue(Json* v) {
-  if (v->is_string()) return CleanText(v->get_ptr<std::string*>());
-  int64_t n = 0;
-  if (v->is_array()) {
-    for (Json& item : *v) n += CleanValue(&item);
+// The client-written texts in a value: the string itself, or inside an
+// array / object the members that hold text in every dialect (content,
+// text, output) and array items; roles, ids, names and tool arguments are
+// not texts. What clean_content cleans and truncate_middle may cut.
+void CollectTexts(Json* v, std::vector<std::string*>* out) {
+  if (v->is_string()) {
+    out->push_back(v->get_ptr<std::string*>());
+  } else if (v->is_array()) {
+    for (Json& item : *v) CollectTexts(&item, out);
   } else if (v->is_object()) {
     for (const char* key : {"content", "text", "output"}) {
       auto it = v->find(key);
-      if (it != v->end()) n += CleanValue(&*it);
+      if (it != v->end()) CollectTexts(&*it, out);
     }
   }
-  return n;
 }
 
 bool ChatLike(api::Endpoint endpoint) { return endpoint == api::Endpoint::kChatCompletions; }
@@ -158,20 +158,6 @@ std::optional<api::ApiError> DropOldestTurns(const PromptCounter& counter, api::
   return std::nullopt;
 }
 
-// Every client text of a chat-like request body that truncate_middle may cut.
-void CollectTexts(Json* v, std::vector<std::string*>* out) {
-  if (v->is_string()) {
-    out->push_back(v->get_ptr<std::string*>());
-  } else if (v->is_array()) {
-    for (Json& item : *v) CollectTexts(&item, out);
-  } else if (v->is_object()) {
-    for (const char* key : {"content", "text", "output"}) {
-      auto it = v->find(key);
-      if (it != v->end()) CollectTexts(&*it, out);
-    }
-  }
-}
-
 // text without `drop` of its n tokens (ids: its tokens as text), keeping the
 // head and tail halves of the rest; cut on token boundaries moved to whole
 // UTF-8 characters.
@@ -202,7 +188,9 @@ std::optional<api::ApiError> CutLongestText(const PromptCounter& counter, api::E
   std::string param;
   if (!ChatLike(endpoint)) {
     param = "prompt";
-    Json& p = (*body)["prompt"];
+    Json* prompt = &(*body)["prompt"];
+    if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_array()) prompt = &(*prompt)[0];  // [[ids]]
+    Json& p = *prompt;
     if (p.is_array() && p.size() == 1 && p[0].is_string()) {
       texts.push_back(p[0].get_ptr<std::string*>());
     } else if (p.is_string()) {
@@ -313,11 +301,13 @@ int64_t CleanRequestBody(api::Endpoint endpoint, api::Dialect dialect, api::Json
   } else {
     roots = {"messages"};
   }
-  int64_t n = 0;
+  std::vector<std::string*> texts;
   for (const char* r : roots) {
     auto it = body->find(r);
-    if (it != body->end()) n += CleanValue(&*it);
+    if (it != body->end()) CollectTexts(&*it, &texts);
   }
+  int64_t n = 0;
+  for (std::string* t : texts) n += CleanText(t);
   return n;
 }
 

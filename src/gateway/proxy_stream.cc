@@ -58,9 +58,9 @@ void ProxyRequest::OnDialectEvent(http::SseMessage m) {
   ++stream_events_;
   if (EventMayReportUsage(dialect_, m.event)) {
     nlohmann::json j = nlohmann::json::parse(m.data, nullptr, false);
-    if (const nlohmann::json* u = EventUsage(dialect_, m.event, j)) {
+    if (nlohmann::json* u = EventUsage(dialect_, m.event, j)) {
       if (truncated_tokens_ > 0 && u->is_object()) {
-        const_cast<nlohmann::json*>(u)->operator[]("truncated_prompt_tokens") = truncated_tokens_;  // j is ours
+        (*u)["truncated_prompt_tokens"] = truncated_tokens_;
         m.data = api::Dump(j);
       }
       UsageReport r = gateway::ReadUsage(dialect_, *u);

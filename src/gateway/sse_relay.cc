@@ -1,6 +1,7 @@
 #include "gateway/sse_relay.h"
 
 #include <string_view>
+#include <utility>
 
 #include "api/messages_api.h"
 #include "api/responses_api.h"
@@ -128,6 +129,10 @@ const json* EventUsage(api::Dialect d, std::string_view event, const json& data)
   }
   auto u = holder->find("usage");
   return u != holder->end() && u->is_object() ? &*u : nullptr;
+}
+
+json* EventUsage(api::Dialect d, std::string_view event, json& data) {
+  return const_cast<json*>(EventUsage(d, event, std::as_const(data)));  // data is the caller's, mutable
 }
 
 std::string StreamErrorEvents(api::Dialect d, const api::ApiError& e, int64_t next_sequence_number) {

@@ -64,6 +64,8 @@ UsageReport ReadUsage(api::Dialect d, const nlohmann::json& usage);
 // message_delta (usage: the final figures); Responses' response.completed,
 // response.incomplete and response.failed (response.usage).
 const nlohmann::json* EventUsage(api::Dialect d, std::string_view event, const nlohmann::json& data);
+// The same usage object, to edit (the gateway adds truncated_prompt_tokens).
+nlohmann::json* EventUsage(api::Dialect d, std::string_view event, nlohmann::json& data);
 // Whether EventUsage can find one in this event (the proxy parses only these).
 bool EventMayReportUsage(api::Dialect d, std::string_view event);
 

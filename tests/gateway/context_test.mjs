@@ -176,6 +176,15 @@ describe("context policies at the gateway (bundled model)", () => {
     assert.ok(!a.prompt.includes("\uFFFD"), "a character was split");
   });
 
+  test("truncate_middle cuts a prompt of token ids too", async () => {
+    const tokens = (await request(replica, "POST", "/tokenize", { model: MODEL, prompt: LONG_TEXT("Start.", "End.") })).json.tokens;
+    for (const prompt of [tokens, [tokens]]) {
+      const r = await request(middle, "POST", "/v1/completions", { model: MODEL, prompt, max_tokens: MAX_TOKENS });
+      assert.equal(r.status, 200, r.text);
+      assert.ok(r.json.usage.truncated_prompt_tokens > 0 && r.json.usage.prompt_tokens <= BUDGET, JSON.stringify(r.json.usage));
+    }
+  });
+
   test("truncate_middle cuts the longest message of a chat, not the question", async () => {
     const messages = [
       { role: "system", content: SYSTEM },
