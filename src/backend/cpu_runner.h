@@ -38,6 +38,15 @@ class CpuRunner : public engine::ModelRunner {
   void ReleaseWindowBlocks(std::span<const int32_t> block_ids) override {
     if (window_cache_) window_cache_->Release(block_ids);
   }
+  std::span<const uint8_t> BlockBytes(int32_t block_id) const override {
+    if (!cache_ || window_cache_) return {};
+    return cache_->BlockBytes(block_id);
+  }
+  bool LoadBlock(int32_t block_id, std::span<const uint8_t> bytes) override {
+    if (!cache_ || window_cache_ || bytes.size() != cache_->BlockBytes(block_id).size()) return false;
+    cache_->LoadBlock(block_id, bytes);
+    return true;
+  }
   int64_t kv_committed_bytes() const override {
     return (cache_ ? cache_->committed_bytes() : 0) + (window_cache_ ? window_cache_->committed_bytes() : 0);
   }

@@ -12,7 +12,7 @@ const Registrar kRegister_random_model({"random-model", "Write a random-weight G
                  struct Opts {
                    std::string preset = "test-125m", type = "F32", out, arch = "llama";
                    uint32_t seed = 1;
-                   int experts = 0, experts_used = 2, expert_ffn = 0;
+                   int experts = 0, experts_used = 2, expert_ffn = 0, layers = 0;
                  };
                  auto o = std::make_shared<Opts>();
                  app->add_option("--preset", o->preset, "Shape: test-125m (12 layers, hidden 768, 12/4 heads, ffn 2048, vocab 32000)");
@@ -21,6 +21,7 @@ const Registrar kRegister_random_model({"random-model", "Write a random-weight G
                  app->add_option("--experts", o->experts, "Mixture of experts: experts per layer (qwen*moe need > 0)");
                  app->add_option("--experts-used", o->experts_used, "Experts each token runs (default 2)");
                  app->add_option("--expert-ffn", o->expert_ffn, "Each expert's FFN width (default: llama.cpp's)");
+                 app->add_option("--layers", o->layers, "Layers (default: the preset's)")->check(CLI::Range(1, 1024));
                  app->add_option("--seed", o->seed, "Random seed");
                  app->add_option("-o,--out", o->out, "Output GGUF path")->required();
                  return [o]() -> int {
@@ -34,6 +35,7 @@ const Registrar kRegister_random_model({"random-model", "Write a random-weight G
                    s.n_experts = o->experts;
                    s.n_experts_used = o->experts_used;
                    s.expert_ffn = o->expert_ffn;
+                   if (o->layers > 0) s.n_layers = o->layers;
                    if (o->experts < 0 || (o->experts > 0 && (o->experts_used < 1 || o->experts_used > o->experts))) {
                      std::fprintf(stderr, "error: --experts-used must be in [1, --experts]\n");
                      return 2;

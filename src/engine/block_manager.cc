@@ -65,6 +65,12 @@ PrefixMatch BlockManager::MatchPrefix(Sequence& seq) const {
   }
   if (window_) MatchWindow(seq, match);
   for (int32_t id : match.block_ids) match.num_evictable += full_.block(id).ref_count == 0 ? 1 : 0;
+  if (tier_) {
+    for (auto i = static_cast<int32_t>(match.block_ids.size()); i < max_blocks; ++i) {
+      if (!tier_->Holds(seq.block_hashes[static_cast<size_t>(i)])) break;
+      ++match.num_tier_blocks;
+    }
+  }
   return match;
 }
 
@@ -134,6 +140,27 @@ void BlockManager::Allocate(Sequence& seq, const PrefixMatch& match, int32_t num
   num_query_tokens_ += seq.num_tokens();
   num_hit_tokens_ += seq.num_computed_tokens;
   Append(seq, num_positions);
+  if (tier_ && match.num_tier_blocks > 0) {
+    // Restored in order, each checked against the block before it, so the
+    // restored run is a prefix; published by CommitComputed like computed KV.
+    const auto first = static_cast<int32_t>(match.block_ids.size());
+    const int32_t end = std::min(first + match.num_tier_blocks, static_cast<int32_t>(seq.block_table.size()));
+    int32_t i = first;
+    while (i < end && tier_->Restore(TierMeta(seq, i), seq.block_table[static_cast<size_t>(i)])) ++i;
+    seq.num_computed_tokens = i * block_size_;
+    num_tier_hit_tokens_ += static_cast<int64_t>(i - first) * block_size_;
+    CommitComputed(seq);
+  }
+}
+
+kvcache::DiskBlockMeta BlockManager::TierMeta(const Sequence& seq, int32_t i) const {
+  kvcache::DiskBlockMeta m;
+  m.hash = seq.block_hashes[static_cast<size_t>(i)];
+  m.parent = i == 0 ? kvcache::BlockHashRoot(seq.cache_salt) : seq.block_hashes[static_cast<size_t>(i - 1)];
+  const auto tokens = BlockTokens(seq, i);
+  m.tokens.assign(tokens.begin(), tokens.end());
+  if (i == 0) m.salt = seq.cache_salt;
+  return m;
 }
 
 bool BlockManager::CanAppend(const Sequence& seq, int32_t num_positions) const {
@@ -208,6 +235,7 @@ void BlockManager::CommitComputed(Sequence& seq) {
       if (!full_.block(id).hash.has_value() && !full_.IsPublished(h) &&
           (parent < 0 || full_.block(parent).hash == seq.block_hashes[static_cast<size_t>(i - 1)])) {
         full_.Publish(id, h, parent, parent < 0 ? 0 : full_.block(parent).generation, BlockTokens(seq, i), salt);
+        if (tier_ && !tier_->Holds(h)) tier_->Published(TierMeta(seq, i), id);
       }
       if (!window_) continue;
       // The window block's twin: the published full block a hit on this

@@ -72,6 +72,7 @@
 
 #include "kvcache/block_hash.h"
 #include "engine/block_pool.h"
+#include "engine/kv_tier.h"
 #include "kvcache/cache_events.h"
 #include "engine/sequence.h"
 
@@ -81,11 +82,19 @@ namespace kvs::engine {
 struct PrefixMatch {
   std::vector<int32_t> block_ids;  // [num_blocks matched], in position order
   int32_t num_evictable = 0;       // how many of them are cached (ref 0), not used
+  // Blocks right after block_ids that the KV tier holds (set_tier): they
+  // take new pool blocks and Allocate restores them instead of computing.
+  int32_t num_tier_blocks = 0;
   // With a window group: [block_ids.size()] window blocks, -1 before the window.
   std::vector<int32_t> window_block_ids;
   int32_t num_window_evictable = 0;
+  // Tokens the RAM pool holds.
   int32_t num_tokens(int32_t block_size) const {
     return static_cast<int32_t>(block_ids.size()) * block_size;
+  }
+  // Tokens the RAM pool and the tier hold.
+  int32_t num_tokens_with_tier(int32_t block_size) const {
+    return (static_cast<int32_t>(block_ids.size()) + num_tier_blocks) * block_size;
   }
 };
 
@@ -154,6 +163,9 @@ class BlockManager {
   // Gives a sequence without blocks the matched blocks (one more reference
   // each) plus new blocks up to `num_positions` positions. Sets
   // num_computed_tokens to the matched tokens and counts query/hit tokens.
+  // With a tier, the match's tier blocks are then restored into the new
+  // blocks in order, and published as if computed; num_computed_tokens
+  // covers those restored (all of them unless the tier lost one).
   // REQUIRES: CanAllocate(match, num_positions); match from MatchPrefix(seq)
   // with no state change in between.
   void Allocate(Sequence& seq, const PrefixMatch& match, int32_t num_positions);
@@ -189,6 +201,12 @@ class BlockManager {
   // Recounts every state of every group; "" when consistent, else what is wrong.
   std::string CheckInvariants() const;
 
+  // The KV tier below the pool (nullptr: none); it must outlive the
+  // manager. Only models without a window group use one.
+  void set_tier(KvTier* tier) { tier_ = window_ ? nullptr : tier; }
+  // Metrics: prompt tokens restored from the tier at admissions.
+  int64_t num_tier_hit_tokens() const { return num_tier_hit_tokens_; }
+
   // Reports every published and evicted hash of both groups to `events`
   // (nullptr: none); it must outlive the manager.
   void set_events(kvcache::PrefixCacheEvents* events);
@@ -218,6 +236,8 @@ class BlockManager {
   // Takes a full block (ForgetWindowTwin on the one it evicts).
   int32_t TakeFull();
   std::span<const int32_t> BlockTokens(const Sequence& seq, int32_t i) const;
+  // What the tier keys and checks block i of `seq` by.
+  kvcache::DiskBlockMeta TierMeta(const Sequence& seq, int32_t i) const;
 
   int32_t block_size_;
   bool prefix_caching_;
@@ -226,6 +246,8 @@ class BlockManager {
   std::unique_ptr<BlockPool> window_;  // nullptr: no window group
   int32_t window_size_ = 0;
   kvcache::PrefixCacheEvents* events_ = nullptr;
+  KvTier* tier_ = nullptr;
+  int64_t num_tier_hit_tokens_ = 0;
   int64_t num_query_tokens_ = 0;
   int64_t num_hit_tokens_ = 0;
 };

@@ -45,6 +45,19 @@ class ModelRunner {
   virtual void ReleaseBlocks(std::span<const int32_t> block_ids) { (void)block_ids; }
   // The same for blocks of the window group.
   virtual void ReleaseWindowBlocks(std::span<const int32_t> block_ids) { (void)block_ids; }
+  // A block's KV bytes as stored (every layer, kFull group), for a copy in
+  // a KV tier; empty when the runner cannot export blocks.
+  virtual std::span<const uint8_t> BlockBytes(int32_t block_id) const {
+    (void)block_id;
+    return {};
+  }
+  // Overwrites a block with bytes BlockBytes gave for this runner's layout.
+  // false: the size does not match (nothing written).
+  virtual bool LoadBlock(int32_t block_id, std::span<const uint8_t> bytes) {
+    (void)block_id;
+    (void)bytes;
+    return false;
+  }
   // Bytes of KV storage currently committed (what the pool adds to RSS).
   virtual int64_t kv_committed_bytes() const { return 0; }
 };

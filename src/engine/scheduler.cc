@@ -67,7 +67,7 @@ void Scheduler::AdmitWaiting() {
       break;
     }
     const PrefixMatch match = bm_->MatchPrefix(*seq);
-    const int32_t cached = match.num_tokens(block_size);
+    const int32_t cached = match.num_tokens_with_tier(block_size);
     const int32_t n = std::min(seq->num_tokens() - cached, budget_);
     // Alone, a sequence may use the whole pool: Submit checked that it fits.
     int32_t reserve = running_.empty() ? 0 : config_.watermark_blocks;
@@ -85,14 +85,17 @@ void Scheduler::AdmitWaiting() {
       break;  // the head waits; nobody overtakes it
     }
     bm_->Allocate(*seq, match, cached + n);
+    // A tier block that could not be restored is computed in this chunk
+    // (its positions are allocated already), within the step's budget.
+    const int32_t computed = seq->num_computed_tokens;
     waiting_.erase(waiting_.begin());
     seq->status = SequenceStatus::kRunning;
     if (seq->num_admissions++ == 0) {
       seq->first_scheduled_time = Clock::now();
-      seq->num_cached_tokens = cached;
+      seq->num_cached_tokens = computed;
     }
     InsertSorted(running_, seq);
-    AddToBatch(seq, n);
+    AddToBatch(seq, std::min(cached + n - computed, budget_));
   }
 }
 

@@ -103,6 +103,14 @@ void KvCache::Read(int32_t layer, int64_t slot, int kv, float* out) const {
   }
 }
 
+void KvCache::LoadBlock(int32_t block, std::span<const uint8_t> bytes) {
+  KVS_CHECK(bytes.size() == BlockBytes(block).size());
+  uint8_t& dirty = dirty_[static_cast<size_t>(block)];
+  num_dirty_ += dirty == 0;
+  dirty = 1;
+  std::memcpy(Part(0, block, 0), bytes.data(), bytes.size());
+}
+
 void KvCache::Release(std::span<const int32_t> block_ids) {
   for (int32_t b : block_ids) {
     uint8_t& dirty = dirty_[static_cast<size_t>(b)];

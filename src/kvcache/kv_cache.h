@@ -84,6 +84,15 @@ class KvCache {
   void ReadK(int32_t layer, int64_t slot, float* out) const { Read(layer, slot, 0, out); }
   void ReadV(int32_t layer, int64_t slot, float* out) const { Read(layer, slot, 1, out); }
 
+  // The stored bytes of one block (every layer's K and V, as laid out
+  // above): what a copy of the block elsewhere (the disk tier) keeps.
+  std::span<const uint8_t> BlockBytes(int32_t block) const {
+    return {Part(0, block, 0), static_cast<size_t>(2 * config_.num_layers * part_bytes_)};
+  }
+  // Overwrites one block with bytes BlockBytes gave (same config).
+  // REQUIRES: bytes.size() == BlockBytes(block).size().
+  void LoadBlock(int32_t block, std::span<const uint8_t> bytes);
+
   // Returns the memory of these blocks to the system. Their contents are
   // gone (zeros); the caller guarantees no sequence still needs them.
   void Release(std::span<const int32_t> block_ids);
