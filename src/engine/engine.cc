@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -61,6 +63,15 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
     return InvalidArgument("output_reservation must be in [0, 1], got {}", output_reservation);
   }
   if (std::isnan(kv_release_idle_s)) return InvalidArgument("kv_release_idle_s must be a number");
+  if (!kv_disk.path.empty()) {
+    if (!enable_prefix_caching) {
+      return InvalidArgument("kv_cache.disk needs prefix caching: the disk tier keeps the prefix cache's blocks");
+    }
+    if (runner.BlockBytes(0).empty()) {
+      return InvalidArgument("kv_cache.disk: this model's runner cannot copy its KV blocks (a model with sliding-window "
+                             "layers keeps them in two groups); leave kv_cache.disk.path empty");
+    }
+  }
   if (runner.window() > 0) {
     // One sequence alone must always fit its window plus a whole chunk.
     const int32_t need = WindowBlocksPerSequence(runner.window(), max_num_batched_tokens, runner.block_size());
@@ -77,7 +88,24 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
 StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineConfig config, std::unique_ptr<ModelRunner> runner) {
   if (runner == nullptr) return InvalidArgument("no model runner");
   KVS_RETURN_IF_ERROR(config.Validate(*runner));
-  return std::make_unique<Engine>(std::move(config), std::move(runner));
+  std::unique_ptr<kvcache::DiskKvStore> store;
+  if (!config.kv_disk.path.empty()) {
+    // The bytes of a block mean something only for this model (the
+    // caller's fingerprint), this block size and this storage layout.
+    kvcache::DiskStoreConfig dc = config.kv_disk;
+    const uint64_t layout[3] = {dc.fingerprint, static_cast<uint64_t>(runner->block_size()),
+                                static_cast<uint64_t>(runner->BlockBytes(0).size())};
+    dc.fingerprint = XXH3_64bits(layout, sizeof layout);
+    KVS_ASSIGN_OR_RETURN(store, kvcache::DiskKvStore::Open(dc));
+  }
+  auto engine = std::make_unique<Engine>(std::move(config), std::move(runner));
+  if (store) {
+    engine->disk_store_ = std::move(store);
+    engine->disk_tier_ = std::make_unique<DiskTier>(engine->runner_.get(), engine->disk_store_.get());
+    engine->block_manager_.set_tier(engine->disk_tier_.get());
+    engine->PublishStats();
+  }
+  return engine;
 }
 
 Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner)
@@ -401,6 +429,13 @@ void Engine::PublishStats() {
   s.num_blocks_free = block_manager_.num_free();
   s.kv_slots_allocated = static_cast<int64_t>(s.num_blocks_used) * block_size_;
   s.kv_committed_bytes = runner_->kv_committed_bytes();
+  if (disk_tier_) {
+    s.kv_disk_enabled = true;
+    s.prefix_disk_hit_tokens = block_manager_.num_tier_hit_tokens();
+    s.kv_disk_restored_blocks = disk_tier_->restored_blocks();
+    s.kv_disk_restore_seconds = disk_tier_->restore_seconds();
+    s.kv_disk = disk_store_->stats();
+  }
   for (const Sequence* seq : scheduler_.running()) {
     s.kv_slots_unwritten += static_cast<int64_t>(seq->block_table.size()) * block_size_ - seq->num_computed_tokens;
   }
@@ -414,7 +449,7 @@ void Engine::PublishStats() {
   }
   s.max_admissible_tokens = block_manager_.MaxAdmissibleTokens(config_.max_num_batched_tokens);
   s.prefix_query_tokens = block_manager_.num_query_tokens();
-  s.prefix_hit_tokens = block_manager_.num_hit_tokens();
+  s.prefix_hit_tokens = block_manager_.num_hit_tokens() + block_manager_.num_tier_hit_tokens();
   s.num_preemptions = scheduler_.num_preemptions();
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_ = s;

@@ -40,6 +40,8 @@
 
 #include "base/status.h"
 #include "engine/block_manager.h"
+#include "engine/disk_tier.h"
+#include "kvcache/disk_store.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/request_queue.h"
@@ -69,6 +71,11 @@ struct EngineConfig {
   // system (ModelRunner::ReleaseBlocks), so the pool's RSS follows use.
   // 0: as soon as they are free; negative: never.
   double kv_release_idle_s = 5.0;
+  // The disk tier of the prefix cache (kvcache/disk_store.h); path "": none.
+  // Its fingerprint names the model (the caller's part); Create adds the
+  // block size and the runner's block bytes. Needs prefix caching and a
+  // runner that exports blocks (no sliding-window group).
+  kvcache::DiskStoreConfig kv_disk;
 
   // InvalidArgument naming the field, given the runner it will drive.
   Status Validate(const ModelRunner& runner) const;
@@ -110,7 +117,14 @@ struct EngineStats {
   int64_t max_admissible_tokens = 0;
   // Prefix cache.
   int64_t prefix_query_tokens = 0;
-  int64_t prefix_hit_tokens = 0;
+  int64_t prefix_hit_tokens = 0;   // of the RAM pool and the disk tier
+  // The disk tier (kv_disk_enabled): prompt tokens it restored (a part of
+  // prefix_hit_tokens), the restores' time, and its store's counters.
+  bool kv_disk_enabled = false;
+  int64_t prefix_disk_hit_tokens = 0;
+  int64_t kv_disk_restored_blocks = 0;
+  double kv_disk_restore_seconds = 0;
+  kvcache::DiskStoreStats kv_disk;
   // Work.
   int64_t num_steps = 0;             // forward passes
   int64_t num_preemptions = 0;
@@ -208,6 +222,9 @@ class Engine {
   const int32_t num_blocks_;
 
   kvcache::PrefixCacheEvents cache_events_;  // thread-safe; outlives block_manager_, which writes it
+  // The disk tier (nullptr: none); outlives block_manager_, which calls it.
+  std::unique_ptr<kvcache::DiskKvStore> disk_store_;
+  std::unique_ptr<DiskTier> disk_tier_;
 
   // Engine thread only.
   BlockManager block_manager_;

@@ -247,6 +247,12 @@ class KeyTable {
     for (const auto& kv : body) {
       const std::string name = prefix + kv.first.Scalar();
       const Key* k = FindName(name);
+      if (!k && kv.second.IsMap() && HasPrefix(name + ".")) {
+        // A sub-section ("kv_cache: {disk: {path: ...}}" for kv_cache.disk.path).
+        if (!seen.insert(name).second) return InvalidArgument("key \"{}\" appears twice", name);
+        KVS_RETURN_IF_ERROR(LoadSection(name, kv.second, cfg));
+        continue;
+      }
       if (!k) {
         return InvalidArgument("unknown key \"{}\"{}; keys of {} are: {}", name, Suggest(name), section,
                                Names(prefix));
@@ -286,14 +292,23 @@ class KeyTable {
   nlohmann::json ToJson(const T& cfg) const {
     nlohmann::json j = nlohmann::json::object();
     for (const Key& k : keys_) {
-      const size_t dot = k.name.find('.');
-      if (dot == std::string::npos) {
-        j[k.name] = k.get(cfg);
-      } else {
-        j[k.name.substr(0, dot)][k.name.substr(dot + 1)] = k.get(cfg);
+      // "a.b.c" is {"a": {"b": {"c": value}}}.
+      nlohmann::json* at = &j;
+      size_t from = 0;
+      for (size_t dot; (dot = k.name.find('.', from)) != std::string::npos; from = dot + 1) {
+        at = &(*at)[k.name.substr(from, dot - from)];
       }
+      (*at)[k.name.substr(from)] = k.get(cfg);
     }
     return j;
+  }
+
+  // Whether some key's name starts with `prefix`.
+  bool HasPrefix(const std::string& prefix) const {
+    for (const Key& k : keys_) {
+      if (k.name.starts_with(prefix)) return true;
+    }
+    return false;
   }
 
  private:

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -92,6 +93,9 @@ StatusOr<std::unique_ptr<DiskKvStore>> DiskKvStore::Open(const DiskStoreConfig& 
   if (::access(config.path.c_str(), W_OK) != 0) {
     return IoError("kv_cache.disk.path {}: not writable ({})", config.path, std::strerror(errno));
   }
+  // A file size limit (ulimit -f) must make a block write fail (EFBIG,
+  // counted), not end the process, which SIGXFSZ does by default.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::unique_ptr<DiskKvStore> s(new DiskKvStore(config));
   KVS_RETURN_IF_ERROR(s->Scan());
   s->writer_ = std::thread([p = s.get()] { p->WriterLoop(); });
@@ -290,6 +294,11 @@ StatusOr<std::vector<uint8_t>> DiskKvStore::Get(const DiskBlockMeta& expect, int
   const std::string name = FileFor(expect.hash);
   std::vector<uint8_t> file(static_cast<size_t>(file_bytes));
   const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {  // evicted meanwhile, or deleted by someone else
+    std::unique_lock lock(mu_);
+    DropLocked(expect.hash);
+    return NotFound("block {} is not on disk", BlockHashHex(expect.hash));
+  }
   struct stat st {};
   bool ok = fd >= 0 && ::fstat(fd, &st) == 0 && st.st_size == file_bytes && ReadAll(fd, file.data(), file.size());
   if (fd >= 0) ::close(fd);

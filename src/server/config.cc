@@ -141,6 +141,14 @@ const Keys& Table() {
                              "\"\" or a file path",
                              "Prompts prefilled into the prefix cache at start, before /ready (one per line: text, or a "
                              "JSON object {\"prompt\": ...} or {\"messages\": [...]}); needs prefix_caching"));
+    t.push_back(Keys::String("kv_cache.disk.path", "kv-disk-path",
+                             [](ServeConfig& c) -> std::string& { return c.kv_cache.disk_path; }, "\"\" or a directory",
+                             "Second tier of the prefix cache: every block the prefix cache publishes is also written "
+                             "here (asynchronously, checksummed), a prefix found here is restored instead of "
+                             "recomputed, and it survives a restart; \"\": none. Needs prefix_caching"));
+    t.push_back(Keys::Int("kv_cache.disk.max_bytes", "kv-disk-max-bytes",
+                          [](ServeConfig& c) -> int64_t& { return c.kv_cache.disk_max_bytes; }, 1 << 20, int64_t{1} << 50,
+                          "Bound on the disk tier's files in bytes; the least recently used blocks go first"));
     // runtime
     t.push_back(Keys::String("runtime.device", "device", [](ServeConfig& c) -> std::string& { return c.runtime.device; },
                              "a device this build runs on: cpu", "Which runner computes the model; another is refused at start-up",
@@ -275,6 +283,9 @@ Status ValidateConfig(const ServeConfig& cfg) {
         "runtime.max_num_batched_tokens ({}) must be at least runtime.max_batch_size ({}): every running sequence "
         "computes one token per step",
         cfg.runtime.max_num_batched_tokens, cfg.runtime.max_batch_size);
+  }
+  if (!cfg.kv_cache.disk_path.empty() && !cfg.kv_cache.prefix_caching) {
+    return InvalidArgument("kv_cache.disk.path needs kv_cache.prefix_caching: true (the disk tier keeps the prefix cache's blocks)");
   }
   if (!cfg.kv_cache.warm_prompts_file.empty() && !cfg.kv_cache.prefix_caching) {
     return InvalidArgument("kv_cache.warm_prompts_file needs kv_cache.prefix_caching: true (warming fills the prefix cache)");

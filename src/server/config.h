@@ -69,6 +69,9 @@ struct KvCacheSection {
   std::string dtype = "f16";        // f32, f16, bf16, q8_0
   bool prefix_caching = true;
   std::string warm_prompts_file;    // "": none; else prompts prefilled into the prefix cache before ready (warm.h)
+  // The disk tier of the prefix cache (kvcache/disk_store.h): "" none.
+  std::string disk_path;
+  int64_t disk_max_bytes = int64_t{8} << 30;
 };
 
 struct RuntimeSection {

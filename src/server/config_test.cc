@@ -208,8 +208,14 @@ TEST(ConfigTest, ShippedDefaultYamlMatchesTheBuiltInDefaultsAndDocumentsEveryKey
   d.model.path = c.model.path;  // the shipped file names a model
   EXPECT_EQ(ConfigToJson(c).dump(), ConfigToJson(d).dump());
   for (const auto& k : ConfigKeys()) {
-    const std::string leaf = k.key.substr(k.key.find('.') + 1) + ":";
-    EXPECT_NE(text.find(leaf), std::string::npos) << "configs/default.yaml lacks " << k.key;
+    // "section.key" is "key:" in the file; "section.sub.key" is "sub:" with
+    // "key:" nested under it.
+    size_t from = k.key.find('.') + 1, at = 0;
+    for (size_t dot; (dot = k.key.find('.', from)) != std::string::npos; from = dot + 1) {
+      at = text.find(k.key.substr(from, dot - from) + ":", at);
+    }
+    EXPECT_NE(at == std::string::npos ? at : text.find(k.key.substr(from) + ":", at), std::string::npos)
+        << "configs/default.yaml lacks " << k.key;
   }
 }
 

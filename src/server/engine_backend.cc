@@ -1,5 +1,7 @@
 #include "server/engine_backend.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
@@ -54,6 +56,16 @@ StatusOr<backend::EngineSpec> EngineSpecFromConfig(const ServeConfig& config) {
   // engine's own queue bound is never what refuses a request.
   ec.max_queued_requests = static_cast<int32_t>(config.runtime.max_concurrent_requests);
   ec.enable_prefix_caching = config.kv_cache.prefix_caching;
+  if (!config.kv_cache.disk_path.empty()) {
+    ec.kv_disk.path = config.kv_cache.disk_path;
+    ec.kv_disk.max_bytes = config.kv_cache.disk_max_bytes;
+    // What the stored KV bytes depend on besides the layout the engine adds:
+    // the weights (their SHA-256 when serve computed it, else the path) and
+    // how they are computed with and stored as.
+    const std::string id = fmt::format("{}|{}|{}", config.model.sha256.empty() ? config.model.path : config.model.sha256,
+                                       config.model.dtype, config.kv_cache.dtype);
+    ec.kv_disk.fingerprint = XXH3_64bits(id.data(), id.size());
+  }
   ec.output_reservation = config.runtime.output_reservation;
   ec.policy = config.runtime.scheduling_policy == "priority" ? engine::SchedulingPolicy::kPriority
                                                               : engine::SchedulingPolicy::kFcfs;

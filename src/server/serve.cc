@@ -214,7 +214,11 @@ int RunServe(const ServeConfig& config, const BackendFactory& factory, const Ser
     }
     std::unique_ptr<InferenceBackend> b;
     if (st.ok()) {
-      auto created = factory(config);
+      // The replica knows its weights' SHA-256 from here on (the disk KV
+      // tier's fingerprint names them by it).
+      ServeConfig loaded_config = config;
+      if (!card.sha256.empty()) loaded_config.model.sha256 = card.sha256;
+      auto created = factory(loaded_config);
       if (created.ok()) {
         b = std::move(*created);
       } else {

@@ -65,6 +65,32 @@ ServerMetrics::ServerMetrics()
       prefix_hit_ratio(registry.Gauge0("kvserve:prefix_cache_hit_ratio",
                                        "Prompt tokens found in the prefix cache / prompt tokens looked up, since "
                                        "start (0 before any lookup).")),
+      prefix_hit_tokens_by_tier(registry.AddCounter("kvserve:prefix_cache_hit_tokens_by_tier_total",
+                                                    "Prompt tokens found in the prefix cache, by the tier that held "
+                                                    "them: ram (the KV pool) or disk (restored from kv_cache.disk).",
+                                                    {"tier"})),
+      kv_disk_blocks(registry.Gauge0("kvserve:kv_disk_blocks", "KV blocks held by the disk tier.")),
+      kv_disk_bytes(registry.Gauge0("kvserve:kv_disk_bytes",
+                                    "Bytes of the disk tier's block files (at most kv_cache.disk.max_bytes).")),
+      kv_disk_written_bytes(registry.Counter0("kvserve:kv_disk_written_bytes_total",
+                                              "Bytes of block files the disk tier wrote.")),
+      kv_disk_read_bytes(registry.Counter0("kvserve:kv_disk_read_bytes_total",
+                                           "Bytes of block files the disk tier read for restores.")),
+      kv_disk_restored_blocks(registry.Counter0("kvserve:kv_disk_restored_blocks_total",
+                                                "KV blocks restored from the disk tier instead of recomputed.")),
+      kv_disk_restore_seconds(registry.Counter0("kvserve:kv_disk_restore_seconds_total",
+                                                "Engine time spent restoring blocks from the disk tier (read, "
+                                                "check, load); over restored_blocks: the latency of one block.")),
+      kv_disk_evicted_blocks(registry.Counter0("kvserve:kv_disk_evicted_blocks_total",
+                                               "Blocks the disk tier deleted to stay under kv_cache.disk.max_bytes.")),
+      kv_disk_dropped_blocks(registry.AddCounter("kvserve:kv_disk_dropped_blocks_total",
+                                                 "Block files dropped unserved: corrupt (checksum, truncation, "
+                                                 "not the expected prefix) or foreign (another model or layout).",
+                                                 {"reason"})),
+      kv_disk_write_errors(registry.Counter0("kvserve:kv_disk_write_errors_total",
+                                             "Block writes the file system refused (a full disk, a size limit).")),
+      kv_disk_writes_dropped(registry.Counter0("kvserve:kv_disk_writes_dropped_total",
+                                               "Blocks not written because the writer was behind (its queue full).")),
       ttft(registry.Histogram0("kvserve:time_to_first_token_seconds",
                                "From the request fully received to its first generated token.", kLatencyBuckets)),
       inter_token_latency(registry.Histogram0("kvserve:inter_token_latency_seconds",
@@ -150,6 +176,21 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
   max_admissible_context.Set(static_cast<double>(stats->max_admissible_context));
   prefix_queried_tokens.SetMax(static_cast<double>(s.prefix_query_tokens));
   prefix_hit_tokens.SetMax(static_cast<double>(s.prefix_hit_tokens));
+  prefix_hit_tokens_by_tier.With({"ram"}).SetMax(static_cast<double>(s.prefix_hit_tokens - s.prefix_disk_hit_tokens));
+  if (s.kv_disk_enabled) {
+    prefix_hit_tokens_by_tier.With({"disk"}).SetMax(static_cast<double>(s.prefix_disk_hit_tokens));
+    kv_disk_blocks.Set(static_cast<double>(s.kv_disk.blocks));
+    kv_disk_bytes.Set(static_cast<double>(s.kv_disk.bytes));
+    kv_disk_written_bytes.SetMax(static_cast<double>(s.kv_disk.written_bytes));
+    kv_disk_read_bytes.SetMax(static_cast<double>(s.kv_disk.read_bytes));
+    kv_disk_restored_blocks.SetMax(static_cast<double>(s.kv_disk_restored_blocks));
+    kv_disk_restore_seconds.SetMax(s.kv_disk_restore_seconds);
+    kv_disk_evicted_blocks.SetMax(static_cast<double>(s.kv_disk.evicted_blocks));
+    kv_disk_dropped_blocks.With({"corrupt"}).SetMax(static_cast<double>(s.kv_disk.dropped_corrupt));
+    kv_disk_dropped_blocks.With({"foreign"}).SetMax(static_cast<double>(s.kv_disk.dropped_foreign));
+    kv_disk_write_errors.SetMax(static_cast<double>(s.kv_disk.write_errors));
+    kv_disk_writes_dropped.SetMax(static_cast<double>(s.kv_disk.queue_full));
+  }
   preemptions.SetMax(static_cast<double>(s.num_preemptions));
   forward_seconds.SetMax(s.forward_seconds);
   engine_steps.SetMax(static_cast<double>(s.num_steps));

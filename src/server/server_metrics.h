@@ -66,6 +66,18 @@ struct ServerMetrics {
   Gauge& kv_blocks_used_peak;
   Gauge& kv_usage_peak_ratio;      // the KV watermark's peak since start
   Gauge& prefix_hit_ratio;         // hits / queried since start
+  // The prefix cache's tiers: hits by tier, and the disk tier's store.
+  Family<Counter>& prefix_hit_tokens_by_tier;  // {tier="ram"|"disk"}
+  Gauge& kv_disk_blocks;
+  Gauge& kv_disk_bytes;
+  Counter& kv_disk_written_bytes;
+  Counter& kv_disk_read_bytes;
+  Counter& kv_disk_restored_blocks;
+  Counter& kv_disk_restore_seconds;
+  Counter& kv_disk_evicted_blocks;
+  Family<Counter>& kv_disk_dropped_blocks;     // {reason="corrupt"|"foreign"}
+  Counter& kv_disk_write_errors;
+  Counter& kv_disk_writes_dropped;
   // Requests (updated by the service).
   Histogram& ttft;
   Histogram& inter_token_latency;
