@@ -32,13 +32,13 @@ serve() {
   exit 1
 }
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
-/usr/bin/python3 - "$words" "$dir/body.json" <<'PY'
+/usr/bin/python3 - "$words" "$dir/body.json" "$(basename "$model" .gguf)" <<'PY'
 import json, random, sys
-n, out = int(sys.argv[1]), sys.argv[2]
+n, out, name = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 rng = random.Random(7)
 vocab = "the a little girl boy dog cat saw went to park and happy sad big small tree house ran jumped played".split()
 prompt = " ".join(rng.choice(vocab) for _ in range(n))
-json.dump({"prompt": prompt, "max_tokens": 1, "temperature": 0}, open(out, "w"))
+json.dump({"model": name, "prompt": prompt, "max_tokens": 1, "temperature": 0}, open(out, "w"))
 PY
 ttft() {  # one request of max_tokens 1: its total time is the time to its first token
   curl -sS -o "$dir/out.json" -w '%{time_total}' -H 'content-type: application/json' --data-binary @"$dir/body.json" \
