@@ -103,6 +103,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineConfig config, std::uniqu
     engine->disk_store_ = std::move(store);
     engine->disk_tier_ = std::make_unique<DiskTier>(engine->runner_.get(), engine->disk_store_.get());
     engine->block_manager_.set_tier(engine->disk_tier_.get());
+    // Routers see the disk's blocks as the cache-event log's kDisk group.
+    kvcache::PrefixCacheEvents* events = &engine->cache_events_;
+    engine->disk_store_->SetIndexListener([events](const kvcache::BlockHash& h, bool held) {
+      if (held) {
+        events->Stored(h, kvcache::CacheGroup::kDisk);
+      } else {
+        events->Evicted(h, kvcache::CacheGroup::kDisk);
+      }
+    });
     engine->PublishStats();
   }
   return engine;

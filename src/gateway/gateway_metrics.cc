@@ -110,6 +110,10 @@ GatewayMetrics::GatewayMetrics()
                                             "Block hashes in the gateway's copy of the replica's prefix-cache index "
                                             "(cache_aware pools).",
                                             {"pool", "replica"})),
+      prefix_index_disk_blocks(registry.AddGauge("kvserve_gateway:prefix_index_disk_blocks",
+                                                 "Block hashes the replica's prefix-cache index says its disk KV "
+                                                 "tier holds (cache_aware pools; replicas with kv_cache.disk).",
+                                                 {"pool", "replica"})),
       prefix_index_resyncs(registry.AddCounter("kvserve_gateway:prefix_index_resyncs_total",
                                                "Full reloads of a replica's prefix-cache index (first poll, replica "
                                                "restart, or the gateway fell behind its event log).",
@@ -120,7 +124,8 @@ GatewayMetrics::GatewayMetrics()
                                                {"pool"})),
       prefix_predicted_tokens(registry.AddCounter("kvserve_gateway:prefix_predicted_cached_tokens_total",
                                                   "Prompt tokens routing predicted cached on the replica it picked, "
-                                                  "by the source of the prediction: replica (its published index), "
+                                                  "by the source of the prediction: replica (its published index, RAM), "
+                                                  "replica_disk (its published index, blocks on its disk tier), "
                                                   "routed (the gateway's record of what it sent there).",
                                                   {"pool", "source"})),
       prefix_cached_tokens(registry.AddCounter("kvserve_gateway:prefix_cached_tokens_total",

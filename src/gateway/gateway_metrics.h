@@ -53,6 +53,7 @@ struct GatewayMetrics {
   metrics::Family<metrics::Gauge>& replica_warming;     // pool, replica: 1 while held out for its warm-up
   // Cache-aware routing (routing.h).
   metrics::Family<metrics::Gauge>& prefix_index_blocks;      // pool, replica: hashes in the replica's index
+  metrics::Family<metrics::Gauge>& prefix_index_disk_blocks; // pool, replica: hashes on the replica's disk tier
   metrics::Family<metrics::Counter>& prefix_index_resyncs;   // pool, replica: full resyncs of that index
   metrics::Family<metrics::Counter>& prefix_prompt_tokens;   // pool: prompt tokens of answered requests
   metrics::Family<metrics::Counter>& prefix_predicted_tokens;  // pool, source (replica, routed): predicted cached

@@ -209,6 +209,7 @@ void HealthChecker::PollCache(Replica* r, int pages, std::function<void()> done)
       index.MarkFailed();
     }
     metrics_->prefix_index_blocks.With({r->pool(), r->name()}).Set(static_cast<double>(index.num_replica_blocks()));
+    metrics_->prefix_index_disk_blocks.With({r->pool(), r->name()}).Set(static_cast<double>(index.num_disk_blocks()));
     if (index.resyncs() > resyncs) metrics_->prefix_index_resyncs.With({r->pool(), r->name()}).Inc();
     if (more) return PollCache(r, pages - 1, std::move(done));
     done();

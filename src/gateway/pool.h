@@ -243,6 +243,7 @@ struct Pool {
 struct RoutePrediction {
   bool made = false;
   int64_t cached_tokens = 0;       // on the replica picked
+  int64_t disk_tokens = 0;         // of cached_tokens, those on its disk tier only
   int64_t best_cached_tokens = 0;  // on the replica holding the most (> cached_tokens: load won over affinity)
   PrefixIndex::Source source = PrefixIndex::Source::kNone;
 };

@@ -67,12 +67,17 @@ bool PrefixIndex::Apply(const nlohmann::json& page, Clock::time_point now, bool*
     window = w.get<int32_t>();
   }
   // Parse everything first: a malformed page changes nothing.
-  std::vector<std::pair<bool, BlockHash>> blocks, events, window_blocks, window_events;
+  std::vector<std::pair<bool, BlockHash>> blocks, events, window_blocks, window_events, disk_blocks, disk_events;
+  const bool disk = page.contains("disk") && page["disk"].is_boolean() && page["disk"].get<bool>();
   bool ok = ParseHashes(page["events"], true, &events);
   if (ok && reset) ok = page.contains("blocks") && ParseHashes(page["blocks"], false, &blocks);
   if (ok && window > 0) {
     if (reset) ok = page.contains("window_blocks") && ParseHashes(page["window_blocks"], false, &window_blocks);
     if (ok && page.contains("window_events")) ok = ParseHashes(page["window_events"], true, &window_events);
+  }
+  if (ok && disk) {
+    if (reset) ok = page.contains("disk_blocks") && ParseHashes(page["disk_blocks"], false, &disk_blocks);
+    if (ok && page.contains("disk_events")) ok = ParseHashes(page["disk_events"], true, &disk_events);
   }
   if (!ok) {
     MarkFailed();
@@ -92,13 +97,17 @@ bool PrefixIndex::Apply(const nlohmann::json& page, Clock::time_point now, bool*
   if (reset) {
     held_.clear();
     window_held_.clear();
+    disk_held_.clear();
     apply(held_, blocks);
     apply(window_held_, window_blocks);
+    apply(disk_held_, disk_blocks);
     ++resyncs_;
   }
   apply(held_, events);
   apply(window_held_, window_events);
+  apply(disk_held_, disk_events);
   if (window == 0) window_held_.clear();
+  if (!disk) disk_held_.clear();
   window_ = window;
   epoch_ = page["epoch"].get<std::string>();
   seq_ = page["seq"].get<uint64_t>();
@@ -158,6 +167,14 @@ PrefixIndex::Match PrefixIndex::Longest(std::span<const BlockHash> hashes, Clock
       ++replica;
     }
     if (window_ > 0) replica = LongestWithWindow(hashes, replica);
+    // Then the blocks on disk, which the replica restores (it keeps no disk
+    // tier for a sliding-window model).
+    const int64_t ram = replica;
+    while (window_ == 0 && replica < static_cast<int64_t>(hashes.size()) &&
+           disk_held_.count(hashes[static_cast<size_t>(replica)])) {
+      ++replica;
+    }
+    m.disk_blocks = replica - ram;
   }
   int64_t routed = 0;
   for (; routed < static_cast<int64_t>(hashes.size()); ++routed) {
@@ -167,9 +184,12 @@ PrefixIndex::Match PrefixIndex::Longest(std::span<const BlockHash> hashes, Clock
   if (replica >= routed && replica > 0) {
     m.blocks = replica;
     m.source = Source::kReplica;
-  } else if (routed > 0) {
-    m.blocks = routed;
-    m.source = Source::kRouted;
+  } else {
+    m.disk_blocks = 0;
+    if (routed > 0) {
+      m.blocks = routed;
+      m.source = Source::kRouted;
+    }
   }
   return m;
 }
@@ -194,6 +214,11 @@ int64_t PrefixIndex::LongestWithWindow(std::span<const BlockHash> hashes, int64_
 size_t PrefixIndex::num_replica_blocks() const {
   std::lock_guard<std::mutex> lock(mu_);
   return held_.size();
+}
+
+size_t PrefixIndex::num_disk_blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return disk_held_.size();
 }
 
 size_t PrefixIndex::num_routed_blocks() const {

@@ -16,6 +16,10 @@
 //     a prefix whose window blocks the replica no longer has. Pages without
 //     a window (older replicas, models without sliding layers) count the
 //     full blocks alone, as before.
+//     A replica with a disk KV tier also sends the hashes its disk holds
+//     (the kDisk group): a hit goes on past the RAM blocks with blocks on
+//     disk, which the replica restores instead of computing (the engine's
+//     rule: the RAM prefix, then the blocks its tier holds, in order).
 //   * the gateway's own record of the prompts it sent there (Routed), kept
 //     for routed_prefix_ttl_seconds (eviction by age): the fallback when the
 //     replica's index is stale or missing (an older replica, a failing
@@ -48,6 +52,7 @@ class PrefixIndex {
   enum class Source { kNone, kReplica, kRouted };
   struct Match {
     int64_t blocks = 0;
+    int64_t disk_blocks = 0;  // of `blocks`, the last ones, held on the replica's disk only (kReplica)
     Source source = Source::kNone;
   };
 
@@ -72,6 +77,7 @@ class PrefixIndex {
                 Clock::duration ttl) const;
 
   size_t num_replica_blocks() const;
+  size_t num_disk_blocks() const;
   size_t num_routed_blocks() const;
   uint64_t resyncs() const;
 
@@ -91,6 +97,7 @@ class PrefixIndex {
   uint64_t resyncs_ = 0;
   std::unordered_set<BlockHash, kvcache::BlockHashHasher> held_;
   std::unordered_set<BlockHash, kvcache::BlockHashHasher> window_held_;  // window group's hits (window_ > 0)
+  std::unordered_set<BlockHash, kvcache::BlockHashHasher> disk_held_;    // on the replica's disk tier
   std::unordered_map<BlockHash, Clock::time_point, kvcache::BlockHashHasher> routed_;
 };
 

@@ -143,9 +143,13 @@ void ProxyRequest::CountPrefixHits(AuditRecord* a) {
   GatewayMetrics& m = gw_->metrics();
   const std::string& pool = pool_->name();
   m.prefix_prompt_tokens.With({pool}).Inc(static_cast<double>(usage_.prompt));
-  if (p.cached_tokens > 0) {
-    m.prefix_predicted_tokens.With({pool, p.source == PrefixIndex::Source::kRouted ? "routed" : "replica"})
-        .Inc(static_cast<double>(p.cached_tokens));
+  if (p.source == PrefixIndex::Source::kRouted && p.cached_tokens > 0) {
+    m.prefix_predicted_tokens.With({pool, "routed"}).Inc(static_cast<double>(p.cached_tokens));
+  } else if (p.cached_tokens > 0) {
+    if (p.cached_tokens > p.disk_tokens) {
+      m.prefix_predicted_tokens.With({pool, "replica"}).Inc(static_cast<double>(p.cached_tokens - p.disk_tokens));
+    }
+    if (p.disk_tokens > 0) m.prefix_predicted_tokens.With({pool, "replica_disk"}).Inc(static_cast<double>(p.disk_tokens));
   }
   if (p.best_cached_tokens > p.cached_tokens) {
     m.prefix_routed_away_tokens.With({pool}).Inc(static_cast<double>(p.best_cached_tokens - p.cached_tokens));

@@ -67,7 +67,7 @@ Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vec
   const size_t start = static_cast<size_t>(rr_.fetch_add(1) % cands.size());
   Replica* best = nullptr;
   double best_cost = 0, best_queue = 0, best_kv = 0;
-  int64_t best_cached = 0, most_cached = 0;
+  int64_t best_cached = 0, best_disk = 0, most_cached = 0;
   PrefixIndex::Source best_source = PrefixIndex::Source::kNone;
   for (size_t i = 0; i < cands.size(); ++i) {
     Replica* r = cands[(start + i) % cands.size()];
@@ -79,7 +79,11 @@ Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vec
     const PrefixIndex::Match m =
         r->prefix_index().Longest(std::span(h.data(), usable), now, stale_after_, ttl_);
     const int64_t cached = m.blocks * bs;
-    const double cost = static_cast<double>(std::max<int64_t>(in.prompt_tokens - cached, 0)) +
+    const int64_t on_disk = m.disk_blocks * bs;
+    // A token restored from disk is not free: kDiskRestoreCost of computing it.
+    const double uncached = static_cast<double>(std::max<int64_t>(in.prompt_tokens - cached, 0)) +
+                            kDiskRestoreCost * static_cast<double>(on_disk);
+    const double cost = uncached +
                         static_cast<double>(r->outstanding_tokens()) /
                             std::max(r->EffectiveWeight(now, Seconds(pool.config.slow_start_seconds)), 1e-9);
     const double queue = r->queue_length();
@@ -92,6 +96,7 @@ Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vec
       best_queue = queue;
       best_kv = kv;
       best_cached = cached;
+      best_disk = on_disk;
       best_source = m.source;
     }
   }
@@ -100,6 +105,7 @@ Replica* CacheAware::Pick(const Pool& pool, const RouteInput& in, const std::vec
   best->prefix_index().Routed(hashes_for(bs), now, ttl_);
   in.prediction.made = true;
   in.prediction.cached_tokens = best_cached;
+  in.prediction.disk_tokens = best_disk;
   in.prediction.best_cached_tokens = most_cached;
   in.prediction.source = best_source;
   return best;

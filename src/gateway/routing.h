@@ -24,6 +24,12 @@
 // whose scraped KV use is at or above max_kv_usage, or whose queue holds
 // max_queue requests, is skipped while any other is below its limits.
 //
+// Tokens the replica holds only on its disk tier count as kDiskRestoreCost
+// of a computed token each: restoring a block reads and checks its file
+// and copies it into the pool (measured at 1/16 to 1/6 of computing it,
+// docs/benchmarks.md "Disk KV tier"; 0.2 errs toward RAM), so RAM wins a tie with disk, and a
+// replica that holds a long prefix on disk still beats one that must
+// compute it.
 // The tokens a replica holds come from its PrefixIndex (prefix_index.h):
 // the gateway computes the request's chained block hashes (kvcache/
 // block_hash.h, the replica's own definition) from the token ids it counted,
@@ -59,6 +65,8 @@ class RoundRobin : public RoutingPolicy {
  private:
   std::atomic<uint64_t> next_{0};
 };
+
+inline constexpr double kDiskRestoreCost = 0.2;
 
 class CacheAware : public RoutingPolicy {
  public:

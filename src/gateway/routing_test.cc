@@ -281,6 +281,87 @@ TEST(CacheAwareTest, RoutesToTheReplicaWhoseWindowBlocksMakeTheHit) {
   EXPECT_EQ(in.prediction.best_cached_tokens, 16 * 16);
 }
 
+// A replica with a disk tier: its page's disk set extends a hit past the
+// RAM blocks (the engine restores them), a restored token costs
+// kDiskRestoreCost of a computed one, so RAM wins a tie with disk and disk
+// beats computing.
+nlohmann::json DiskPage(const std::vector<kvcache::BlockHash>& h, int ram, int disk, uint64_t seq = 1) {
+  kvcache::CacheEventsPage p;
+  p.epoch = 0xd15c;
+  p.seq = seq;
+  p.reset = true;
+  for (int i = 0; i < ram; ++i) p.blocks.push_back(h[static_cast<size_t>(i)]);
+  for (int i = 0; i < disk; ++i) p.disk_blocks.push_back(h[static_cast<size_t>(i)]);
+  return kvcache::CacheBlocksJson(p, 16, 0, /*disk=*/true);
+}
+
+TEST(PrefixIndexTest, DiskBlocksExtendTheHitPastTheRamBlocks) {
+  const auto h = kvcache::ChainBlockHashes("", Prompt(4, 160, 5), 16);
+  ASSERT_EQ(h.size(), 10u);
+  PrefixIndex idx;
+  bool more = false;
+  const auto now = Clock::now();
+  ASSERT_TRUE(idx.Apply(DiskPage(h, 3, 8), now, &more));
+  PrefixIndex::Match m = idx.Longest(h, now, 10s, 10s);
+  EXPECT_EQ(m.blocks, 8);
+  EXPECT_EQ(m.disk_blocks, 5);
+  EXPECT_EQ(m.source, PrefixIndex::Source::kReplica);
+  EXPECT_EQ(idx.num_disk_blocks(), 8u);
+  // Events: block 8 written to disk, block 1 evicted from RAM (the RAM hit
+  // is then block 0; the disk goes on from there).
+  kvcache::CacheEventsPage ev;
+  ev.epoch = 0xd15c;
+  ev.seq = 3;
+  ev.events = {{true, h[8], kvcache::CacheGroup::kDisk}, {false, h[1], kvcache::CacheGroup::kFull}};
+  const nlohmann::json page = kvcache::CacheBlocksJson(ev, 16, 0, true);
+  EXPECT_EQ(page["disk_events"].size(), 1u);
+  ASSERT_TRUE(idx.Apply(page, now, &more));
+  m = idx.Longest(h, now, 10s, 10s);
+  EXPECT_EQ(m.blocks, 9);
+  EXPECT_EQ(m.disk_blocks, 8);
+  // A gap on disk ends the hit, as in the engine.
+  ev.seq = 4;
+  ev.events = {{false, h[4], kvcache::CacheGroup::kDisk}};
+  ASSERT_TRUE(idx.Apply(kvcache::CacheBlocksJson(ev, 16, 0, true), now, &more));
+  EXPECT_EQ(idx.Longest(h, now, 10s, 10s).blocks, 4);
+  // Malformed disk parts change nothing; a page of a replica without a disk
+  // tier (no "disk" key) forgets the disk set.
+  nlohmann::json bad = DiskPage(h, 1, 2, 9);
+  bad.erase("disk_blocks");
+  EXPECT_FALSE(idx.Apply(bad, now, &more)) << "a reset with a disk tier must carry its disk set";
+  bad = page;
+  bad["disk_events"] = {"+zz"};
+  EXPECT_FALSE(idx.Apply(bad, now, &more));
+  nlohmann::json plain = DiskPage(h, 2, 9, 10);
+  plain.erase("disk");
+  ASSERT_TRUE(idx.Apply(plain, now, &more));
+  m = idx.Longest(h, now, 10s, 10s);
+  EXPECT_EQ(m.blocks, 2);
+  EXPECT_EQ(m.disk_blocks, 0);
+  EXPECT_EQ(idx.num_disk_blocks(), 0u);
+}
+
+TEST(CacheAwareTest, DiskHeldPrefixBeatsComputingAndRamBeatsDisk) {
+  Env e("cache_aware");
+  const auto prompt = Prompt(6, 320, 40, 2);
+  const auto h = kvcache::ChainBlockHashes("", prompt, 16);
+  bool more = false;
+  // Replica 1 holds the prefix's 20 blocks on disk only; the others nothing.
+  ASSERT_TRUE(e.rep(1)->prefix_index().Apply(DiskPage(h, 0, 20), Clock::now(), &more));
+  RouteInput in;
+  EXPECT_EQ(e.Pick(prompt, &in), e.rep(1));
+  EXPECT_EQ(in.prediction.cached_tokens, 320);
+  EXPECT_EQ(in.prediction.disk_tokens, 320);
+  // Another gateway (no routing record): replica 1 holds the prefix on
+  // disk, replica 2 in RAM: RAM wins.
+  Env f("cache_aware");
+  ASSERT_TRUE(f.rep(1)->prefix_index().Apply(DiskPage(h, 0, 20), Clock::now(), &more));
+  ASSERT_TRUE(f.rep(2)->prefix_index().Apply(DiskPage(h, 20, 0), Clock::now(), &more));
+  EXPECT_EQ(f.Pick(prompt, &in), f.rep(2));
+  EXPECT_EQ(in.prediction.cached_tokens, 320);
+  EXPECT_EQ(in.prediction.disk_tokens, 0);
+}
+
 TEST(RoundRobinTest, TakesTurns) {
   Env e("round_robin");
   std::map<Replica*, int> n;

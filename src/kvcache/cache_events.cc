@@ -36,7 +36,7 @@ void PrefixCacheEvents::Evicted(const BlockHash& h, CacheGroup g) {
 
 size_t PrefixCacheEvents::num_held(CacheGroup g) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return g == CacheGroup::kWindow ? window_held_.size() : held_.size();
+  return held(g).size();
 }
 
 CacheEventsPage PrefixCacheEvents::Since(uint64_t epoch, uint64_t since, size_t max_events) const {
@@ -50,6 +50,7 @@ CacheEventsPage PrefixCacheEvents::Since(uint64_t epoch, uint64_t since, size_t 
     p.seq = last_seq_;
     p.blocks.assign(held_.begin(), held_.end());
     p.window_blocks.assign(window_held_.begin(), window_held_.end());
+    p.disk_blocks.assign(disk_held_.begin(), disk_held_.end());
     return p;
   }
   const uint64_t n = std::min<uint64_t>(last_seq_ - since, max_events);

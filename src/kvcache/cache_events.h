@@ -11,7 +11,11 @@
 // 0..L-1 and the kWindow hashes of blocks [FirstWindowBlock(L * bs), L);
 // a reader with both sets computes what MatchPrefix would hit. A hash may
 // be reported evicted from kWindow twice (its twin went, then the block);
-// the held sets are sets, so that changes nothing.
+// the held sets are sets, so that changes nothing. A replica with a disk
+// KV tier (kvcache/disk_store.h) also reports kDisk: the hashes whose block
+// file the store holds (written, indexed at start-up; gone when evicted or
+// dropped). A hit then goes on past the RAM blocks with blocks on disk,
+// which the replica restores instead of computing (engine/block_manager.h).
 // A reader polls Since(epoch, seq it has applied) and gets the events
 // after it, in order, or -- when it is new, restarted (other epoch),
 // or so far behind that the log no longer holds what it missed -- a reset:
@@ -21,7 +25,7 @@
 //
 // `epoch` is random per log: a replica that restarted numbers from 1 again,
 // and a reader that compares epochs never mixes the two histories.
-// Memory: the held sets (16 bytes a block) plus at most `capacity` events.
+// Memory: the held sets (16 bytes a block of each group) plus at most `capacity` events.
 // Thread-safety: every method is thread-safe (one mutex; the engine thread
 // writes, HTTP threads read).
 #pragma once
@@ -39,7 +43,7 @@
 
 namespace kvs::kvcache {
 
-enum class CacheGroup : uint8_t { kFull = 0, kWindow = 1 };
+enum class CacheGroup : uint8_t { kFull = 0, kWindow = 1, kDisk = 2 };
 
 struct CacheEvent {
   bool stored = true;  // false: evicted
@@ -54,6 +58,7 @@ struct CacheEventsPage {
   bool more = false;     // events after `seq` were left for the next page
   std::vector<BlockHash> blocks;         // reset only: the kFull held set
   std::vector<BlockHash> window_blocks;  // reset only: the kWindow held set
+  std::vector<BlockHash> disk_blocks;    // reset only: the kDisk held set
   std::vector<CacheEvent> events;        // !reset: events (since, seq] of both groups, in order
 };
 
@@ -73,7 +78,10 @@ class PrefixCacheEvents {
  private:
   void Append(bool stored, const BlockHash& h, CacheGroup g);  // REQUIRES: mu_ held
   std::unordered_set<BlockHash, BlockHashHasher>& held(CacheGroup g) {  // REQUIRES: mu_ held
-    return g == CacheGroup::kWindow ? window_held_ : held_;
+    return g == CacheGroup::kWindow ? window_held_ : g == CacheGroup::kDisk ? disk_held_ : held_;
+  }
+  const std::unordered_set<BlockHash, BlockHashHasher>& held(CacheGroup g) const {  // REQUIRES: mu_ held
+    return g == CacheGroup::kWindow ? window_held_ : g == CacheGroup::kDisk ? disk_held_ : held_;
   }
 
   const size_t capacity_;
@@ -83,6 +91,7 @@ class PrefixCacheEvents {
   uint64_t last_seq_ = 0;                                      // guarded by mu_
   std::unordered_set<BlockHash, BlockHashHasher> held_;        // guarded by mu_
   std::unordered_set<BlockHash, BlockHashHasher> window_held_; // guarded by mu_
+  std::unordered_set<BlockHash, BlockHashHasher> disk_held_;   // guarded by mu_
 };
 
 // 32 lowercase hex digits: hi then lo (the wire form of a block hash).

@@ -4,11 +4,11 @@
 
 namespace kvs::kvcache {
 
-nlohmann::json CacheBlocksJson(const CacheEventsPage& page, int32_t block_size, int32_t window) {
+nlohmann::json CacheBlocksJson(const CacheEventsPage& page, int32_t block_size, int32_t window, bool disk) {
   using nlohmann::json;
-  json events = json::array(), window_events = json::array();
+  json events = json::array(), window_events = json::array(), disk_events = json::array();
   for (const CacheEvent& ev : page.events) {
-    json& list = ev.group == CacheGroup::kWindow ? window_events : events;
+    json& list = ev.group == CacheGroup::kWindow ? window_events : ev.group == CacheGroup::kDisk ? disk_events : events;
     list.push_back((ev.stored ? "+" : "-") + BlockHashHex(ev.hash));
   }
   auto hex_list = [](const std::vector<BlockHash>& hashes) {
@@ -30,6 +30,11 @@ nlohmann::json CacheBlocksJson(const CacheEventsPage& page, int32_t block_size, 
     out["window"] = window;
     if (page.reset) out["window_blocks"] = hex_list(page.window_blocks);
     out["window_events"] = std::move(window_events);
+  }
+  if (disk) {
+    out["disk"] = true;
+    if (page.reset) out["disk_blocks"] = hex_list(page.disk_blocks);
+    out["disk_events"] = std::move(disk_events);
   }
   return out;
 }

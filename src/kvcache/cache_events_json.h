@@ -10,9 +10,13 @@
 //    -- with a sliding-window KV group only (window > 0):
 //    "window": W,                           the sliding layers' window, tokens
 //    "window_blocks": [...],                reset only: the kWindow held set
-//    "window_events": ["+...", "-..."]}     kWindow events, in order
+//    "window_events": ["+...", "-..."],     kWindow events, in order
+//    -- with a disk KV tier only:
+//    "disk": true,
+//    "disk_blocks": [...],                  reset only: the kDisk held set
+//    "disk_events": ["+...", "-..."]}       kDisk events, in order
 //
-// The window keys are additions: a reader that ignores them sees exactly
+// The window and disk keys are additions: a reader that ignores them sees exactly
 // the older format (and overestimates hits on a sliding-window model, as
 // before), and a page without them means no window group. The two event
 // lists may be applied separately: the held sets are independent, and
@@ -28,7 +32,8 @@
 
 namespace kvs::kvcache {
 
-// `window`: the sliding layers' window in tokens, 0 when there is none.
-nlohmann::json CacheBlocksJson(const CacheEventsPage& page, int32_t block_size, int32_t window);
+// `window`: the sliding layers' window in tokens, 0 when there is none;
+// `disk`: the replica has a disk tier.
+nlohmann::json CacheBlocksJson(const CacheEventsPage& page, int32_t block_size, int32_t window, bool disk = false);
 
 }  // namespace kvs::kvcache

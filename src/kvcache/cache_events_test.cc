@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "kvcache/cache_events_json.h"
 #include "kvcache/cache_events_test_util.h"
 
 namespace kvs::kvcache {
@@ -76,6 +77,36 @@ TEST(CacheEventsTest, WindowGroupIsASecondSetInTheSameLog) {
   EXPECT_EQ(reset.blocks.size(), 1u);
   ASSERT_EQ(reset.window_blocks.size(), 1u);
   EXPECT_EQ(reset.window_blocks[0], H(1));
+}
+
+TEST(CacheEventsTest, DiskGroupIsAThirdSetAndHasItsOwnWireLists) {
+  PrefixCacheEvents log(8);
+  CacheEventsReader r;
+  r.Poll(log);
+  log.Stored(H(1));
+  log.Stored(H(1), CacheGroup::kDisk);
+  log.Stored(H(2), CacheGroup::kDisk);
+  log.Evicted(H(1));  // out of RAM, still on disk
+  EXPECT_EQ(log.num_held(), 0u);
+  EXPECT_EQ(log.num_held(CacheGroup::kDisk), 2u);
+  r.Poll(log, 3);
+  EXPECT_TRUE(r.held.empty());
+  EXPECT_EQ(r.disk_held, (HashSet{{H(1).lo, H(1).hi}, {H(2).lo, H(2).hi}}));
+  const CacheEventsPage reset = log.Since(0, 0, 10);
+  ASSERT_TRUE(reset.reset);
+  EXPECT_TRUE(reset.blocks.empty());
+  EXPECT_EQ(reset.disk_blocks.size(), 2u);
+  // The wire form: disk lists only for a replica with a disk tier.
+  const nlohmann::json with = CacheBlocksJson(reset, 16, 0, /*disk=*/true);
+  EXPECT_EQ(with["disk"], true);
+  EXPECT_EQ(with["disk_blocks"].size(), 2u);
+  const nlohmann::json without = CacheBlocksJson(reset, 16, 0);
+  EXPECT_FALSE(without.contains("disk"));
+  EXPECT_FALSE(without.contains("disk_blocks"));
+  const nlohmann::json events = CacheBlocksJson(log.Since(r.epoch, 0, 10), 16, 0, true);
+  ASSERT_EQ(events["events"].size(), 2u);       // +1, -1
+  ASSERT_EQ(events["disk_events"].size(), 2u);  // +1, +2
+  EXPECT_EQ(events["disk_events"][1], "+" + BlockHashHex(H(2)));
 }
 
 TEST(CacheEventsTest, HexRoundTrip) {

@@ -16,7 +16,7 @@ namespace kvs::kvcache::testing {
 struct CacheEventsReader {
   using HashSet = std::set<std::pair<uint64_t, uint64_t>>;
   uint64_t epoch = 0, seq = 0;
-  HashSet held, window_held;
+  HashSet held, window_held, disk_held;
   int resets = 0;
   void Poll(const PrefixCacheEvents& log, size_t page_size = 1000) {
     for (;;) {
@@ -25,11 +25,13 @@ struct CacheEventsReader {
         ++resets;
         held.clear();
         window_held.clear();
+        disk_held.clear();
+        for (const auto& h : p.disk_blocks) disk_held.insert({h.lo, h.hi});
         for (const auto& h : p.blocks) held.insert({h.lo, h.hi});
         for (const auto& h : p.window_blocks) window_held.insert({h.lo, h.hi});
       }
       for (const auto& e : p.events) {
-        HashSet& set = e.group == CacheGroup::kWindow ? window_held : held;
+        HashSet& set = e.group == CacheGroup::kWindow ? window_held : e.group == CacheGroup::kDisk ? disk_held : held;
         if (e.stored) {
           set.insert({e.hash.lo, e.hash.hi});
         } else {

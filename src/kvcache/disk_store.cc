@@ -249,6 +249,7 @@ void DiskKvStore::WriterLoop() {
     } else {
       lru_.push_back(p.meta.hash);
       index_[p.meta.hash] = Entry{*written, std::prev(lru_.end())};
+      if (listener_) listener_(p.meta.hash, true);
       bytes_ += *written;
       ++stats_.written_blocks;
       stats_.written_bytes += *written;
@@ -264,7 +265,7 @@ void DiskKvStore::Flush() {
   idle_cv_.wait(lock, [this] { return (queue_.empty() && !writing_) || stop_; });
 }
 
-void DiskKvStore::DropLocked(const BlockHash& h) {
+void DiskKvStore::DropLocked(BlockHash h) {  // by value: callers pass lru_.front()
   const auto it = index_.find(h);
   if (it == index_.end()) return;
   std::error_code ec;
@@ -272,6 +273,14 @@ void DiskKvStore::DropLocked(const BlockHash& h) {
   bytes_ -= it->second.bytes;
   lru_.erase(it->second.lru);
   index_.erase(it);
+  if (listener_) listener_(h, false);
+}
+
+void DiskKvStore::SetIndexListener(IndexListener listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
+  if (!listener_) return;
+  for (const BlockHash& h : lru_) listener_(h, true);
 }
 
 void DiskKvStore::EvictLocked() {

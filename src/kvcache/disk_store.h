@@ -38,6 +38,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -105,6 +106,15 @@ class DiskKvStore {
   // bytes and a good checksum; else an error (NotFound, or the file is
   // deleted as corrupt and DataLoss returned).
   StatusOr<std::vector<uint8_t>> Get(const DiskBlockMeta& expect, int64_t payload_bytes);
+  // `listener(hash, true)` for each block the index gains (its file was
+  // written) and `listener(hash, false)` for each it loses (evicted, dropped
+  // as corrupt, found missing): first, at this call, once for every block
+  // indexed already. It runs under the store's lock, on the thread that
+  // changed the index, so its calls are in the index's order; it must not
+  // call the store. The replica's cache-event log (kvcache/cache_events.h,
+  // group kDisk) listens, so routers see what the disk holds.
+  using IndexListener = std::function<void(const BlockHash& hash, bool held)>;
+  void SetIndexListener(IndexListener listener);
   // Blocks until the queue is written (tests, shutdown).
   void Flush();
   DiskStoreStats stats() const;
@@ -127,7 +137,7 @@ class DiskKvStore {
   StatusOr<int64_t> WriteFile(const Pending& p) const;
   std::string FileFor(const BlockHash& h) const;
   // Deletes the file of an indexed block and unindexes it. REQUIRES: mu_ held.
-  void DropLocked(const BlockHash& h);
+  void DropLocked(BlockHash h);
   // Evicts the least recently used blocks until bytes_ <= max_bytes. REQUIRES: mu_ held.
   void EvictLocked();
 
@@ -143,6 +153,7 @@ class DiskKvStore {
   bool stop_ = false;                                            // guarded by mu_
   int64_t bytes_ = 0;                                            // guarded by mu_
   DiskStoreStats stats_;                                         // guarded by mu_ (blocks/bytes filled on read)
+  IndexListener listener_;                                       // guarded by mu_
   std::thread writer_;
 };
 

@@ -185,6 +185,59 @@ TEST_F(DiskStoreTest, StaysUnderMaxBytesEvictingTheLeastRecentlyUsed) {
   EXPECT_EQ(files, st.blocks);
 }
 
+// The index listener (what the replica's cache-event log reports as its
+// kDisk group): every write, eviction and drop, in order, and at the call
+// the blocks indexed already (a restart).
+TEST_F(DiskStoreTest, TheIndexListenerSeesEveryChangeAndTheIndexAtTheCall) {
+  PrefixCacheEvents events;
+  auto listen = [&events](DiskKvStore& store) {
+    store.SetIndexListener([&events](const BlockHash& h, bool held) {
+      if (held) {
+        events.Stored(h, CacheGroup::kDisk);
+      } else {
+        events.Evicted(h, CacheGroup::kDisk);
+      }
+    });
+  };
+  {
+    auto s = DiskKvStore::Open(Config(3500));  // three ~1.1 KB files fit
+    ASSERT_TRUE(s.ok());
+    listen(**s);
+    for (int i = 0; i <= 3; ++i) {
+      auto [m, p] = Block(i);
+      ASSERT_TRUE((*s)->Put(m, p));
+    }
+    (*s)->Flush();
+    EXPECT_EQ(events.num_held(CacheGroup::kDisk), 3u) << "block 0 evicted";
+    const CacheEventsPage page = events.Since(events.epoch(), 0, 100);
+    ASSERT_EQ(page.events.size(), 5u);  // +0 +1 +2 +3 -0 (3's bytes put the files over the bound)
+    EXPECT_TRUE(page.events[3].stored);
+    EXPECT_EQ(page.events[3].hash, Block(3).first.hash);
+    EXPECT_FALSE(page.events[4].stored);
+    EXPECT_EQ(page.events[4].hash, Block(0).first.hash);
+    // A corrupt file, found by Get, leaves the index and the log.
+    auto [m2, p2] = Block(2);
+    {
+      std::fstream f(FileOf(m2.hash), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-3, std::ios::end);
+      f.put('\x5a');
+    }
+    EXPECT_FALSE((*s)->Get(m2, static_cast<int64_t>(p2.size())).ok());
+    EXPECT_EQ(events.num_held(CacheGroup::kDisk), 2u);
+    (*s)->SetIndexListener(nullptr);
+  }
+  PrefixCacheEvents after_restart;
+  auto s = DiskKvStore::Open(Config(3500));
+  ASSERT_TRUE(s.ok());
+  (*s)->SetIndexListener([&after_restart](const BlockHash& h, bool held) {
+    if (held) after_restart.Stored(h, CacheGroup::kDisk);
+  });
+  const CacheEventsPage reset = after_restart.Since(0, 0, 100);
+  ASSERT_EQ(reset.disk_blocks.size(), 2u) << "blocks 1 and 3, indexed at open, reported at the call";
+  EXPECT_TRUE((*s)->Contains(Block(1).first.hash));
+  EXPECT_TRUE((*s)->Contains(Block(3).first.hash));
+}
+
 TEST_F(DiskStoreTest, AFullQueueDropsInsteadOfWaiting) {
   DiskStoreConfig c = Config();
   c.max_pending_bytes = 1500;

@@ -441,7 +441,7 @@ void Service::HandleCacheBlocks(Ctx& ctx) {
                                      "not_found_error", "prefix_cache_disabled"));
   }
   const engine::EngineStats stats = b->Stats().engine;
-  const json out = kvcache::CacheBlocksJson(*page, stats.block_size, stats.window);
+  const json out = kvcache::CacheBlocksJson(*page, stats.block_size, stats.window, stats.kv_disk_enabled);
   Reply(ctx, 200, out);
 }
 

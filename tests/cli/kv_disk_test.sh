@@ -16,7 +16,12 @@
 #      dropped as foreign;
 #   6. a full disk (a file size limit): every write fails and is counted;
 #      requests are answered as before;
-#   7. max_bytes: the files' bytes stay under it, evictions counted.
+#   7. max_bytes: the files' bytes stay under it, evictions counted;
+#   8. cache-aware routing sees the disk: replica g (disk tier) and h (none)
+#      in one cache_aware pool; five prompts went to g (the first ones are
+#      out of its RAM by then, on its disk); a fresh gateway (no routing
+#      record) routes all five to g again, the evicted ones on g's disk
+#      index (/v1/cache/blocks: "disk_blocks"), and g restores them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/serve_util.sh"
@@ -154,4 +159,52 @@ bytes=$(du -sb --apparent-size "$disk" | awk '{print $1}')
 [ "$(metric "$f_URL" kvserve:kv_disk_evicted_blocks_total)" -ge 1 ] || fail "no eviction under a 1 MiB bound"
 [ "$(metric "$f_URL" kvserve:kv_disk_bytes)" -le 1048576 ] || fail "the disk tier holds $(metric "$f_URL" kvserve:kv_disk_bytes) bytes"
 echo "7. bound 1 MiB: $(metric "$f_URL" kvserve:kv_disk_bytes) bytes held ($bytes in the directory), $(metric "$f_URL" kvserve:kv_disk_evicted_blocks_total) evicted"
-echo "7 passed, 0 failed"
+kill "$f_PID"; wait "$f_PID" 2>/dev/null || true
+
+# 8. Cache-aware routing across a replica with a disk tier and one without.
+rm -rf "$disk"
+start_server g --model "$model" "${ram[@]}" --kv-disk-path "$disk" --kv-disk-max-bytes 268435456
+start_server h --model "$model" "${ram[@]}"
+wait_ready "$g_URL" 60 && wait_ready "$h_URL" 60 || fail "servers g, h not ready"
+aware_gateway() {  # NAME REPLICA_URL... : one cache_aware pool
+  local name=$1 reps="" u
+  shift
+  for u in "$@"; do reps="$reps{url: \"$u\"}, "; done
+  cat >"$dir/$name.yaml" <<YAML
+gateway: {host: 127.0.0.1, port: 0, admin_port: 0, allow_anonymous: true, health_interval_seconds: 0.2}
+model: {path: "$model"}
+logging: {audit_log: "off"}
+pools:
+  - {name: main, max_context: 1024, routing: cache_aware, replicas: [${reps%, }]}
+YAML
+  start_gateway "$name" "$dir/$name.yaml"
+}
+prompts=(long other0 other1 other2 other3)
+aware_gateway seed "$g_URL"
+seed_pid=${started_pids[-1]}
+for p in "${prompts[@]}"; do complete "$seed_URL" "$dir/$p.txt" >/dev/null; done
+for _ in $(seq 50); do [ "$(metric "$g_URL" kvserve:kv_disk_blocks)" -ge 200 ] && break; sleep 0.1; done
+kill "$seed_pid"; wait "$seed_pid" 2>/dev/null || true
+# The replica's index: a reset page carries its disk set.
+curl -fsS "$g_URL/v1/cache/blocks?epoch=0&since=0" >"$dir/blocks.json"
+read -r on_disk in_ram < <(/usr/bin/python3 -c 'import json,sys; p = json.load(open(sys.argv[1]))
+assert p["disk"] is True and p["reset"] is True, p.keys()
+print(len(p["disk_blocks"]), len(p["blocks"]))' "$dir/blocks.json") || fail "no disk set in /v1/cache/blocks"
+[ "$on_disk" -ge 200 ] && [ "$in_ram" -lt "$on_disk" ] || fail "/v1/cache/blocks: $on_disk blocks on disk, $in_ram in RAM"
+aware_gateway both "$g_URL" "$h_URL"
+admin=$(sed -n 's/.*admin listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$dir/both.log" | head -1)
+[ -n "$admin" ] || fail "no admin listener in the gateway's log"
+gw_disk() { metric "$admin" "kvserve_gateway:prefix_index_disk_blocks{pool=\"main\",replica=\"$g_URL\"}"; }
+for _ in $(seq 50); do [ "$(gw_disk)" -ge 200 ] && break; sleep 0.1; done
+[ "$(gw_disk)" -ge 200 ] || fail "the gateway's index of g holds $(gw_disk) disk blocks"
+h0=$(metric "$h_URL" kvserve:prompt_tokens_total)
+d0=$(metric "$g_URL" 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="disk"}')
+for p in "${prompts[@]}"; do complete "$both_URL" "$dir/$p.txt" >/dev/null; done
+[ "$(metric "$h_URL" kvserve:prompt_tokens_total)" = "$h0" ] ||
+  fail "replica h (nothing cached) got $(( $(metric "$h_URL" kvserve:prompt_tokens_total) - h0 )) prompt tokens"
+d1=$(metric "$g_URL" 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="disk"}')
+[ $((d1 - d0)) -ge 600 ] || fail "g restored $((d1 - d0)) tokens from disk"
+predicted=$(metric "$admin" 'kvserve_gateway:prefix_predicted_cached_tokens_total{pool="main",source="replica_disk"}')
+[ "$predicted" -ge 600 ] || fail "the gateway predicted $predicted tokens on g's disk"
+echo "8. cache-aware routing: $on_disk blocks on g's disk in its index, 5 of 5 prompts to g, $((d1 - d0)) tokens restored ($predicted predicted on disk)"
+echo "8 passed, 0 failed"
