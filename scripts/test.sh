@@ -12,7 +12,7 @@
 #      single-threaded unit tests (scheduler, sampler, block manager, API
 #      parsing) are not labelled: TSan finds nothing without threads;
 #   4. every libFuzzer target for 8 s each (KVSERVE_FUZZ_SECONDS;
-#      scripts/fuzz.sh on the ASan+UBSan tree).
+#      scripts/fuzz.sh on the ASan+UBSan tree), beside the TSan tests.
 # The ASan+UBSan tree builds (at nice 19) while the Release tests and the
 # soak run, and the TSan tree while the ASan+UBSan tests run: the test
 # stages leave part of the two cores idle, and the build yields to them.
@@ -99,11 +99,18 @@ stage "asan+ubsan tests"
 
 stage "tsan build (the rest of it)"
 wait_build
+# The fuzzers (each for a fixed wall time) run beside the TSan tests, at
+# nice 19: the TSan tests wait on threads and sockets much of the time, and
+# the fuzzers take what they leave.
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  background_build "fuzz: every fuzzer for ${FUZZ_SECONDS}s (beside the tsan tests)" build/fuzz.log \
+    env KVSERVE_FUZZ_BUILD=build/asan bash scripts/fuzz.sh "$FUZZ_SECONDS"
+fi
 stage "tsan tests"
 (cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" KVSERVE_SANITIZED=1 ctest --output-on-failure -L engine -j "$JOBS")
 
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  stage "fuzz: every fuzzer for ${FUZZ_SECONDS}s"
-  KVSERVE_FUZZ_BUILD=build/asan bash scripts/fuzz.sh "$FUZZ_SECONDS"
+  stage "fuzz (the rest of it)"
+  wait_build
 fi
 stage "all tests passed"

@@ -11,7 +11,7 @@
 namespace kvs::api {
 namespace {
 
-using json = nlohmann::json;
+using PlainJson = nlohmann::json;
 
 Json J(const char* text) { return Json::parse(text); }
 
@@ -72,7 +72,7 @@ TEST(ResponsesRequest, RefusalsNameTheResponsesField) {
 }
 
 TEST(ResponsesShape, StreamAndBodyDescribeTheSameItems) {
-  auto shape = MakeResponsesShape("resp_abc", 1, "m", json::object());
+  auto shape = MakeResponsesShape("resp_abc", 1, "m", PlainJson::object());
   std::vector<SseOut> ev = shape->Start({});
   for (auto& e : shape->Text("Hel")) ev.push_back(e);
   for (auto& e : shape->Text("lo")) ev.push_back(e);
@@ -94,7 +94,7 @@ TEST(ResponsesShape, StreamAndBodyDescribeTheSameItems) {
     EXPECT_EQ(ev[i].data["sequence_number"], i);
     EXPECT_EQ(ev[i].data["type"], ev[i].event);
   }
-  const json body = shape->Body();
+  const PlainJson body = shape->Body();
   EXPECT_EQ(body, ev.back().data["response"]);
   EXPECT_EQ(body["status"], "completed");
   EXPECT_EQ(body["output"][0]["content"][0]["text"], "Hello");
@@ -105,7 +105,7 @@ TEST(ResponsesShape, StreamAndBodyDescribeTheSameItems) {
 }
 
 TEST(ResponsesShape, LengthIsIncomplete) {
-  auto shape = MakeResponsesShape("resp_x", 1, "m", json::object());
+  auto shape = MakeResponsesShape("resp_x", 1, "m", PlainJson::object());
   shape->Text("abc");
   DialectEnd end;
   end.finish_reason = "length";
@@ -172,7 +172,7 @@ TEST(MessagesRequest, Refusals) {
     auto e = ParseMessagesRequest(J(body), &r);
     ASSERT_TRUE(e) << body;
     EXPECT_EQ(e->param.value_or(""), param) << body << ": " << e->message;
-    const json a = AnthropicErrorJson(*e);
+    const PlainJson a = AnthropicErrorJson(*e);
     EXPECT_EQ(a["type"], "error");
     EXPECT_EQ(a["error"]["type"], "invalid_request_error");
   }
@@ -199,10 +199,10 @@ TEST(MessagesShape, EventsAndBody) {
   EXPECT_EQ(Types(ev), want);
   EXPECT_EQ(ev[7].data["delta"]["partial_json"], "2}");
   EXPECT_EQ(ev[5].data["index"], 1);
-  const json body = shape->Body();
+  const PlainJson body = shape->Body();
   EXPECT_EQ(body["stop_reason"], "tool_use");
   EXPECT_EQ(body["content"][0]["text"], "Hi");
-  EXPECT_EQ(body["content"][1]["input"], json({{"x", 2}}));
+  EXPECT_EQ(body["content"][1]["input"], PlainJson({{"x", 2}}));
   EXPECT_EQ(body["usage"]["input_tokens"], 3);
   EXPECT_EQ(body["usage"]["cache_read_input_tokens"], 1);
 
@@ -257,7 +257,7 @@ TEST(ReasoningInputs, DialectsMapThinkingToTemplateVariables) {
 }
 
 TEST(ResponsesShape, ReasoningItemBeforeTheMessage) {
-  auto shape = MakeResponsesShape("resp_r", 1, "m", json::object());
+  auto shape = MakeResponsesShape("resp_r", 1, "m", PlainJson::object());
   std::vector<SseOut> ev = shape->Start({});
   for (auto& e : shape->Reasoning("Two plus")) ev.push_back(e);
   for (auto& e : shape->Reasoning(" two.")) ev.push_back(e);
@@ -275,13 +275,13 @@ TEST(ResponsesShape, ReasoningItemBeforeTheMessage) {
       "response.content_part.done", "response.output_item.done", "response.completed"};
   EXPECT_EQ(Types(ev), want);
   EXPECT_EQ(ev[2].data["item"]["type"], "reasoning");
-  EXPECT_EQ(ev[3].data["part"], json({{"type", "reasoning_text"}, {"text", ""}}));
+  EXPECT_EQ(ev[3].data["part"], PlainJson({{"type", "reasoning_text"}, {"text", ""}}));
   EXPECT_EQ(ev[5].data["delta"], " two.");
   EXPECT_EQ(ev[6].data["text"], "Two plus two.");
-  const json body = shape->Body();
+  const PlainJson body = shape->Body();
   EXPECT_EQ(body["output"][0]["type"], "reasoning");
-  EXPECT_EQ(body["output"][0]["summary"], json::array());
-  EXPECT_EQ(body["output"][0]["content"], json::parse(R"([{"type": "reasoning_text", "text": "Two plus two."}])"));
+  EXPECT_EQ(body["output"][0]["summary"], PlainJson::array());
+  EXPECT_EQ(body["output"][0]["content"], PlainJson::parse(R"([{"type": "reasoning_text", "text": "Two plus two."}])"));
   EXPECT_EQ(body["output"][0]["status"], "completed");
   EXPECT_EQ(body["output"][1]["content"][0]["text"], "4");
   EXPECT_EQ(body["usage"]["output_tokens_details"]["reasoning_tokens"], 6);
@@ -303,14 +303,14 @@ TEST(MessagesShape, ThinkingBlockBeforeTheText) {
                                          "content_block_delta", "content_block_stop",
                                          "message_delta",       "message_stop"};
   EXPECT_EQ(Types(ev), want);
-  EXPECT_EQ(ev[2].data["content_block"], json({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}));
-  EXPECT_EQ(ev[3].data["delta"], json({{"type", "thinking_delta"}, {"thinking", "Two plus"}}));
+  EXPECT_EQ(ev[2].data["content_block"], PlainJson({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}));
+  EXPECT_EQ(ev[3].data["delta"], PlainJson({{"type", "thinking_delta"}, {"thinking", "Two plus"}}));
   EXPECT_EQ(ev[5].data["delta"]["type"], "signature_delta");
   const std::string sig = ev[5].data["delta"]["signature"];
   EXPECT_EQ(sig.rfind("kvs-sha256-", 0), 0u);
   EXPECT_EQ(ev[7].data["index"], 1);
-  const json body = shape->Body();
-  EXPECT_EQ(body["content"][0], json({{"type", "thinking"}, {"thinking", "Two plus two."}, {"signature", sig}}));
+  const PlainJson body = shape->Body();
+  EXPECT_EQ(body["content"][0], PlainJson({{"type", "thinking"}, {"thinking", "Two plus two."}, {"signature", sig}}));
   EXPECT_EQ(body["content"][1]["text"], "4");
   EXPECT_EQ(body["stop_reason"], "end_turn");
 }
@@ -393,12 +393,12 @@ TEST(CompletionsShape, WholeBodyEchoesAndOffsetsLogprobs) {
     shape->FinishChoice(i, {i ? "length" : "stop", ""});
   }
   EXPECT_TRUE(shape->End({}).empty());
-  const json body = shape->Body();
+  const PlainJson body = shape->Body();
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], "abxz");
-  EXPECT_EQ(body["choices"][0]["logprobs"]["text_offset"], json::array({2, 3}));
+  EXPECT_EQ(body["choices"][0]["logprobs"]["text_offset"], PlainJson::array({2, 3}));
   EXPECT_EQ(body["choices"][1]["text"], "aby");
-  EXPECT_EQ(body["choices"][1]["logprobs"]["tokens"], json::array());
+  EXPECT_EQ(body["choices"][1]["logprobs"]["tokens"], PlainJson::array());
   EXPECT_EQ(body["choices"][1]["finish_reason"], "length");
 }
 

@@ -102,7 +102,7 @@ Err Message(const Json& m, const std::string& p, Json* messages) {
   return std::nullopt;
 }
 
-Err Tools(const Json& tools, Json* out) {
+Err MessagesTools(const Json& tools, Json* out) {
   if (!tools.is_array()) return WrongType("tools", "an array", tools);
   *out = Json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -124,7 +124,7 @@ Err Tools(const Json& tools, Json* out) {
   return std::nullopt;
 }
 
-Err ToolChoice(const Json& tc, Json* chat) {
+Err MessagesToolChoice(const Json& tc, Json* chat) {
   if (!tc.is_object()) return WrongType("tool_choice", "an object", tc);
   std::string type;
   if (auto e = RequiredString(tc, "type", "tool_choice", &type)) return e;
@@ -211,11 +211,11 @@ std::optional<ApiError> ParseMessagesRequest(const Json& body, ParsedRequest* ou
   chat["messages"] = std::move(messages);
   if (const Json* tools = Field(body, "tools")) {
     Json t;
-    if (auto e = Tools(*tools, &t)) return e;
+    if (auto e = MessagesTools(*tools, &t)) return e;
     chat["tools"] = std::move(t);
   }
   if (const Json* tc = Field(body, "tool_choice")) {
-    if (auto e = ToolChoice(*tc, &chat)) return e;
+    if (auto e = MessagesToolChoice(*tc, &chat)) return e;
   }
   ParsedRequest r;
   if (auto e = ParseChatRequest(chat, &r)) {

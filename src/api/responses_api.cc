@@ -126,7 +126,7 @@ Err InputItems(const Json& input, Json* messages) {
 }
 
 // Responses tools (flat) -> chat tools ({"type": "function", "function": {...}}).
-Err Tools(const Json& tools, Json* out) {
+Err ResponsesTools(const Json& tools, Json* out) {
   if (!tools.is_array()) return WrongType("tools", "an array", tools);
   *out = Json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -150,7 +150,7 @@ Err Tools(const Json& tools, Json* out) {
   return std::nullopt;
 }
 
-Err ToolChoice(const Json& tc, Json* out) {
+Err ResponsesToolChoice(const Json& tc, Json* out) {
   if (tc.is_string()) {
     *out = tc;  // auto / none / required: ParseChatRequest checks the value
     return std::nullopt;
@@ -234,12 +234,12 @@ std::optional<ApiError> ParseResponsesRequest(const Json& body, ParsedRequest* o
   chat["messages"] = std::move(messages);
   if (const Json* tools = Field(body, "tools")) {
     Json t;
-    if (auto e = Tools(*tools, &t)) return e;
+    if (auto e = ResponsesTools(*tools, &t)) return e;
     chat["tools"] = std::move(t);
   }
   if (const Json* tc = Field(body, "tool_choice")) {
     Json t;
-    if (auto e = ToolChoice(*tc, &t)) return e;
+    if (auto e = ResponsesToolChoice(*tc, &t)) return e;
     chat["tool_choice"] = std::move(t);
   }
   if (const Json* text = Field(body, "text")) {

@@ -153,6 +153,15 @@ void BlockManager::Allocate(Sequence& seq, const PrefixMatch& match, int32_t num
   }
 }
 
+void BlockManager::PrefetchTier(Sequence& seq) const {
+  if (!tier_) return;
+  const PrefixMatch match = MatchPrefix(seq);
+  std::vector<kvcache::DiskBlockMeta> metas;
+  const auto first = static_cast<int32_t>(match.block_ids.size());
+  for (int32_t i = first; i < first + match.num_tier_blocks; ++i) metas.push_back(TierMeta(seq, i));
+  tier_->Prefetch(std::move(metas));
+}
+
 kvcache::DiskBlockMeta BlockManager::TierMeta(const Sequence& seq, int32_t i) const {
   kvcache::DiskBlockMeta m;
   m.hash = seq.block_hashes[static_cast<size_t>(i)];

@@ -204,6 +204,10 @@ class BlockManager {
   // The KV tier below the pool (nullptr: none); it must outlive the
   // manager. Only models without a window group use one.
   void set_tier(KvTier* tier) { tier_ = window_ ? nullptr : tier; }
+  // Announces to the tier the blocks MatchPrefix would restore for `seq`
+  // (past its RAM hit), so they can be read ahead while it waits.
+  // REQUIRES: seq holds no blocks.
+  void PrefetchTier(Sequence& seq) const;
   // Metrics: prompt tokens restored from the tier at admissions.
   int64_t num_tier_hit_tokens() const { return num_tier_hit_tokens_; }
 

@@ -35,7 +35,12 @@ class MapTier : public KvTier {
     (void)block_id;
     held[Key(meta.hash)] = meta;
   }
+  void Prefetch(std::vector<kvcache::DiskBlockMeta> metas) override {
+    for (const auto& m : metas) prefetched.push_back(Key(m.hash));
+  }
   static std::pair<uint64_t, uint64_t> Key(const kvcache::BlockHash& h) { return {h.lo, h.hi}; }
+
+  std::vector<std::pair<uint64_t, uint64_t>> prefetched;
 
   std::map<std::pair<uint64_t, uint64_t>, kvcache::DiskBlockMeta> held;
   std::set<std::pair<uint64_t, uint64_t>> lose;  // blocks whose Restore fails (a corrupt file)
@@ -66,6 +71,10 @@ TEST(BlockManagerTierTest, EvictedBlocksAreRestoredFromTheTier) {
   ASSERT_EQ(bm.num_cached(), 4);  // b's blocks; a's were evicted
 
   Sequence a2 = MakeSeq(Tokens(13));
+  // Queued: the three blocks a restore would read are announced, in order.
+  bm.PrefetchTier(a2);
+  ASSERT_EQ(tier.prefetched.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(tier.prefetched[static_cast<size_t>(i)], MapTier::Key(a2.block_hashes[static_cast<size_t>(i)]));
   const PrefixMatch m = bm.MatchPrefix(a2);
   EXPECT_TRUE(m.block_ids.empty());
   EXPECT_EQ(m.num_tier_blocks, 3);
@@ -80,6 +89,8 @@ TEST(BlockManagerTierTest, EvictedBlocksAreRestoredFromTheTier) {
   // Restored blocks are published in RAM: the next lookup hits them there.
   bm.Free(a2);
   Sequence a3 = MakeSeq(Tokens(13));
+  bm.PrefetchTier(a3);
+  EXPECT_EQ(tier.prefetched.size(), 3u) << "a RAM hit announces nothing";
   const PrefixMatch m3 = bm.MatchPrefix(a3);
   EXPECT_EQ(m3.block_ids.size(), 3u);
   EXPECT_EQ(m3.num_tier_blocks, 0);

@@ -15,6 +15,11 @@ bool DiskTier::Restore(const kvcache::DiskBlockMeta& meta, int32_t block_id) {
   return ok;
 }
 
+void DiskTier::Prefetch(std::vector<kvcache::DiskBlockMeta> metas) {
+  if (metas.empty()) return;
+  store_->Prefetch(std::move(metas), static_cast<int64_t>(runner_->BlockBytes(0).size()));
+}
+
 void DiskTier::Published(const kvcache::DiskBlockMeta& meta, int32_t block_id) {
   const std::span<const uint8_t> bytes = runner_->BlockBytes(block_id);
   if (bytes.empty()) return;

@@ -1,8 +1,10 @@
 // DiskTier: the KvTier (kv_tier.h) of a DiskKvStore (kvcache/disk_store.h):
 // a published block's bytes are copied from the runner and queued for the
 // store's writer (the disk write is off the engine thread; the copy is one
-// memcpy of the block); a restore reads and checks the block file and loads
-// its bytes into the pool block, on the engine thread, timed.
+// memcpy of the block); the blocks of a queued request are read and checked
+// ahead on the store's reader thread (Prefetch), and a restore loads the
+// bytes into the pool block on the engine thread, timed (reading the file
+// there only when it was not read ahead).
 // Thread-safety: engine thread only (the store itself is thread-safe).
 #pragma once
 
@@ -21,6 +23,7 @@ class DiskTier : public KvTier {
   bool Holds(const kvcache::BlockHash& h) const override { return store_->Contains(h); }
   bool Restore(const kvcache::DiskBlockMeta& meta, int32_t block_id) override;
   void Published(const kvcache::DiskBlockMeta& meta, int32_t block_id) override;
+  void Prefetch(std::vector<kvcache::DiskBlockMeta> metas) override;
 
   int64_t restored_blocks() const { return restored_blocks_; }
   // Wall time of the restores (read, check, load), seconds.

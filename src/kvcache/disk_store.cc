@@ -99,6 +99,7 @@ StatusOr<std::unique_ptr<DiskKvStore>> DiskKvStore::Open(const DiskStoreConfig& 
   std::unique_ptr<DiskKvStore> s(new DiskKvStore(config));
   KVS_RETURN_IF_ERROR(s->Scan());
   s->writer_ = std::thread([p = s.get()] { p->WriterLoop(); });
+  s->reader_ = std::thread([p = s.get()] { p->ReaderLoop(); });
   return s;
 }
 
@@ -108,6 +109,8 @@ DiskKvStore::~DiskKvStore() {
     stop_ = true;
   }
   work_cv_.notify_all();
+  read_cv_.notify_all();
+  if (reader_.joinable()) reader_.join();
   if (writer_.joinable()) writer_.join();
 }
 
@@ -290,7 +293,98 @@ void DiskKvStore::EvictLocked() {
   }
 }
 
+namespace {
+bool SameBlock(const DiskBlockMeta& a, const DiskBlockMeta& b) {
+  return a.hash == b.hash && a.parent == b.parent && a.tokens == b.tokens && a.salt == b.salt;
+}
+}  // namespace
+
 StatusOr<std::vector<uint8_t>> DiskKvStore::Get(const DiskBlockMeta& expect, int64_t payload_bytes) {
+  {
+    std::unique_lock lock(mu_);
+    read_done_cv_.wait(lock, [&] { return !(reading_active_ && reading_ == expect.hash); });
+    const auto it = ahead_.find(expect.hash);
+    if (it != ahead_.end()) {
+      ReadAhead a = std::move(it->second);
+      const bool read = !a.payload.empty();
+      if (!read) std::erase(reads_, expect.hash);  // queued only: read it here, now
+      ForgetAheadLocked(it);
+      if (read && SameBlock(a.meta, expect) && a.payload_bytes == payload_bytes) {
+        ++stats_.prefetch_hits;
+        return std::move(a.payload);
+      }
+      if (read) ++stats_.prefetch_unused;
+    }
+  }
+  return ReadChecked(expect, payload_bytes);
+}
+
+void DiskKvStore::ForgetAheadLocked(std::unordered_map<BlockHash, ReadAhead, BlockHashHasher>::iterator it) {
+  ahead_bytes_ -= it->second.payload_bytes;
+  ahead_order_.erase(it->second.order);
+  ahead_.erase(it);
+}
+
+void DiskKvStore::Prefetch(std::vector<DiskBlockMeta> metas, int64_t payload_bytes) {
+  {
+    std::unique_lock lock(mu_);
+    for (DiskBlockMeta& m : metas) {
+      if (ahead_.count(m.hash) || !index_.count(m.hash)) continue;
+      if (ahead_bytes_ + payload_bytes > config_.max_prefetch_bytes) {
+        // Make room from the oldest entries already read (never one queued:
+        // it is about to be read for a request queued earlier).
+        auto old = ahead_order_.begin();
+        while (ahead_bytes_ + payload_bytes > config_.max_prefetch_bytes && old != ahead_order_.end()) {
+          const auto it = ahead_.find(*old++);
+          if (it->second.payload.empty()) continue;
+          ++stats_.prefetch_unused;
+          ForgetAheadLocked(it);
+        }
+        if (ahead_bytes_ + payload_bytes > config_.max_prefetch_bytes) break;
+      }
+      const BlockHash h = m.hash;
+      ahead_order_.push_back(h);
+      ahead_.emplace(h, ReadAhead{std::move(m), payload_bytes, {}, std::prev(ahead_order_.end())});
+      ahead_bytes_ += payload_bytes;
+      reads_.push_back(h);
+    }
+  }
+  read_cv_.notify_one();
+}
+
+void DiskKvStore::ReaderLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    read_cv_.wait(lock, [this] { return stop_ || !reads_.empty(); });
+    if (stop_) break;  // what is still queued is only an optimization
+    const BlockHash h = reads_.front();
+    reads_.pop_front();
+    const auto it = ahead_.find(h);
+    if (it == ahead_.end()) continue;
+    const DiskBlockMeta meta = it->second.meta;
+    const int64_t bytes = it->second.payload_bytes;
+    reading_ = h;
+    reading_active_ = true;
+    lock.unlock();
+    StatusOr<std::vector<uint8_t>> payload = ReadChecked(meta, bytes);
+    lock.lock();
+    reading_active_ = false;
+    read_done_cv_.notify_all();
+    // The entry is still there (a Get of this block waits for the read;
+    // Prefetch makes room only from entries read already). A block that
+    // failed its checks was dropped from the index by ReadChecked.
+    const auto again = ahead_.find(h);
+    if (again == ahead_.end()) continue;
+    if (!payload.ok() || payload->empty()) {
+      ForgetAheadLocked(again);
+      continue;
+    }
+    again->second.payload = std::move(*payload);
+    ++stats_.prefetched_blocks;
+  }
+}
+
+StatusOr<std::vector<uint8_t>> DiskKvStore::ReadChecked(const DiskBlockMeta& expect, int64_t payload_bytes) {
   int64_t file_bytes = 0;
   {
     std::unique_lock lock(mu_);

@@ -60,6 +60,7 @@ struct DiskStoreConfig {
   int64_t max_bytes = 0;             // > 0: bound on the block files' bytes
   uint64_t fingerprint = 0;          // what the payload bytes mean
   int64_t max_pending_bytes = 256LL << 20;  // queued, not yet written
+  int64_t max_prefetch_bytes = 64LL << 20;  // read ahead (queued or read), not yet claimed by a Get
 };
 
 // What a block file says about its block besides the KV bytes.
@@ -83,6 +84,9 @@ struct DiskStoreStats {
   int64_t dropped_foreign = 0;  // another fingerprint (or not a block file at all)
   int64_t write_errors = 0;     // the file system refused a write
   int64_t queue_full = 0;       // Puts dropped: the writer was behind by max_pending_bytes
+  int64_t prefetched_blocks = 0;  // read ahead by the reader thread
+  int64_t prefetch_hits = 0;      // Gets served from what was read ahead (no file read on the caller's thread)
+  int64_t prefetch_unused = 0;    // read ahead, then dropped unclaimed (the bound, or the block went)
 };
 
 class DiskKvStore {
@@ -105,7 +109,16 @@ class DiskKvStore {
   // block `expect` describes (parent, tokens, salt) with `payload_bytes`
   // bytes and a good checksum; else an error (NotFound, or the file is
   // deleted as corrupt and DataLoss returned).
+  // A block being read ahead (Prefetch) is waited for; one read ahead
+  // already is handed over without touching the file.
   StatusOr<std::vector<uint8_t>> Get(const DiskBlockMeta& expect, int64_t payload_bytes);
+  // Reads these blocks ahead, in order, on a reader thread (read, check as
+  // Get does, keep the payload), so that a Get soon after copies no file on
+  // the caller's thread: the engine prefetches the tier blocks of each
+  // request it queues and restores them when it admits the request. What is
+  // read ahead stays under max_prefetch_bytes (the oldest unclaimed go
+  // first); blocks beyond that bound, or not indexed, are not queued.
+  void Prefetch(std::vector<DiskBlockMeta> metas, int64_t payload_bytes);
   // `listener(hash, true)` for each block the index gains (its file was
   // written) and `listener(hash, false)` for each it loses (evicted, dropped
   // as corrupt, found missing): first, at this call, once for every block
@@ -125,6 +138,12 @@ class DiskKvStore {
     DiskBlockMeta meta;
     std::vector<uint8_t> payload;
   };
+  struct ReadAhead {
+    DiskBlockMeta meta;
+    int64_t payload_bytes = 0;
+    std::vector<uint8_t> payload;  // empty while queued
+    std::list<BlockHash>::iterator order;  // position in ahead_order_ (front: oldest)
+  };
   struct Entry {
     int64_t bytes = 0;
     std::list<BlockHash>::iterator lru;  // position in lru_ (front: oldest)
@@ -133,6 +152,11 @@ class DiskKvStore {
   explicit DiskKvStore(DiskStoreConfig config) : config_(std::move(config)) {}
   Status Scan();
   void WriterLoop();
+  void ReaderLoop();
+  // Reads and checks the block file of `expect` (Get without the read-ahead).
+  StatusOr<std::vector<uint8_t>> ReadChecked(const DiskBlockMeta& expect, int64_t payload_bytes);
+  // Forgets a read-ahead entry. REQUIRES: mu_ held.
+  void ForgetAheadLocked(std::unordered_map<BlockHash, ReadAhead, BlockHashHasher>::iterator it);
   // Writes one block's file; its bytes, or an error.
   StatusOr<int64_t> WriteFile(const Pending& p) const;
   std::string FileFor(const BlockHash& h) const;
@@ -154,7 +178,18 @@ class DiskKvStore {
   int64_t bytes_ = 0;                                            // guarded by mu_
   DiskStoreStats stats_;                                         // guarded by mu_ (blocks/bytes filled on read)
   IndexListener listener_;                                       // guarded by mu_
+  // Read-ahead: entries queued (payload empty) or read; ahead_order_ holds
+  // their hashes oldest first, reads_ those still to read, in order.
+  std::condition_variable read_cv_;       // the reader waits for work or stop
+  std::condition_variable read_done_cv_;  // a Get waits for the block being read
+  std::unordered_map<BlockHash, ReadAhead, BlockHashHasher> ahead_;  // guarded by mu_
+  std::list<BlockHash> ahead_order_;                                 // guarded by mu_
+  std::deque<BlockHash> reads_;                                      // guarded by mu_
+  int64_t ahead_bytes_ = 0;                                          // guarded by mu_: payload bytes queued or read
+  bool reading_active_ = false;                                      // guarded by mu_
+  BlockHash reading_;                                                // guarded by mu_: the block being read
   std::thread writer_;
+  std::thread reader_;
 };
 
 }  // namespace kvs::kvcache

@@ -238,6 +238,58 @@ TEST_F(DiskStoreTest, TheIndexListenerSeesEveryChangeAndTheIndexAtTheCall) {
   EXPECT_TRUE((*s)->Contains(Block(3).first.hash));
 }
 
+// Read-ahead: blocks prefetched on the reader thread are handed to Get
+// without a read on the caller's thread; a corrupt one is dropped there as
+// in Get; the bound holds.
+TEST_F(DiskStoreTest, PrefetchedBlocksAreHandedOverAndCheckedLikeGet) {
+  DiskStoreConfig c = Config();
+  c.max_prefetch_bytes = 2500;  // two 1,000-byte payloads
+  auto s = DiskKvStore::Open(c);
+  ASSERT_TRUE(s.ok());
+  std::vector<DiskBlockMeta> metas;
+  std::vector<std::vector<uint8_t>> payloads;
+  for (int i = 0; i < 4; ++i) {
+    auto [m, p] = Block(i);
+    ASSERT_TRUE((*s)->Put(m, p));
+    metas.push_back(m);
+    payloads.push_back(p);
+  }
+  (*s)->Flush();
+  {  // block 1 corrupt on disk
+    std::fstream f(FileOf(metas[1].hash), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x11');
+  }
+  auto wait_for = [&](auto pred) {
+    for (int i = 0; i < 500 && !pred((*s)->stats()); ++i) usleep(2000);
+    return pred((*s)->stats());
+  };
+  (*s)->Prefetch(metas, 1000);  // 0 and 1 fit the bound; 2 and 3 are not queued
+  ASSERT_TRUE(wait_for([](const DiskStoreStats& st) { return st.prefetched_blocks + st.dropped_corrupt == 2; }));
+  EXPECT_EQ((*s)->stats().prefetched_blocks, 1);
+  EXPECT_EQ((*s)->stats().dropped_corrupt, 1);
+  EXPECT_FALSE((*s)->Contains(metas[1].hash));
+  auto got = (*s)->Get(metas[0], 1000);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, payloads[0]);
+  EXPECT_EQ((*s)->stats().prefetch_hits, 1);
+  EXPECT_EQ((*s)->stats().read_blocks, 1) << "the reader read it; the Get did not";
+  EXPECT_FALSE((*s)->Get(metas[1], 1000).ok());
+  // Room again: 2 and 3 are read ahead; a Get that expects another block
+  // under 3's hash (another parent) does not get 3's bytes.
+  (*s)->Prefetch({metas[2], metas[3]}, 1000);
+  ASSERT_TRUE(wait_for([](const DiskStoreStats& st) { return st.prefetched_blocks == 3; }));
+  got = (*s)->Get(metas[2], 1000);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, payloads[2]);
+  DiskBlockMeta other = metas[3];
+  other.parent = metas[0].hash;
+  EXPECT_FALSE((*s)->Get(other, 1000).ok());
+  const DiskStoreStats st = (*s)->stats();
+  EXPECT_EQ(st.prefetch_hits, 2);
+  EXPECT_EQ(st.prefetch_unused, 1);
+}
+
 TEST_F(DiskStoreTest, AFullQueueDropsInsteadOfWaiting) {
   DiskStoreConfig c = Config();
   c.max_pending_bytes = 1500;

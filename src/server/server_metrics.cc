@@ -91,6 +91,10 @@ ServerMetrics::ServerMetrics()
                                              "Block writes the file system refused (a full disk, a size limit).")),
       kv_disk_writes_dropped(registry.Counter0("kvserve:kv_disk_writes_dropped_total",
                                                "Blocks not written because the writer was behind (its queue full).")),
+      kv_disk_prefetched_blocks(registry.AddCounter("kvserve:kv_disk_prefetched_blocks_total",
+                                                    "Disk-tier blocks read ahead for queued requests (off the engine "
+                                                    "thread): used by a restore, or unused (dropped unclaimed).",
+                                                    {"outcome"})),
       ttft(registry.Histogram0("kvserve:time_to_first_token_seconds",
                                "From the request fully received to its first generated token.", kLatencyBuckets)),
       inter_token_latency(registry.Histogram0("kvserve:inter_token_latency_seconds",
@@ -190,6 +194,8 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
     kv_disk_dropped_blocks.With({"foreign"}).SetMax(static_cast<double>(s.kv_disk.dropped_foreign));
     kv_disk_write_errors.SetMax(static_cast<double>(s.kv_disk.write_errors));
     kv_disk_writes_dropped.SetMax(static_cast<double>(s.kv_disk.queue_full));
+    kv_disk_prefetched_blocks.With({"used"}).SetMax(static_cast<double>(s.kv_disk.prefetch_hits));
+    kv_disk_prefetched_blocks.With({"unused"}).SetMax(static_cast<double>(s.kv_disk.prefetch_unused));
   }
   preemptions.SetMax(static_cast<double>(s.num_preemptions));
   forward_seconds.SetMax(s.forward_seconds);

@@ -78,6 +78,7 @@ struct ServerMetrics {
   Family<Counter>& kv_disk_dropped_blocks;     // {reason="corrupt"|"foreign"}
   Counter& kv_disk_write_errors;
   Counter& kv_disk_writes_dropped;
+  Family<Counter>& kv_disk_prefetched_blocks;  // {outcome="used"|"unused"}
   // Requests (updated by the service).
   Histogram& ttft;
   Histogram& inter_token_latency;

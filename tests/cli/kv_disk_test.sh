@@ -21,7 +21,10 @@
 #      in one cache_aware pool; five prompts went to g (the first ones are
 #      out of its RAM by then, on its disk); a fresh gateway (no routing
 #      record) routes all five to g again, the evicted ones on g's disk
-#      index (/v1/cache/blocks: "disk_blocks"), and g restores them.
+#      index (/v1/cache/blocks: "disk_blocks"), and g restores them;
+#   9. read-ahead: g restarted on its directory, the five prompts at once:
+#      those that wait in its queue find their blocks read ahead
+#      (kv_disk_prefetched_blocks_total{outcome="used"}), same answers.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/serve_util.sh"
@@ -32,11 +35,12 @@ metric() {  # URL NAME -> the sample's value (0 when absent)
   curl -fsS "$1/metrics" | awk -v k="$2" '$1 == k { v = $2 } END { print v + 0 }'
 }
 complete() {  # URL PROMPT_FILE [CACHE_SALT] -> the completion's text
+  local body="$dir/body.$BASHPID.json"  # one per caller: step 9 sends five at once
   /usr/bin/python3 -c 'import json,sys; b = {"model": "kvserve-tiny", "prompt": open(sys.argv[1]).read(),
     "max_tokens": 12, "temperature": 0}
 if sys.argv[2]: b["cache_salt"] = sys.argv[2]
-print(json.dumps(b))' "$2" "${3:-}" >"$dir/body.json"
-  curl -fsS -H 'content-type: application/json' --data-binary @"$dir/body.json" "$1/v1/completions" |
+print(json.dumps(b))' "$2" "${3:-}" >"$body"
+  curl -fsS -H 'content-type: application/json' --data-binary @"$body" "$1/v1/completions" |
     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
 }
 # Prompts of ~700 tokens (44 blocks of 16); "other" ones share no block with it.
@@ -207,4 +211,26 @@ d1=$(metric "$g_URL" 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="disk"}
 predicted=$(metric "$admin" 'kvserve_gateway:prefix_predicted_cached_tokens_total{pool="main",source="replica_disk"}')
 [ "$predicted" -ge 600 ] || fail "the gateway predicted $predicted tokens on g's disk"
 echo "8. cache-aware routing: $on_disk blocks on g's disk in its index, 5 of 5 prompts to g, $((d1 - d0)) tokens restored ($predicted predicted on disk)"
-echo "8 passed, 0 failed"
+kill "$g_PID"; wait "$g_PID" 2>/dev/null || true
+
+# 9. Read-ahead for queued requests: five prompts at once on a replica that
+# admits eight and runs two at a time; the RAM is empty after the restart, so
+# every prompt is restored from disk, and the three that wait in the engine's
+# queue are read ahead meanwhile.
+start_server g2 --model "$model" --max-context-length 1024 --max-concurrent-requests 8 --max-batch-size 2 \
+  --kv-disk-path "$disk" --kv-disk-max-bytes 268435456
+wait_ready "$g2_URL" 60 || fail "server g2 not ready"
+aware_gateway solo "$g2_URL"
+clients=()
+for p in "${prompts[@]}"; do
+  complete "$solo_URL" "$dir/$p.txt" >"$dir/$p.answer" &
+  clients+=("$!")
+done
+for j in "${clients[@]}"; do wait "$j" || fail "a concurrent request failed"; done
+[ "$(cat "$dir/long.answer")" = "$want" ] || fail "read ahead and restored: '$(cat "$dir/long.answer")', computed: '$want'"
+used=$(metric "$g2_URL" 'kvserve:kv_disk_prefetched_blocks_total{outcome="used"}')
+restored=$(metric "$g2_URL" 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="disk"}')
+[ "$restored" -ge 3000 ] || fail "g2 restored $restored tokens from disk for five prompts"
+[ "$used" -ge 44 ] || fail "$used blocks were read ahead and used (want at least one prompt's 44)"
+echo "9. five at once after a restart: $restored tokens restored, $used blocks of them read ahead"
+echo "9 passed, 0 failed"

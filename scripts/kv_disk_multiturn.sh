@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Issue 37's multi-turn workload for the disk KV tier: conversations whose
+# histories grow turn by turn, all of them in flight at once (`kvserve bench
+# --url --multi-turn CONVS:TURNS:SYSTEM -c CONVS`), so that between two turns
+# of one conversation every other conversation runs a turn, and the working
+# set (every history) is several times the RAM KV pool. One row per case:
+#   ram-only      kvserve serve, RAM prefix cache only
+#   disk          kvserve serve --kv-disk-path (write-through, restore on a hit)
+#   disk-restart  the same directory after a restart, RAM empty: the first
+#                 turns find the histories of the previous run on disk
+#   llama-server  llama-server (LLAMA_SERVER, when set) with the same RAM for
+#                 KV: its host-RAM prompt cache (--cache-ram, default 8 GiB)
+#                 on and off; it saves slots to files only when asked by API
+#                 (--slot-save-path), which a load test does not do.
+# Each row: TTFT p50/p90, output tokens/s, prompt tokens served from the
+# cache (usage.cached_tokens: RAM and disk together; by tier from the
+# server's counters). Every case gets a fresh server, the same seed (the
+# same conversations) and the same KV pool in RAM.
+#   scripts/kv_disk_multiturn.sh [MODEL] [CONVS:TURNS:SYSTEM] [INPUT_LEN] [OUTPUT_LEN]
+# Defaults: the bundled model, 24:6:512, 256, 16. RAM pool: --max-context-length
+# 4096 x 2 sequences (8,192 tokens). KVSERVE_BIN, THREADS (2), LLAMA_SERVER.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+bin=${KVSERVE_BIN:-$src/build/release/src/cli/kvserve}
+model=${1:-$src/models/kvserve-tiny.gguf}
+multi=${2:-24:6:512}
+input_len=${3:-256}
+output_len=${4:-16}
+threads=${THREADS:-2}
+convs=${multi%%:*}
+dir=$(mktemp -d)
+pid=""
+trap '[ -z "$pid" ] || kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+
+wait_url() {  # LOG: sets url from the server's "listening on" line, waits for /health or /ready
+  url=""
+  for _ in $(seq 600); do
+    url=$(sed -n 's/.*listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$1" | head -1)
+    if [ -z "$url" ]; then
+      url=$(sed -n 's/.*server is listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$1" | head -1)
+    fi
+    if [ -n "$url" ]; then
+      for path in /ready /health; do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "$url$path")" = 200 ] && return 0
+      done
+    fi
+    sleep 0.1
+  done
+  echo "server did not start:" >&2
+  tail -20 "$1" >&2
+  exit 1
+}
+serve() {  # EXTRA ARGS...
+  "$bin" serve --host 127.0.0.1 --port 0 --access-log off --threads "$threads" --model "$model" \
+    --max-context-length 4096 --max-concurrent-requests 2 "$@" >/dev/null 2>"$dir/log" &
+  pid=$!
+  wait_url "$dir/log"
+}
+llama() {  # EXTRA ARGS...
+  local port
+  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -c 8192 -np 2 "$@" >"$dir/log" 2>&1 &
+  pid=$!
+  url="http://127.0.0.1:$port"
+  for _ in $(seq 600); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health")" = 200 ] && return 0
+    sleep 0.1
+  done
+  echo "llama-server did not start:" >&2
+  tail -20 "$dir/log" >&2
+  exit 1
+}
+stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+metric() { curl -fsS "$url/metrics" 2>/dev/null | awk -v k="$1" '$1 == k { v = $2 } END { print v + 0 }'; }
+bench() {  # NAME: one run of the workload against $url; prints its row
+  local name=$1 ram0 disk0
+  ram0=$(metric 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="ram"}')
+  disk0=$(metric 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="disk"}')
+  "$bin" bench --url "$url" --api chat --tokenizer "$model" --multi-turn "$multi" -c "$convs" \
+    --input-len "$input_len" --output-len "$output_len" --seed 37 --no-progress --metrics-interval 0 \
+    --json "$dir/$name.json" >"$dir/$name.txt" 2>&1 || { cat "$dir/$name.txt" >&2; exit 1; }
+  local ram disk
+  ram=$(( $(metric 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="ram"}') - ram0 ))
+  disk=$(( $(metric 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="disk"}') - disk0 ))
+  /usr/bin/python3 - "$dir/$name.json" "$name" "$ram" "$disk" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+f = j["runs"][0]["figures"]
+name, ram, disk = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+tiers = f"{ram:,} / {disk:,}" if name != "llama-server" and not name.startswith("llama") else "n/a"
+share = f["cached_share"]
+print(f"| {name} | {f['ok']}/{f['planned']} | {f['prompt_tokens']:,} | "
+      f"{'n/a' if share is None else f'{100 * share:.1f} %'} | {tiers} | "
+      f"{f['ttft']['p50']:.3f} s | {f['ttft']['p90']:.3f} s | {f['output_token_throughput']:.1f} |")
+PY
+}
+
+echo "workload: --multi-turn $multi -c $convs --input-len $input_len --output-len $output_len, seed 37, $(basename "$model")"
+echo "| case | requests ok | prompt tokens | cached (usage) | RAM / disk hit tokens | TTFT p50 | TTFT p90 | output tok/s |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+serve
+bench ram-only
+stop
+serve --kv-disk-path "$dir/disk"
+bench disk
+stop
+serve --kv-disk-path "$dir/disk"
+bench disk-restart
+echo "(disk: $(du -sh "$dir/disk" | cut -f1) in $(find "$dir/disk" -name '*.kvb' | wc -l) block files)"
+stop
+if [ -n "${LLAMA_SERVER:-}" ]; then
+  llama
+  bench llama-server
+  stop
+  llama --cache-ram 0
+  bench llama-server-no-cache-ram
+  stop
+fi
