@@ -110,7 +110,7 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 f = j["runs"][0]["figures"]
 name, ram, disk = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-tiers = f"{ram:,} / {disk:,}" if name != "llama-server" and not name.startswith("llama") else "n/a"
+tiers = "n/a" if name.startswith("llama") else f"{ram:,} / {disk:,}"
 share = f["cached_share"]
 print(f"| {name} | {f['ok']}/{f['planned']} | {f['prompt_tokens']:,} | "
       f"{'n/a' if share is None else f'{100 * share:.1f} %'} | {tiers} | "

@@ -267,7 +267,7 @@ void Engine::AddRequest(PendingRequest p) {
   seq->rng.seed(seq->params.seed ? *seq->params.seed : seed_rng_());
   if (r.grammar) seq->matcher = std::make_unique<grammar::GrammarMatcher>(std::move(r.grammar));
   // Blocks it will restore from the disk tier are read ahead while it waits.
-  if (disk_tier_) block_manager_.PrefetchTier(*seq);
+  block_manager_.PrefetchTier(*seq);  // nothing without a tier
   scheduler_.Add(seq.get());
   by_id_.emplace(seq->request_id, seq->seq_id);
   const int64_t seq_id = seq->seq_id;

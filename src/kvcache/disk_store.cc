@@ -302,7 +302,7 @@ bool SameBlock(const DiskBlockMeta& a, const DiskBlockMeta& b) {
 StatusOr<std::vector<uint8_t>> DiskKvStore::Get(const DiskBlockMeta& expect, int64_t payload_bytes) {
   {
     std::unique_lock lock(mu_);
-    read_done_cv_.wait(lock, [&] { return !(reading_active_ && reading_ == expect.hash); });
+    read_done_cv_.wait(lock, [&] { return reading_ != expect.hash; });
     const auto it = ahead_.find(expect.hash);
     if (it != ahead_.end()) {
       ReadAhead a = std::move(it->second);
@@ -364,11 +364,10 @@ void DiskKvStore::ReaderLoop() {
     const DiskBlockMeta meta = it->second.meta;
     const int64_t bytes = it->second.payload_bytes;
     reading_ = h;
-    reading_active_ = true;
     lock.unlock();
     StatusOr<std::vector<uint8_t>> payload = ReadChecked(meta, bytes);
     lock.lock();
-    reading_active_ = false;
+    reading_.reset();
     read_done_cv_.notify_all();
     // The entry is still there (a Get of this block waits for the read;
     // Prefetch makes room only from entries read already). A block that

@@ -42,6 +42,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -186,8 +187,7 @@ class DiskKvStore {
   std::list<BlockHash> ahead_order_;                                 // guarded by mu_
   std::deque<BlockHash> reads_;                                      // guarded by mu_
   int64_t ahead_bytes_ = 0;                                          // guarded by mu_: payload bytes queued or read
-  bool reading_active_ = false;                                      // guarded by mu_
-  BlockHash reading_;                                                // guarded by mu_: the block being read
+  std::optional<BlockHash> reading_;                                 // guarded by mu_: the block being read
   std::thread writer_;
   std::thread reader_;
 };
