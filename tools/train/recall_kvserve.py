@@ -74,16 +74,18 @@ def main():
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--kv-dtype", default="f16")
     ap.add_argument("--svg", help="also write the table as an SVG heatmap to this path")
+    ap.add_argument("--lengths", default="1024,2048,4096", help="context lengths (tokens) of the prompts")
     args = ap.parse_args()
 
-    lengths, depths = [1024, 2048, 4096], [0.1, 0.5, 0.9]
+    lengths, depths = [int(x) for x in args.lengths.split(",")], [0.1, 0.5, 0.9]
+    context = max(lengths)
     tok = train.build_tokenizer(args.tokenizer_seed, args.vocab)
     cases_path = os.path.join(tempfile.mkdtemp(), "cases.jsonl")
     train.write_recall_cases(tok, cases_path, args.seed, lengths, depths, per_cell=args.per_cell)
     cases = [json.loads(l) for l in open(cases_path)]
 
     srv = subprocess.Popen([args.kvserve, "serve", "--model", args.model, "--port", "0", "--access-log", "off",
-                            "--max-context-length", "4096", "--threads", "2", "--max-concurrent-requests", "64",
+                            "--max-context-length", str(context), "--threads", "2", "--max-concurrent-requests", "64",
                             "--kv-dtype", args.kv_dtype],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     port = None
@@ -103,11 +105,11 @@ def main():
 
     def run(c):
         if c["format"] == "plain":
-            r = post(base, "/v1/completions", {"model": model_id, "prompt": c["prompt"], "max_tokens": min(8, 4096 - c["prompt_tokens"]),
+            r = post(base, "/v1/completions", {"model": model_id, "prompt": c["prompt"], "max_tokens": min(8, context - c["prompt_tokens"]),
                                                "temperature": 0})
             got = r["choices"][0]["text"]
             return got.startswith(c["expected"])
-        r = post(base, "/v1/chat/completions", {"model": model_id, "messages": c["messages"], "max_tokens": min(16, 4096 - c["prompt_tokens"]),
+        r = post(base, "/v1/chat/completions", {"model": model_id, "messages": c["messages"], "max_tokens": min(16, context - c["prompt_tokens"]),
                                                 "temperature": 0})
         return r["choices"][0]["message"]["content"] == c["expected"].removesuffix("<|im_end|>")
 
@@ -144,7 +146,7 @@ def main():
     if args.svg:
         with open(args.svg, "w") as f:
             f.write(heatmap_svg(cells, lengths, depths,
-                                f"kvserve-tiny recall, {args.kv_dtype} KV, {args.per_cell} prompts per cell"))
+                                f"{model_id} recall, {args.kv_dtype} KV, {args.per_cell} prompts per cell"))
         print(f"wrote {args.svg}")
 
 

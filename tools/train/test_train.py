@@ -104,6 +104,27 @@ def test_chunked_attention_matches_full():
     assert torch.allclose(full[:, -37:], tail, atol=1e-5)
 
 
+def test_init_from_gguf_continues_the_exported_model():
+    """--init-from: the exported file's tokenizer and weights come back exactly, with the new context."""
+    import train as TR
+    rng = random.Random(1)
+    tok = Tokenizer.train([D.language_text(rng) for _ in range(200)], 400, log=lambda *a: None)
+    torch.manual_seed(3)
+    c = M.Config(vocab_size=tok.vocab_size, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=64,
+                 max_seq_len=512, rope_base=1e6)
+    m = M.Llama(c).eval()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "m.gguf")
+        TR.log = lambda *a: None
+        TR.export_gguf(m, tok, c, path, name="t")
+        c2, tok2, m2 = TR.init_from_gguf(path, 2048)
+    assert c2.max_seq_len == 2048 and c2.dim == 32 and c2.n_kv_heads == 2
+    assert tok2.tokens == tok.tokens and tok2.merges == tok.merges
+    ids = torch.tensor([[1, 5, 9, 30, 2]])
+    with torch.no_grad():
+        assert torch.equal(m(ids), m2(ids))
+
+
 if __name__ == "__main__":
     for name, fn in list(globals().items()):
         if name.startswith("test_"):

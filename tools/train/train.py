@@ -123,6 +123,7 @@ def gapped_positions(rng, filler_mask, virtual_len):
 
 
 def retrieval_batch(rng, tok, fc, batch, length, max_len=None, gap_prob=0.0):
+    """max_len: the virtual context the position gaps imitate (may exceed any real length)."""
     ids, masks, poss = [], [], []
     for _ in range(batch):
         i, m, info = D.retrieval_example(rng, tok, fc, length)
@@ -282,6 +283,17 @@ def save_ckpt(path, model, opt, step, rng, tok, cfg, args, elapsed, cur, ema_acc
     os.replace(tmp, path)
 
 
+def init_from_gguf(path, ctx):
+    """Tokenizer and weights of an exported model, to continue training it (e.g. to a longer context)."""
+    from check_gguf import torch_from_gguf
+    r = gguf.GGUFReader(path)
+    md = r.metadata
+    tok = Tokenizer(md["tokenizer.ggml.tokens"], [tuple(m.split(" ")) for m in md["tokenizer.ggml.merges"]])
+    model = torch_from_gguf(r)
+    model.c.max_seq_len = ctx
+    return model.c, tok, model
+
+
 def load_ckpt(path):
     ck = torch.load(path)
     cfg = Config(**ck["cfg"])
@@ -355,6 +367,14 @@ def main():
     ap.add_argument("--grow-every", type=int, default=20)
     ap.add_argument("--gap-prob", type=float, default=0.7,
                     help="fraction of retrieval examples whose position ids get gaps (virtual length up to max-len)")
+    ap.add_argument("--virtual-len", type=int, default=0,
+                    help="context the position gaps imitate (default --max-len); may exceed the longest real example")
+    ap.add_argument("--start-len", type=int, default=0, help="initial longest retrieval length (default --min-len)")
+    ap.add_argument("--init-from", default="",
+                    help="start from this exported GGUF (its tokenizer and weights) instead of from scratch")
+    ap.add_argument("--name", default="kvserve-tiny", help="general.name of the exported model")
+    ap.add_argument("--recall-lengths", default="1024,2048,4096",
+                    help="context lengths of the prompts written to <out>.recall.jsonl")
     ap.add_argument("--grow-acc", type=float, default=0.55)
     ap.add_argument("--tokens-per-step", type=int, default=4096)
     ap.add_argument("--lm-batch", type=int, default=4)
@@ -381,7 +401,7 @@ def main():
     if args.export_only:
         ck, cfg, tok, model = load_ckpt(ckpt_path)
         log(f"checkpoint at step {ck['step']} ({ck['elapsed'] / 60:.1f} min of training)")
-        export_gguf(model, tok, cfg, out)
+        export_gguf(model, tok, cfg, out, name=args.name)
         if not args.no_final_eval:
             final_report(model, tok, cfg, args)
         return
@@ -400,6 +420,13 @@ def main():
         torch.set_rng_state(ck["torch_rng"])
         elapsed0 = ck["elapsed"]
         log(f"resumed at step {step}")
+    elif args.init_from:
+        cfg, tok, model = init_from_gguf(args.init_from, args.ctx)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
+        step = 0
+        elapsed0 = 0.0
+        log(f"initialised from {args.init_from}")
     else:
         tok = build_tokenizer(args.seed, args.vocab)
         cfg = Config(vocab_size=tok.vocab_size, dim=args.dim, n_layers=args.layers, n_heads=args.heads,
@@ -416,7 +443,7 @@ def main():
     ema_r = ema_l = None
     ema_acc = 0.0
     if step == 0 or not args.resume:
-        cur = args.min_len
+        cur = max(args.min_len, args.start_len)
     else:
         cur = ck.get("cur", args.min_len)
         ema_acc = ck.get("ema_acc", 0.0)
@@ -438,7 +465,8 @@ def main():
         L = pick_length(rng, cur, args)
         B = max(1, args.tokens_per_step // L)
         model.train()
-        inp, tgt, tm, n, pos = retrieval_batch(rng, tok, fc, B, L, args.max_len, args.gap_prob)
+        inp, tgt, tm, n, pos = retrieval_batch(rng, tok, fc, B, L, args.virtual_len or args.max_len,
+                                                 args.gap_prob)
         logits = model(inp, last_n=n, positions=pos)
         lr_loss = F.cross_entropy(logits[tm], tgt[tm])
         with torch.no_grad():
@@ -463,14 +491,14 @@ def main():
             save_ckpt(ckpt_path, model, opt, step, rng, tok, cfg, args, elapsed, cur, ema_acc)
         if step % args.eval_every == 0:
             model.eval()
-            lens = [x for x in (256, 1024, 4096) if x <= max(cur, 256)]
+            lens = [x for x in (256, 1024, 4096, 8192) if x <= max(cur, 256)]
             recall_table(model, tok, lens, [0.1, 0.5, 0.9], 2, seed=args.seed + 7)
     elapsed = elapsed0 + time.time() - t0
     save_ckpt(ckpt_path, model, opt, step, rng, tok, cfg, args, elapsed, cur, ema_acc)
     log(f"training done: {step} steps, {elapsed / 60:.1f} min")
-    export_gguf(model, tok, cfg, out)
+    export_gguf(model, tok, cfg, out, name=args.name)
     write_recall_cases(tok, os.path.splitext(out)[0] + ".recall.jsonl", args.seed + 2000,
-                       [1024, 2048, 4096], [0.1, 0.5, 0.9])
+                       [int(x) for x in args.recall_lengths.split(",")], [0.1, 0.5, 0.9])
     if not args.no_final_eval:
         final_report(model, tok, cfg, args)
 
