@@ -93,9 +93,11 @@ class Block(nn.Module):
         self.w_up = nn.Linear(c.dim, c.ffn_dim, bias=False)
         self.w_down = nn.Linear(c.ffn_dim, c.dim, bias=False)
 
-    def forward(self, x, cos, sin, q_start=0):
+    def forward(self, x, cos, sin, q_start=0, key_bias=None):
         """x: [B, T, dim]. Only positions >= q_start produce outputs (queries);
-        keys/values use all T positions. Returns [B, T - q_start, dim]."""
+        keys/values use all T positions. Returns [B, T - q_start, dim].
+        key_bias: optional [B, T] added to every query's score of each key;
+        log(m) on a key weighs it as m copies of itself (training only)."""
         c = self.c
         B, T, _ = x.shape
         hd = c.head_dim
@@ -119,6 +121,8 @@ class Block(nn.Module):
             ke = q_start + e  # keys visible to the last query of the chunk
             sc = torch.matmul(q[:, :, :, s:e], k[:, :, :, :ke].transpose(-1, -2))
             sc = sc + _causal_mask(q_start + s, q_start + e, ke)
+            if key_bias is not None:
+                sc = sc + key_bias[:, None, None, None, :ke]
             outs.append(torch.matmul(torch.softmax(sc, dim=-1), v[:, :, :, :ke]))
         o = outs[0] if len(outs) == 1 else torch.cat(outs, dim=3)  # [B, n_kv, g, Tq, hd]
         o = o.reshape(B, c.n_heads, Tq, hd).transpose(1, 2).reshape(B, Tq, c.n_heads * hd)
@@ -146,12 +150,14 @@ class Llama(nn.Module):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, ids, last_n=None, positions=None):
+    def forward(self, ids, last_n=None, positions=None, key_bias=None):
         """ids: [B, T]. Returns logits for the last `last_n` positions (all if None):
         [B, last_n, vocab]. The last layer only computes queries for those positions,
         which is exact for them and saves most of its attention cost.
         positions: optional [B, T] increasing position ids (default 0..T-1); training
-        uses gaps in them to show long distances in short sequences."""
+        uses gaps in them to show long distances in short sequences.
+        key_bias: optional [B, T] per-key score bias (see Block.forward); training
+        weighs filler keys as several copies to show a long context's crowd of keys."""
         B, T = ids.shape
         if positions is None:
             cos, sin = rope_tables(self.c.head_dim, torch.arange(T), self.c.rope_base)
@@ -162,7 +168,7 @@ class Llama(nn.Module):
         q_start = 0 if last_n is None else T - last_n
         for i, l in enumerate(self.layers):
             last = i == len(self.layers) - 1
-            x = l(x, cos, sin, q_start if last else 0)
+            x = l(x, cos, sin, q_start if last else 0, key_bias)
         if len(self.layers) == 0:
             x = x[:, q_start:]
         return self.output(self.norm(x))

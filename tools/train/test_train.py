@@ -4,6 +4,7 @@
     /usr/bin/python3 tools/train/test_train.py
 """
 
+import math
 import os
 import random
 import struct
@@ -123,6 +124,23 @@ def test_init_from_gguf_continues_the_exported_model():
     ids = torch.tensor([[1, 5, 9, 30, 2]])
     with torch.no_grad():
         assert torch.equal(m(ids), m2(ids))
+
+
+def test_key_bias_weighs_a_key_as_copies():
+    """A key bias of log(m) equals m copies of that token (same position) for later queries (one layer)."""
+    torch.manual_seed(5)
+    c = M.Config(vocab_size=50, dim=32, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=64, rope_base=1e6)
+    m = M.Llama(c).eval()
+    ids = [3, 17, 8, 22, 9, 41, 5]
+    j, copies = 2, 5
+    bias = torch.zeros(1, len(ids))
+    bias[0, j] = math.log(copies)
+    dup = ids[:j] + [ids[j]] * copies + ids[j + 1:]
+    pos = list(range(j)) + [j] * copies + list(range(j + 1, len(ids)))
+    with torch.no_grad():
+        a = m(torch.tensor([ids]), key_bias=bias)[0, j + 1:]
+        b = m(torch.tensor([dup]), positions=torch.tensor([pos]))[0, j + copies:]
+    assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
 
 
 if __name__ == "__main__":

@@ -122,25 +122,35 @@ def gapped_positions(rng, filler_mask, virtual_len):
     return pos
 
 
-def retrieval_batch(rng, tok, fc, batch, length, max_len=None, gap_prob=0.0):
-    """max_len: the virtual context the position gaps imitate (may exceed any real length)."""
-    ids, masks, poss = [], [], []
+def retrieval_batch(rng, tok, fc, batch, length, max_len=None, gap_prob=0.0, crowd=False):
+    """max_len: the virtual context the position gaps imitate (may exceed any real length).
+    crowd: a gapped example of n real tokens imitating a v-token context also weighs
+    each filler key as v/n copies (a score bias of log(v/n)), so attention meets the
+    crowd of keys of the longer context, not only its distances. Returns key_bias
+    [B, T-1] (zeros without crowd)."""
+    ids, masks, poss, bias = [], [], [], []
     for _ in range(batch):
         i, m, info = D.retrieval_example(rng, tok, fc, length)
         ids.append(i)
         masks.append(m)
+        b = [0.0] * length
         if max_len and length < max_len and rng.random() < gap_prob:
             v = int(math.exp(rng.uniform(math.log(length), math.log(max_len))))
             poss.append(gapped_positions(rng, info["filler_mask"], v))
+            if crowd:
+                w = math.log(v / length)
+                b = [w if f else 0.0 for f in info["filler_mask"]]
         else:
             poss.append(list(range(length)))
+        bias.append(b)
     positions = torch.tensor(poss)[:, :-1]
+    key_bias = torch.tensor(bias)[:, :-1]
     ids = torch.tensor(ids)
     mask = torch.tensor(masks, dtype=torch.bool)
     inp, tgt, tm = ids[:, :-1], ids[:, 1:], mask[:, 1:]
     first = int(tm.any(0).nonzero()[0])  # first target column with loss
     n = inp.shape[1] - first
-    return inp, tgt[:, first:], tm[:, first:], n, positions
+    return inp, tgt[:, first:], tm[:, first:], n, positions, key_bias
 
 
 def schedule(step, progress, args):
@@ -369,6 +379,8 @@ def main():
                     help="fraction of retrieval examples whose position ids get gaps (virtual length up to max-len)")
     ap.add_argument("--virtual-len", type=int, default=0,
                     help="context the position gaps imitate (default --max-len); may exceed the longest real example")
+    ap.add_argument("--crowd", action="store_true",
+                    help="gapped examples also weigh filler keys as the longer context's count of them")
     ap.add_argument("--start-len", type=int, default=0, help="initial longest retrieval length (default --min-len)")
     ap.add_argument("--init-from", default="",
                     help="start from this exported GGUF (its tokenizer and weights) instead of from scratch")
@@ -465,9 +477,9 @@ def main():
         L = pick_length(rng, cur, args)
         B = max(1, args.tokens_per_step // L)
         model.train()
-        inp, tgt, tm, n, pos = retrieval_batch(rng, tok, fc, B, L, args.virtual_len or args.max_len,
-                                                 args.gap_prob)
-        logits = model(inp, last_n=n, positions=pos)
+        inp, tgt, tm, n, pos, kb = retrieval_batch(rng, tok, fc, B, L, args.virtual_len or args.max_len,
+                                                     args.gap_prob, args.crowd)
+        logits = model(inp, last_n=n, positions=pos, key_bias=kb if args.crowd else None)
         lr_loss = F.cross_entropy(logits[tm], tgt[tm])
         with torch.no_grad():
             dm = tm & digit_mask[tgt]
