@@ -18,7 +18,10 @@ source "$here/serve_util.sh"
 bundled_model_test
 data="$KVSERVE_SOURCE_DIR/tests/cli/data/sharegpt_small.json"
 
-start_server srv --model "$model" --max-context-length 2048 --max-concurrent-requests 8 --max-batch-size 4
+# Admission (32) above any run's requests in flight: the trace's 12 arrive
+# within 0.65 s, and a sanitizer build under load may finish none of them by
+# then (with 8, the 12th was refused with a 429); four run at a time.
+start_server srv --model "$model" --max-context-length 2048 --max-concurrent-requests 32 --max-batch-size 4
 wait_ready "$srv_URL" 60 || fail "server not ready"
 one_replica_gateway gw "$srv_URL" 2048
 
