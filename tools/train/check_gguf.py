@@ -79,6 +79,12 @@ def np_forward(r, ids):
     return x @ out.T
 
 
+def tokenizer_from_gguf(r):
+    """The model's tokenizer rebuilt from tokenizer.ggml.tokens / merges."""
+    md = r.metadata
+    return Tokenizer(md["tokenizer.ggml.tokens"], [tuple(m.split(" ")) for m in md["tokenizer.ggml.merges"]])
+
+
 def torch_from_gguf(r):
     md, t = r.metadata, r.tensors
     cfg = Config(vocab_size=md["llama.vocab_size"], dim=md["llama.embedding_length"],
@@ -108,7 +114,7 @@ def main():
     tokens = md["tokenizer.ggml.tokens"]
     assert len(tokens) == md["llama.vocab_size"] == r.tensors["token_embd.weight"].shape[0]
     merges = [tuple(m.split(" ")) for m in md["tokenizer.ggml.merges"]]
-    tok = Tokenizer(tokens, merges)
+    tok = tokenizer_from_gguf(r)
     types = md["tokenizer.ggml.token_type"]
     for name in ("<|bos|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"):
         assert types[tok.token_to_id[name]] == TOKEN_TYPE_CONTROL, name

@@ -127,7 +127,7 @@ def retrieval_batch(rng, tok, fc, batch, length, max_len=None, gap_prob=0.0, cro
     crowd: a gapped example of n real tokens imitating a v-token context also weighs
     each filler key as v/n copies (a score bias of log(v/n)), so attention meets the
     crowd of keys of the longer context, not only its distances. Returns key_bias
-    [B, T-1] (zeros without crowd)."""
+    [B, T-1] (None without crowd)."""
     ids, masks, poss, bias = [], [], [], []
     for _ in range(batch):
         i, m, info = D.retrieval_example(rng, tok, fc, length)
@@ -144,7 +144,7 @@ def retrieval_batch(rng, tok, fc, batch, length, max_len=None, gap_prob=0.0, cro
             poss.append(list(range(length)))
         bias.append(b)
     positions = torch.tensor(poss)[:, :-1]
-    key_bias = torch.tensor(bias)[:, :-1]
+    key_bias = torch.tensor(bias)[:, :-1] if crowd else None
     ids = torch.tensor(ids)
     mask = torch.tensor(masks, dtype=torch.bool)
     inp, tgt, tm = ids[:, :-1], ids[:, 1:], mask[:, 1:]
@@ -295,10 +295,9 @@ def save_ckpt(path, model, opt, step, rng, tok, cfg, args, elapsed, cur, ema_acc
 
 def init_from_gguf(path, ctx):
     """Tokenizer and weights of an exported model, to continue training it (e.g. to a longer context)."""
-    from check_gguf import torch_from_gguf
+    from check_gguf import tokenizer_from_gguf, torch_from_gguf
     r = gguf.GGUFReader(path)
-    md = r.metadata
-    tok = Tokenizer(md["tokenizer.ggml.tokens"], [tuple(m.split(" ")) for m in md["tokenizer.ggml.merges"]])
+    tok = tokenizer_from_gguf(r)
     model = torch_from_gguf(r)
     model.c.max_seq_len = ctx
     return model.c, tok, model
@@ -479,7 +478,7 @@ def main():
         model.train()
         inp, tgt, tm, n, pos, kb = retrieval_batch(rng, tok, fc, B, L, args.virtual_len or args.max_len,
                                                      args.gap_prob, args.crowd)
-        logits = model(inp, last_n=n, positions=pos, key_bias=kb if args.crowd else None)
+        logits = model(inp, last_n=n, positions=pos, key_bias=kb)
         lr_loss = F.cross_entropy(logits[tm], tgt[tm])
         with torch.no_grad():
             dm = tm & digit_mask[tgt]
