@@ -153,14 +153,25 @@ describe("weighted fair queueing across tenants", () => {
     const done = [];
     const bulk = Array.from({ length: 6 }, (_, i) =>
       request(gw, "POST", "/v1/completions", long, auth(bulkKey)).then((r) => { done.push(`bulk${i}`); return r; }));
-    await waitFor(async () => (await metricSum(gw, "kvserve_gateway:queued_requests", { pool: "main" })) >= 5, 5000, 5);
+    // All six are in the gateway: five queued behind the running one, or
+    // (when a loaded machine admitted the burst slowly) fewer queued and the
+    // rest already done. At least two must still wait for the order to mean
+    // anything.
+    let finishedBeforeChat = 0;
+    await waitFor(async () => {
+      const queued = await metricSum(gw, "kvserve_gateway:queued_requests", { pool: "main" });
+      finishedBeforeChat = done.length;
+      return queued >= 2 && queued + finishedBeforeChat >= 5;
+    }, 10000, 5);
     const chat = await request(gw, "POST", "/v1/completions", { ...long, max_tokens: 8 }, auth(chatKey));
     done.push("chat");
     assert.equal(chat.status, 200, chat.text);
     for (const r of await Promise.all(bulk)) assert.equal(r.status, 200, r.text);
-    // One bulk request was running and the next had its turn before chat
-    // arrived at the earliest; chat went ahead of the rest of the burst.
-    assert.ok(done.indexOf("chat") <= 2, `completion order: ${done.join(", ")}`);
+    // One bulk request was running and the next may have had its turn before
+    // chat arrived; chat went ahead of the rest of the burst (at least one
+    // bulk request ends after it).
+    assert.ok(done.indexOf("chat") <= finishedBeforeChat + 2, `completion order: ${done.join(", ")}`);
+    assert.ok(done.indexOf("chat") < done.length - 1, `completion order: ${done.join(", ")}`);
     assert.equal(await metricSum(gw, "kvserve_gateway:queued_requests", { pool: "main" }), 0);
   });
 });
