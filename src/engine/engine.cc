@@ -72,6 +72,11 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
                              "layers keeps them in two groups); leave kv_cache.disk.path empty");
     }
   }
+  KVS_RETURN_IF_ERROR(speculative.Validate());
+  if (speculative.enabled() && runner.window() > 0) {
+    return InvalidArgument("speculative decoding is not available for models with sliding-window layers yet; "
+                           "set speculative.method off");
+  }
   if (runner.window() > 0) {
     // One sequence alone must always fit its window plus a whole chunk.
     const int32_t need = WindowBlocksPerSequence(runner.window(), max_num_batched_tokens, runner.block_size());
@@ -167,7 +172,8 @@ bool Engine::Step() {
 bool Engine::StepOnce() {
   ProcessInbox();                                       // new requests in, cancels applied
   ReleaseIdleKv();                                      // long-free KV blocks give their memory back
-  const SchedulerOutput& plan = scheduler_.Schedule();  // decodes + prefill chunks, KV blocks allocated
+  ProposeDrafts();                                      // speculative decoding: n-gram drafts per decode
+  const SchedulerOutput& plan = scheduler_.Schedule();  // decodes (+ drafts) + prefill chunks, KV blocks allocated
   if (plan.empty()) {
     PublishStats();
     return false;
@@ -176,7 +182,8 @@ bool Engine::StepOnce() {
     FailBatch(plan, st);
   } else {
     SampleTokens(plan);                                 // a token for each sequence whose chunk ends it
-    scheduler_.Postprocess(plan, sampled_);             // commit KV, append tokens, apply stops, free
+                                                        // (drafts: those accepted, then one more)
+    scheduler_.Postprocess(plan, std::span(emitted_).first(plan.seqs.size()));  // commit KV, append tokens, stops, free
     FinishConstrained(plan);                            // grammar completed or failed
     EmitOutputs(plan);                                  // stream the tokens; retire finished requests
   }
@@ -281,14 +288,39 @@ void Engine::CancelRequest(int64_t seq_id) {
   Retire(seq_id, std::move(chunk));
 }
 
+void Engine::ProposeDrafts() {
+  const SpeculativeConfig& sc = config_.speculative;
+  if (!sc.enabled()) return;
+  for (Sequence* seq : scheduler_.running()) {
+    seq->spec_tokens.clear();
+    if (seq->num_uncomputed_tokens() != 1 || !Sampler::CanVerifyDrafts(*seq)) continue;
+    // Every draft and the token after them must fit max_tokens and the context.
+    const int32_t room = std::min(seq->params.max_tokens - seq->num_output_tokens(),
+                                  config_.max_context_length - seq->num_tokens()) - 1;
+    const int32_t budget = std::min(seq->spec.Budget(sc.num_tokens), room);
+    if (budget <= 0) continue;
+    seq->spec_tokens.push_back(seq->token_ids.back());
+    if (ProposeNgram(seq->token_ids, sc.ngram_min, sc.ngram_max, budget, &seq->spec_tokens) == 0) {
+      seq->spec_tokens.clear();
+    }
+  }
+}
+
 Status Engine::Forward(const SchedulerOutput& plan) {
   batch_.seqs.clear();
   for (const ScheduledSeq& s : plan.seqs) {
     const Sequence& seq = *s.seq;
     ForwardSeq f;
     f.seq_id = seq.seq_id;
-    f.tokens = std::span<const int32_t>(seq.token_ids)
-                   .subspan(static_cast<size_t>(seq.num_computed_tokens), static_cast<size_t>(s.num_new_tokens));
+    if (s.num_draft_tokens > 0) {
+      // [last token, drafts...], every position's logits to verify them.
+      KVS_CHECK(seq.spec_tokens.size() == static_cast<size_t>(s.num_new_tokens));
+      f.tokens = seq.spec_tokens;
+      f.all_logits = true;
+    } else {
+      f.tokens = std::span<const int32_t>(seq.token_ids)
+                     .subspan(static_cast<size_t>(seq.num_computed_tokens), static_cast<size_t>(s.num_new_tokens));
+    }
     f.start_pos = seq.num_computed_tokens;
     f.block_table = seq.block_table;
     f.window_block_table = seq.window_block_table;
@@ -296,6 +328,11 @@ Status Engine::Forward(const SchedulerOutput& plan) {
     batch_.seqs.push_back(f);
   }
   const auto num_logits = static_cast<size_t>(batch_.NumLogits());
+  // Verification chunks want a row per token: grown on first need, at most
+  // min(max_num_batched_tokens, max_batch_size * (1 + num_tokens)) rows.
+  if (logits_.size() < num_logits * static_cast<size_t>(vocab_size_)) {
+    logits_.resize(num_logits * static_cast<size_t>(vocab_size_));
+  }
   counters_.num_computed_tokens += plan.num_tokens;
   ++counters_.num_steps;
   counters_.num_blocks_used_peak = std::max(counters_.num_blocks_used_peak, block_manager_.num_used());
@@ -310,21 +347,51 @@ Status Engine::Forward(const SchedulerOutput& plan) {
 }
 
 void Engine::SampleTokens(const SchedulerOutput& plan) {
-  sampled_.assign(plan.seqs.size(), -1);
+  if (emitted_.size() < plan.seqs.size()) emitted_.resize(plan.seqs.size());
   sample_results_.resize(plan.seqs.size());
   size_t row = 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    if (!plan.seqs[i].samples()) continue;
+    const ScheduledSeq& s = plan.seqs[i];
+    std::vector<int32_t>& out = emitted_[i];
+    out.clear();
+    sample_results_[i] = SampleResult{};
+    if (s.num_draft_tokens > 0) {
+      VerifyDrafts(s, row, out);
+      row += static_cast<size_t>(s.num_new_tokens);
+      continue;
+    }
+    if (!s.samples()) continue;
     const auto logits = std::span<const float>(logits_).subspan(row++ * static_cast<size_t>(vocab_size_),
                                                                 static_cast<size_t>(vocab_size_));
-    sample_results_[i] = sampler_.Sample(logits, *plan.seqs[i].seq);
-    sampled_[i] = sample_results_[i].token_id;
+    sample_results_[i] = sampler_.Sample(logits, *s.seq);
+    out.push_back(sample_results_[i].token_id);
   }
+}
+
+void Engine::VerifyDrafts(const ScheduledSeq& s, size_t first_row, std::vector<int32_t>& out) {
+  Sequence& seq = *s.seq;
+  const auto vocab = static_cast<size_t>(vocab_size_);
+  const auto row = [&](size_t r) { return std::span<const float>(logits_).subspan((first_row + r) * vocab, vocab); };
+  // Row r holds the logits after spec_tokens[r]: they judge draft r + 1.
+  int32_t accepted = 0;
+  for (int32_t d = 1; d <= s.num_draft_tokens; ++d) {
+    bool ok = false;
+    const SampleResult r = sampler_.AcceptDraft(row(static_cast<size_t>(d - 1)), seq, seq.spec_tokens[static_cast<size_t>(d)], &ok);
+    out.push_back(r.token_id);
+    if (!ok) break;  // r is the correction: drawn from p without the draft
+    ++accepted;
+  }
+  // All drafts held: the bonus token from the last row.
+  if (accepted == s.num_draft_tokens) out.push_back(sampler_.Sample(row(static_cast<size_t>(accepted)), seq).token_id);
+  seq.spec.Update(s.num_draft_tokens, accepted, config_.speculative.num_tokens);
+  counters_.num_draft_tokens += s.num_draft_tokens;
+  counters_.num_accepted_draft_tokens += accepted;
+  ++counters_.num_spec_verifications;
 }
 
 void Engine::FinishConstrained(const SchedulerOutput& plan) {
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    if (sampled_[i] < 0) continue;
+    if (emitted_[i].empty()) continue;
     Sequence* seq = plan.seqs[i].seq;
     const SampleResult& r = sample_results_[i];
     if (seq->is_finished()) continue;
@@ -332,8 +399,9 @@ void Engine::FinishConstrained(const SchedulerOutput& plan) {
       seq->error = r.error;
       scheduler_.Finish(seq, FinishReason::kError);
     } else if (r.grammar_done) {
-      // The grammar's stop token (not one of the engine's EOS ids).
-      seq->stop_token_id = sampled_[i];
+      // The grammar's stop token (not one of the engine's EOS ids); a
+      // constrained sequence has no drafts, so it is the one token.
+      seq->stop_token_id = emitted_[i].back();
       scheduler_.Finish(seq, FinishReason::kStop);
     }
   }
@@ -348,19 +416,22 @@ void Engine::EmitOutputs(const SchedulerOutput& plan) {
       inbox_.OnAdmitted();
       live.queued = false;
     }
-    if (sampled_[i] < 0) continue;
-    ++counters_.num_generated_tokens;
+    const std::vector<int32_t>& tokens = emitted_[i];  // what Postprocess appended
+    if (tokens.empty()) continue;
+    counters_.num_generated_tokens += static_cast<int64_t>(tokens.size());
     if (!seq.first_token_time) seq.first_token_time = now;
     StreamChunk chunk;
-    const bool hit_stop = seq.is_finished() && seq.stop_token_id == sampled_[i];
+    // The stop token that ended the sequence is not output.
+    const bool hit_stop = seq.is_finished() && seq.stop_token_id == tokens.back();
     const bool failed = !sample_results_[i].error.ok();  // its token is a placeholder
-    if (!hit_stop && !failed) {
-      chunk.token_ids.push_back(sampled_[i]);
+    const size_t shown = failed ? 0 : tokens.size() - (hit_stop ? 1 : 0);
+    for (size_t t = 0; t < shown; ++t) {
+      chunk.token_ids.push_back(tokens[t]);
       chunk.token_times_s.push_back(Seconds(seq.arrival_time, now));
-      if (seq.params.logprobs) {
-        SampleResult& r = sample_results_[i];
-        chunk.logprobs.push_back({r.logprob, std::move(r.top)});
-      }
+    }
+    if (shown > 0 && seq.params.logprobs) {  // no drafts with logprobs: one token
+      SampleResult& r = sample_results_[i];
+      chunk.logprobs.push_back({r.logprob, std::move(r.top)});
     }
     if (seq.is_finished()) {
       Retire(seq.seq_id, std::move(chunk));

@@ -76,6 +76,9 @@ struct EngineConfig {
   // block size and the runner's block bytes. Needs prefix caching and a
   // runner that exports blocks (no sliding-window group).
   kvcache::DiskStoreConfig kv_disk;
+  // Speculative decoding (engine/speculative.h); needs a runner without a
+  // sliding-window KV group.
+  SpeculativeConfig speculative;
 
   // InvalidArgument naming the field, given the runner it will drive.
   Status Validate(const ModelRunner& runner) const;
@@ -133,6 +136,11 @@ struct EngineStats {
   // Wall time spent in the model runner's forward passes (the CPU stand-in
   // for accelerator busy time: its rate is the compute utilisation).
   double forward_seconds = 0;
+  // Speculative decoding: draft tokens run through the model, those accepted
+  // (each saves a forward pass of its sequence), and the verifications.
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_draft_tokens = 0;
+  int64_t num_spec_verifications = 0;
 };
 
 class Engine {
@@ -198,8 +206,13 @@ class Engine {
   void ProcessInbox();
   void AddRequest(PendingRequest p);
   void CancelRequest(int64_t seq_id);
+  // Fills spec_tokens of the running decode sequences with n-gram drafts.
+  void ProposeDrafts();
   Status Forward(const SchedulerOutput& plan);
+  // The tokens of each plan entry (emitted_): one sampled token, or with
+  // drafts the accepted ones then the correction or bonus token.
   void SampleTokens(const SchedulerOutput& plan);
+  void VerifyDrafts(const ScheduledSeq& s, size_t first_row, std::vector<int32_t>& out);
   // Ends constrained sequences whose grammar completed (kStop) or failed
   // (kError) at this step's token.
   void FinishConstrained(const SchedulerOutput& plan);
@@ -235,8 +248,8 @@ class Engine {
   int64_t next_seq_id_ = 0;
   std::mt19937_64 seed_rng_;
   ForwardBatch batch_;
-  std::vector<float> logits_;                // [max_batch_size, vocab_size]
-  std::vector<int32_t> sampled_;             // per plan entry, -1: none
+  std::vector<float> logits_;                // [rows >= max_batch_size, vocab_size]; more rows with drafts
+  std::vector<std::vector<int32_t>> emitted_;  // per plan entry: its new tokens (empty: none)
   std::vector<SampleResult> sample_results_; // per plan entry
   std::vector<PendingRequest> inbox_requests_;
   std::vector<std::string> inbox_cancels_;

@@ -247,6 +247,19 @@ void Sampler::ApplyPenalties(const Sequence& seq) {
 }
 
 int32_t Sampler::Draw(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng) {
+  const size_t n = Weigh(logits, p);
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += work_[static_cast<size_t>(ids_[i])];
+  const double u = UniformDouble(rng) * total;
+  double cum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    cum += work_[static_cast<size_t>(ids_[i])];
+    if (u < cum) return ids_[i];
+  }
+  return ids_[n - 1];  // rounding left u at the very top
+}
+
+size_t Sampler::Weigh(std::span<const float> logits, const SamplingParams& p) {
   // Candidates are ids_[0, n). work_[id] becomes the unnormalised probability
   // exp((logit - max) / T) of each candidate: the most likely weighs exactly 1.
   // (logits may alias work_: each entry is read before it is overwritten.)
@@ -297,16 +310,64 @@ int32_t Sampler::Draw(std::span<const float> logits, const SamplingParams& p, st
                                            [&](int32_t id) { return work_[static_cast<size_t>(id)] >= p.min_p; }) -
                             ids_.begin());
   }
+  return n;
+}
 
-  total = 0.0;
-  for (size_t i = 0; i < n; ++i) total += work_[static_cast<size_t>(ids_[i])];
-  const double u = UniformDouble(rng) * total;
-  double cum = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    cum += work_[static_cast<size_t>(ids_[i])];
-    if (u < cum) return ids_[i];
+bool Sampler::CanVerifyDrafts(const Sequence& seq) {
+  const SamplingParams& p = seq.params;
+  return !seq.matcher && !p.has_penalties() && !p.logprobs;
+}
+
+SampleResult Sampler::AcceptDraft(std::span<const float> logits, Sequence& seq, int32_t draft, bool* accepted) {
+  KVS_CHECK(logits.size() == static_cast<size_t>(vocab_size_));
+  KVS_CHECK(CanVerifyDrafts(seq));
+  const SamplingParams& p = seq.params;
+  std::span<const float> processed = logits;
+  if (!p.logit_bias.empty()) {
+    std::copy(logits.begin(), logits.end(), work_.begin());
+    for (const auto& [id, bias] : p.logit_bias) work_[static_cast<size_t>(id)] += bias;
+    processed = work_;
   }
-  return ids_[n - 1];  // rounding left u at the very top
+  SampleResult r;
+  if (p.greedy()) {
+    r.token_id = ArgMax(processed);
+    *accepted = r.token_id == draft;
+    return r;
+  }
+  // The draft is a point mass q = [draft]: accept with probability
+  // min(1, p(draft) / q(draft)) = p(draft); on rejection draw from
+  // max(0, p - q) renormalised, i.e. p without the draft. Either way the
+  // token is distributed exactly as p.
+  const size_t n = Weigh(processed, p);
+  double total = 0.0, p_draft = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double w = work_[static_cast<size_t>(ids_[i])];
+    total += w;
+    if (ids_[i] == draft) p_draft = w;
+  }
+  if (UniformDouble(seq.rng) * total < p_draft) {
+    r.token_id = draft;
+    *accepted = true;
+    return r;
+  }
+  *accepted = false;
+  const double rest = total - p_draft;
+  const double u = UniformDouble(seq.rng) * rest;
+  double cum = 0.0;
+  int32_t last = -1;
+  for (size_t i = 0; i < n; ++i) {
+    if (ids_[i] == draft) continue;
+    const double w = work_[static_cast<size_t>(ids_[i])];
+    if (w <= 0.0) continue;
+    cum += w;
+    last = ids_[i];
+    if (u < cum) break;
+  }
+  // last < 0: the draft held all the mass yet lost the draw (u rounded to
+  // the top); it is then the only token p allows.
+  r.token_id = last >= 0 ? last : draft;
+  *accepted = last < 0;
+  return r;
 }
 
 void Sampler::SelectTopK(std::span<const float> logits, size_t k) {

@@ -67,6 +67,18 @@ class Sampler {
   // logits: [vocab_size] for the sequence's last token; they are not modified.
   SampleResult Sample(std::span<const float> logits, Sequence& seq);
 
+  // Speculative decoding (engine/speculative.h): whether drafts of this
+  // sequence can be verified here, i.e. its next token's distribution
+  // depends on the logits and its RNG only (no grammar, no penalties) and
+  // it reports no logprobs.
+  static bool CanVerifyDrafts(const Sequence& seq);
+  // Verifies `draft` against the logits of the position before it.
+  // Greedy: accepted iff it is the argmax; the result is the argmax.
+  // Sampled: accepted with probability p(draft), else the result is drawn
+  // from p without the draft (rejection sampling: the result is distributed
+  // exactly as Sample's). REQUIRES: CanVerifyDrafts(seq).
+  SampleResult AcceptDraft(std::span<const float> logits, Sequence& seq, int32_t draft, bool* accepted);
+
   int32_t vocab_size() const { return vocab_size_; }
 
  private:
@@ -93,6 +105,9 @@ class Sampler {
   static constexpr size_t kSteerTopK = 32;
   // logits: the processed logits (may be work_ itself).
   int32_t Draw(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng);
+  // Draw's distribution without the draw: candidates ids_[0, n) (returns n)
+  // with unnormalised probabilities in work_ (temperature, top-k, top-p, min-p).
+  size_t Weigh(std::span<const float> logits, const SamplingParams& p);
   // Puts the k most likely ids (by logits) in ids_[0, k), in heap order.
   void SelectTopK(std::span<const float> logits, size_t k);
   // Moves the top-p nucleus of ids_[0, n) (by work_ weights) to the front;

@@ -46,6 +46,10 @@ const SchedulerOutput& Scheduler::Schedule() {
 }
 
 void Scheduler::ScheduleRunning(bool decodes) {
+  int32_t decodes_left = 0;
+  if (decodes) {
+    for (const Sequence* seq : running_) decodes_left += seq->num_uncomputed_tokens() == 1;
+  }
   // Preemption only ever removes running_.back(), so indices below i are stable.
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence* seq = running_[i];
@@ -53,9 +57,23 @@ void Scheduler::ScheduleRunning(bool decodes) {
     if ((remaining == 1) != decodes) continue;
     const int32_t n = std::min(remaining, budget_);
     if (n == 0) break;
-    if (!EnsureBlocks(seq, n)) continue;  // seq was the last one; the loop ends
-    AddToBatch(seq, n);
+    const int32_t drafts = decodes ? FitDrafts(seq, --decodes_left) : 0;
+    if (!EnsureBlocks(seq, n + drafts)) continue;  // seq was the last one; the loop ends
+    AddToBatch(seq, n + drafts, drafts);
   }
+}
+
+int32_t Scheduler::FitDrafts(Sequence* seq, int32_t decodes_after) {
+  if (seq->spec_tokens.size() <= 1) {
+    seq->spec_tokens.clear();
+    return 0;
+  }
+  int32_t drafts = std::min(static_cast<int32_t>(seq->spec_tokens.size()) - 1, budget_ - 1 - decodes_after);
+  // Drafts never preempt: without free blocks for them the step decodes one token.
+  while (drafts > 0 && !bm_->CanAppend(*seq, seq->num_computed_tokens + 1 + drafts)) drafts /= 2;
+  drafts = std::max(drafts, 0);
+  seq->spec_tokens.resize(drafts > 0 ? static_cast<size_t>(drafts) + 1 : 0);
+  return drafts;
 }
 
 void Scheduler::AdmitWaiting() {
@@ -138,6 +156,7 @@ void Scheduler::Preempt(Sequence* victim) {
   KVS_CHECK(it != running_.end());
   running_.erase(it);
   bm_->Free(*victim);
+  victim->spec_tokens.clear();
   victim->num_computed_tokens = 0;
   victim->status = SequenceStatus::kWaiting;
   ++victim->num_preemptions;
@@ -146,26 +165,37 @@ void Scheduler::Preempt(Sequence* victim) {
   out_.preempted.push_back(victim);
 }
 
-void Scheduler::AddToBatch(Sequence* seq, int32_t num_new) {
-  out_.seqs.push_back({seq, num_new});
+void Scheduler::AddToBatch(Sequence* seq, int32_t num_new, int32_t num_draft) {
+  out_.seqs.push_back({seq, num_new, num_draft});
   budget_ -= num_new;
   out_.num_tokens += num_new;
 }
 
-void Scheduler::Postprocess(const SchedulerOutput& out, std::span<const int32_t> sampled) {
-  KVS_CHECK(sampled.size() == out.seqs.size());
+void Scheduler::Postprocess(const SchedulerOutput& out, std::span<std::vector<int32_t>> tokens) {
+  KVS_CHECK(tokens.size() == out.seqs.size());
   for (size_t i = 0; i < out.seqs.size(); ++i) {
-    Sequence* seq = out.seqs[i].seq;
-    KVS_CHECK(out.seqs[i].samples() == (sampled[i] >= 0));
+    const ScheduledSeq& s = out.seqs[i];
+    Sequence* seq = s.seq;
+    std::vector<int32_t>& emitted = tokens[i];
+    KVS_CHECK(s.samples() == !emitted.empty());
+    KVS_CHECK(emitted.size() <= static_cast<size_t>(s.num_draft_tokens) + 1);
     const int32_t before = seq->num_computed_tokens;
-    seq->num_computed_tokens += out.seqs[i].num_new_tokens;
+    // Drafts: the last token's KV now, each accepted draft's as it is appended below.
+    seq->num_computed_tokens += s.num_new_tokens - s.num_draft_tokens;
     if (before < seq->num_prompt_tokens) {
       seq->num_computed_prompt_tokens += std::min(seq->num_computed_tokens, seq->num_prompt_tokens) - before;
     }
+    seq->spec_tokens.clear();
+    std::optional<FinishReason> stop;
+    size_t appended = 0;
+    while (appended < emitted.size() && !stop) {
+      // Every emitted token but the last is an accepted draft, whose KV this
+      // step wrote: it counts as computed once the next one is appended.
+      if (appended > 0) ++seq->num_computed_tokens;
+      stop = seq->AppendToken(emitted[appended++], config_.eos_token_ids, config_.max_context_length);
+    }
+    emitted.resize(appended);
     bm_->CommitComputed(*seq);
-    if (sampled[i] < 0) continue;
-    const std::optional<FinishReason> stop =
-        seq->AppendToken(sampled[i], config_.eos_token_ids, config_.max_context_length);
     if (stop) Finish(seq, *stop);
   }
 }

@@ -61,10 +61,13 @@ struct SchedulerConfig {
 
 struct ScheduledSeq {
   Sequence* seq = nullptr;
-  int32_t num_new_tokens = 0;  // computed this step, from seq->num_computed_tokens
+  int32_t num_new_tokens = 0;  // computed this step, from seq->num_computed_tokens (drafts included)
+  // Speculative drafts in this chunk: the chunk is seq->spec_tokens[0,
+  // num_new_tokens) (the last token, then the drafts), not token_ids.
+  int32_t num_draft_tokens = 0;
   // Whether this chunk reaches the end of the sequence, so its last token's
   // logits are needed and a token is sampled.
-  bool samples() const { return seq->num_computed_tokens + num_new_tokens == seq->num_tokens(); }
+  bool samples() const { return seq->num_computed_tokens + num_new_tokens - num_draft_tokens == seq->num_tokens(); }
 };
 
 struct SchedulerOutput {
@@ -91,9 +94,11 @@ class Scheduler {
 
   // After the forward pass of `out`: advances num_computed_tokens, offers
   // the newly written full blocks to the prefix cache, appends the sampled
-  // tokens (sampled[i] for out.seqs[i], -1 where none) and finishes the
-  // sequences that stop, freeing their blocks.
-  void Postprocess(const SchedulerOutput& out, std::span<const int32_t> sampled);
+  // tokens (tokens[i] for out.seqs[i]: empty where the chunk samples
+  // nothing, one token, or with drafts the accepted drafts then one more)
+  // and finishes the sequences that stop, freeing their blocks. Tokens after
+  // a stop are dropped from tokens[i], which then holds what was appended.
+  void Postprocess(const SchedulerOutput& out, std::span<std::vector<int32_t>> tokens);
 
   // Removes a waiting or running sequence, frees its blocks and marks it
   // FINISHED with `reason` (cancel, error). No-op if already finished.
@@ -114,7 +119,11 @@ class Scheduler {
   // precedence running sequences as needed. False if seq itself was preempted.
   bool EnsureBlocks(Sequence* seq, int32_t num_new);
   void Preempt(Sequence* victim);
-  void AddToBatch(Sequence* seq, int32_t num_new);
+  void AddToBatch(Sequence* seq, int32_t num_new, int32_t num_draft = 0);
+  // Draft tokens a decoding seq may run this step besides its own: those in
+  // spec_tokens within the budget left after `decodes_after` more decodes,
+  // and only when their blocks are free without preempting anyone.
+  int32_t FitDrafts(Sequence* seq, int32_t decodes_after);
   void ScheduleRunning(bool decodes);
   void AdmitWaiting();
   // Under kPriority: preempts the lowest running sequence if `seq` precedes it.

@@ -32,8 +32,10 @@ class SchedulerHarness {
   // One step; returns the plan (valid until the next call).
   const SchedulerOutput& Step() {
     const SchedulerOutput& out = sched.Schedule();
-    std::vector<int32_t> sampled;
-    for (const ScheduledSeq& s : out.seqs) sampled.push_back(s.samples() ? 100 + s.seq->num_tokens() % 50 : -1);
+    std::vector<std::vector<int32_t>> sampled;
+    for (const ScheduledSeq& s : out.seqs) {
+      sampled.push_back(s.samples() ? std::vector<int32_t>{100 + s.seq->num_tokens() % 50} : std::vector<int32_t>{});
+    }
     sched.Postprocess(out, sampled);
     return out;
   }

@@ -30,6 +30,7 @@
 #include "base/status.h"
 #include "kvcache/block_hash.h"
 #include "engine/sampling_params.h"
+#include "engine/speculative.h"
 #include "grammar/matcher.h"
 
 namespace kvs::engine {
@@ -79,6 +80,12 @@ struct Sequence {
   // sampled token; a recompute after preemption keeps it (the output tokens
   // it reflects are kept too).
   std::unique_ptr<grammar::GrammarMatcher> matcher;
+
+  // Speculative decoding (engine/speculative.h): this step's chunk to
+  // verify, [last token, drafts...] (empty: no drafts this step; the
+  // scheduler may shorten it), and the adaptive draft length.
+  std::vector<int32_t> spec_tokens;
+  SpecControl spec;
 
   // Outcome and accounting.
   std::optional<FinishReason> finish_reason;

@@ -173,6 +173,21 @@ const Keys& Table() {
                              [](ServeConfig& c) -> double& { return c.runtime.output_reservation; }, 0, false, 1,
                              "Admission: share of a request's max_tokens whose KV must also be free (0: prompt only, "
                              "growth by preemption; 1: the whole predicted peak, never preempted)"));
+    // speculative
+    t.push_back(Keys::Enum("speculative.method", "speculative",
+                           [](ServeConfig& c) -> std::string& { return c.speculative.method; }, {"off", "ngram"},
+                           "Speculative decoding: off, or ngram (prompt lookup: draft tokens are what followed the "
+                           "latest earlier occurrence of the text's last words, verified in one forward pass; greedy "
+                           "output is unchanged, sampled output keeps its distribution)"));
+    t.push_back(Keys::Int("speculative.num_tokens", "speculative-tokens",
+                          [](ServeConfig& c) -> int64_t& { return c.speculative.num_tokens; }, 1, 64,
+                          "Most draft tokens per sequence and step (each sequence adapts below it)"));
+    t.push_back(Keys::Int("speculative.ngram_min", "speculative-ngram-min",
+                          [](ServeConfig& c) -> int64_t& { return c.speculative.ngram_min; }, 1, 64,
+                          "Shortest run of last tokens looked up for drafts"));
+    t.push_back(Keys::Int("speculative.ngram_max", "speculative-ngram-max",
+                          [](ServeConfig& c) -> int64_t& { return c.speculative.ngram_max; }, 1, 64,
+                          "Longest run of last tokens looked up for drafts (tried first)"));
     // logging
     t.push_back(Keys::Enum("logging.level", "log-level", [](ServeConfig& c) -> std::string& { return c.logging.level; },
                            {"trace", "debug", "info", "warn", "error", "off"}, "Log level (stderr)"));
@@ -195,12 +210,12 @@ Status LoadConfigYaml(std::string_view yaml, ServeConfig* cfg) {
   KVS_ASSIGN_OR_RETURN(const YAML::Node root, frontend::ParseYaml(yaml));
   if (root.IsNull()) return Status::Ok();  // an empty file: all defaults
   if (!root.IsMap()) return InvalidArgument("the configuration must be a mapping of sections (server, model, ...)");
-  static const std::vector<std::string> kSections = {"server", "model", "kv_cache", "runtime", "logging"};
+  static const std::vector<std::string> kSections = {"server", "model", "kv_cache", "runtime", "speculative", "logging"};
   std::set<std::string> seen_sections;
   for (const auto& sec : root) {
     const std::string section = sec.first.Scalar();
     if (std::find(kSections.begin(), kSections.end(), section) == kSections.end()) {
-      return InvalidArgument("unknown section \"{}\"{}; sections are server, model, kv_cache, runtime, logging",
+      return InvalidArgument("unknown section \"{}\"{}; sections are server, model, kv_cache, runtime, speculative, logging",
                              section, Table().Suggest(section));
     }
     if (!seen_sections.insert(section).second) return InvalidArgument("section \"{}\" appears twice", section);
@@ -286,6 +301,10 @@ Status ValidateConfig(const ServeConfig& cfg) {
   }
   if (!cfg.kv_cache.disk_path.empty() && !cfg.kv_cache.prefix_caching) {
     return InvalidArgument("kv_cache.disk.path needs kv_cache.prefix_caching: true (the disk tier keeps the prefix cache's blocks)");
+  }
+  if (cfg.speculative.ngram_min > cfg.speculative.ngram_max) {
+    return InvalidArgument("speculative.ngram_min ({}) must not exceed speculative.ngram_max ({})",
+                           cfg.speculative.ngram_min, cfg.speculative.ngram_max);
   }
   if (!cfg.kv_cache.warm_prompts_file.empty() && !cfg.kv_cache.prefix_caching) {
     return InvalidArgument("kv_cache.warm_prompts_file needs kv_cache.prefix_caching: true (warming fills the prefix cache)");

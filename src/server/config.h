@@ -1,5 +1,5 @@
 // ServeConfig: everything `kvserve serve` can be told, from one YAML file
-// (sections server, model, kv_cache, runtime, logging) and from command-line
+// (sections server, model, kv_cache, runtime, speculative, logging) and from command-line
 // overrides of any key ("--server.port 8001", "--server.port=8001", or an
 // alias such as "--port 8001"), each registered as a CLI11 option
 // (AddConfigOptions).
@@ -85,6 +85,14 @@ struct RuntimeSection {
   std::string scheduling_policy = "fcfs";  // fcfs, or priority (the request's `priority`, lower first)
 };
 
+// Speculative decoding (engine/speculative.h).
+struct SpeculativeSection {
+  std::string method = "off";   // off, ngram (prompt lookup: drafts from the sequence's own text)
+  int64_t num_tokens = 5;       // most draft tokens per sequence and step
+  int64_t ngram_min = 2;        // shortest suffix looked up
+  int64_t ngram_max = 4;        // longest suffix looked up (tried first)
+};
+
 struct LoggingSection {
   std::string level = "info";          // trace, debug, info, warn, error, off
   std::string access_log = "stdout";   // stdout, stderr, off, or a file path (appended)
@@ -95,6 +103,7 @@ struct ServeConfig {
   ModelSection model;
   KvCacheSection kv_cache;
   RuntimeSection runtime;
+  SpeculativeSection speculative;
   LoggingSection logging;
 };
 

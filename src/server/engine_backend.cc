@@ -67,6 +67,10 @@ StatusOr<backend::EngineSpec> EngineSpecFromConfig(const ServeConfig& config) {
     ec.kv_disk.fingerprint = XXH3_64bits(id.data(), id.size());
   }
   ec.output_reservation = config.runtime.output_reservation;
+  KVS_ASSIGN_OR_RETURN(ec.speculative.method, engine::ParseSpeculativeMethod(config.speculative.method));
+  ec.speculative.num_tokens = static_cast<int32_t>(config.speculative.num_tokens);
+  ec.speculative.ngram_min = static_cast<int32_t>(config.speculative.ngram_min);
+  ec.speculative.ngram_max = static_cast<int32_t>(config.speculative.ngram_max);
   ec.policy = config.runtime.scheduling_policy == "priority" ? engine::SchedulingPolicy::kPriority
                                                               : engine::SchedulingPolicy::kFcfs;
   return spec;  // eos_token_ids: the tokenizer's (LoadEngine)

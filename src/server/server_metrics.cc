@@ -53,6 +53,14 @@ ServerMetrics::ServerMetrics()
                                           "Prompt tokens found in the prefix cache (not recomputed).")),
       preemptions(registry.Counter0("kvserve:num_preemptions_total",
                                     "Sequences preempted (KV freed, recomputed later) to make room.")),
+      spec_draft_tokens(registry.Counter0("kvserve:spec_decode_num_draft_tokens_total",
+                                          "Speculative decoding: draft tokens run through the model to be verified.")),
+      spec_accepted_tokens(registry.Counter0("kvserve:spec_decode_num_accepted_tokens_total",
+                                             "Speculative decoding: draft tokens accepted (each one a forward pass "
+                                             "of its sequence saved); / draft tokens = acceptance rate.")),
+      spec_verifications(registry.Counter0("kvserve:spec_decode_num_drafts_total",
+                                           "Speculative decoding: drafts verified (one per sequence and step that "
+                                           "had draft tokens).")),
       forward_seconds(registry.Counter0("kvserve:engine_forward_seconds_total",
                                         "Wall time the engine spent in forward passes; its rate is the compute "
                                         "utilisation (share of wall time busy).")),
@@ -198,6 +206,9 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
     kv_disk_prefetched_blocks.With({"unused"}).SetMax(static_cast<double>(s.kv_disk.prefetch_unused));
   }
   preemptions.SetMax(static_cast<double>(s.num_preemptions));
+  spec_draft_tokens.SetMax(static_cast<double>(s.num_draft_tokens));
+  spec_accepted_tokens.SetMax(static_cast<double>(s.num_accepted_draft_tokens));
+  spec_verifications.SetMax(static_cast<double>(s.num_spec_verifications));
   forward_seconds.SetMax(s.forward_seconds);
   engine_steps.SetMax(static_cast<double>(s.num_steps));
   // The peak only grows (a reloaded engine starts from 0, the gauge keeps

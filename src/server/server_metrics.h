@@ -61,6 +61,9 @@ struct ServerMetrics {
   Counter& prefix_queried_tokens;
   Counter& prefix_hit_tokens;
   Counter& preemptions;
+  Counter& spec_draft_tokens;     // speculative decoding: drafts verified
+  Counter& spec_accepted_tokens;  // drafts accepted
+  Counter& spec_verifications;    // verification passes of a sequence
   Counter& forward_seconds;        // engine busy time; its rate is the compute utilisation
   Counter& engine_steps;
   Gauge& kv_blocks_used_peak;

@@ -29,7 +29,7 @@ uint64_t FakeModelRunner::Mix(uint64_t chain, int32_t token) {
   return Avalanche(chain ^ Avalanche(static_cast<uint64_t>(token) + 0x9e3779b97f4a7c15ULL));
 }
 
-void FakeModelRunner::LogitsFromChain(uint64_t chain, const FakeModelRunnerOptions& options,
+void FakeModelRunner::LogitsFromChain(uint64_t chain, int32_t last_token, const FakeModelRunnerOptions& options,
                                       std::span<float> logits) {
   for (int32_t v = 0; v < options.vocab_size; ++v) {
     const uint64_t r = Avalanche(chain + static_cast<uint64_t>(v) * 0x632be59bd9b4e019ULL);
@@ -37,13 +37,16 @@ void FakeModelRunner::LogitsFromChain(uint64_t chain, const FakeModelRunnerOptio
     logits[static_cast<size_t>(v)] = static_cast<float>(static_cast<double>(r >> 11) * 0x1.0p-53 * 8.0 - 4.0);
   }
   if (options.eos_token_id >= 0) logits[static_cast<size_t>(options.eos_token_id)] += options.eos_logit_bias;
+  if (options.follow_bias != 0.0f && last_token >= 0) {
+    logits[static_cast<size_t>((last_token + 1) % options.vocab_size)] += options.follow_bias;
+  }
 }
 
 void FakeModelRunner::ReferenceLogits(std::span<const int32_t> history, const FakeModelRunnerOptions& options,
                                       std::span<float> logits) {
   uint64_t chain = kRoot;
   for (int32_t t : history) chain = Mix(chain, t);
-  LogitsFromChain(chain, options, logits);
+  LogitsFromChain(chain, history.empty() ? -1 : history.back(), options, logits);
 }
 
 Status FakeModelRunner::Forward(const ForwardBatch& batch, std::span<float> logits) {
@@ -59,9 +62,10 @@ Status FakeModelRunner::Forward(const ForwardBatch& batch, std::span<float> logi
   size_t row = 0;
   for (const ForwardSeq& s : batch.seqs) {
     if (!seen.insert(s.seq_id).second) return Internal("fake runner: sequence {} twice in a batch", s.seq_id);
-    std::span<float> out;
-    if (s.all_logits) return Internal("fake runner: all-token logits are not supported");
-    if (s.want_logits) out = logits.subspan(row++ * vocab, vocab);
+    std::span<float> out;  // [NumLogits, vocab]
+    const auto rows = static_cast<size_t>(s.NumLogits());
+    if (rows > 0) out = logits.subspan(row * vocab, rows * vocab);
+    row += rows;
     KVS_RETURN_IF_ERROR(RunSeq(s, out));
   }
   ++num_forward_calls_;
@@ -155,6 +159,10 @@ Status FakeModelRunner::RunSeq(const ForwardSeq& s, std::span<float> logits) {
     if (token < 0 || token >= options_.vocab_size) return Internal("fake runner: token {} out of range", token);
     chain = Mix(chain, token);
     slots_[slot] = {p, token, chain};
+    if (s.all_logits) {
+      const auto vocab = static_cast<size_t>(options_.vocab_size);
+      LogitsFromChain(chain, token, options_, logits.subspan(static_cast<size_t>(i) * vocab, vocab));
+    }
     if (windowed) {
       const int32_t wb = s.window_block_table[static_cast<size_t>(p / bs)];
       if (wb < 0 || wb >= options_.num_window_blocks) {
@@ -166,7 +174,7 @@ Status FakeModelRunner::RunSeq(const ForwardSeq& s, std::span<float> logits) {
     num_dirty_blocks_ += dirty == 0;
     dirty = 1;
   }
-  if (s.want_logits) LogitsFromChain(chain, options_, logits);
+  if (s.want_logits && !s.all_logits) LogitsFromChain(chain, s.tokens.back(), options_, logits);
   return Status::Ok();
 }
 

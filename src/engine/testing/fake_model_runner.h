@@ -38,6 +38,10 @@ struct FakeModelRunnerOptions {
   // hold the same history as the full group's slots.
   int32_t window = 0;
   int32_t num_window_blocks = 0;
+  // Added to the logit of (last token + 1) % vocab_size: a large value makes
+  // the model count upwards, so a sequence repeats itself and n-gram drafts
+  // hold (speculative decoding tests).
+  float follow_bias = 0.0f;
 };
 
 class FakeModelRunner : public ModelRunner {
@@ -77,7 +81,8 @@ class FakeModelRunner : public ModelRunner {
     uint64_t chain = 0;
   };
   static uint64_t Mix(uint64_t chain, int32_t token);
-  static void LogitsFromChain(uint64_t chain, const FakeModelRunnerOptions& options, std::span<float> logits);
+  static void LogitsFromChain(uint64_t chain, int32_t last_token, const FakeModelRunnerOptions& options,
+                              std::span<float> logits);
   Status RunSeq(const ForwardSeq& s, std::span<float> logits);
   // Checks the window group's slots of s's visible history against `chain_at`
   // (the full group's chain at each position; empty: positions only).

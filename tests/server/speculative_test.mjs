@@ -1,0 +1,115 @@
+// Speculative decoding on the served path: two real `kvserve serve`
+// processes on the bundled model, one with `--speculative ngram`, answer
+// the same copy-heavy requests (the model's own story, then its opening
+// again) over HTTP. At temperature 0 the replies are identical (completions,
+// chat, streaming, stop strings, logprobs), the speculative one's metrics
+// show accepted drafts and fewer engine steps than tokens; sampled replies
+// keep their seed and max_tokens; bad settings stop the start-up with a
+// message naming the key.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { binary, metrics, metric, parseSse, request, requireBinary, sourceDir, startServer } from "./common.mjs";
+
+requireBinary();
+const model = path.join(sourceDir, "models/kvserve-tiny.gguf");
+
+let plain, spec, prompt;
+
+const completion = (server, extra = {}) =>
+  request(server, "POST", "/v1/completions", { model: "kvserve-tiny", prompt, max_tokens: 120, temperature: 0, ignore_eos: true, ...extra });
+
+before(async () => {
+  const args = ["--model", model, "--threads", "1", "--max-batch-size", "8"];
+  [plain, spec] = await Promise.all([
+    startServer({ fake: false, args }),
+    startServer({ fake: false, args: [...args, "--speculative", "ngram", "--speculative-tokens", "6"] }),
+  ]);
+  // A document the reply will copy: the model's own continuation of an
+  // opening, followed by the opening again.
+  const opening = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.";
+  const r = await request(plain, "POST", "/v1/completions", { model: "kvserve-tiny", prompt: opening, max_tokens: 160, temperature: 0, ignore_eos: true });
+  assert.equal(r.status, 200, r.text);
+  prompt = `${opening}${r.json.choices[0].text}\n\n${opening}`;
+});
+
+after(async () => {
+  for (const s of [plain, spec]) if (s) assert.equal((await s.stop()).code, 0);
+});
+
+describe("speculative decoding through kvserve serve", () => {
+  test("greedy completions are identical, with drafts accepted and fewer steps than tokens", async () => {
+    const m0 = await metrics(spec);
+    const [a, b] = await Promise.all([completion(plain), completion(spec)]);
+    assert.equal(a.status, 200, a.text);
+    assert.equal(b.status, 200, b.text);
+    assert.equal(b.json.choices[0].text, a.json.choices[0].text);
+    assert.equal(b.json.usage.completion_tokens, 120);
+    const m1 = await metrics(spec);
+    const drafted = metric(m1, "kvserve:spec_decode_num_draft_tokens_total") - metric(m0, "kvserve:spec_decode_num_draft_tokens_total");
+    const accepted = metric(m1, "kvserve:spec_decode_num_accepted_tokens_total") - metric(m0, "kvserve:spec_decode_num_accepted_tokens_total");
+    const steps = metric(m1, "kvserve:engine_steps_total") - metric(m0, "kvserve:engine_steps_total");
+    assert.ok(accepted > 20, `accepted ${accepted} of ${drafted} drafts`);
+    assert.ok(accepted <= drafted);
+    // 120 tokens, one prefill step: each accepted draft saved a step.
+    assert.ok(steps <= 1 + 120 - accepted + 1, `${steps} steps for 120 tokens with ${accepted} accepted`);
+    const p = await metrics(plain);
+    assert.equal(metric(p, "kvserve:spec_decode_num_draft_tokens_total"), 0);
+  });
+
+  test("streaming, chat, stop strings and logprobs give the same replies", async () => {
+    const stream = async (server) => {
+      const r = await completion(server, { stream: true });
+      assert.equal(r.status, 200, r.text);
+      return parseSse(r.text).filter((e) => e.data !== "[DONE]").map((e) => JSON.parse(e.data).choices[0]?.text ?? "").join("");
+    };
+    const [sa, sb] = await Promise.all([stream(plain), stream(spec)]);
+    assert.equal(sb, sa);
+
+    const full = (await completion(plain)).json.choices[0].text;
+    const stop = full.slice(60, 72);
+    const [ta, tb] = await Promise.all([completion(plain, { stop: [stop] }), completion(spec, { stop: [stop] })]);
+    assert.equal(tb.json.choices[0].text, ta.json.choices[0].text);
+    assert.equal(tb.json.choices[0].finish_reason, "stop");
+    assert.ok(!tb.json.choices[0].text.includes(stop));
+
+    const chat = (server) => request(server, "POST", "/v1/chat/completions", {
+      model: "kvserve-tiny", temperature: 0, max_tokens: 80,
+      messages: [{ role: "user", content: `Repeat this story: ${prompt}` }],
+    });
+    const [ca, cb] = await Promise.all([chat(plain), chat(spec)]);
+    assert.equal(cb.status, 200, cb.text);
+    assert.equal(cb.json.choices[0].message.content, ca.json.choices[0].message.content);
+
+    // logprobs: decoded without drafts on the speculative server, same numbers.
+    const [la, lb] = await Promise.all([completion(plain, { logprobs: 2, max_tokens: 20 }), completion(spec, { logprobs: 2, max_tokens: 20 })]);
+    assert.equal(lb.status, 200, lb.text);
+    assert.deepEqual(lb.json.choices[0].logprobs.tokens, la.json.choices[0].logprobs.tokens);
+    const lpa = la.json.choices[0].logprobs.token_logprobs, lpb = lb.json.choices[0].logprobs.token_logprobs;
+    for (let i = 0; i < lpa.length; i++) assert.ok(Math.abs(lpa[i] - lpb[i]) < 1e-4, `logprob ${i}: ${lpa[i]} vs ${lpb[i]}`);
+  });
+
+  test("sampled replies keep their seed and max_tokens under concurrency", async () => {
+    const body = { temperature: 0.8, seed: 42, max_tokens: 90 };
+    const rs = await Promise.all([1, 2, 3, 4].map(() => completion(spec, body)));
+    for (const r of rs) {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.usage.completion_tokens, 90);
+      assert.equal(r.json.choices[0].text, rs[0].json.choices[0].text);
+    }
+  });
+});
+
+test("bad speculative settings stop the start-up with the key named", () => {
+  for (const [args, want] of [
+    [["--speculative", "eagle"], /speculative/],
+    [["--speculative", "ngram", "--speculative-tokens", "0"], /speculative\.num_tokens/],
+    [["--speculative", "ngram", "--speculative-ngram-min", "5", "--speculative-ngram-max", "3"], /ngram_min/],
+  ]) {
+    const r = spawnSync(binary, ["serve", "--model", model, "--port", "0", ...args], { encoding: "utf8", timeout: 30000 });
+    assert.notEqual(r.status, 0, `${args.join(" ")} was accepted`);
+    assert.match(r.stderr, want, r.stderr);
+  }
+});
