@@ -317,6 +317,7 @@ Status Engine::Forward(const SchedulerOutput& plan) {
       KVS_CHECK(seq.spec_tokens.size() == static_cast<size_t>(s.num_new_tokens));
       f.tokens = seq.spec_tokens;
       f.all_logits = true;
+      f.decode_rows = true;
     } else {
       f.tokens = std::span<const int32_t>(seq.token_ids)
                      .subspan(static_cast<size_t>(seq.num_computed_tokens), static_cast<size_t>(s.num_new_tokens));

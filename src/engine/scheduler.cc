@@ -42,14 +42,11 @@ const SchedulerOutput& Scheduler::Schedule() {
   ScheduleRunning(/*decodes=*/true);
   ScheduleRunning(/*decodes=*/false);
   if (out_.preempted.empty()) AdmitWaiting();
+  AddDrafts();
   return out_;
 }
 
 void Scheduler::ScheduleRunning(bool decodes) {
-  int32_t decodes_left = 0;
-  if (decodes) {
-    for (const Sequence* seq : running_) decodes_left += seq->num_uncomputed_tokens() == 1;
-  }
   // Preemption only ever removes running_.back(), so indices below i are stable.
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence* seq = running_[i];
@@ -57,23 +54,33 @@ void Scheduler::ScheduleRunning(bool decodes) {
     if ((remaining == 1) != decodes) continue;
     const int32_t n = std::min(remaining, budget_);
     if (n == 0) break;
-    const int32_t drafts = decodes ? FitDrafts(seq, --decodes_left) : 0;
-    if (!EnsureBlocks(seq, n + drafts)) continue;  // seq was the last one; the loop ends
-    AddToBatch(seq, n + drafts, drafts);
+    if (!EnsureBlocks(seq, n)) continue;  // seq was the last one; the loop ends
+    AddToBatch(seq, n);
   }
 }
 
-int32_t Scheduler::FitDrafts(Sequence* seq, int32_t decodes_after) {
-  if (seq->spec_tokens.size() <= 1) {
-    seq->spec_tokens.clear();
-    return 0;
+void Scheduler::AddDrafts() {
+  // Last, from what the step left: drafts never change another sequence's
+  // chunk, admission or blocks, and never preempt.
+  for (ScheduledSeq& s : out_.seqs) {
+    Sequence* seq = s.seq;
+    if (seq->spec_tokens.size() <= 1 || s.num_new_tokens != 1 || seq->num_uncomputed_tokens() != 1) {
+      seq->spec_tokens.clear();
+      continue;
+    }
+    int32_t drafts = std::min(static_cast<int32_t>(seq->spec_tokens.size()) - 1, budget_);
+    while (drafts > 0 && !bm_->CanAppend(*seq, seq->num_computed_tokens + 1 + drafts)) drafts /= 2;
+    if (drafts <= 0) {
+      seq->spec_tokens.clear();
+      continue;
+    }
+    bm_->Append(*seq, seq->num_computed_tokens + 1 + drafts);
+    seq->spec_tokens.resize(static_cast<size_t>(drafts) + 1);
+    s.num_new_tokens += drafts;
+    s.num_draft_tokens = drafts;
+    budget_ -= drafts;
+    out_.num_tokens += drafts;
   }
-  int32_t drafts = std::min(static_cast<int32_t>(seq->spec_tokens.size()) - 1, budget_ - 1 - decodes_after);
-  // Drafts never preempt: without free blocks for them the step decodes one token.
-  while (drafts > 0 && !bm_->CanAppend(*seq, seq->num_computed_tokens + 1 + drafts)) drafts /= 2;
-  drafts = std::max(drafts, 0);
-  seq->spec_tokens.resize(drafts > 0 ? static_cast<size_t>(drafts) + 1 : 0);
-  return drafts;
 }
 
 void Scheduler::AdmitWaiting() {
@@ -165,8 +172,8 @@ void Scheduler::Preempt(Sequence* victim) {
   out_.preempted.push_back(victim);
 }
 
-void Scheduler::AddToBatch(Sequence* seq, int32_t num_new, int32_t num_draft) {
-  out_.seqs.push_back({seq, num_new, num_draft});
+void Scheduler::AddToBatch(Sequence* seq, int32_t num_new) {
+  out_.seqs.push_back({seq, num_new, 0});
   budget_ -= num_new;
   out_.num_tokens += num_new;
 }

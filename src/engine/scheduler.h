@@ -12,7 +12,9 @@
 //      blocks (prefix hits counted) and the budget allow; a head that does
 //      not fit blocks the queue (no overtaking).
 // A long prompt is thus cut into chunks and never delays a decode by more
-// than the one step that carries its chunk.
+// than the one step that carries its chunk. Speculative drafts (the
+// sequence's spec_tokens) are added last, from the budget and free blocks
+// left, so they never change what else a step computes.
 //
 // Policies order both queues: kFcfs by arrival (seq_id), kPriority by
 // (priority, arrival), lower priority values first. Under kPriority a waiting
@@ -119,11 +121,11 @@ class Scheduler {
   // precedence running sequences as needed. False if seq itself was preempted.
   bool EnsureBlocks(Sequence* seq, int32_t num_new);
   void Preempt(Sequence* victim);
-  void AddToBatch(Sequence* seq, int32_t num_new, int32_t num_draft = 0);
-  // Draft tokens a decoding seq may run this step besides its own: those in
-  // spec_tokens within the budget left after `decodes_after` more decodes,
-  // and only when their blocks are free without preempting anyone.
-  int32_t FitDrafts(Sequence* seq, int32_t decodes_after);
+  void AddToBatch(Sequence* seq, int32_t num_new);
+  // Speculative decoding, after everything else is planned: grows each
+  // planned decode whose sequence has spec_tokens by its drafts, within the
+  // budget left and only where their blocks are free (no preemption).
+  void AddDrafts();
   void ScheduleRunning(bool decodes);
   void AdmitWaiting();
   // Under kPriority: preempts the lowest running sequence if `seq` precedes it.

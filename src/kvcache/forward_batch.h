@@ -32,6 +32,9 @@ struct ForwardSeq {
   // empty): same indexing; entries wholly before the first query's window
   // (p - window + 1 for p = start_pos) may be -1 and are never read.
   std::span<const int32_t> window_block_table = {};
+  // Attend every token exactly as a one-token decode of it would be
+  // (speculative verification: the same numbers as decoding without it).
+  bool decode_rows = false;
 
   int64_t NumLogits() const {
     return all_logits ? static_cast<int64_t>(tokens.size()) : (want_logits ? 1 : 0);

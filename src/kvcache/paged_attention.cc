@@ -63,11 +63,13 @@ void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t win
   const int32_t nt_max = std::max(1, kernel_.max_rows / nh);
   int64_t base_items = 0;
   for (const ForwardSeq& s : batch.seqs) {
+    if (DecodeLike(s)) continue;  // fixed items, below
     base_items += (static_cast<int64_t>(s.tokens.size()) + nt_max - 1) / nt_max * n_kv * head_splits;
   }
   // Enough items for dynamic balancing; fewer means split key ranges.
   const int64_t target = 4 * static_cast<int64_t>(threads);
-  const int64_t want_parts = threads > 1 && base_items < target ? (target + base_items - 1) / base_items : 1;
+  const int64_t want_parts =
+      threads > 1 && base_items > 0 && base_items < target ? (target + base_items - 1) / base_items : 1;
 
   int64_t row0 = 0;
   for (size_t si = 0; si < batch.seqs.size(); ++si) {
@@ -78,6 +80,11 @@ void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t win
     const int32_t first_block = window > 0 ? std::max(0, s.start_pos + 1 - window) / cfg.block_size : 0;
     for (int32_t b = first_block; b < (s.start_pos + n + cfg.block_size - 1) / cfg.block_size; ++b) {
       KVS_CHECK_MSG(s.block_table[static_cast<size_t>(b)] >= 0, "attention would read freed KV block entry {}", b);
+    }
+    if (DecodeLike(s)) {
+      PlanDecodeRows(s, static_cast<int32_t>(si), row0, n_kv, group, nh, window);
+      row0 += n;
+      continue;
     }
     for (int32_t t0 = 0; t0 < n; t0 += nt_max) {
       const int32_t nt = std::min(nt_max, n - t0);
@@ -126,6 +133,49 @@ void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t win
     if (a.kv_head != b.kv_head) return a.kv_head < b.kv_head;
     return a.cost > b.cost;
   });
+}
+
+void PagedAttention::PlanDecodeRows(const ForwardSeq& s, int32_t si, int64_t row0, int32_t n_kv, int32_t group,
+                                    int32_t nh, int32_t window) {
+  // One item per token (and KV head, head group): the rows a decode of that
+  // token has; keys split at fixed multiples of kDecodeSplitKeys, whatever
+  // else the batch holds or the thread count, so a token's result depends
+  // on its own position only.
+  const auto n = static_cast<int32_t>(s.tokens.size());
+  for (int32_t t = 0; t < n; ++t) {
+    const int32_t k_end = s.start_pos + t + 1;
+    const int32_t k_begin = window > 0 ? std::max(0, k_end - window) : 0;
+    const int32_t first = k_begin / kDecodeSplitKeys, last = (k_end - 1) / kDecodeSplitKeys;
+    const int32_t parts = last - first + 1;
+    for (int32_t kvh = 0; kvh < n_kv; ++kvh) {
+      for (int32_t h0 = 0; h0 < group; h0 += nh) {
+        internal::AttnItem it;
+        it.seq = si;
+        it.kv_head = kvh;
+        it.head0 = h0;
+        it.nh = std::min(nh, group - h0);
+        it.t0 = t;
+        it.nt = 1;
+        it.row0 = row0;
+        if (parts == 1) {
+          it.k0 = k_begin;
+          it.k1 = k_end;
+          it.cost = static_cast<int64_t>(it.nh) * (k_end - k_begin);
+          items_.push_back(it);
+          continue;
+        }
+        splits_.push_back({it, num_partials_, parts});
+        for (int32_t p = first; p <= last; ++p) {
+          internal::AttnItem part = it;
+          part.k0 = std::max(k_begin, p * kDecodeSplitKeys);
+          part.k1 = std::min(k_end, (p + 1) * kDecodeSplitKeys);
+          part.partial = num_partials_++;
+          part.cost = static_cast<int64_t>(it.nh) * (part.k1 - part.k0);
+          items_.push_back(part);
+        }
+      }
+    }
+  }
 }
 
 void PagedAttention::Reduce(const internal::AttnContext& cx, int64_t hd) {

@@ -60,6 +60,13 @@ class PagedAttention {
 
   // Below this many keys per part a key range is never split.
   static constexpr int32_t kMinSplitKeys = 256;
+  // Decode rows (one-token chunks, and ForwardSeq::decode_rows chunks:
+  // speculative verification) are attended one token per item with keys
+  // split at fixed multiples of this, whatever the batch or the thread
+  // count: a decoded token's attention is then the same alone, batched or
+  // verified in a chunk (greedy output does not depend on the batch).
+  static constexpr int32_t kDecodeSplitKeys = 2048;
+  static bool DecodeLike(const ForwardSeq& s) { return s.tokens.size() == 1 || s.decode_rows; }
 
  private:
   // The partial results of one split item and where they go.
@@ -68,6 +75,8 @@ class PagedAttention {
     int32_t first_partial = 0, parts = 0;
   };
   void Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t window, const ForwardBatch& batch, int threads);
+  void PlanDecodeRows(const ForwardSeq& s, int32_t si, int64_t row0, int32_t n_kv, int32_t group, int32_t nh,
+                      int32_t window);
   void Reduce(const internal::AttnContext& cx, int64_t head_dim);
   float* Scratch(int tid, int64_t floats);
 

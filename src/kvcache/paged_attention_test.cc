@@ -311,5 +311,76 @@ std::vector<Case> WindowCases() {
 }
 INSTANTIATE_TEST_SUITE_P(VariantsAndShapes, WindowTest, ::testing::ValuesIn(WindowCases()), CaseName);
 
+
+// A decoded token's attention is bitwise the same alone, in a batch with a
+// prefill and other decodes, with 1 or 3 threads, and as a row of a
+// decode_rows chunk (speculative verification): decode rows get fixed
+// items and fixed key splits, so greedy output does not depend on the batch.
+TEST(DecodeRowsTest, OneTokensResultDoesNotDependOnTheBatch) {
+  for (Variant variant : {Variant::kGeneric, Variant::kAvx2, Variant::kAvx512}) {
+    if (!PagedAttention::Available(variant)) continue;
+    SCOPED_TRACE(VariantName(variant));
+    // The chunk straddles a fixed split boundary: its tokens see 1 or 2 key parts.
+    const int n_heads = 8, n_kv = 2, hd = 64, bs = 16, depth = PagedAttention::kDecodeSplitKeys - 3, n = 5, other = 700;
+    const int nblocks = (depth + n) / bs + 1 + other / bs + 1;
+    auto cache = KvCache::Create({1, n_kv, hd, bs, nblocks, DType::kF16});
+    ASSERT_TRUE(cache.ok());
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> kr(n_kv * hd), vr(n_kv * hd);
+    std::vector<int32_t> table, table2;
+    int32_t next = 0;
+    for (int b = 0; b < (depth + n + bs - 1) / bs; ++b) table.push_back(next++);
+    for (int b = 0; b < (other + bs - 1) / bs; ++b) table2.push_back(next++);
+    for (int p = 0; p < (int)table.size() * bs; ++p) {
+      for (int i = 0; i < n_kv * hd; ++i) { kr[i] = 2.0f * nd(rng); vr[i] = nd(rng); }
+      (*cache)->Write(0, int64_t(table[p / bs]) * bs + p % bs, kr.data(), vr.data());
+    }
+    for (int p = 0; p < (int)table2.size() * bs; ++p) {
+      for (int i = 0; i < n_kv * hd; ++i) { kr[i] = 2.0f * nd(rng); vr[i] = nd(rng); }
+      (*cache)->Write(0, int64_t(table2[p / bs]) * bs + p % bs, kr.data(), vr.data());
+    }
+    const int64_t row = int64_t(n_heads) * hd;
+    std::vector<float> q(size_t(n) * row), q2(size_t(other) * row);
+    for (float& x : q) x = nd(rng);
+    for (float& x : q2) x = nd(rng);
+    std::vector<int32_t> tokens(4096, 0);
+    const AttentionParams params{0, n_heads, 1.0f / 8.0f, 0, 0.0f};
+    PagedAttention attention(variant);
+    // The chunk: n tokens at depth..depth+n-1, verified together.
+    ForwardBatch chunk;
+    chunk.seqs.push_back({0, std::span<const int32_t>(tokens.data(), n), depth, table});
+    chunk.seqs.back().decode_rows = true;
+    std::vector<float> out(q.size());
+    ThreadPool pool2(2);
+    attention.Run(**cache, params, chunk, q.data(), out.data(), pool2);
+    for (int t = 0; t < n; ++t) {
+      for (int threads : {1, 3}) {
+        // Token t decoded alone, then behind a 700-token prefill and beside another decode.
+        ThreadPool pool(threads);
+        for (bool crowded : {false, true}) {
+          ForwardBatch b;
+          std::vector<float> qb;
+          if (crowded) {
+            b.seqs.push_back({1, std::span<const int32_t>(tokens.data(), other), 0, table2});
+            qb.insert(qb.end(), q2.begin(), q2.end());
+            b.seqs.push_back({2, std::span<const int32_t>(tokens.data(), 1), 400, table2});
+            qb.insert(qb.end(), q2.begin(), q2.begin() + row);
+          }
+          b.seqs.push_back({0, std::span<const int32_t>(tokens.data(), 1), depth + t, table});
+          qb.insert(qb.end(), q.begin() + t * row, q.begin() + (t + 1) * row);
+          std::vector<float> ob(qb.size());
+          attention.Run(**cache, params, b, qb.data(), ob.data(), pool);
+          const float* mine = ob.data() + ob.size() - row;
+          for (int64_t i = 0; i < row; ++i) {
+            ASSERT_EQ(mine[i], out[size_t(t) * row + i]) << "token " << t << " threads " << threads
+                                                          << (crowded ? " crowded" : " alone") << " element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvs::kvcache
