@@ -200,6 +200,12 @@ void AttendDot(const AttnContext& cx, const AttnItem& it, float* partial, float*
 // The dot kernel for this item if it fits (rows <= 8, head_dim = NC lanes
 // with NC in {2, 4, 8}); false otherwise.
 template <class V>
+bool DotFits(int64_t rows, int64_t hd) {
+  return rows <= kDotMaxRows && hd % V::kLanes == 0 &&
+         (hd / V::kLanes == 2 || hd / V::kLanes == 4 || hd / V::kLanes == 8);
+}
+
+template <class V>
 bool TryAttendDot(const AttnContext& cx, const AttnItem& it, float* partial, float* scratch) {
   const int64_t rows = static_cast<int64_t>(it.nt) * it.nh;
   const int64_t hd = cx.cache->config().head_dim;

@@ -59,6 +59,10 @@ struct KernelInfo {
   AttendFn attend;
   ScratchFn scratch_floats;  // per thread, for a head_dim
   int32_t max_rows;          // nt * nh per item
+  // Whether an item of `rows` query rows goes to the few-rows kernel
+  // (attention_decode.h), whose per-row arithmetic does not depend on the
+  // item's other rows: decode rows of one sequence may then share an item.
+  bool (*dot_fits)(int64_t rows, int64_t head_dim);
 };
 
 // nullptr-attend KernelInfo when the variant is not compiled in.

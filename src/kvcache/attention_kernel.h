@@ -260,7 +260,7 @@ void AttendItem(const AttnContext& cx, const AttnItem& it, float* partial, float
 
 template <class V>
 constexpr KernelInfo MakeKernel(const char* name) {
-  return KernelInfo{name, &AttendItem<V>, &ScratchFloatsFor<V>, 4 * V::kLanes};
+  return KernelInfo{name, &AttendItem<V>, &ScratchFloatsFor<V>, 4 * V::kLanes, &DotFits<V>};
 }
 
 }  // namespace

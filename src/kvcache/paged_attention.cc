@@ -53,6 +53,7 @@ float* PagedAttention::Scratch(int tid, int64_t floats) {
 
 void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t window, const ForwardBatch& batch,
                           int threads) {
+  cache_head_dim_ = cfg.head_dim;
   items_.clear();
   splits_.clear();
   num_partials_ = 0;
@@ -141,10 +142,20 @@ void PagedAttention::PlanDecodeRows(const ForwardSeq& s, int32_t si, int64_t row
   // token has; keys split at fixed multiples of kDecodeSplitKeys, whatever
   // else the batch holds or the thread count, so a token's result depends
   // on its own position only.
+  // Consecutive tokens may share an item (their K/V tiles loaded once) when
+  // it stays in the few-rows kernel, whose rows do not affect each other,
+  // and their keys split alike; not with a window, whose start moves per row.
   const auto n = static_cast<int32_t>(s.tokens.size());
-  for (int32_t t = 0; t < n; ++t) {
-    const int32_t k_end = s.start_pos + t + 1;
-    const int32_t k_begin = window > 0 ? std::max(0, k_end - window) : 0;
+  const int64_t hd = cache_head_dim_;
+  for (int32_t t = 0, nt = 1; t < n; t += nt) {
+    const int32_t k_end_first = s.start_pos + t + 1;
+    nt = 1;
+    while (window == 0 && t + nt < n && kernel_.dot_fits(static_cast<int64_t>(nt + 1) * nh, hd) &&
+           nh == group && (k_end_first + nt - 1) / kDecodeSplitKeys == (k_end_first - 1) / kDecodeSplitKeys) {
+      ++nt;
+    }
+    const int32_t k_end = k_end_first + nt - 1;
+    const int32_t k_begin = window > 0 ? std::max(0, k_end_first - window) : 0;
     const int32_t first = k_begin / kDecodeSplitKeys, last = (k_end - 1) / kDecodeSplitKeys;
     const int32_t parts = last - first + 1;
     for (int32_t kvh = 0; kvh < n_kv; ++kvh) {
@@ -155,12 +166,12 @@ void PagedAttention::PlanDecodeRows(const ForwardSeq& s, int32_t si, int64_t row
         it.head0 = h0;
         it.nh = std::min(nh, group - h0);
         it.t0 = t;
-        it.nt = 1;
+        it.nt = nt;
         it.row0 = row0;
         if (parts == 1) {
           it.k0 = k_begin;
           it.k1 = k_end;
-          it.cost = static_cast<int64_t>(it.nh) * (k_end - k_begin);
+          it.cost = static_cast<int64_t>(nt) * it.nh * (k_end - k_begin);
           items_.push_back(it);
           continue;
         }
@@ -170,7 +181,7 @@ void PagedAttention::PlanDecodeRows(const ForwardSeq& s, int32_t si, int64_t row
           part.k0 = std::max(k_begin, p * kDecodeSplitKeys);
           part.k1 = std::min(k_end, (p + 1) * kDecodeSplitKeys);
           part.partial = num_partials_++;
-          part.cost = static_cast<int64_t>(it.nh) * (part.k1 - part.k0);
+          part.cost = static_cast<int64_t>(nt) * it.nh * (part.k1 - part.k0);
           items_.push_back(part);
         }
       }

@@ -88,6 +88,7 @@ class PagedAttention {
   std::vector<std::unique_ptr<float[]>> scratch_;  // per thread, 64-byte aligned view below
   std::vector<int64_t> scratch_size_;
   std::atomic<int64_t> next_item_{0};
+  int64_t cache_head_dim_ = 0;  // of the Run being planned
 };
 
 // The same computation, written plainly: one thread, per token and head,
