@@ -321,7 +321,7 @@ TEST(DecodeRowsTest, OneTokensResultDoesNotDependOnTheBatch) {
     if (!PagedAttention::Available(variant)) continue;
     SCOPED_TRACE(VariantName(variant));
     // The chunk straddles a fixed split boundary: its tokens see 1 or 2 key parts.
-    const int n_heads = 8, n_kv = 2, hd = 64, bs = 16, depth = PagedAttention::kDecodeSplitKeys - 3, n = 5, other = 700;
+    const int n_heads = 8, n_kv = 2, hd = 64, bs = 16, depth = PagedAttention::kDecodeSplitKeys - 3, n = 5, other = 64;
     const int nblocks = (depth + n) / bs + 1 + other / bs + 1;
     auto cache = KvCache::Create({1, n_kv, hd, bs, nblocks, DType::kF16});
     ASSERT_TRUE(cache.ok());
@@ -356,7 +356,7 @@ TEST(DecodeRowsTest, OneTokensResultDoesNotDependOnTheBatch) {
     attention.Run(**cache, params, chunk, q.data(), out.data(), pool2);
     for (int t = 0; t < n; ++t) {
       for (int threads : {1, 3}) {
-        // Token t decoded alone, then behind a 700-token prefill and beside another decode.
+        // Token t decoded alone, then behind a 64-token prefill and beside another decode.
         ThreadPool pool(threads);
         for (bool crowded : {false, true}) {
           ForwardBatch b;
@@ -364,7 +364,7 @@ TEST(DecodeRowsTest, OneTokensResultDoesNotDependOnTheBatch) {
           if (crowded) {
             b.seqs.push_back({1, std::span<const int32_t>(tokens.data(), other), 0, table2});
             qb.insert(qb.end(), q2.begin(), q2.end());
-            b.seqs.push_back({2, std::span<const int32_t>(tokens.data(), 1), 400, table2});
+            b.seqs.push_back({2, std::span<const int32_t>(tokens.data(), 1), 40, table2});
             qb.insert(qb.end(), q2.begin(), q2.begin() + row);
           }
           b.seqs.push_back({0, std::span<const int32_t>(tokens.data(), 1), depth + t, table});
