@@ -9,9 +9,10 @@ Prompts (the same text for every server):
            written once by the plain kvserve) followed by the opening again,
            so a reply that quotes the document is the likely one;
   no-gain: the opening alone (nothing earlier to copy).
-Decode speed = (tokens - 1) / (time of the last token - time of the first),
-the median over --repeats runs after one warm-up (the prompt is then in each
-server's prefix cache, so prefill does not count). Greedy replies of a
+Decode speed = (tokens - 1) / (time of a request for all tokens - time of
+one for a single token), not streamed, the median over --repeats runs after
+one warm-up (the prompt is then in each server's prefix cache, so prefill
+does not count). Greedy replies of a
 server with and without speculation are compared (identical expected).
 
 Usage:
@@ -27,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 
@@ -56,6 +58,27 @@ def wait_ready(port, proc, paths, seconds=300):
                 pass
         time.sleep(0.2)
     raise RuntimeError(f"server on {port} not ready in {seconds} s")
+
+
+def timed_completion(port, model, prompt, n, native=False):
+    """(text, seconds, usage) of one non-streamed request. native: llama-server's
+    own /completion (its /v1/completions refuses some outputs of a random
+    model: "does not match the expected Content-only format")."""
+    if native:
+        path, body = "/completion", {"prompt": prompt, "n_predict": n, "temperature": 0, "ignore_eos": True}
+    else:
+        path, body = "/v1/completions", {"model": model, "prompt": prompt, "max_tokens": n, "temperature": 0,
+                                         "ignore_eos": True}
+    t0 = time.perf_counter()
+    try:
+        with post(port, path, body) as r:
+            out = json.load(r)
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"HTTP {e.code} from port {port}: {e.read()[:300]!r}") from None
+    dt = time.perf_counter() - t0
+    if native:
+        return out["content"], dt, {"completion_tokens": out["tokens_predicted"]}
+    return out["choices"][0]["text"], dt, out.get("usage")
 
 
 def stream_completion(port, model, prompt, n):
@@ -127,6 +150,10 @@ def main():
     ap.add_argument("--spec-tokens", type=int, default=5)
     ap.add_argument("--opening", default="Once upon a time, there was a little girl named Lily. She loved to play "
                                          "outside in the park with her friends.")
+    ap.add_argument("--stream", action="store_true",
+                    help="time streamed tokens (first to last) instead of n tokens less one: for slow models, where "
+                         "the client's event parsing is negligible (llama-server's non-streamed replies refuse some "
+                         "random-model outputs)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
 
@@ -151,16 +178,28 @@ def main():
         srv = Server(name.replace(" ", "_"), argv, env)
         try:
             for pname, prompt in prompts.items():
-                stream_completion(srv.port, srv.model, prompt, a.tokens)  # warm-up (and prompt cache)
+                stream_completion(srv.port, srv.model, prompt, a.tokens)  # warm-up, prompt cached
                 d0 = kv_metric(srv.port, "kvserve:spec_decode_num_draft_tokens_total") if name.startswith("kvserve") else 0
                 a0 = kv_metric(srv.port, "kvserve:spec_decode_num_accepted_tokens_total") if name.startswith("kvserve") else 0
                 rates, texts, ttfts = [], [], []
                 for _ in range(a.repeats):
-                    text, ttft, dt, usage = stream_completion(srv.port, srv.model, prompt, a.tokens)
+                    if a.stream:
+                        text, t1, dt, usage = stream_completion(srv.port, srv.model, prompt, a.tokens)
+                        n = usage["completion_tokens"] if usage else a.tokens
+                        rates.append((n - 1) / dt if dt > 0 else float("nan"))
+                        texts.append(text)
+                        ttfts.append(t1)
+                        continue
+                    # Not streamed (a client parsing thousands of events a
+                    # second would be what is measured): the time of n
+                    # tokens less that of one, the prompt cached for both.
+                    native = name.startswith("llama")
+                    _, t1, _ = timed_completion(srv.port, srv.model, prompt, 1, native)
+                    text, tn, usage = timed_completion(srv.port, srv.model, prompt, a.tokens, native)
                     n = usage["completion_tokens"] if usage else a.tokens
-                    rates.append((n - 1) / dt if dt > 0 else float("nan"))
+                    rates.append((n - 1) / (tn - t1) if tn > t1 else float("nan"))
                     texts.append(text)
-                    ttfts.append(ttft)
+                    ttfts.append(t1)
                 row = {"server": name, "prompt": pname, "tok_per_s": statistics.median(rates),
                        "ttft_s": statistics.median(ttfts), "text": texts[0], "runs": rates}
                 if name.startswith("kvserve"):

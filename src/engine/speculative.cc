@@ -59,7 +59,9 @@ void SpecControl::Update(int32_t drafted, int32_t accepted, int32_t num_tokens) 
     return;
   }
   misses = 0;
-  if (accepted == drafted) max_draft = std::min(num_tokens, max_draft + 1);
+  // Full acceptance: try one more; partial: the run that held, plus one
+  // (drafts past the usual run cost a verification row each for nothing).
+  max_draft = accepted == drafted ? std::min(num_tokens, max_draft + 1) : std::min(num_tokens, accepted + 1);
 }
 
 }  // namespace kvs::engine

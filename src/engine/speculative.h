@@ -16,7 +16,8 @@
 // num_computed_tokens and is overwritten by the next step.
 //
 // SpecControl adapts per sequence: the draft length grows by one after a
-// fully accepted draft and halves after a wholly rejected one; repeated
+// fully accepted draft, becomes the accepted run plus one after a partly
+// accepted one and halves after a wholly rejected one; repeated
 // wholly rejected drafts pause proposing for a number of steps that doubles
 // (up to kMaxPause), so a sequence whose text does not repeat costs
 // almost nothing.

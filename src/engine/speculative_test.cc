@@ -59,7 +59,12 @@ TEST(SpecControlTest, GrowsOnFullAcceptanceShrinksAndPausesOnMisses) {
   EXPECT_EQ(c.Budget(4), 1);
   c.Update(1, 1, 4);
   EXPECT_EQ(c.Budget(4), 2);
-  c.Update(2, 1, 4);  // partial: stays
+  c.Update(2, 1, 4);  // partial: the accepted run plus one
+  EXPECT_EQ(c.Budget(4), 2);
+  c.Update(2, 2, 4);
+  c.Update(3, 3, 4);
+  EXPECT_EQ(c.Budget(4), 4);
+  c.Update(4, 1, 4);
   EXPECT_EQ(c.Budget(4), 2);
 }
 
