@@ -186,6 +186,7 @@ Err ParseCommon(const Json& body, ParsedRequest* r) {
     if (auto e = ParseTokenIds(*ids, "stop_token_ids", &r->sampling.stop_token_ids)) return e;
   }
   if (auto e = GetBool(body, "ignore_eos", &r->sampling.ignore_eos)) return e;
+  if (auto e = GetBool(body, "speculative", &r->sampling.speculative)) return e;
   if (auto e = GetString(body, "cache_salt", &r->cache_salt)) return e;
   if (r->cache_salt.size() > kMaxCacheSaltBytes) {
     return BadRequest(fmt::format("'cache_salt' may be at most {} bytes, got {}", kMaxCacheSaltBytes, r->cache_salt.size()),

@@ -293,7 +293,7 @@ void Engine::ProposeDrafts() {
   if (!sc.enabled()) return;
   for (Sequence* seq : scheduler_.running()) {
     seq->spec_tokens.clear();
-    if (seq->num_uncomputed_tokens() != 1 || !Sampler::CanVerifyDrafts(*seq)) continue;
+    if (seq->num_uncomputed_tokens() != 1 || !seq->params.speculative || !Sampler::CanVerifyDrafts(*seq)) continue;
     // Every draft and the token after them must fit max_tokens and the context.
     const int32_t room = std::min(seq->params.max_tokens - seq->num_output_tokens(),
                                   config_.max_context_length - seq->num_tokens()) - 1;

@@ -74,6 +74,7 @@ struct SamplingParams {
   int32_t max_tokens = 16;          // >= 1 output tokens, the stop token included
   std::vector<int32_t> stop_token_ids;  // stop when one is sampled (in addition to EOS)
   bool ignore_eos = false;          // keep going after the model's EOS ids
+  bool speculative = true;          // false: no speculative drafts for this request (engine/speculative.h)
   std::optional<int32_t> logprobs;  // report logprobs with this many top alternatives
                                     // [0, kMaxLogprobs]; nullopt: no logprobs
   // OpenAI's logit_bias: added to the token's logit after the penalties

@@ -91,6 +91,18 @@ describe("speculative decoding through kvserve serve", () => {
     for (let i = 0; i < lpa.length; i++) assert.ok(Math.abs(lpa[i] - lpb[i]) < 1e-4, `logprob ${i}: ${lpa[i]} vs ${lpb[i]}`);
   });
 
+  test("a request can turn speculation off; a wrong type is a 400 naming the field", async () => {
+    const m0 = await metrics(spec);
+    const [a, b] = await Promise.all([completion(plain), completion(spec, { speculative: false })]);
+    assert.equal(b.status, 200, b.text);
+    assert.equal(b.json.choices[0].text, a.json.choices[0].text);
+    const m1 = await metrics(spec);
+    assert.equal(metric(m1, "kvserve:spec_decode_num_draft_tokens_total"), metric(m0, "kvserve:spec_decode_num_draft_tokens_total"));
+    const bad = await completion(spec, { speculative: "yes" });
+    assert.equal(bad.status, 400, bad.text);
+    assert.equal(bad.json.error.param, "speculative");
+  });
+
   test("sampled replies keep their seed and max_tokens under concurrency", async () => {
     const body = { temperature: 0.8, seed: 42, max_tokens: 90 };
     const rs = await Promise.all([1, 2, 3, 4].map(() => completion(spec, body)));
