@@ -413,6 +413,9 @@ def main():
         ck, cfg, tok, model = load_ckpt(ckpt_path)
         log(f"checkpoint at step {ck['step']} ({ck['elapsed'] / 60:.1f} min of training)")
         export_gguf(model, tok, cfg, out, name=args.name)
+        # The recall prompts beside it, as a finished run writes them.
+        write_recall_cases(tok, os.path.splitext(out)[0] + ".recall.jsonl", args.seed + 2000,
+                           [int(x) for x in args.recall_lengths.split(",")], [0.1, 0.5, 0.9])
         if not args.no_final_eval:
             final_report(model, tok, cfg, args)
         return
