@@ -95,35 +95,12 @@ void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t win
       const int32_t k_begin = window > 0 ? std::max(0, visible_all - window) : 0;
       const auto parts = static_cast<int32_t>(std::max<int64_t>(
           1, std::min<int64_t>(want_parts, (visible_all - k_begin) / kMinSplitKeys)));
-      for (int32_t kvh = 0; kvh < n_kv; ++kvh) {
-        for (int32_t h0 = 0; h0 < group; h0 += nh) {
-          internal::AttnItem it;
-          it.seq = static_cast<int32_t>(si);
-          it.kv_head = kvh;
-          it.head0 = h0;
-          it.nh = std::min(nh, group - h0);
-          it.t0 = t0;
-          it.nt = nt;
-          it.row0 = row0;
-          if (parts == 1) {
-            it.k0 = k_begin;
-            it.k1 = k_end;
-            it.cost = static_cast<int64_t>(nt) * it.nh * (k_end - k_begin);
-            items_.push_back(it);
-            continue;
-          }
-          splits_.push_back({it, num_partials_, parts});
-          for (int32_t p = 0; p < parts; ++p) {
-            internal::AttnItem part = it;
-            const int64_t span = visible_all - k_begin;
-            part.k0 = k_begin + static_cast<int32_t>(span * p / parts);
-            part.k1 = p + 1 == parts ? k_end : k_begin + static_cast<int32_t>(span * (p + 1) / parts);
-            part.partial = num_partials_++;
-            part.cost = static_cast<int64_t>(nt) * it.nh * (part.k1 - part.k0);
-            items_.push_back(part);
-          }
-        }
-      }
+      bounds_.clear();
+      bounds_.push_back(k_begin);
+      const int64_t span = visible_all - k_begin;
+      for (int32_t p = 1; p < parts; ++p) bounds_.push_back(k_begin + static_cast<int32_t>(span * p / parts));
+      bounds_.push_back(k_end);
+      AddItems(static_cast<int32_t>(si), row0, t0, nt, n_kv, group, nh);
     }
     row0 += n;
   }
@@ -134,6 +111,32 @@ void PagedAttention::Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t win
     if (a.kv_head != b.kv_head) return a.kv_head < b.kv_head;
     return a.cost > b.cost;
   });
+}
+
+void PagedAttention::AddItems(int32_t si, int64_t row0, int32_t t0, int32_t nt, int32_t n_kv, int32_t group,
+                              int32_t nh) {
+  const auto parts = static_cast<int32_t>(bounds_.size()) - 1;
+  for (int32_t kvh = 0; kvh < n_kv; ++kvh) {
+    for (int32_t h0 = 0; h0 < group; h0 += nh) {
+      internal::AttnItem it;
+      it.seq = si;
+      it.kv_head = kvh;
+      it.head0 = h0;
+      it.nh = std::min(nh, group - h0);
+      it.t0 = t0;
+      it.nt = nt;
+      it.row0 = row0;
+      if (parts > 1) splits_.push_back({it, num_partials_, parts});
+      for (int32_t p = 0; p < parts; ++p) {
+        internal::AttnItem part = it;
+        part.k0 = bounds_[static_cast<size_t>(p)];
+        part.k1 = bounds_[static_cast<size_t>(p) + 1];
+        part.partial = parts > 1 ? num_partials_++ : -1;
+        part.cost = static_cast<int64_t>(nt) * it.nh * (part.k1 - part.k0);
+        items_.push_back(part);
+      }
+    }
+  }
 }
 
 void PagedAttention::PlanDecodeRows(const ForwardSeq& s, int32_t si, int64_t row0, int32_t n_kv, int32_t group,
@@ -157,35 +160,11 @@ void PagedAttention::PlanDecodeRows(const ForwardSeq& s, int32_t si, int64_t row
     const int32_t k_end = k_end_first + nt - 1;
     const int32_t k_begin = window > 0 ? std::max(0, k_end_first - window) : 0;
     const int32_t first = k_begin / kDecodeSplitKeys, last = (k_end - 1) / kDecodeSplitKeys;
-    const int32_t parts = last - first + 1;
-    for (int32_t kvh = 0; kvh < n_kv; ++kvh) {
-      for (int32_t h0 = 0; h0 < group; h0 += nh) {
-        internal::AttnItem it;
-        it.seq = si;
-        it.kv_head = kvh;
-        it.head0 = h0;
-        it.nh = std::min(nh, group - h0);
-        it.t0 = t;
-        it.nt = nt;
-        it.row0 = row0;
-        if (parts == 1) {
-          it.k0 = k_begin;
-          it.k1 = k_end;
-          it.cost = static_cast<int64_t>(nt) * it.nh * (k_end - k_begin);
-          items_.push_back(it);
-          continue;
-        }
-        splits_.push_back({it, num_partials_, parts});
-        for (int32_t p = first; p <= last; ++p) {
-          internal::AttnItem part = it;
-          part.k0 = std::max(k_begin, p * kDecodeSplitKeys);
-          part.k1 = std::min(k_end, (p + 1) * kDecodeSplitKeys);
-          part.partial = num_partials_++;
-          part.cost = static_cast<int64_t>(nt) * it.nh * (part.k1 - part.k0);
-          items_.push_back(part);
-        }
-      }
-    }
+    bounds_.clear();
+    bounds_.push_back(k_begin);
+    for (int32_t p = first + 1; p <= last; ++p) bounds_.push_back(p * kDecodeSplitKeys);
+    bounds_.push_back(k_end);
+    AddItems(si, row0, t, nt, n_kv, group, nh);
   }
 }
 

@@ -75,6 +75,9 @@ class PagedAttention {
     int32_t first_partial = 0, parts = 0;
   };
   void Plan(const KvCacheConfig& cfg, int32_t n_heads, int32_t window, const ForwardBatch& batch, int threads);
+  // Items of tokens [t0, t0 + nt) of batch sequence si for every KV head
+  // and head group over the key ranges bounds_ (split when more than one).
+  void AddItems(int32_t si, int64_t row0, int32_t t0, int32_t nt, int32_t n_kv, int32_t group, int32_t nh);
   void PlanDecodeRows(const ForwardSeq& s, int32_t si, int64_t row0, int32_t n_kv, int32_t group, int32_t nh,
                       int32_t window);
   void Reduce(const internal::AttnContext& cx, int64_t head_dim);
@@ -89,6 +92,7 @@ class PagedAttention {
   std::vector<int64_t> scratch_size_;
   std::atomic<int64_t> next_item_{0};
   int64_t cache_head_dim_ = 0;  // of the Run being planned
+  std::vector<int32_t> bounds_;  // key range bounds of the item being planned
 };
 
 // The same computation, written plainly: one thread, per token and head,
