@@ -37,13 +37,7 @@ SampleResult Sampler::Sample(std::span<const float> logits, Sequence& seq) {
   std::span<const float> processed = logits;
   // work_ = logits + penalties + logit_bias (a draw overwrites work_ with
   // weights; the rare fallback below prepares it again).
-  const auto prepare = [&] {
-    if (!p.has_penalties() && p.logit_bias.empty() && !seq.matcher) return;
-    std::copy(logits.begin(), logits.end(), work_.begin());
-    processed = work_;
-    if (p.has_penalties()) ApplyPenalties(seq);
-    for (const auto& [id, bias] : p.logit_bias) work_[static_cast<size_t>(id)] += bias;
-  };
+  const auto prepare = [&] { processed = Prepare(logits, seq); };
   const auto draw = [&] { return p.greedy() ? ArgMax(processed) : Draw(processed, p, seq.rng); };
   const int32_t tokens_left = p.max_tokens - seq.num_output_tokens();  // this one included
   // A free draw that leaves the grammar unable to end within max_tokens
@@ -123,23 +117,39 @@ SampleResult Sampler::Sample(std::span<const float> logits, Sequence& seq) {
   return r;
 }
 
-int32_t Sampler::DrawAllowed(std::mt19937_64& rng) {
-  const auto allowed = [this](size_t id) { return (mask_[id / 32] >> (id % 32)) & 1u; };
+std::span<const float> Sampler::Prepare(std::span<const float> logits, const Sequence& seq) {
+  const SamplingParams& p = seq.params;
+  if (!p.has_penalties() && p.logit_bias.empty() && !seq.matcher) return logits;
+  std::copy(logits.begin(), logits.end(), work_.begin());
+  if (p.has_penalties()) ApplyPenalties(seq);
+  for (const auto& [id, bias] : p.logit_bias) work_[static_cast<size_t>(id)] += bias;
+  return work_;
+}
+
+template <class Keep>
+int32_t Sampler::DrawAmong(size_t n, Keep keep, std::mt19937_64& rng) {
   double total = 0.0;
-  for (size_t id = 0; id < static_cast<size_t>(vocab_size_); ++id) {
-    if (allowed(id)) total += work_[id];
+  for (size_t i = 0; i < n; ++i) {
+    if (keep(ids_[i])) total += work_[static_cast<size_t>(ids_[i])];
   }
   if (!(total > 0.0)) return -1;
   const double u = UniformDouble(rng) * total;
   double cum = 0.0;
   int32_t last = -1;
-  for (size_t id = 0; id < static_cast<size_t>(vocab_size_); ++id) {
-    if (!allowed(id) || work_[id] <= 0.0f) continue;
-    cum += work_[id];
-    last = static_cast<int32_t>(id);
+  for (size_t i = 0; i < n; ++i) {
+    const float w = work_[static_cast<size_t>(ids_[i])];
+    if (!keep(ids_[i]) || w <= 0.0f) continue;
+    cum += w;
+    last = ids_[i];
     if (u < cum) return last;
   }
   return last;  // rounding left u at the very top
+}
+
+int32_t Sampler::DrawAllowed(std::mt19937_64& rng) {
+  // After an untruncated Draw ids_[0, vocab) is every id in order.
+  return DrawAmong(static_cast<size_t>(vocab_size_),
+                   [this](int32_t id) { return (mask_[static_cast<size_t>(id) / 32] >> (id % 32)) & 1u; }, rng);
 }
 
 bool Sampler::UnmaskedDrawIsExact(const Sequence& seq) const {
@@ -248,15 +258,8 @@ void Sampler::ApplyPenalties(const Sequence& seq) {
 
 int32_t Sampler::Draw(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng) {
   const size_t n = Weigh(logits, p);
-  double total = 0.0;
-  for (size_t i = 0; i < n; ++i) total += work_[static_cast<size_t>(ids_[i])];
-  const double u = UniformDouble(rng) * total;
-  double cum = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    cum += work_[static_cast<size_t>(ids_[i])];
-    if (u < cum) return ids_[i];
-  }
-  return ids_[n - 1];  // rounding left u at the very top
+  const int32_t t = DrawAmong(n, [](int32_t) { return true; }, rng);
+  return t >= 0 ? t : ids_[n - 1];
 }
 
 size_t Sampler::Weigh(std::span<const float> logits, const SamplingParams& p) {
@@ -322,12 +325,7 @@ SampleResult Sampler::AcceptDraft(std::span<const float> logits, Sequence& seq, 
   KVS_CHECK(logits.size() == static_cast<size_t>(vocab_size_));
   KVS_CHECK(CanVerifyDrafts(seq));
   const SamplingParams& p = seq.params;
-  std::span<const float> processed = logits;
-  if (!p.logit_bias.empty()) {
-    std::copy(logits.begin(), logits.end(), work_.begin());
-    for (const auto& [id, bias] : p.logit_bias) work_[static_cast<size_t>(id)] += bias;
-    processed = work_;
-  }
+  const std::span<const float> processed = Prepare(logits, seq);  // logit_bias only (CanVerifyDrafts)
   SampleResult r;
   if (p.greedy()) {
     r.token_id = ArgMax(processed);
@@ -350,23 +348,11 @@ SampleResult Sampler::AcceptDraft(std::span<const float> logits, Sequence& seq, 
     *accepted = true;
     return r;
   }
-  *accepted = false;
-  const double rest = total - p_draft;
-  const double u = UniformDouble(seq.rng) * rest;
-  double cum = 0.0;
-  int32_t last = -1;
-  for (size_t i = 0; i < n; ++i) {
-    if (ids_[i] == draft) continue;
-    const double w = work_[static_cast<size_t>(ids_[i])];
-    if (w <= 0.0) continue;
-    cum += w;
-    last = ids_[i];
-    if (u < cum) break;
-  }
-  // last < 0: the draft held all the mass yet lost the draw (u rounded to
-  // the top); it is then the only token p allows.
-  r.token_id = last >= 0 ? last : draft;
-  *accepted = last < 0;
+  const int32_t t = DrawAmong(n, [draft](int32_t id) { return id != draft; }, seq.rng);
+  // t < 0: the draft held all the mass yet lost the draw (u rounded to the
+  // top); it is then the only token p allows.
+  r.token_id = t >= 0 ? t : draft;
+  *accepted = t < 0;
   return r;
 }
 

@@ -83,6 +83,13 @@ class Sampler {
 
  private:
   void ApplyPenalties(const Sequence& seq);  // on work_
+  // The logits with the sequence's penalties and logit_bias applied (in
+  // work_), or `logits` itself when it has none and no grammar.
+  std::span<const float> Prepare(std::span<const float> logits, const Sequence& seq);
+  // Draws among ids_[0, n) that `keep` accepts, by their work_ weights; -1
+  // when they weigh nothing. One uniform from rng.
+  template <class Keep>
+  int32_t DrawAmong(size_t n, Keep keep, std::mt19937_64& rng);
   // Whether a constrained sequence may draw from the unmasked distribution
   // and mask only when the grammar refuses the drawn token (same result
   // distribution as masking first): greedy or untruncated sampling, and

@@ -64,7 +64,7 @@ void Scheduler::AddDrafts() {
   // chunk, admission or blocks, and never preempt.
   for (ScheduledSeq& s : out_.seqs) {
     Sequence* seq = s.seq;
-    if (seq->spec_tokens.size() <= 1 || s.num_new_tokens != 1 || seq->num_uncomputed_tokens() != 1) {
+    if (seq->spec_tokens.size() <= 1 || seq->num_uncomputed_tokens() != 1) {  // drafts extend decodes only
       seq->spec_tokens.clear();
       continue;
     }
