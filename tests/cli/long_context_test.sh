@@ -48,7 +48,7 @@ requests_of() {  # URL: the replica's finished requests (all outcomes)
 # 1. Needle recall at 16K through the gateway. Under the sanitizers one
 # case (the same path: a 16K prompt through both processes, checked for
 # memory errors; recall is the Release run's to judge).
-grid=(--lengths 16363 --depths 0,25,50,75,100 --trials 2 --expect-length 16363)
+grid=(--lengths 16363 --depths 0,25,50,75,100 --trials 4 --expect-length 16363)
 min_recall=0.8
 if [ -n "${KVSERVE_SANITIZED:-}" ]; then
   grid=(--lengths 16363 --depths 50 --trials 1)
