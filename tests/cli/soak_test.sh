@@ -39,12 +39,18 @@ cat "$dir/soak.out"
 for c in alive server_errors answers expected_errors kv_idle rss_growth kv_watermark memory; do
   grep -q "^PASS $c:" "$dir/soak.out" || fail "no PASS $c line"
 done
-/usr/bin/python3 - "$dir/gw.json" <<'PY' || fail "the JSON report"
+/usr/bin/python3 - "$dir/gw.json" "$dir/soak.out" <<'PY' || fail "the JSON report"
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["tool"] == "kvserve soak" and j["passed"], j["checks"]
-assert len(j["windows"]) >= 2, len(j["windows"])
-assert len(j["rss_series"]) >= 3, j["rss_series"]
+# A window runs until its requests end, so how many windows the duration
+# holds depends on the machine: one CI run under ASan had a single 4 s
+# window. The report must hold every window the text named, and the RSS
+# samples the growth check compared (at least two).
+import re
+named = int(re.search(r"\((\d+) windows\)", open(sys.argv[2]).read()).group(1))
+assert len(j["windows"]) == named >= 1, (len(j["windows"]), named)
+assert len(j["rss_series"]) >= 2, j["rss_series"]
 cls = j["classes"]
 for kind in ("malformed", "over_length"):  # refused with 400, every one (when the run sent any)
     assert set(cls.get(kind, {})) <= {"400"}, cls[kind]
