@@ -7,12 +7,6 @@ namespace kvs::plan {
 namespace {
 
 uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
-// Options with context and max_batch_size resolved against the shape.
-PlanOptions Resolve(const ModelShape& s, PlanOptions o) {
-  if (o.context <= 0) o.context = s.max_context;
-  if (o.max_batch_size <= 0) o.max_batch_size = o.concurrency;
-  return o;
-}
 
 uint64_t WeightBytes(const ModelShape& s, const PlanOptions& o) {
   if (o.weights_format) return WeightBytesFromShape(s, *o.weights_format);
@@ -31,10 +25,6 @@ uint64_t KvBytes(const ModelShape& s, const PlanOptions& o) {
   return KvBytesWindowed(s, o.kv_dtype, o.block_size, o.context, o.concurrency);
 }
 
-// Tokens in the largest step: T in plan.h.
-int64_t StepTokens(const PlanOptions& o) {
-  return std::min(std::max(o.max_num_batched_tokens, o.max_batch_size), o.concurrency * o.context);
-}
 
 uint64_t ActivationBytes(const ModelShape& s, const PlanOptions& o) {
   return ActivationPeakBytes(s, StepTokens(o), o.max_batch_size, o.context, o.threads);
@@ -44,10 +34,6 @@ uint64_t PerDeviceBytes(uint64_t split, uint64_t replicated, int64_t devices) {
   return CeilDiv(split, U(devices)) + replicated;
 }
 
-bool FitsBytes(uint64_t per_device, const PlanOptions& o) {
-  return static_cast<double>(per_device) * (1.0 + o.margin) <=
-         static_cast<double>(o.device.bytes) * o.memory_fraction;
-}
 
 // Largest v in [1, cap] with fits(v), given fits is monotone (true then
 // false); 0 when fits(1) fails. *capped says fits(cap) held.
@@ -84,6 +70,20 @@ std::string Count(int64_t n) {
 }
 
 }  // namespace
+
+PlanOptions ResolveOptions(const ModelShape& s, PlanOptions o) {
+  if (o.context <= 0) o.context = s.max_context;
+  if (o.max_batch_size <= 0) o.max_batch_size = o.concurrency;
+  return o;
+}
+
+int64_t StepTokens(const PlanOptions& o) {
+  return std::min(std::max(o.max_num_batched_tokens, o.max_batch_size), o.concurrency * o.context);
+}
+
+bool FitsBudget(uint64_t bytes, const PlanOptions& o) {
+  return static_cast<double>(bytes) * (1.0 + o.margin) <= static_cast<double>(o.device.bytes) * o.memory_fraction;
+}
 
 StatusOr<DType> ParseKvDType(std::string_view name) {
   std::optional<DType> t = DTypeFromName(name);
@@ -192,16 +192,16 @@ Status ValidateOptions(const PlanOptions& o) {
 }
 
 bool Fits(const ModelShape& shape, const PlanOptions& options) {
-  const PlanOptions o = Resolve(shape, options);
+  const PlanOptions o = ResolveOptions(shape, options);
   const uint64_t split = WeightBytes(shape, o) + KvBytes(shape, o);
   const uint64_t replicated = ActivationBytes(shape, o) + RuntimeOverheadBytes(o.threads);
-  return FitsBytes(PerDeviceBytes(split, replicated, o.devices), o);
+  return FitsBudget(PerDeviceBytes(split, replicated, o.devices), o);
 }
 
 MemoryPlan ComputePlan(const ModelShape& shape, const PlanOptions& options) {
   MemoryPlan p;
   p.shape = shape;
-  const PlanOptions o = Resolve(shape, options);
+  const PlanOptions o = ResolveOptions(shape, options);
   p.options = o;
   p.weights_dtype = WeightsDTypeName(shape, o);
 
@@ -232,10 +232,10 @@ MemoryPlan ComputePlan(const ModelShape& shape, const PlanOptions& options) {
   const uint64_t replicated = p.activation_bytes + p.overhead_bytes;
   p.per_device_bytes = PerDeviceBytes(split, replicated, o.devices);
   p.budget_per_device_bytes = static_cast<uint64_t>(static_cast<double>(o.device.bytes) * o.memory_fraction);
-  p.fits = FitsBytes(p.per_device_bytes, o);
+  p.fits = FitsBudget(p.per_device_bytes, o);
 
   // Devices: per-device bytes only fall as devices are added.
-  auto fits_on = [&](int64_t n) { return FitsBytes(PerDeviceBytes(split, replicated, n), o); };
+  auto fits_on = [&](int64_t n) { return FitsBudget(PerDeviceBytes(split, replicated, n), o); };
   if (!fits_on(kMaxDevices)) {
     p.devices_needed = -1;
   } else {

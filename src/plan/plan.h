@@ -146,6 +146,15 @@ struct PlanOptions {
   double margin = kDefaultMargin;
 };
 
+// Options with context (0: the model's max) and max_batch_size (0:
+// concurrency) resolved against the shape.
+PlanOptions ResolveOptions(const ModelShape& s, PlanOptions o);
+// Tokens in the largest step: T in the formula above.
+int64_t StepTokens(const PlanOptions& o);
+// Whether `bytes` on one device fit its budget with the margin:
+// bytes * (1 + margin) <= device bytes * memory_fraction.
+bool FitsBudget(uint64_t bytes, const PlanOptions& o);
+
 // Range and consistency checks of the options (positive sizes, fraction in
 // (0, 1], block size a power of two, ...).
 Status ValidateOptions(const PlanOptions& o);

@@ -730,5 +730,36 @@ TEST(Cli, JsonOutputHasTheKeys) {
   }
 }
 
+// `--tensor-parallel` / `--pipeline-parallel`: a per-rank plan, and a
+// layout the heads do not allow refused with exit 2 naming the limit.
+TEST(Cli, ParallelLayoutAddsAPerRankPlan) {
+  if (!std::filesystem::exists(kvs::testing::BinaryDir() + "/src/cli/kvserve")) {
+    GTEST_SKIP() << "kvserve is not built in " << kvs::testing::BinaryDir() << "; skipping";
+  }
+  auto [rc, out] = RunCli("--preset Llama-3.1-70B --weights-dtype q4_k_m --device cpu:24GiB --context 8192 "
+                          "--threads 8 --tensor-parallel 2 --pipeline-parallel 2 --json");
+  ASSERT_EQ(rc, 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  ASSERT_TRUE(j.contains("parallel")) << out;
+  const nlohmann::json& par = j["parallel"];
+  ASSERT_EQ(par["ranks"].size(), 4u);
+  EXPECT_TRUE(par["fits"].get<bool>());
+  EXPECT_TRUE(j.contains("weights_bytes"));  // the whole-model plan is still there
+  EXPECT_EQ(j["devices"], 4);
+  uint64_t kv = 0;
+  for (const auto& r : par["ranks"]) kv += r["kv_bytes"].get<uint64_t>();
+  EXPECT_EQ(kv, j["kv_bytes"].get<uint64_t>());  // sharded: the ranks' KV adds up to the model's
+
+  auto [rc_text, text] = RunCli("--preset Llama-3.1-70B --weights-dtype q4_k_m --device cpu:24GiB --context 8192 "
+                                "--threads 8 --tensor-parallel 1");
+  EXPECT_EQ(rc_text, 0);
+  EXPECT_NE(text.find("NO: rank 0 (stage 0, tp 0) needs"), std::string::npos) << text;
+
+  EXPECT_EQ(RunCli("--preset Llama-3.1-8B --tensor-parallel 3").first, 2);
+  EXPECT_EQ(RunCli("--preset Llama-3.1-8B --pipeline-parallel 0").first, 2);
+  EXPECT_EQ(RunCli("--preset Llama-3.1-8B --tensor-parallel 2 --devices 2").first, 2);
+}
+
 }  // namespace
 }  // namespace kvs::plan
