@@ -13,10 +13,9 @@
 #      parsing) are not labelled: TSan finds nothing without threads;
 #   4. every libFuzzer target for 8 s each (KVSERVE_FUZZ_SECONDS;
 #      scripts/fuzz.sh on the ASan+UBSan tree), beside the TSan tests.
-# The ASan+UBSan tree builds (at nice 19) while the Release tree builds and
-# its tests and the soak run, and the TSan tree while the ASan+UBSan tests
-# run: the other stages leave part of the two cores idle, and the
-# background build yields to them.
+# The ASan+UBSan tree builds (at nice 19) while the Release tests and the
+# soak run, and the TSan tree while the ASan+UBSan tests run: the test
+# stages leave part of the two cores idle, and the build yields to them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -82,13 +81,10 @@ tsan_build() {
   cmake --build build/tsan -j "$JOBS" --target "${tsan_targets[@]}"
 }
 
-# The ASan+UBSan tree starts with the Release build, at nice 19: it takes
-# what the Release build leaves (its serial tail, links) and keeps going
-# beside the Release tests and the soak.
-background_build "asan+ubsan build (beside the release build, tests and soak)" build/asan-build.log asan_build
 stage "release build"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$JOBS"
+background_build "asan+ubsan build (beside the release tests and the soak)" build/asan-build.log asan_build
 stage "release tests"
 (cd build/release && ctest --output-on-failure -j "$JOBS")
 
