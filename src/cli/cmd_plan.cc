@@ -4,9 +4,11 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "cli/command.h"
+#include "plan/parallel.h"
 #include "plan/plan.h"
 
 namespace kvs::cli {
@@ -18,6 +20,7 @@ struct PlanArgs {
   std::string weights_dtype, kv_dtype = "f16";
   std::string block_size = "16", max_num_batched_tokens = "2048", max_batch_size, threads = "32";
   std::string device = "h100-80g", devices = "1", memory_fraction = "1.0";
+  std::string tensor_parallel, pipeline_parallel;  // "": no per-rank plan
   bool json = false;
   bool list = false;
 };
@@ -83,6 +86,21 @@ StatusOr<plan::PlanOptions> BuildOptions(const PlanArgs& a) {
   return o;
 }
 
+StatusOr<plan::ParallelLayout> ParseLayout(const PlanArgs& a, const plan::ModelShape& shape) {
+  plan::ParallelLayout l;
+  if (!a.tensor_parallel.empty()) {
+    KVS_ASSIGN_OR_RETURN(l.tensor, ParseInt("--tensor-parallel", a.tensor_parallel, 1));
+  }
+  if (!a.pipeline_parallel.empty()) {
+    KVS_ASSIGN_OR_RETURN(l.pipeline, ParseInt("--pipeline-parallel", a.pipeline_parallel, 1));
+  }
+  if (a.devices != "1") {
+    return InvalidArgument("give --devices or --tensor-parallel / --pipeline-parallel, not both");
+  }
+  KVS_RETURN_IF_ERROR(plan::ValidateLayout(shape, l));
+  return l;
+}
+
 void PrintLists() {
   std::printf("model presets:\n");
   for (const std::string& n : plan::PresetNames()) {
@@ -115,11 +133,27 @@ int RunPlan(const PlanArgs& a) {
     std::fprintf(stderr, "kvserve plan: %s\n", options.status().message().c_str());
     return 2;
   }
+  // A per-rank plan when a parallel layout is given: each rank is a device.
+  std::optional<plan::ParallelLayout> layout;
+  if (!a.tensor_parallel.empty() || !a.pipeline_parallel.empty()) {
+    StatusOr<plan::ParallelLayout> l = ParseLayout(a, *shape);
+    if (!l.ok()) {
+      std::fprintf(stderr, "kvserve plan: %s\n", l.status().message().c_str());
+      return 2;
+    }
+    layout = *l;
+    options->devices = layout->ranks();
+  }
   const plan::MemoryPlan p = plan::ComputePlan(*shape, *options);
+  std::optional<plan::ParallelPlan> pp;
+  if (layout) pp = plan::ComputeParallelPlan(*shape, *options, *layout);
   if (a.json) {
-    std::printf("%s\n", plan::PlanToJson(p).dump(2).c_str());
+    nlohmann::json j = plan::PlanToJson(p);
+    if (pp) j["parallel"] = plan::ParallelPlanToJson(*pp);
+    std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::fputs(plan::PlanToText(p).c_str(), stdout);
+    if (pp) std::fputs(("\n" + plan::ParallelPlanToText(*pp)).c_str(), stdout);
   }
   return 0;
 }
@@ -144,6 +178,10 @@ const Registrar kRegister_plan(Command{
       sub->add_option("--device", a->device, "h200, h100-80g, a100-80g, a100-40g, l40s, a10, rtx4090, cpu, "
                                              "cpu:SIZE or a size such as 80GB / 24GiB (default h100-80g)");
       sub->add_option("--devices", a->devices, "devices the model is split over, tensor-parallel (default 1)");
+      sub->add_option("--tensor-parallel", a->tensor_parallel,
+                      "ranks each layer is split over (heads, FFN columns); adds a per-rank plan");
+      sub->add_option("--pipeline-parallel", a->pipeline_parallel,
+                      "stages, each a contiguous range of layers; adds a per-rank plan");
       sub->add_option("--memory-fraction", a->memory_fraction, "part of each device kvserve may use (default 1.0)");
       sub->add_flag("--json", a->json, "print one JSON object");
       sub->add_flag("--list", a->list, "list the model presets and devices");
