@@ -20,6 +20,7 @@ EngineConfig Checked(EngineConfig config, const ModelRunner* runner) {
 SchedulerConfig MakeSchedulerConfig(const EngineConfig& c, int32_t num_blocks) {
   SchedulerConfig s;
   s.max_num_batched_tokens = c.max_num_batched_tokens;
+  s.max_prefill_tokens_while_decoding = c.max_prefill_tokens_while_decoding;
   s.max_batch_size = c.max_batch_size;
   s.policy = c.policy;
   s.watermark_blocks = static_cast<int32_t>(c.admission_watermark * num_blocks);
@@ -42,6 +43,9 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
   }
   if (max_num_batched_tokens < 1) {
     return InvalidArgument("max_num_batched_tokens must be >= 1, got {}", max_num_batched_tokens);
+  }
+  if (max_prefill_tokens_while_decoding < 0) {
+    return InvalidArgument("max_prefill_tokens_while_decoding must be >= 0, got {}", max_prefill_tokens_while_decoding);
   }
   if (max_batch_size < 1 || max_batch_size > max_num_batched_tokens) {
     return InvalidArgument("max_batch_size must be in [1, max_num_batched_tokens = {}], got {}",
@@ -336,6 +340,8 @@ Status Engine::Forward(const SchedulerOutput& plan) {
   }
   counters_.num_computed_tokens += plan.num_tokens;
   ++counters_.num_steps;
+  ++counters_.step_tokens[static_cast<size_t>(
+      std::lower_bound(kStepTokenBounds.begin(), kStepTokenBounds.end(), plan.num_tokens) - kStepTokenBounds.begin())];
   counters_.num_blocks_used_peak = std::max(counters_.num_blocks_used_peak, block_manager_.num_used());
   if (block_manager_.has_window()) {
     counters_.num_window_blocks_used_peak =

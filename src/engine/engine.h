@@ -28,6 +28,7 @@
 // Start, Stop and Step belong to the owning thread; Step only without Start.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -52,6 +53,7 @@ namespace kvs::engine {
 
 struct EngineConfig {
   int32_t max_num_batched_tokens = 2048;  // tokens per forward pass (prefill chunk + decodes)
+  int32_t max_prefill_tokens_while_decoding = 0;  // SchedulerConfig's; 0: no cap
   int32_t max_batch_size = 32;            // sequences running at once; <= max_num_batched_tokens
   int32_t max_context_length = 8192;      // prompt + max_tokens must not exceed it
   int32_t max_queued_requests = 1024;     // submitted, not yet scheduled; Submit says ResourceExhausted beyond
@@ -83,6 +85,9 @@ struct EngineConfig {
   // InvalidArgument naming the field, given the runner it will drive.
   Status Validate(const ModelRunner& runner) const;
 };
+
+// Bucket bounds (tokens) of EngineStats::step_tokens.
+inline constexpr std::array<int32_t, 13> kStepTokenBounds = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 
 struct EngineStats {
   // Requests.
@@ -130,6 +135,10 @@ struct EngineStats {
   kvcache::DiskStoreStats kv_disk;
   // Work.
   int64_t num_steps = 0;             // forward passes
+  // Steps by the tokens they computed: step_tokens[i] counts the steps of
+  // (kStepTokenBounds[i-1], kStepTokenBounds[i]] tokens, the last one those
+  // above the last bound.
+  std::array<int64_t, kStepTokenBounds.size() + 1> step_tokens{};
   int64_t num_preemptions = 0;
   int64_t num_computed_tokens = 0;   // tokens run through the model (prefill + decode)
   int64_t num_generated_tokens = 0;  // tokens sampled

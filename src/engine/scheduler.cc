@@ -40,8 +40,16 @@ const SchedulerOutput& Scheduler::Schedule() {
   out_.num_tokens = 0;
   budget_ = config_.max_num_batched_tokens;
   ScheduleRunning(/*decodes=*/true);
+  // While sequences decode, prefill gets at most its cap of the budget; the
+  // rest is held back (for drafts, which are decode tokens) until after it.
+  int32_t held = 0;
+  if (!out_.seqs.empty() && config_.max_prefill_tokens_while_decoding > 0) {
+    held = std::max(0, budget_ - config_.max_prefill_tokens_while_decoding);
+    budget_ -= held;
+  }
   ScheduleRunning(/*decodes=*/false);
   if (out_.preempted.empty()) AdmitWaiting();
+  budget_ += held;
   AddDrafts();
   return out_;
 }

@@ -12,7 +12,9 @@
 //      blocks (prefix hits counted) and the budget allow; a head that does
 //      not fit blocks the queue (no overtaking).
 // A long prompt is thus cut into chunks and never delays a decode by more
-// than the one step that carries its chunk. Speculative drafts (the
+// than the one step that carries its chunk; while any sequence decodes, the
+// prefill part of a step is capped at max_prefill_tokens_while_decoding
+// (when set), which bounds that step's length. Speculative drafts (the
 // sequence's spec_tokens) are added last, from the budget and free blocks
 // left, so they never change what else a step computes.
 //
@@ -47,6 +49,12 @@ enum class SchedulingPolicy { kFcfs, kPriority };
 
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // tokens per step
+  // Prefill tokens (chunks and admissions) a step may carry while sequences
+  // decode in it; 0: no cap beyond max_num_batched_tokens. A smaller cap
+  // shortens the steps that carry a long prompt's chunk, and so the
+  // decoding sequences' inter-token latency, at some cost to that prompt's
+  // time to first token; a prompt alone still prefills at the full budget.
+  int32_t max_prefill_tokens_while_decoding = 0;
   int32_t max_batch_size = 32;            // running sequences (and so sequences per step)
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   // Blocks kept available when admitting while others run, so that running

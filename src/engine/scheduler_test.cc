@@ -100,6 +100,49 @@ TEST(SchedulerTest, LongPromptIsChunkedAndNeverStallsRunningDecodes) {
   EXPECT_EQ(h.CheckInvariants(), "");
 }
 
+// max_prefill_tokens_while_decoding: next to decodes a long prompt gets at
+// most the cap a step; alone, and once the decodes end, the whole budget.
+TEST(SchedulerTest, PrefillIsCappedWhileOthersDecodeAndFullAlone) {
+  SchedulerConfig c = Config(256, 8);
+  c.max_prefill_tokens_while_decoding = 32;
+  SchedulerHarness h(1024, 16, c);
+  Sequence* alone = h.Add(1000, 2);
+  const SchedulerOutput& first = h.Step();
+  ASSERT_EQ(first.seqs.size(), 1u);
+  EXPECT_EQ(first.seqs[0].num_new_tokens, 256) << "nobody decodes: the whole budget";
+  while (alone->num_output_tokens() == 0) h.Step();
+  // `alone` now decodes (one more token to go) when a second long prompt
+  // arrives.
+  Sequence* longp = h.Add(1000, 1, 0, /*first_token=*/50);  // no prefix hit on `alone`'s blocks
+  const SchedulerOutput& next = h.Step();
+  int32_t prefill = 0;
+  for (const ScheduledSeq& s : next.seqs) {
+    if (s.seq == alone) {
+      EXPECT_EQ(s.num_new_tokens, 1);
+    } else {
+      prefill += s.num_new_tokens;
+    }
+  }
+  EXPECT_EQ(prefill, 32) << "capped next to a decode";
+  ASSERT_TRUE(alone->is_finished());
+  // The decode ended: the long prompt has the whole budget again.
+  const SchedulerOutput& after = h.Step();
+  ASSERT_EQ(after.seqs.size(), 1u);
+  EXPECT_EQ(after.seqs[0].seq, longp);
+  EXPECT_EQ(after.seqs[0].num_new_tokens, 256);
+  EXPECT_EQ(h.CheckInvariants(), "");
+
+  // Without the cap the same step carries the budget less the decodes.
+  SchedulerHarness u(1024, 16, Config(256, 8));
+  Sequence* d = u.Add(10, 50);
+  u.Step();
+  u.Add(1000, 1, 0, /*first_token=*/50);
+  const SchedulerOutput& uncapped = u.Step();
+  int32_t p = 0;
+  for (const ScheduledSeq& s : uncapped.seqs) p += s.seq == d ? 0 : s.num_new_tokens;
+  EXPECT_EQ(p, 255);
+}
+
 TEST(SchedulerTest, RespectsTokenBudgetAndBatchSize) {
   SchedulerHarness h(4096, 16, Config(100, 4));
   for (int i = 0; i < 10; ++i) h.Add(30 + i, 20);

@@ -96,6 +96,17 @@ void Histogram::Observe(double v) {
   ++count_;
 }
 
+void Histogram::RaiseTo(const std::vector<uint64_t>& counts, double sum) {
+  KVS_CHECK(counts.size() == counts_.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  count_ = 0;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    counts_[i] = std::max(counts_[i], counts[i]);
+    count_ += counts_[i];
+  }
+  sum_ = std::max(sum_, sum);
+}
+
 Histogram::Snapshot Histogram::Read() const {
   Snapshot s;
   s.bounds = bounds_;

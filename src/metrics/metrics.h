@@ -64,6 +64,10 @@ class Histogram {
     uint64_t count = 0;
   };
   Snapshot Read() const;
+  // Mirrors a histogram kept elsewhere whose counts only grow (an engine's
+  // per-step counts): each bucket's count (per bucket, not cumulative;
+  // [bounds + 1]) and the sum become the larger of theirs and these.
+  void RaiseTo(const std::vector<uint64_t>& counts, double sum);
 
  private:
   const std::vector<double> bounds_;

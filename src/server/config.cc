@@ -160,6 +160,11 @@ const Keys& Table() {
     t.push_back(Keys::Int("runtime.max_num_batched_tokens", "max-num-batched-tokens",
                           [](ServeConfig& c) -> int64_t& { return c.runtime.max_num_batched_tokens; }, 1, int64_t{1} << 20,
                           "Tokens computed per engine step (long prompts are prefilled in chunks of this)"));
+    t.push_back(Keys::Int("runtime.max_prefill_tokens_while_decoding", "max-prefill-tokens-while-decoding",
+                          [](ServeConfig& c) -> int64_t& { return c.runtime.max_prefill_tokens_while_decoding; }, 0,
+                          int64_t{1} << 20,
+                          "Prefill tokens a step may carry while other sequences decode (their inter-token latency "
+                          "against long prompts' time to first token); 0: no cap beyond max_num_batched_tokens"));
     t.push_back(Keys::Int("runtime.max_concurrent_requests", "max-concurrent-requests",
                           [](ServeConfig& c) -> int64_t& { return c.runtime.max_concurrent_requests; }, 1, int64_t{1} << 20,
                           "Sequences admitted (running + queued); beyond it requests get 429 with Retry-After"));

@@ -79,6 +79,7 @@ struct RuntimeSection {
   int64_t threads = 0;              // compute threads; 0: all cores
   int64_t max_batch_size = 32;      // sequences running at once
   int64_t max_num_batched_tokens = 2048;  // tokens per engine step (prefill chunking)
+  int64_t max_prefill_tokens_while_decoding = 0;  // prefill tokens of a step in which others decode; 0: no cap
   int64_t max_concurrent_requests = 64;   // running + queued sequences; more get 429
   double request_timeout_seconds = 120;   // 0: no timeout
   double output_reservation = 0.0;  // share of max_tokens whose KV must be free to admit a request

@@ -51,6 +51,7 @@ StatusOr<backend::EngineSpec> EngineSpecFromConfig(const ServeConfig& config) {
   spec.memory_fraction = config.kv_cache.memory_fraction;
   engine::EngineConfig& ec = spec.engine;
   ec.max_num_batched_tokens = static_cast<int32_t>(config.runtime.max_num_batched_tokens);
+  ec.max_prefill_tokens_while_decoding = static_cast<int32_t>(config.runtime.max_prefill_tokens_while_decoding);
   ec.max_batch_size = static_cast<int32_t>(config.runtime.max_batch_size);
   // The service admits at most max_concurrent_requests sequences, so the
   // engine's own queue bound is never what refuses a request.

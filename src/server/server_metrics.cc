@@ -15,6 +15,10 @@ const std::vector<double> kTokenBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 const int64_t kPromptClasses[] = {256, 1024, 4096, 16384, 65536};
 const std::vector<double> kLengthBuckets = {16,   32,    64,    128,   256,    512,    1024,  2048,
                                             4096, 8192,  16384, 32768, 65536, 131072, 262144};
+// The engine's step-size buckets (engine::kStepTokenBounds).
+std::vector<double> StepTokenBuckets() {
+  return std::vector<double>(engine::kStepTokenBounds.begin(), engine::kStepTokenBounds.end());
+}
 const std::vector<double> kRequestBuckets = {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10,
                                              15,   20,   30,  40,  50,  60,  120, 240, 480, 960, 1920};
 
@@ -120,6 +124,9 @@ ServerMetrics::ServerMetrics()
                                         kLengthBuckets)),
       generation_length(registry.Histogram0("kvserve:request_generation_tokens",
                                             "Tokens generated per finished sequence.", kLengthBuckets)),
+      iteration_tokens(registry.Histogram0("kvserve:iteration_tokens",
+                                           "Tokens computed per engine step (prefill chunks, decodes and drafts).",
+                                           StepTokenBuckets())),
       ttft_by_length(registry.AddHistogram("kvserve:time_to_first_token_by_prompt_length_seconds",
                                            "Time to first token by prompt-length class (prompt_tokens_le: the "
                                            "class's upper bound in tokens).",
@@ -211,6 +218,8 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
   spec_verifications.SetMax(static_cast<double>(s.num_spec_verifications));
   forward_seconds.SetMax(s.forward_seconds);
   engine_steps.SetMax(static_cast<double>(s.num_steps));
+  iteration_tokens.RaiseTo(std::vector<uint64_t>(s.step_tokens.begin(), s.step_tokens.end()),
+                           static_cast<double>(s.num_computed_tokens));
   // The peak only grows (a reloaded engine starts from 0, the gauge keeps
   // the process's peak).
   const int32_t peak = std::max(s.num_blocks_used_peak, s.num_blocks_used);

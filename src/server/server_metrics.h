@@ -90,6 +90,7 @@ struct ServerMetrics {
   Histogram& time_per_output_token;
   Histogram& prompt_length;             // tokens per prompt
   Histogram& generation_length;         // tokens per finished choice
+  Histogram& iteration_tokens;          // tokens per engine step (the engine's counts, mirrored)
   Family<Histogram>& ttft_by_length;    // {prompt_tokens_le}
   Family<Counter>& errors;              // {class}
   Counter& prompt_tokens;
