@@ -96,13 +96,7 @@ ParallelPlan Compute(const ModelShape& shape, const PlanOptions& o, const Parall
   whole.output_head = true;
   whole.head_copy = !shape.tied_embeddings;
   const int64_t total_params = SliceParams(shape, whole, shape.experts);
-  uint64_t total_weight_bytes = 0;
-  if (o.weights_format) {
-    total_weight_bytes = WeightBytesFromShape(shape, *o.weights_format);
-  } else {
-    total_weight_bytes = shape.file_weights_bytes > 0 ? shape.file_weights_bytes
-                                                      : WeightBytesFromShape(shape, shape.default_format);
-  }
+  const uint64_t total_weight_bytes = WeightBytes(shape, o);
 
   p.fits = true;
   double worst_over = -1;

@@ -8,12 +8,6 @@ namespace {
 
 uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
 
-uint64_t WeightBytes(const ModelShape& s, const PlanOptions& o) {
-  if (o.weights_format) return WeightBytesFromShape(s, *o.weights_format);
-  if (s.file_weights_bytes > 0) return s.file_weights_bytes;
-  return WeightBytesFromShape(s, s.default_format);
-}
-
 std::string WeightsDTypeName(const ModelShape& s, const PlanOptions& o) {
   if (o.weights_format) return WeightFormatName(*o.weights_format);
   if (s.file_weights_bytes > 0) return "gguf:" + s.file_weights_type;
@@ -70,6 +64,12 @@ std::string Count(int64_t n) {
 }
 
 }  // namespace
+
+uint64_t WeightBytes(const ModelShape& s, const PlanOptions& o) {
+  if (o.weights_format) return WeightBytesFromShape(s, *o.weights_format);
+  if (s.file_weights_bytes > 0) return s.file_weights_bytes;
+  return WeightBytesFromShape(s, s.default_format);
+}
 
 PlanOptions ResolveOptions(const ModelShape& s, PlanOptions o) {
   if (o.context <= 0) o.context = s.max_context;

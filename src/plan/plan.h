@@ -146,6 +146,10 @@ struct PlanOptions {
   double margin = kDefaultMargin;
 };
 
+// The weights' bytes: computed from the shapes in o.weights_format when
+// set, else the file's tensor bytes (GGUF), else the shapes in the source's
+// own format.
+uint64_t WeightBytes(const ModelShape& s, const PlanOptions& o);
 // Options with context (0: the model's max) and max_batch_size (0:
 // concurrency) resolved against the shape.
 PlanOptions ResolveOptions(const ModelShape& s, PlanOptions o);

@@ -168,6 +168,23 @@ export function request(server, method, urlPath, body, headers = {}) {
   });
 }
 
+// Starts a streaming completion and resolves once its first chunk arrived,
+// with a handle that says whether the stream has ended and can abort it.
+export function startStream(server, body) {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify({ ...body, stream: true });
+    let ended = false;
+    const req = http.request({ host: "127.0.0.1", port: server.port, method: "POST", path: "/v1/completions", agent: false,
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(data) } }, (res) => {
+      res.once("data", () => resolve({ ended: () => ended, abort: () => req.destroy() }));
+      res.on("end", () => (ended = true));
+      res.on("error", () => {});
+    });
+    req.on("error", (e) => (e.code === "ECONNRESET" ? undefined : reject(e)));
+    req.end(data);
+  });
+}
+
 // Parses an SSE body into its events ({event, data}).
 export function parseSse(text) {
   const events = [];

@@ -7,30 +7,14 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import http from "node:http";
 import { after, before, describe, test } from "node:test";
 
 import {
-  binary, loadOpenAI, metric, metrics, realModelPath, request, requireBinary, spawnListening, startServer, waitFor,
+  binary, loadOpenAI, metric, metrics, realModelPath, request, requireBinary, spawnListening, startServer, startStream, waitFor,
 } from "./common.mjs";
 
 requireBinary();
 const OpenAI = await loadOpenAI();
-
-// Starts a streaming completion and resolves once its first chunk arrived;
-// returns a handle to abort it.
-function startStream(server, body) {
-  return new Promise((resolve, reject) => {
-    const data = JSON.stringify({ ...body, stream: true });
-    const req = http.request({ host: "127.0.0.1", port: server.port, method: "POST", path: "/v1/completions", agent: false,
-      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(data) } }, (res) => {
-      res.once("data", () => resolve({ abort: () => req.destroy() }));
-      res.on("error", () => {});
-    });
-    req.on("error", (e) => (e.code === "ECONNRESET" ? undefined : reject(e)));
-    req.end(data);
-  });
-}
 
 function suites(name, { fake, model, extraArgs = [] }) {
   describe(name, () => {

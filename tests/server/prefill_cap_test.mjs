@@ -7,32 +7,14 @@
 // step; the answers are the same. A bad cap stops the start-up naming the key.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import http from "node:http";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { binary, metrics, metric, request, requireBinary, sourceDir, startServer } from "./common.mjs";
+import { binary, metrics, metric, request, requireBinary, sourceDir, startServer, startStream } from "./common.mjs";
 
 requireBinary();
 const model = path.join(sourceDir, "models/kvserve-tiny.gguf");
 const CAP = 128;
-
-// A streaming completion; resolves at its first chunk with a handle that
-// says whether the stream has ended and can abort it.
-function startStream(server, body) {
-  return new Promise((resolve, reject) => {
-    const data = JSON.stringify({ ...body, stream: true });
-    let ended = false;
-    const req = http.request({ host: "127.0.0.1", port: server.port, method: "POST", path: "/v1/completions", agent: false,
-      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(data) } }, (res) => {
-      res.once("data", () => resolve({ ended: () => ended, abort: () => req.destroy() }));
-      res.on("end", () => (ended = true));
-      res.on("error", () => {});
-    });
-    req.on("error", (e) => (e.code === "ECONNRESET" ? undefined : reject(e)));
-    req.end(data);
-  });
-}
 
 // Steps of more than `tokens` tokens so far (le bounds are the engine's buckets).
 function stepsAbove(m, tokens) {
