@@ -16,6 +16,7 @@ APT_PACKAGES=(
   chromium
   prometheus systemd
   libnss-wrapper
+  libopenmpi-dev openmpi-bin
 )
 if [ "${KVSERVE_WITH_TORCH:-0}" = 1 ]; then
   APT_PACKAGES+=(python3-torch libopenblas0-pthread)

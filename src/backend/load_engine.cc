@@ -4,6 +4,7 @@
 #include <cctype>
 #include <thread>
 
+#include "backend/tensor_parallel.h"
 #include "base/sha256.h"
 #include "grammar/template_tool_format.h"
 #include "plan/model_shape.h"
@@ -68,10 +69,16 @@ StatusOr<LoadedEngine> LoadEngine(const EngineSpec& spec) {
                     spec.model_path + " hashes to " + got + ", the expected SHA-256 is " + want);
     }
   }
+  const int tp = spec.group != nullptr ? spec.group->size() : 1;
+  if (tp > 1 && spec.device != "cpu") {
+    return InvalidArgument("tensor parallel runs on device cpu, not '{}'", spec.device);
+  }
   LoadedEngine out;
   out.threads = spec.threads > 0 ? spec.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  KVS_ASSIGN_OR_RETURN(out.weights,
-                       model::LlamaModel::Load(spec.model_path, model::LoadOptions::ForDtype(spec.model_dtype)));
+  model::LoadOptions lo = model::LoadOptions::ForDtype(spec.model_dtype);
+  lo.shard_rank = 0;
+  lo.shard_count = tp;
+  KVS_ASSIGN_OR_RETURN(out.weights, model::LlamaModel::Load(spec.model_path, lo));
   out.model = out.weights->config();
   out.weight_bytes = out.weights->weight_bytes();
   out.bf16_weight_bytes = out.weights->bf16_weight_bytes();
@@ -89,7 +96,10 @@ Status AssembleEngine(const EngineSpec& spec, LoadedEngine* loaded) {
   if (loaded->weights == nullptr) return FailedPrecondition("AssembleEngine: the weights were already taken");
   KVS_ASSIGN_OR_RETURN(const RunnerFactoryEntry* factory, FindRunnerFactory(spec.device));
   std::unique_ptr<model::LlamaModel> model = std::move(loaded->weights);
-  KVS_ASSIGN_OR_RETURN(const plan::ModelShape shape, plan::ShapeFromGgufFile(model->file(), spec.model_path));
+  KVS_ASSIGN_OR_RETURN(plan::ModelShape shape, plan::ShapeFromGgufFile(model->file(), spec.model_path));
+  const int tp = spec.group != nullptr ? spec.group->size() : 1;
+  // One rank's pool: its share of the KV heads (the weights are its shard's).
+  shape.kv_heads /= tp;
   plan::ServingPlanOptions po;
   po.memory_limit_bytes = spec.memory_limit_bytes;
   po.memory_fraction = spec.memory_fraction;
@@ -114,7 +124,18 @@ Status AssembleEngine(const EngineSpec& spec, LoadedEngine* loaded) {
   ro.num_window_blocks = static_cast<int32_t>(loaded->plan.num_window_blocks);  // sliding layers' own group
   ro.kv_dtype = spec.kv_dtype;
   ro.max_batch_tokens = std::max(spec.engine.max_num_batched_tokens, spec.engine.max_batch_size);
-  KVS_ASSIGN_OR_RETURN(std::unique_ptr<engine::ModelRunner> runner, factory->make(std::move(model), ro));
+  std::unique_ptr<engine::ModelRunner> runner;
+  if (tp > 1) {
+    TensorParallelSetup setup;
+    KVS_ASSIGN_OR_RETURN(setup.model_sha256, Sha256File(spec.model_path));
+    setup.model_dtype = spec.model_dtype;
+    setup.context = loaded->plan.context;
+    setup.runner = ro;
+    loaded->parallel_stats = std::make_shared<ParallelStatsBoard>(tp);
+    KVS_ASSIGN_OR_RETURN(runner, MakeTensorParallelRunner(std::move(model), setup, *spec.group, loaded->parallel_stats));
+  } else {
+    KVS_ASSIGN_OR_RETURN(runner, factory->make(std::move(model), ro));
+  }
   engine::EngineConfig ec = spec.engine;
   ec.max_context_length = static_cast<int32_t>(loaded->plan.context);
   if (spec.eos_from_tokenizer && loaded->tokenizer) ec.eos_token_ids = loaded->tokenizer->end_of_generation_ids();

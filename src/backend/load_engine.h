@@ -28,6 +28,7 @@
 #include <string>
 
 #include "backend/runner_factory.h"
+#include "base/collective.h"
 #include "base/dtype.h"
 #include "base/status.h"
 #include "engine/engine.h"
@@ -40,6 +41,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::backend {
+
+class ParallelStatsBoard;  // tensor_parallel.h
 
 struct EngineSpec {
   // What to load.
@@ -72,6 +75,11 @@ struct EngineSpec {
   // and a tokenizer, eos_token_ids to its end-of-generation ids.
   engine::EngineConfig engine;
   bool eos_from_tokenizer = true;
+  // Tensor parallel (backend/tensor_parallel.h): this process is rank 0 of
+  // `group` (size > 1): it loads shard 0 of the model, plans the KV pool of
+  // one rank (its share of the KV heads) and drives the other ranks. Needs
+  // device "cpu"; not owned.
+  Collective* group = nullptr;
 };
 
 struct LoadedEngine {
@@ -99,6 +107,8 @@ struct LoadedEngine {
   // With assemble_engine (or after AssembleEngine): not started.
   std::unique_ptr<engine::Engine> engine;
   plan::ServingPlan plan;
+  // Tensor parallel (EngineSpec::group): every rank's work so far, for metrics.
+  std::shared_ptr<ParallelStatsBoard> parallel_stats;
   // After MakeRunner: a runner driven directly, without an engine.
   std::unique_ptr<engine::ModelRunner> runner;
 };

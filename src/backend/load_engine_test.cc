@@ -9,8 +9,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <thread>
+
 #include "backend/cpu_runner.h"
+#include "backend/tensor_parallel.h"
 #include "base/test_util.h"
+#include "base/testing/thread_collective.h"
 #include "engine/engine.h"
 
 namespace kvs::backend {
@@ -147,6 +152,59 @@ TEST(LoadEngineTest, UnknownDeviceIsRefusedNamingTheAcceptedOnes) {
   ASSERT_FALSE(RunnerFactories().empty());
   EXPECT_EQ(RunnerFactories().front().device, "cpu");
   EXPECT_TRUE(FindRunnerFactory("cpu").ok());
+}
+
+// Tensor parallel (tensor_parallel.h) with the ranks as threads: rank 0's
+// engine over its shard drives rank 1's worker loop, and the pair
+// generates the recorded tokens; the engine can be assembled again (a
+// reload) before the workers are shut down.
+TEST(LoadEngineTest, TensorParallelRanksGenerateTheRecordedTokens) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  testing::ThreadGroup group(2);
+  Status worker_status;
+  std::thread worker([&] { worker_status = RunTensorParallelWorker(group.member(1), path, 1); });
+  for (int round = 0; round < 2; ++round) {
+    EngineSpec spec = Spec(path);
+    spec.threads = 1;
+    spec.group = &group.member(0);
+    auto loaded = LoadEngine(spec);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ(loaded->model.n_kv_heads, 2) << "rank 0 holds half of the 4 KV heads";
+    ASSERT_TRUE(loaded->engine->Start().ok());
+    EXPECT_EQ(Greedy(*loaded->engine, kPromptTokens), kRecorded) << "round " << round;
+    loaded->engine->Stop();
+  }
+  ShutdownTensorParallelWorkers(group.member(0));
+  worker.join();
+  EXPECT_TRUE(worker_status.ok()) << worker_status.ToString();
+}
+
+// A worker whose file is not rank 0's refuses to start, and rank 0's
+// LoadEngine fails saying how many ranks could not.
+TEST(LoadEngineTest, TensorParallelRefusesAWorkerWithAnotherFile) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  auto dir = kvs::testing::TempDir("tp");
+  const std::string copy = (dir / "other.gguf").string();
+  std::filesystem::copy_file(path, copy);
+  {
+    std::FILE* f = std::fopen(copy.c_str(), "ab");
+    ASSERT_NE(f, nullptr);
+    std::fputc(0, f);  // one byte more: another SHA-256, still a valid file
+    std::fclose(f);
+  }
+  testing::ThreadGroup group(2);
+  Status worker_status;
+  std::thread worker([&] { worker_status = RunTensorParallelWorker(group.member(1), copy, 1); });
+  EngineSpec spec = Spec(path);
+  spec.threads = 1;
+  spec.group = &group.member(0);
+  auto loaded = LoadEngine(spec);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("1 of the 2 ranks could not load their shard"), std::string::npos)
+      << loaded.status().ToString();
+  ShutdownTensorParallelWorkers(group.member(0));
+  worker.join();
+  EXPECT_TRUE(worker_status.ok()) << worker_status.ToString();
 }
 
 }  // namespace

@@ -10,6 +10,16 @@
 
 namespace kvs::backend {
 
+// One rank's share of a tensor-parallel group's work so far
+// (backend/tensor_parallel.h): seconds in its forward passes (all-reduces
+// included), seconds and payload bytes of its all-reduces, steps.
+struct ParallelRankStats {
+  double forward_seconds = 0;
+  double allreduce_seconds = 0;
+  double allreduce_bytes = 0;
+  double steps = 0;
+};
+
 // The geometry of a runner's KV storage and activation buffers, whatever
 // the device.
 struct RunnerOptions {

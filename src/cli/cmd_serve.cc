@@ -5,10 +5,18 @@
 // 1 when the port or the model cannot be used, 2 for bad configuration.
 // (The test servers over a fake backend are a separate, test-only binary:
 // src/server/testing/fake_serve_main.cc.)
+#include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "api/routes.h"
+#include "backend/mpi_collective.h"
+#include "backend/tensor_parallel.h"
+#include "base/signal_block.h"
 #include "bench/needle_run.h"
 #include "cli/command.h"
 #include "cli/default_model.h"
@@ -90,6 +98,50 @@ const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatib
                      std::fprintf(stderr, "kvserve serve: %s\n", kNoModelMessage);
                      return 2;
                    }
+                   // Tensor parallel: every rank runs this same command under mpirun;
+                   // rank 0 goes on to serve, the others follow its engine.
+                   std::shared_ptr<backend::MpiGroup> group;
+                   // Blocked before MPI starts its threads, which inherit the mask: mpirun
+                   // forwards SIGTERM to every rank, and a worker must not die of it but
+                   // end when rank 0, having drained, tells it to (RunServe handles the
+                   // signals on rank 0).
+                   std::optional<SignalBlock> mpi_signals;
+                   if (cfg.runtime.tensor_parallel > 1) {
+                     mpi_signals.emplace(std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP});
+                     auto g = backend::MpiGroup::Open();
+                     if (!g.ok()) {
+                       std::fprintf(stderr, "kvserve serve: runtime.tensor_parallel %lld: %s\n",
+                                    static_cast<long long>(cfg.runtime.tensor_parallel), g.status().message().c_str());
+                       return 1;
+                     }
+                     group = std::move(*g);
+                     if (group->size() != cfg.runtime.tensor_parallel) {
+                       if (group->rank() == 0) {
+                         std::fprintf(stderr,
+                                      "kvserve serve: runtime.tensor_parallel is %lld but %d process(es) were started; "
+                                      "start them with mpirun -np %lld kvserve serve ...\n",
+                                      static_cast<long long>(cfg.runtime.tensor_parallel), group->size(),
+                                      static_cast<long long>(cfg.runtime.tensor_parallel));
+                       }
+                       return 2;  // the group's destructor ends every rank
+                     }
+                     if (group->rank() != 0) {
+                       // Its own logger: rank 0's lines and a worker's interleave on mpirun's stderr.
+                       spdlog::set_default_logger(spdlog::stderr_color_mt(fmt::format("kvserve rank {}", group->rank())));
+                       spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
+                       const Status w = backend::RunTensorParallelWorker(*group, cfg.model.path,
+                                                                         static_cast<int>(cfg.runtime.threads));
+                       if (!w.ok()) {
+                         std::fprintf(stderr, "kvserve serve: tensor parallel rank %d: %s\n", group->rank(),
+                                      w.message().c_str());
+                         return 1;
+                       }
+                       group->MarkDone();
+                       return 0;
+                     }
+                     std::fprintf(stderr, "kvserve serve: tensor parallel: rank 0 of %d on %s serves; the others follow\n",
+                                  group->size(), group->host().c_str());
+                   }
                    // SIGHUP: the same file and command line, read again.
                    opts->reload = [a, model = cfg.model.path]() -> StatusOr<server::ServeConfig> {
                      server::ServeConfig fresh;
@@ -97,14 +149,19 @@ const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatib
                      if (fresh.model.path.empty()) fresh.model.path = model;  // the default found at start
                      return fresh;
                    };
-                   return server::RunServe(
+                   const int rc = server::RunServe(
                        cfg,
-                       [](const server::ServeConfig& c) -> StatusOr<std::unique_ptr<server::InferenceBackend>> {
-                         auto b = server::EngineBackend::Load(c);
+                       [group](const server::ServeConfig& c) -> StatusOr<std::unique_ptr<server::InferenceBackend>> {
+                         auto b = server::EngineBackend::Load(c, group.get());
                          if (!b.ok()) return b.status();
                          return std::unique_ptr<server::InferenceBackend>(std::move(*b));
                        },
                        *opts);
+                   if (group != nullptr) {
+                     backend::ShutdownTensorParallelWorkers(*group);
+                     group->MarkDone();
+                   }
+                   return rc;
                  };
                }});
 

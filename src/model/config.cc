@@ -42,6 +42,25 @@ Status ModelConfig::Validate() const {
   return Status::Ok();
 }
 
+Status ModelConfig::CheckTensorParallel(int n) const {
+  if (n < 1) return InvalidArgument("tensor_parallel must be at least 1, got {}", n);
+  if (n == 1) return Status::Ok();
+  if (is_moe()) return InvalidArgument("tensor_parallel {}: mixture-of-experts models are not sharded yet", n);
+  if (n_kv_heads % n != 0) {
+    return InvalidArgument("tensor_parallel {}: the model has {} KV heads, which {} ranks cannot share evenly "
+                           "(each rank holds whole KV heads; use a divisor of {})",
+                           n, n_kv_heads, n, n_kv_heads);
+  }
+  if (n_heads % n != 0) {
+    return InvalidArgument("tensor_parallel {}: the model has {} attention heads, which {} ranks cannot share evenly",
+                           n, n_heads, n);
+  }
+  if (ffn % n != 0) {
+    return InvalidArgument("tensor_parallel {}: the FFN width {} does not divide by {}", n, ffn, n);
+  }
+  return Status::Ok();
+}
+
 int32_t ModelConfig::NumSlidingLayers() const {
   int32_t n = 0;
   for (int32_t l = 0; l < n_layers; ++l) n += IsSliding(l);

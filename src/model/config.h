@@ -88,6 +88,11 @@ struct ModelConfig {
   bool is_moe() const { return n_experts > 0; }
 
   int32_t q_dim() const { return n_heads * head_dim; }
+  // Whether `tensor_parallel` ranks can share this model's heads and FFN
+  // (model::LoadOptions::shard_count): query heads, KV heads (not
+  // replicated) and the FFN width must divide evenly, and mixture-of-experts
+  // layers are not sharded. InvalidArgument names the limit.
+  Status CheckTensorParallel(int tensor_parallel) const;
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   bool IsSliding(int32_t layer) const {
     if (sliding_window <= 0) return false;

@@ -31,6 +31,13 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::FromFile(std::unique_ptr<gguf:
   m->file_ = std::move(file);
   KVS_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromGguf(*m->file_));
   KVS_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*m->file_, m->config_, options));
+  if (options.shard_count > 1) {
+    // What this rank computes from here on (ModelWeights::Shard checked the division).
+    m->shard_count_ = options.shard_count;
+    m->config_.n_heads /= options.shard_count;
+    m->config_.n_kv_heads /= options.shard_count;
+    m->config_.ffn /= options.shard_count;
+  }
   m->SetContextLength(m->config_.context_length);
   return m;
 }
@@ -191,7 +198,11 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
     rows += s.NumLogits();
   }
   if (T == 0) return Status::Ok();
-  if (static_cast<int64_t>(logits.size()) != rows * c.vocab) {
+  if (shard_count_ > 1 && (collective_ == nullptr || collective_->size() != shard_count_)) {
+    return FailedPrecondition("a shard of {} needs a collective of {} ranks", shard_count_, shard_count_);
+  }
+  const bool skip_logits = shard_count_ > 1 && collective_->rank() != 0 && logits.empty();
+  if (!skip_logits && static_cast<int64_t>(logits.size()) != rows * c.vocab) {
     return InvalidArgument("logits buffer has {} floats, batch needs {}", logits.size(), rows * c.vocab);
   }
   ReserveTokens(T);
@@ -275,6 +286,7 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
     attention_.Run(cache, {cache_layer, c.n_heads, att_scale, sliding ? c.sliding_window : 0, c.attn_softcap},
                    kv_batch, q_.data(), att_.data(), pool);
     kernels::MatMul(L.wo, att_.data(), T, tmp_.data(), pool);
+    if (shard_count_ > 1) collective_->AllReduceSum({tmp_.data(), static_cast<size_t>(T * H)});
     if (L.attn_post_norm != nullptr) {
       for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(tmp_.data() + t * H, L.attn_post_norm, tmp_.data() + t * H, H, c.rms_eps);
     }
@@ -293,12 +305,14 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
       kernels::GatedMatMul(L.w_gate, L.w_up, xn_.data(), T, gate_.data(), up_.data(), pool);
     }
     if (!c.is_moe()) kernels::MatMul(L.w_down, gate_.data(), T, tmp_.data(), pool);
+    if (shard_count_ > 1) collective_->AllReduceSum({tmp_.data(), static_cast<size_t>(T * H)});
     if (L.ffn_post_norm != nullptr) {
       for (int64_t t = 0; t < T; ++t) kernels::RmsNorm(tmp_.data() + t * H, L.ffn_post_norm, tmp_.data() + t * H, H, c.rms_eps);
     }
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
   }
 
+  if (skip_logits) return Status::Ok();
   // Final norm on the rows whose logits are wanted, gathered into xn_.
   int64_t r = 0;
   {

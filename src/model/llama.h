@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/collective.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf.h"
 #include "kvcache/forward_batch.h"
@@ -41,7 +42,15 @@ class LlamaModel {
   static StatusOr<std::unique_ptr<LlamaModel>> FromFile(std::unique_ptr<gguf::GgufFile> file,
                                                         const LoadOptions& options = {});
 
+  // The shape this process computes: with LoadOptions::shard_count > 1,
+  // n_heads, n_kv_heads and ffn are this rank's share (the KV cache is sized
+  // by them).
   const ModelConfig& config() const { return config_; }
+  // Tensor parallel: the group that sums the partial outputs of the
+  // attention output and FFN down projections (one all-reduce each per
+  // layer). Required when the model was loaded as a shard; not owned.
+  void SetCollective(Collective* collective) { collective_ = collective; }
+  int shard_count() const { return shard_count_; }
   const gguf::GgufFile& file() const { return *file_; }
   uint64_t weight_bytes() const { return weights_->total_bytes; }
   // Bytes of the BF16 copies of float matrices (LoadOptions), 0 without.
@@ -74,6 +83,8 @@ class LlamaModel {
   };
 
   // logits: [batch.NumLogits(), vocab] (forward_batch.h says which rows).
+  // A shard of rank > 0 may pass an empty span: it then stops before the
+  // output head (rank 0 samples).
   Status Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache& cache, std::span<float> logits,
                  ThreadPool& pool) {
     return Forward(batch, KvCaches{&cache, nullptr}, logits, pool);
@@ -89,6 +100,8 @@ class LlamaModel {
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;
   std::unique_ptr<ModelWeights> weights_;
+  int shard_count_ = 1;
+  Collective* collective_ = nullptr;
   // RoPE of one kind of layer: global (0) and sliding-window (1) layers may
   // rotate with different bases and scales (Gemma).
   struct RopeTable {

@@ -165,9 +165,65 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
       KVS_ASSIGN_OR_RETURN(L.w_down, matrix(p + "ffn_down.weight", c.hidden, c.ffn));
     }
   }
+  if (options.shard_count > 1) KVS_RETURN_IF_ERROR(w->Shard(c, options.shard_rank, options.shard_count));
   w->PlaceFloatMatrices(f, options);
   w->PackMatrices(f);
   return w;
+}
+
+Status ModelWeights::Shard(const ModelConfig& c, int rank, int count) {
+  KVS_RETURN_IF_ERROR(c.CheckTensorParallel(count));
+  if (rank < 0 || rank >= count) return InvalidArgument("shard {} of {} does not exist", rank, count);
+  const int64_t qd = c.q_dim() / count, kd = c.kv_dim() / count, ff = c.ffn / count;
+  uint64_t dropped = 0;  // bytes of the other shards' parts
+  auto rows = [&](kernels::MatView& m, int64_t n) {
+    dropped += static_cast<uint64_t>(RowBytes(m.type, m.cols) * (m.rows - n));
+    m = RowRange(m, rank * n, n);
+  };
+  // Columns [rank * n, (rank + 1) * n) of every row, copied: quantized
+  // blocks are never split, so n must be a whole number of them.
+  auto columns = [&](kernels::MatView& m, int64_t n, const char* name, int32_t layer) -> Status {
+    const int64_t block = Traits(m.type).block_size;
+    if (n % block != 0) {
+      return InvalidArgument(
+          "tensor parallel {}: blk.{}.{} ({}) would be split inside its {}-element blocks ({} columns per rank); "
+          "use a tensor_parallel that gives each rank a multiple of {} columns",
+          count, layer, name, DTypeName(m.type), block, n, block);
+    }
+    const int64_t row_in = RowBytes(m.type, m.cols), row_out = RowBytes(m.type, n), skip = RowBytes(m.type, rank * n);
+    std::unique_ptr<uint8_t[]>& out = slices_.emplace_back(new uint8_t[static_cast<size_t>(row_out * m.rows)]);
+    const auto* in = static_cast<const uint8_t*>(m.data);
+    for (int64_t r = 0; r < m.rows; ++r) {
+      std::memcpy(out.get() + r * row_out, in + r * row_in + skip, static_cast<size_t>(row_out));
+    }
+    dropped += static_cast<uint64_t>((row_in - row_out) * m.rows);
+    m.data = out.get();
+    m.cols = n;
+    return Status::Ok();
+  };
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerWeights& L = layers[i];
+    const auto layer = static_cast<int32_t>(i);
+    rows(L.wq, qd);
+    rows(L.wk, kd);
+    rows(L.wv, kd);
+    KVS_RETURN_IF_ERROR(columns(L.wo, qd, "attn_output", layer));
+    if (L.bq != nullptr) {
+      L.bq += rank * qd;
+      L.bk += rank * kd;
+      L.bv += rank * kd;
+    }
+    rows(L.w_gate, ff);
+    rows(L.w_up, ff);
+    KVS_RETURN_IF_ERROR(columns(L.w_down, ff, "ffn_down", layer));
+  }
+  // The head stays in the file: rank 0 computes every logit.
+  if (rank > 0) {
+    output_unused_ = true;
+    if (output.data != token_embd.data) dropped += static_cast<uint64_t>(RowBytes(output.type, output.cols) * output.rows);
+  }
+  total_bytes -= dropped;
+  return Status::Ok();
 }
 
 namespace {
@@ -181,6 +237,10 @@ bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DTyp
 // scalar path, maps them in again).
 void DropPages(const gguf::GgufFile& f, const void* data, int64_t bytes) {
   if (!f.mapped()) return;
+  // Only the file's own pages (a shard's column slices are copies on the heap).
+  const std::span<const uint8_t> file = f.bytes();
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (p < file.data() || p + bytes > file.data() + file.size()) return;
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(data);
   const uintptr_t lo = (begin + page - 1) / page * page;
@@ -213,7 +273,7 @@ std::vector<std::pair<kernels::MatView*, bool>> ModelWeights::Matrices() {
       for (kernels::MatView& m : *v) todo.emplace_back(&m, true);
     }
   }
-  todo.emplace_back(&output, output.data != token_embd.data);
+  if (!output_unused_) todo.emplace_back(&output, output.data != token_embd.data);
   return todo;
 }
 

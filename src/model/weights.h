@@ -48,6 +48,16 @@ struct LoadOptions {
   static LoadOptions ForDtype(const std::string& dtype);
 
   bool converts() const { return f32_matrices_as_bf16 || f16_matrices_as_bf16; }
+
+  // Tensor parallel (Megatron-style): this process holds shard `shard_rank`
+  // of `shard_count`: its share of the query and KV heads (rows of wq, wk,
+  // wv and their biases; columns of wo) and of the FFN (rows of gate and up,
+  // columns of down). Embeddings and norms are whole on every rank; the
+  // output head is packed and counted on rank 0 only, which computes every
+  // logit. ModelConfig::CheckTensorParallel says which counts a model
+  // takes.
+  int shard_rank = 0;
+  int shard_count = 1;
 };
 
 // A layer's mixture-of-experts FFN (ModelConfig::is_moe()).
@@ -104,8 +114,16 @@ struct ModelWeights {
   void PlaceFloatMatrices(const gguf::GgufFile& file, const LoadOptions& options);
   // Packs every matrix the active kernels read packed (see above).
   void PackMatrices(const gguf::GgufFile& file);
+  // Keeps shard `rank` of `count` of each layer's matrices (LoadOptions).
+  Status Shard(const ModelConfig& config, int rank, int count);
 
   std::vector<std::vector<float>> owned_;  // f32 copies of non-f32 vectors
+  // Shards of rank > 0 never compute logits (rank 0 samples): their output
+  // head is neither packed nor counted.
+  bool output_unused_ = false;
+  // Column slices of wo and w_down (Shard): a row's share is not contiguous
+  // in the file, so it is copied.
+  std::vector<std::unique_ptr<uint8_t[]>> slices_;
   HugeBuffer packed_;  // every packed panel, each 64-byte aligned
   HugeBuffer floats_;  // the BF16 and as-stored float copies, each 64-byte aligned
 };

@@ -39,6 +39,7 @@
 
 #include "api/prompt.h"
 #include "api/response.h"
+#include "backend/runner_options.h"
 #include "base/status.h"
 #include "engine/engine.h"
 #include "grammar/reasoning.h"
@@ -88,6 +89,8 @@ struct BackendStats {
   engine::EngineStats engine;
   MemoryAccounts memory;
   int64_t max_admissible_context = 0;  // longest request (prompt + output) that fits right now
+  // Tensor parallel: every rank's work so far (empty otherwise).
+  std::vector<backend::ParallelRankStats> parallel_ranks;
 };
 
 // A rendered chat prompt (api/prompt.h: what prompt preparation reads).

@@ -155,6 +155,10 @@ const Keys& Table() {
                              NonEmpty));
     t.push_back(Keys::Int("runtime.threads", "threads", [](ServeConfig& c) -> int64_t& { return c.runtime.threads; }, 0, 1024,
                           "Compute threads; 0: one per core"));
+    t.push_back(Keys::Int("runtime.tensor_parallel", "tensor-parallel",
+                          [](ServeConfig& c) -> int64_t& { return c.runtime.tensor_parallel; }, 1, 64,
+                          "Processes that share the model's heads and FFN (Megatron-style), started together by "
+                          "`mpirun -np N kvserve serve --tensor-parallel N`; rank 0 serves HTTP (docs/parallel.md)"));
     t.push_back(Keys::Int("runtime.max_batch_size", "max-batch-size", [](ServeConfig& c) -> int64_t& { return c.runtime.max_batch_size; },
                           1, 4096, "Sequences running at once"));
     t.push_back(Keys::Int("runtime.max_num_batched_tokens", "max-num-batched-tokens",

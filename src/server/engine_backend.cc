@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "backend/tensor_parallel.h"
 #include "kernels/kernels.h"
 #include "plan/device.h"
 #include "plan/plan.h"
@@ -77,9 +78,18 @@ StatusOr<backend::EngineSpec> EngineSpecFromConfig(const ServeConfig& config) {
   return spec;  // eos_token_ids: the tokenizer's (LoadEngine)
 }
 
-StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& config) {
+StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& config, Collective* group) {
   std::unique_ptr<EngineBackend> b(new EngineBackend());
-  KVS_ASSIGN_OR_RETURN(const backend::EngineSpec spec, EngineSpecFromConfig(config));
+  KVS_ASSIGN_OR_RETURN(backend::EngineSpec spec, EngineSpecFromConfig(config));
+  if (group != nullptr && group->size() > 1) {
+    spec.group = group;
+    if (!spec.engine.kv_disk.path.empty()) {
+      // A block's KV is spread over the ranks; the disk tier stores whole blocks.
+      spdlog::warn("kv_cache.disk: off with runtime.tensor_parallel {} (each rank holds part of every block)",
+                   group->size());
+      spec.engine.kv_disk = {};
+    }
+  }
   KVS_ASSIGN_OR_RETURN(backend::LoadedEngine loaded, backend::LoadEngine(spec));
   if (loaded.bf16_weight_bytes > 0) {
     spdlog::info("model.dtype {}: {} bytes of {} matrices converted to BF16{}", config.model.dtype,
@@ -115,6 +125,7 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   }
 
   b->engine_ = std::move(loaded.engine);
+  b->parallel_stats_ = std::move(loaded.parallel_stats);
   KVS_RETURN_IF_ERROR(b->engine_->Start());
   const plan::ServingPlan& plan = loaded.plan;
   b->memory_.weights_bytes = plan.weights_bytes;
@@ -252,6 +263,7 @@ BackendStats EngineBackend::Stats() {
   // Every KV group counts (a sliding-window model's window group too): the
   // engine computes it with the rule its admission follows.
   s.max_admissible_context = std::min<int64_t>(info_.limits.max_context_length, s.engine.max_admissible_tokens);
+  if (parallel_stats_ != nullptr) s.parallel_ranks = parallel_stats_->Snapshot();
   return s;
 }
 

@@ -38,8 +38,9 @@ StatusOr<backend::EngineSpec> EngineSpecFromConfig(const ServeConfig& config);
 class EngineBackend : public InferenceBackend {
  public:
   // Loads the model of config.model.path (LoadEngine over
-  // EngineSpecFromConfig) and starts the engine.
-  static StatusOr<std::unique_ptr<EngineBackend>> Load(const ServeConfig& config);
+  // EngineSpecFromConfig) and starts the engine. With `group` (size
+  // runtime.tensor_parallel > 1), as rank 0 of it (backend/tensor_parallel.h).
+  static StatusOr<std::unique_ptr<EngineBackend>> Load(const ServeConfig& config, Collective* group = nullptr);
   ~EngineBackend() override;
 
   const ModelInfo& Info() const override { return info_; }
@@ -67,6 +68,7 @@ class EngineBackend : public InferenceBackend {
 
   ModelInfo info_;
   MemoryAccounts memory_;
+  std::shared_ptr<backend::ParallelStatsBoard> parallel_stats_;  // tensor parallel only
   std::unique_ptr<tok::Tokenizer> tok_;
   std::unique_ptr<tmpl::ChatTemplate> template_;
   std::unique_ptr<engine::Engine> engine_;

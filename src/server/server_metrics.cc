@@ -159,6 +159,18 @@ ServerMetrics::ServerMetrics()
       ready(registry.Gauge0("kvserve:ready", "1 when the model is loaded and the server accepts requests.")),
       model_info(registry.AddGauge("kvserve:model_info", "1 for the model being served (its id and SHA-256).",
                                    {"model", "sha256"})),
+      tp_forward_seconds(registry.AddCounter("kvserve:tensor_parallel_forward_seconds_total",
+                                             "Tensor parallel: seconds of forward passes per rank, its all-reduces "
+                                             "included.",
+                                             {"rank"})),
+      tp_allreduce_seconds(registry.AddCounter("kvserve:tensor_parallel_allreduce_seconds_total",
+                                               "Tensor parallel: seconds per rank in all-reduces (the transfer and "
+                                               "the wait for the slowest rank).",
+                                               {"rank"})),
+      tp_allreduce_bytes(registry.AddCounter("kvserve:tensor_parallel_allreduce_bytes_total",
+                                             "Tensor parallel: bytes each rank contributed to all-reduces.", {"rank"})),
+      tp_steps(registry.AddCounter("kvserve:tensor_parallel_steps_total", "Tensor parallel: forward passes per rank.",
+                                   {"rank"})),
       process(registry, "kvserve:") {
   for (int64_t c : kPromptClasses) ttft_by_length.With({std::to_string(c)});
   ttft_by_length.With({"+Inf"});
@@ -193,6 +205,14 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
   memory_bytes.With({"activations"}).Set(static_cast<double>(stats->memory.activation_bytes));
   memory_bytes.With({"overhead"}).Set(static_cast<double>(stats->memory.overhead_bytes));
   max_admissible_context.Set(static_cast<double>(stats->max_admissible_context));
+  for (size_t r = 0; r < stats->parallel_ranks.size(); ++r) {
+    const backend::ParallelRankStats& p = stats->parallel_ranks[r];
+    const std::string rank = std::to_string(r);
+    tp_forward_seconds.With({rank}).SetMax(p.forward_seconds);
+    tp_allreduce_seconds.With({rank}).SetMax(p.allreduce_seconds);
+    tp_allreduce_bytes.With({rank}).SetMax(p.allreduce_bytes);
+    tp_steps.With({rank}).SetMax(p.steps);
+  }
   prefix_queried_tokens.SetMax(static_cast<double>(s.prefix_query_tokens));
   prefix_hit_tokens.SetMax(static_cast<double>(s.prefix_hit_tokens));
   prefix_hit_tokens_by_tier.With({"ram"}).SetMax(static_cast<double>(s.prefix_hit_tokens - s.prefix_disk_hit_tokens));

@@ -106,6 +106,12 @@ struct ServerMetrics {
   Gauge& resident_memory;
   Gauge& ready;                    // 1 when serving, 0 while loading or draining
   Family<Gauge>& model_info;       // {model, sha256}: 1 for the model being served
+  // Tensor parallel (runtime.tensor_parallel > 1), per rank {rank}: what
+  // rank 0 last heard (backend::ParallelStatsBoard, every 16 steps).
+  Family<Counter>& tp_forward_seconds;
+  Family<Counter>& tp_allreduce_seconds;
+  Family<Counter>& tp_allreduce_bytes;
+  Family<Counter>& tp_steps;
   metrics::ProcessMetrics process; // process_* (standard names) and kvserve:build_info
 };
 

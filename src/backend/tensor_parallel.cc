@@ -1,0 +1,341 @@
+#include "backend/tensor_parallel.h"
+
+#include <chrono>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "base/sha256.h"
+
+namespace kvs::backend {
+namespace {
+
+enum class Op : uint8_t { kSetup = 1, kForward, kRelease, kReleaseWindow, kEnd, kShutdown };
+
+// Little-endian as the hosts are: every rank runs the same build on x86-64.
+class Writer {
+ public:
+  explicit Writer(Op op) { Put<uint8_t>(static_cast<uint8_t>(op)); }
+  template <typename T>
+  void Put(T v) {
+    const size_t at = b_.size();
+    b_.resize(at + sizeof(T));
+    std::memcpy(b_.data() + at, &v, sizeof(T));
+  }
+  void PutInts(std::span<const int32_t> v) {
+    Put<uint32_t>(static_cast<uint32_t>(v.size()));
+    const size_t at = b_.size();
+    b_.resize(at + v.size_bytes());
+    if (!v.empty()) std::memcpy(b_.data() + at, v.data(), v.size_bytes());
+  }
+  void PutString(const std::string& s) {
+    Put<uint32_t>(static_cast<uint32_t>(s.size()));
+    b_.insert(b_.end(), s.begin(), s.end());
+  }
+  std::vector<uint8_t>& bytes() { return b_; }
+
+ private:
+  std::vector<uint8_t> b_;
+};
+
+// Reads what Writer wrote; a short message is a bug on rank 0 (same build), so CHECK-style abort.
+class Reader {
+ public:
+  explicit Reader(const std::vector<uint8_t>& b) : b_(b) {}
+  template <typename T>
+  T Get() {
+    T v;
+    Need(sizeof(T));
+    std::memcpy(&v, b_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  void GetInts(std::vector<int32_t>& out) {
+    const uint32_t n = Get<uint32_t>();
+    Need(n * sizeof(int32_t));
+    out.resize(n);
+    if (n > 0) std::memcpy(out.data(), b_.data() + at_, n * sizeof(int32_t));
+    at_ += n * sizeof(int32_t);
+  }
+  std::string GetString() {
+    const uint32_t n = Get<uint32_t>();
+    Need(n);
+    std::string s(reinterpret_cast<const char*>(b_.data() + at_), n);
+    at_ += n;
+    return s;
+  }
+
+ private:
+  void Need(size_t n) {
+    if (at_ + n > b_.size()) {
+      spdlog::critical("tensor parallel: a message from rank 0 is shorter than its contents");
+      std::abort();
+    }
+  }
+  const std::vector<uint8_t>& b_;
+  size_t at_ = 0;
+};
+
+void Send(Collective& group, Writer& w) { group.Broadcast(w.bytes(), 0); }
+
+std::vector<uint8_t> EncodeSetup(const TensorParallelSetup& s) {
+  Writer w(Op::kSetup);
+  w.PutString(s.model_sha256);
+  w.PutString(s.model_dtype);
+  w.Put<int64_t>(s.context);
+  w.Put<int32_t>(s.runner.block_size);
+  w.Put<int32_t>(s.runner.num_blocks);
+  w.Put<int32_t>(s.runner.num_window_blocks);
+  w.Put<uint32_t>(static_cast<uint32_t>(s.runner.kv_dtype));
+  w.Put<int64_t>(s.runner.max_batch_tokens);
+  return std::move(w.bytes());
+}
+
+TensorParallelSetup DecodeSetup(Reader& r) {
+  TensorParallelSetup s;
+  s.model_sha256 = r.GetString();
+  s.model_dtype = r.GetString();
+  s.context = r.Get<int64_t>();
+  s.runner.block_size = r.Get<int32_t>();
+  s.runner.num_blocks = r.Get<int32_t>();
+  s.runner.num_window_blocks = r.Get<int32_t>();
+  s.runner.kv_dtype = static_cast<DType>(r.Get<uint32_t>());
+  s.runner.max_batch_tokens = r.Get<int64_t>();
+  return s;
+}
+
+// What this rank did since its last report, as the board's deltas.
+class RankMeter {
+ public:
+  explicit RankMeter(Collective& group) : group_(group) {}
+  void AddForward(double seconds) {
+    forward_seconds_ += seconds;
+    ++steps_;
+  }
+  // Every rank calls it at the same step: one all-reduce of [ranks, 4].
+  void Report(ParallelStatsBoard* board) {
+    std::vector<float> v(4 * static_cast<size_t>(group_.size()), 0.0f);
+    float* mine = v.data() + 4 * group_.rank();
+    mine[0] = static_cast<float>(forward_seconds_);
+    mine[1] = static_cast<float>(group_.allreduce_seconds() - reported_ar_seconds_);
+    mine[2] = static_cast<float>(group_.allreduce_bytes() - reported_ar_bytes_);
+    mine[3] = static_cast<float>(steps_);
+    forward_seconds_ = 0;
+    steps_ = 0;
+    group_.AllReduceSum(v);
+    // This report's own all-reduce is not the model's: left out of the next.
+    reported_ar_seconds_ = group_.allreduce_seconds();
+    reported_ar_bytes_ = group_.allreduce_bytes();
+    if (board != nullptr) board->Add(v);
+  }
+
+ private:
+  Collective& group_;
+  double forward_seconds_ = 0;
+  int64_t steps_ = 0;
+  double reported_ar_seconds_ = 0;
+  int64_t reported_ar_bytes_ = 0;
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Every rank says whether it is ready (0) or not (1); the number not ready.
+int CountNotReady(Collective& group, bool ready) {
+  float flag = ready ? 0.0f : 1.0f;
+  group.AllReduceSum({&flag, 1});
+  return static_cast<int>(flag + 0.5f);
+}
+
+// Rank 0's runner: the workers first, then its own shard.
+class LeaderRunner : public engine::ModelRunner {
+ public:
+  LeaderRunner(std::unique_ptr<CpuRunner> local, Collective& group, std::shared_ptr<ParallelStatsBoard> stats)
+      : local_(std::move(local)), group_(group), meter_(group), stats_(std::move(stats)) {}
+  ~LeaderRunner() override {
+    Writer w(Op::kEnd);
+    Send(group_, w);
+  }
+  int32_t vocab_size() const override { return local_->vocab_size(); }
+  int32_t block_size() const override { return local_->block_size(); }
+  int32_t num_blocks() const override { return local_->num_blocks(); }
+  int32_t window() const override { return local_->window(); }
+  int32_t num_window_blocks() const override { return local_->num_window_blocks(); }
+  int64_t kv_committed_bytes() const override { return local_->kv_committed_bytes(); }
+  // BlockBytes / LoadBlock: not offered: a block's KV is spread over the
+  // ranks, so the disk tier does not hold it.
+
+  Status Forward(const engine::ForwardBatch& batch, std::span<float> logits) override {
+    Writer w(Op::kForward);
+    w.Put<uint32_t>(static_cast<uint32_t>(batch.seqs.size()));
+    for (const engine::ForwardSeq& s : batch.seqs) {
+      w.Put<int64_t>(s.seq_id);
+      w.Put<int32_t>(s.start_pos);
+      w.Put<uint8_t>(static_cast<uint8_t>((s.want_logits ? 1 : 0) | (s.all_logits ? 2 : 0) | (s.decode_rows ? 4 : 0)));
+      w.PutInts(s.tokens);
+      w.PutInts(s.block_table);
+      w.PutInts(s.window_block_table);
+    }
+    const bool report = ++steps_ % ParallelStatsBoard::kReportEvery == 0;
+    w.Put<uint8_t>(report ? 1 : 0);
+    Send(group_, w);
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status st = local_->Forward(batch, logits);
+    meter_.AddForward(SecondsSince(t0));
+    if (report) meter_.Report(stats_.get());
+    return st;
+  }
+  void ReleaseBlocks(std::span<const int32_t> ids) override { Release(Op::kRelease, ids); }
+  void ReleaseWindowBlocks(std::span<const int32_t> ids) override { Release(Op::kReleaseWindow, ids); }
+
+ private:
+  void Release(Op op, std::span<const int32_t> ids) {
+    Writer w(op);
+    w.PutInts(ids);
+    Send(group_, w);
+    if (op == Op::kRelease) {
+      local_->ReleaseBlocks(ids);
+    } else {
+      local_->ReleaseWindowBlocks(ids);
+    }
+  }
+
+  std::unique_ptr<CpuRunner> local_;
+  Collective& group_;
+  RankMeter meter_;
+  std::shared_ptr<ParallelStatsBoard> stats_;
+  int64_t steps_ = 0;
+};
+
+// A worker's shard for one setup, or why it has none.
+StatusOr<std::unique_ptr<CpuRunner>> StartShard(Collective& group, const TensorParallelSetup& s,
+                                                const std::string& model_path, int threads) {
+  KVS_ASSIGN_OR_RETURN(const std::string sha, Sha256File(model_path));
+  if (!s.model_sha256.empty() && sha != s.model_sha256) {
+    return DataLoss("{} hashes to {}, rank 0's model file to {}: every rank must load the same file", model_path, sha,
+                    s.model_sha256);
+  }
+  model::LoadOptions lo = model::LoadOptions::ForDtype(s.model_dtype);
+  lo.shard_rank = group.rank();
+  lo.shard_count = group.size();
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model, model::LlamaModel::Load(model_path, lo));
+  model->SetContextLength(s.context);
+  model->SetCollective(&group);
+  RunnerOptions ro = s.runner;
+  ro.threads = threads;
+  return CpuRunner::Create(std::move(model), ro);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<engine::ModelRunner>> MakeTensorParallelRunner(std::unique_ptr<model::LlamaModel> model,
+                                                                        const TensorParallelSetup& setup,
+                                                                        Collective& group,
+                                                                        std::shared_ptr<ParallelStatsBoard> stats) {
+  if (group.rank() != 0) return FailedPrecondition("tensor parallel: only rank 0 runs the engine");
+  if (model->shard_count() != group.size()) {
+    return FailedPrecondition("tensor parallel: the model was loaded as {} shards for a group of {}",
+                              model->shard_count(), group.size());
+  }
+  std::vector<uint8_t> msg = EncodeSetup(setup);
+  group.Broadcast(msg, 0);
+  model->SetCollective(&group);
+  auto local = CpuRunner::Create(std::move(model), setup.runner);
+  const int not_ready = CountNotReady(group, local.ok());
+  if (!local.ok()) return local.status().WithContext("tensor parallel rank 0");
+  if (not_ready > 0) {
+    Writer w(Op::kEnd);
+    Send(group, w);
+    return FailedPrecondition("tensor parallel: {} of the {} ranks could not load their shard (their logs say why)",
+                              not_ready, group.size());
+  }
+  return std::unique_ptr<engine::ModelRunner>(new LeaderRunner(std::move(*local), group, std::move(stats)));
+}
+
+Status RunTensorParallelWorker(Collective& group, const std::string& model_path, int threads) {
+  std::unique_ptr<CpuRunner> shard;
+  std::vector<uint8_t> msg;
+  // Owned copies of a forward message's lists; the batch's spans point into them.
+  std::vector<std::vector<int32_t>> lists;
+  engine::ForwardBatch batch;
+  const std::span<float> no_logits;
+  RankMeter meter(group);
+  for (;;) {
+    group.Broadcast(msg, 0);
+    Reader r(msg);
+    switch (static_cast<Op>(r.Get<uint8_t>())) {
+      case Op::kSetup: {
+        const TensorParallelSetup s = DecodeSetup(r);
+        auto started = StartShard(group, s, model_path, threads);
+        if (!started.ok()) spdlog::error("tensor parallel rank {}: {}", group.rank(), started.status().ToString());
+        shard = started.ok() ? std::move(*started) : nullptr;
+        CountNotReady(group, shard != nullptr);
+        if (shard != nullptr) {
+          spdlog::info("tensor parallel rank {} of {}: shard loaded ({} KV blocks)", group.rank(), group.size(),
+                       s.runner.num_blocks);
+        }
+        break;
+      }
+      case Op::kForward: {
+        const uint32_t n = r.Get<uint32_t>();
+        lists.resize(3 * static_cast<size_t>(n));
+        batch.seqs.resize(n);
+        for (uint32_t i = 0; i < n; ++i) {
+          engine::ForwardSeq& s = batch.seqs[i];
+          s.seq_id = r.Get<int64_t>();
+          s.start_pos = r.Get<int32_t>();
+          const auto flags = r.Get<uint8_t>();
+          s.want_logits = (flags & 1) != 0;
+          s.all_logits = (flags & 2) != 0;
+          s.decode_rows = (flags & 4) != 0;
+          for (int k = 0; k < 3; ++k) r.GetInts(lists[3 * i + k]);
+          s.tokens = lists[3 * i];
+          s.block_table = lists[3 * i + 1];
+          s.window_block_table = lists[3 * i + 2];
+        }
+        const bool report = r.Get<uint8_t>() != 0;
+        if (shard == nullptr) return FailedPrecondition("tensor parallel: a step arrived before a shard was loaded");
+        // Rank 0 checked the same batch: a failure here is a bug, and the
+        // group cannot go on without this rank's part.
+        const auto t0 = std::chrono::steady_clock::now();
+        KVS_RETURN_IF_ERROR(shard->Forward(batch, no_logits));
+        meter.AddForward(SecondsSince(t0));
+        if (report) meter.Report(nullptr);
+        break;
+      }
+      case Op::kRelease:
+      case Op::kReleaseWindow: {
+        const bool window = static_cast<Op>(msg[0]) == Op::kReleaseWindow;
+        std::vector<int32_t> ids;
+        r.GetInts(ids);
+        if (shard != nullptr) window ? shard->ReleaseWindowBlocks(ids) : shard->ReleaseBlocks(ids);
+        break;
+      }
+      case Op::kEnd:
+        shard.reset();
+        break;
+      case Op::kShutdown:
+        return Status::Ok();
+      default:
+        return Internal("tensor parallel: unknown message {} from rank 0", msg.empty() ? -1 : msg[0]);
+    }
+  }
+}
+
+void ParallelStatsBoard::Add(std::span<const float> deltas) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t r = 0; r < ranks_.size() && 4 * r + 3 < deltas.size(); ++r) {
+    ranks_[r].forward_seconds += deltas[4 * r];
+    ranks_[r].allreduce_seconds += deltas[4 * r + 1];
+    ranks_[r].allreduce_bytes += deltas[4 * r + 2];
+    ranks_[r].steps += deltas[4 * r + 3];
+  }
+}
+
+void ShutdownTensorParallelWorkers(Collective& group) {
+  Writer w(Op::kShutdown);
+  Send(group, w);
+}
+
+}  // namespace kvs::backend

@@ -1,0 +1,75 @@
+// Tensor parallel across processes: one engine on rank 0, model shards on
+// every rank (model::LoadOptions::shard_count; the KV cache of each rank
+// holds its own KV heads only).
+//
+// Rank 0's runner (LoadEngine's when EngineSpec::group has more than one
+// rank; the device is then "cpu") sends every step to the workers before computing its own
+// shard: the batch (token ids, positions, block tables) and the blocks the
+// engine frees. No rank but 0 schedules, samples or sees a request; the
+// workers run RunTensorParallelWorker, which only follows those messages.
+// The shards meet in two all-reduces per layer (model/llama.h).
+//
+// Start-up: rank 0 sends the runner's geometry (KV blocks as its memory plan
+// sized them, dtype, context) and its model file's SHA-256; each worker
+// hashes its own file, loads its shard and reports; rank 0's factory fails,
+// naming the ranks, unless every one is ready. Messages, in order:
+//   setup, then any number of forward / release / release-window, then end
+//   (the runner is gone; a new setup may follow: a reload); shutdown ends
+//   the workers.
+// Thread-safety: the runner is used by the engine thread only (as every
+// ModelRunner); the worker loop is its process's only caller of the group.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cpu_runner.h"
+#include "base/collective.h"
+
+namespace kvs::backend {
+
+struct TensorParallelSetup {
+  std::string model_sha256;   // rank 0's file; every worker's must hash the same
+  std::string model_dtype;    // model.dtype (model::LoadOptions::ForDtype)
+  int64_t context = 0;        // the context served (LongRoPE's choice)
+  RunnerOptions runner;       // geometry as rank 0 planned it (threads: each rank's own)
+};
+
+// Every rank's ParallelRankStats as rank 0 last heard them: the ranks add
+// what they did since the last report every kReportEvery steps (one
+// all-reduce of 4 floats per rank).
+// Thread-safety: thread-safe (the engine thread adds, /metrics reads).
+class ParallelStatsBoard {
+ public:
+  static constexpr int kReportEvery = 16;
+  explicit ParallelStatsBoard(int ranks) : ranks_(static_cast<size_t>(ranks)) {}
+  std::vector<ParallelRankStats> Snapshot() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ranks_;
+  }
+  // deltas: [ranks, 4] in ParallelRankStats's order.
+  void Add(std::span<const float> deltas);
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<ParallelRankStats> ranks_;
+};
+
+// Rank 0: wraps its shard (model loaded with shard 0 of group.size()) in a
+// runner that drives the workers. Fails when any rank could not start.
+StatusOr<std::unique_ptr<engine::ModelRunner>> MakeTensorParallelRunner(std::unique_ptr<model::LlamaModel> model,
+                                                                        const TensorParallelSetup& setup,
+                                                                        Collective& group,
+                                                                        std::shared_ptr<ParallelStatsBoard> stats);
+
+// Ranks > 0: follows rank 0 until it sends shutdown. `model_path` is this
+// rank's copy of the model (hashed against rank 0's); threads: this host's
+// compute threads (0: all cores).
+Status RunTensorParallelWorker(Collective& group, const std::string& model_path, int threads);
+
+// Rank 0, at exit: ends the workers' loops.
+void ShutdownTensorParallelWorkers(Collective& group);
+
+}  // namespace kvs::backend

@@ -1,0 +1,149 @@
+// Tensor parallel on the served path (issue 38): `mpirun -np 2 kvserve serve
+// --tensor-parallel 2` on the bundled model (2 KV heads: one per rank),
+// driven by the openai client beside a single-process server of the same
+// model. Checks:
+//   * greedy answers (completions of 128 tokens, chat, streamed, and four at
+//     once so the ranks compute batches) equal the single process's;
+//   * rank 0's /metrics counts both ranks' steps and all-reduces;
+//   * layouts that cannot run are refused with a message naming the limit:
+//     more ranks than KV heads, a process count that is not the setting;
+//   * a worker killed with SIGKILL ends the whole replica (mpirun exits,
+//     the port closes), so a gateway ejects it instead of waiting on it;
+//   * SIGTERM to mpirun drains rank 0, which then ends the worker.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { readFileSync, readdirSync } from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import {
+  binary, failFile, loadOpenAI, metrics, metric, request, requireBinary, sourceDir, spawnListening, startServer, waitFor,
+} from "./common.mjs";
+
+requireBinary();
+const model = path.join(sourceDir, "models/kvserve-tiny.gguf");
+const mpirun = spawnSync("sh", ["-c", "command -v mpirun"], { encoding: "utf8" }).stdout.trim();
+if (!mpirun) failFile("mpirun is not on PATH (scripts/setup.sh installs openmpi-bin)");
+// Root in CI containers; oversubscribed: 2 ranks on however many cores.
+const mpiEnv = { OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", OMPI_MCA_rmaps_base_oversubscribe: "1",
+  // Open MPI's own allocations at exit are not kvserve's (the thread-group
+  // tests check the tensor-parallel code for leaks).
+  ASAN_OPTIONS: "detect_leaks=0" };
+// --drain-timeout: the openai client's idle keep-alive connections would hold a drain for its default 30 s.
+const serveArgs = ["--model", model, "--threads", "1", "--max-context-length", "2048", "--log-level", "info",
+  "--drain-timeout", "2"];
+
+function mpiServe(np, extra = []) {
+  const argv = ["-np", String(np), "--bind-to", "none", binary, "serve", "--host", "127.0.0.1", "--port", "0",
+    "--access-log", "off", ...serveArgs, ...extra];
+  return spawnListening(mpirun, argv, { env: mpiEnv, what: `mpirun -np ${np} kvserve serve` });
+}
+
+// A rank's process id among the children of mpirun (its environment names it).
+function rankPid(mpirunPid, rank) {
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid !== mpirunPid) continue;
+      const env = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+      if (env.includes(`OMPI_COMM_WORLD_RANK=${rank}`)) return Number(pid);
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return 0;
+}
+
+let tp, single, OpenAI;
+
+before(async () => {
+  OpenAI = await loadOpenAI();
+  tp = await mpiServe(2, ["--tensor-parallel", "2"]);
+  await waitFor(async () => (await request(tp, "GET", "/ready")).status === 200, 60000);
+  single = await startServer({ fake: false, args: serveArgs });
+});
+
+after(async () => {
+  if (single) await single.stop();
+  if (tp) {
+    // mpirun forwards SIGTERM: rank 0 drains, then ends the worker.
+    await tp.stop();
+    assert.match(tp.stderr(), /drained; shutting down/);
+  }
+});
+
+describe("tensor parallel through mpirun and kvserve serve", () => {
+  test("both ranks start; rank 0 serves", () => {
+    assert.match(tp.stderr(), /rank 0 of 2 on \S+ serves/);
+    assert.match(tp.stderr(), /tensor parallel rank 1 of 2: shard loaded/);
+  });
+
+  test("greedy answers equal the single process's (completions, chat, stream, concurrent)", async () => {
+    const clients = [tp, single].map((s) => new OpenAI({ baseURL: `${s.baseURL}/v1`, apiKey: "none", maxRetries: 0 }));
+    const prompts = ["Once upon a time", "The little dog ran to the park and", "Tom and Mia found a big red box"];
+    const complete = (c, prompt) => c.completions.create({ model: "kvserve-tiny", prompt, max_tokens: 128,
+      temperature: 0, ignore_eos: true });
+    for (const prompt of prompts) {
+      const [a, b] = await Promise.all(clients.map((c) => complete(c, prompt)));
+      assert.equal(a.usage.completion_tokens, 128);
+      assert.equal(a.choices[0].text, b.choices[0].text, `prompt ${JSON.stringify(prompt)}`);
+    }
+    // Four at once on the parallel server: the ranks compute them as batches.
+    const together = await Promise.all([...prompts, "A bird sang"].map((p) => complete(clients[0], p)));
+    const alone = await Promise.all([...prompts, "A bird sang"].map((p) => complete(clients[1], p)));
+    assert.deepEqual(together.map((r) => r.choices[0].text), alone.map((r) => r.choices[0].text));
+    const chat = (c) => c.chat.completions.create({ model: "kvserve-tiny", max_tokens: 48, temperature: 0,
+      messages: [{ role: "user", content: "Tell me a story about a cat." }] });
+    const [x, y] = await Promise.all(clients.map(chat));
+    assert.equal(x.choices[0].message.content, y.choices[0].message.content);
+    const stream = await clients[0].chat.completions.create({ model: "kvserve-tiny", max_tokens: 48, temperature: 0,
+      stream: true, messages: [{ role: "user", content: "Tell me a story about a cat." }] });
+    let streamed = "";
+    for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? "";
+    assert.equal(streamed, y.choices[0].message.content);
+  });
+
+  test("rank 0's /metrics counts every rank's steps and all-reduces", async () => {
+    const m = await metrics(tp);
+    for (const rank of ["0", "1"]) {
+      assert.ok(metric(m, `kvserve:tensor_parallel_steps_total{rank="${rank}"}`) >= 16, `rank ${rank} steps`);
+      assert.ok(metric(m, `kvserve:tensor_parallel_allreduce_bytes_total{rank="${rank}"}`) > 0, `rank ${rank} bytes`);
+      assert.ok(metric(m, `kvserve:tensor_parallel_forward_seconds_total{rank="${rank}"}`) > 0, `rank ${rank} time`);
+    }
+    // Both ranks contribute the same payload: [tokens, hidden] floats twice a layer.
+    assert.equal(metric(m, 'kvserve:tensor_parallel_allreduce_bytes_total{rank="0"}'),
+      metric(m, 'kvserve:tensor_parallel_allreduce_bytes_total{rank="1"}'));
+  });
+
+  test("layouts that cannot run are refused naming the limit", () => {
+    const run = (argv) => spawnSync(mpirun, argv, { encoding: "utf8", timeout: 60000, env: { ...process.env, ...mpiEnv } });
+    // 4 ranks for a model with 2 KV heads.
+    const four = run(["-np", "4", "--bind-to", "none", binary, "serve", "--port", "0", ...serveArgs, "--tensor-parallel", "4"]);
+    assert.notEqual(four.status, 0);
+    assert.match(four.stderr + four.stdout, /the model has 2 KV heads/);
+    // The setting and the process count disagree.
+    const two = run(["-np", "2", "--bind-to", "none", binary, "serve", "--port", "0", ...serveArgs, "--tensor-parallel", "3"]);
+    assert.notEqual(two.status, 0);
+    assert.match(two.stderr + two.stdout, /runtime.tensor_parallel is 3 but 2 process\(es\) were started/);
+    // Without mpirun at all.
+    const alone = spawnSync(binary, ["serve", "--port", "0", ...serveArgs, "--tensor-parallel", "2"],
+      { encoding: "utf8", timeout: 60000, env: { ...process.env, ...mpiEnv } });
+    assert.notEqual(alone.status, 0);
+    assert.match(alone.stderr, /runtime.tensor_parallel is 2 but 1 process\(es\) were started; start them with mpirun -np 2/);
+  });
+
+  test("a worker killed ends the replica", async () => {
+    const victim = await mpiServe(2, ["--tensor-parallel", "2"]);
+    await waitFor(async () => (await request(victim, "GET", "/ready")).status === 200, 60000);
+    const pid = rankPid(victim.child.pid, 1);
+    assert.ok(pid > 0, "rank 1's process not found under mpirun");
+    process.kill(pid, "SIGKILL");
+    let timer;
+    const exit = await Promise.race([victim.exited, new Promise((r) => (timer = setTimeout(() => r("timeout"), 30000)))]);
+    clearTimeout(timer);
+    assert.notEqual(exit, "timeout", "mpirun still running 30 s after a rank died");
+    assert.notEqual(exit.code, 0);
+    await assert.rejects(request(victim, "GET", "/ready"), /ECONNREFUSED/);
+  });
+});
