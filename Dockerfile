@@ -6,9 +6,10 @@
 # models and configurations (deploy/kubernetes runs `kvserve serve --config`
 # and `kvserve gateway --config` from ConfigMaps). The kernels are chosen at
 # run time (AVX-512, AVX2 or portable code), so one image runs on any x86-64.
-# Open MPI (openmpi-bin: mpirun and the libraries; ssh to reach other hosts)
-# runs a model across processes: `mpirun -np N kvserve serve
-# --tensor-parallel N` (docs/parallel.md; deploy/kubernetes/replica-tp.yaml).
+# Open MPI (openmpi-bin: mpirun and the libraries; an ssh client, and an sshd
+# a worker pod runs as the kvserve user) runs a model across processes:
+# `mpirun -np N kvserve serve --tensor-parallel N` (docs/parallel.md;
+# deploy/kubernetes/parallel/replica-tp.yaml).
 # Checked in CI without a container engine by tests/ops/image_test.sh: its
 # paths, packages, build configuration, user, command and health check.
 
@@ -34,8 +35,9 @@ FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libssl3 libyaml-cpp0.7 libxxhash0 libspdlog1.10 libfmt9 libpcre2-8-0 curl ca-certificates \
-      libopenmpi3 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libudev1 zlib1g openmpi-bin openssh-client \
+      libopenmpi3 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libudev1 zlib1g openmpi-bin openssh-client openssh-server \
  && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /run/sshd \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/kvserve --create-home kvserve
 COPY --from=build /src/build/src/cli/kvserve /usr/local/bin/kvserve
 COPY models/kvserve-tiny.gguf /models/kvserve-tiny.gguf

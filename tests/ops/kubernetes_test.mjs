@@ -15,7 +15,13 @@
 //      `promtool check config`, the adapter rules' PromQL parsed by promtool
 //      (tests/ops/prometheus_test.mjs also evaluates them);
 //   5. the validator rejects broken manifests (an unknown field, a string
-//      where an integer belongs, a missing required field).
+//      where an integer belongs, a missing required field);
+//   6. the optional tensor-parallel replica (deploy/kubernetes/parallel): its
+//      LeaderWorkerSet (a CRD the schemas do not know) field by field against
+//      the LWS v1 API, its leader and worker pod templates as core
+//      PodTemplates (schemas, strictly), the files and Secret they mount,
+//      its serve.yaml through `kvserve serve --print-config` (tensor_parallel
+//      equal to the group size), the leader script through `sh -n`.
 // Skips (77) when the npm oracles are not installed.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -240,6 +246,88 @@ test("embedded configurations are accepted by their consumers", (t) => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+// LeaderWorkerSet v1 (leaderworkerset.x-k8s.io): the fields this project
+// uses and their types; pod templates are checked as core PodTemplates.
+const LWS_FIELDS = {
+  spec: ["replicas", "leaderWorkerTemplate", "rolloutStrategy", "startupPolicy", "networkConfig"],
+  leaderWorkerTemplate: ["leaderTemplate", "workerTemplate", "size", "restartPolicy", "subGroupPolicy"],
+};
+async function validateLws(lws, where) {
+  const errors = [];
+  const unknown = (obj, allowed, at) => {
+    for (const k of Object.keys(obj ?? {})) if (!allowed.includes(k)) errors.push(`${where}: unknown field ${at}.${k}`);
+  };
+  unknown(lws.spec, LWS_FIELDS.spec, "spec");
+  const t = lws.spec?.leaderWorkerTemplate;
+  if (!t) return [...errors, `${where}: spec.leaderWorkerTemplate is required`];
+  unknown(t, LWS_FIELDS.leaderWorkerTemplate, "spec.leaderWorkerTemplate");
+  if (!Number.isInteger(t.size) || t.size < 1) errors.push(`${where}: leaderWorkerTemplate.size must be an integer >= 1`);
+  if (!Number.isInteger(lws.spec.replicas ?? 1)) errors.push(`${where}: spec.replicas must be an integer`);
+  if (t.restartPolicy && !["RecreateGroupOnPodRestart", "Default", "None"].includes(t.restartPolicy)) {
+    errors.push(`${where}: restartPolicy ${t.restartPolicy} is not allowed`);
+  }
+  if (lws.spec.startupPolicy && !["LeaderCreated", "LeaderReady"].includes(lws.spec.startupPolicy)) {
+    errors.push(`${where}: startupPolicy ${lws.spec.startupPolicy} is not allowed`);
+  }
+  for (const name of ["leaderTemplate", "workerTemplate"]) {
+    if (!t[name]) {
+      errors.push(`${where}: ${name} is required here`);
+      continue;
+    }
+    const pt = { apiVersion: "v1", kind: "PodTemplate", metadata: { name: `${lws.metadata.name}-${name}` }, template: t[name] };
+    errors.push(...(await validate(pt, `${where} ${name}`)));
+  }
+  return errors;
+}
+
+test("the tensor-parallel replica (LeaderWorkerSet) is valid and consistent", async () => {
+  const dir = path.join(manifestDir, "parallel");
+  const objects = [];
+  for (const f of readdirSync(dir).filter((f) => f.endsWith(".yaml"))) {
+    yaml.loadAll(readFileSync(path.join(dir, f), "utf8"), (doc) => doc && objects.push(doc));
+  }
+  const lws = objects.find((o) => o.kind === "LeaderWorkerSet");
+  assert.ok(lws, "no LeaderWorkerSet in deploy/kubernetes/parallel");
+  assert.equal(lws.apiVersion, "leaderworkerset.x-k8s.io/v1");
+  const errors = await validateLws(lws, "LeaderWorkerSet/" + lws.metadata.name);
+  for (const o of objects.filter((o) => o !== lws)) errors.push(...(await validate(o, `${o.kind}/${o.metadata.name}`)));
+  assert.deepEqual(errors, []);
+  // A broken LWS is caught.
+  const bad = structuredClone(lws);
+  bad.spec.leaderWorkerTemplate.sise = 2;
+  bad.spec.leaderWorkerTemplate.workerTemplate.spec.containers[0].readinesProbe = {};
+  const badErrors = await validateLws(bad, "bad");
+  assert.ok(badErrors.some((e) => /sise/.test(e)) && badErrors.some((e) => /readinesProbe|unknown field/.test(e)),
+    badErrors.join("; "));
+  // The mounted ConfigMap holds serve.yaml, leader.sh and worker.sh; the Secret is named.
+  const t = lws.spec.leaderWorkerTemplate;
+  const cm = objects.find((o) => o.kind === "ConfigMap");
+  for (const tpl of [t.leaderTemplate, t.workerTemplate]) {
+    const vols = tpl.spec.volumes;
+    assert.ok(vols.some((v) => v.configMap?.name === cm.metadata.name), "the ConfigMap is mounted");
+    assert.ok(vols.some((v) => v.secret?.secretName === "kvserve-mpi-ssh"), "the ssh Secret is mounted");
+    const script = tpl.spec.containers[0].command.at(-1).replace("/etc/kvserve/", "");
+    assert.ok(cm.data[script], `${script} is in the ConfigMap`);
+    const sh = spawnSync("sh", ["-n"], { input: cm.data[script], encoding: "utf8" });
+    assert.equal(sh.status, 0, `${script}: ${sh.stderr}`);
+  }
+  // serve.yaml parses, and its tensor_parallel is the group size.
+  const tmp = mkdtempSync(path.join(tmpdir(), "kvserve-k8s-tp-"));
+  try {
+    const f = path.join(tmp, "serve.yaml");
+    writeFileSync(f, cm.data["serve.yaml"]);
+    const r = spawnSync(binary, ["serve", "--config", f, "--print-config"], { encoding: "utf8" });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(JSON.parse(r.stdout).runtime.tensor_parallel, t.size);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  // The Service selects the leaders only (rank 0 serves HTTP).
+  const svc = objects.find((o) => o.kind === "Service");
+  assert.ok(matches(svc.spec.selector, t.leaderTemplate.metadata.labels));
+  assert.ok(!matches(svc.spec.selector, t.workerTemplate.metadata.labels));
 });
 
 test("the validator rejects broken manifests", async () => {

@@ -2,11 +2,13 @@
 // --tensor-parallel 2` on the bundled model (2 KV heads: one per rank),
 // driven by the openai client beside a single-process server of the same
 // model. Checks:
-//   * greedy answers (completions of 128 tokens, chat, streamed, and four at
+//   * greedy answers (completions of 128 tokens, 48 under sanitizers; chat, streamed, and four at
 //     once so the ranks compute batches) equal the single process's;
 //   * rank 0's /metrics counts both ranks' steps and all-reduces;
 //   * layouts that cannot run are refused with a message naming the limit:
 //     more ranks than KV heads, a process count that is not the setting;
+//   * a memory limit per process that the whole model does not fit (its
+//     start-up is refused) serves the model at TP=2, with the same answers;
 //   * a worker killed with SIGKILL ends the whole replica (mpirun exits,
 //     the port closes), so a gateway ejects it instead of waiting on it;
 //   * SIGTERM to mpirun drains rank 0, which then ends the worker.
@@ -30,6 +32,8 @@ const mpiEnv = { OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1
   // tests check the tensor-parallel code for leaks).
   ASAN_OPTIONS: "detect_leaks=0" };
 // --drain-timeout: the openai client's idle keep-alive connections would hold a drain for its default 30 s.
+// Under the sanitizers every rank runs several times slower: shorter answers.
+const TOKENS = process.env.KVSERVE_SANITIZED ? 48 : 128;
 const serveArgs = ["--model", model, "--threads", "1", "--max-context-length", "2048", "--log-level", "info",
   "--drain-timeout", "2"];
 
@@ -82,11 +86,11 @@ describe("tensor parallel through mpirun and kvserve serve", () => {
   test("greedy answers equal the single process's (completions, chat, stream, concurrent)", async () => {
     const clients = [tp, single].map((s) => new OpenAI({ baseURL: `${s.baseURL}/v1`, apiKey: "none", maxRetries: 0 }));
     const prompts = ["Once upon a time", "The little dog ran to the park and", "Tom and Mia found a big red box"];
-    const complete = (c, prompt) => c.completions.create({ model: "kvserve-tiny", prompt, max_tokens: 128,
+    const complete = (c, prompt) => c.completions.create({ model: "kvserve-tiny", prompt, max_tokens: TOKENS,
       temperature: 0, ignore_eos: true });
     for (const prompt of prompts) {
       const [a, b] = await Promise.all(clients.map((c) => complete(c, prompt)));
-      assert.equal(a.usage.completion_tokens, 128);
+      assert.equal(a.usage.completion_tokens, TOKENS);
       assert.equal(a.choices[0].text, b.choices[0].text, `prompt ${JSON.stringify(prompt)}`);
     }
     // Four at once on the parallel server: the ranks compute them as batches.
@@ -114,6 +118,37 @@ describe("tensor parallel through mpirun and kvserve serve", () => {
     // Both ranks contribute the same payload: [tokens, hidden] floats twice a layer.
     assert.equal(metric(m, 'kvserve:tensor_parallel_allreduce_bytes_total{rank="0"}'),
       metric(m, 'kvserve:tensor_parallel_allreduce_bytes_total{rank="1"}'));
+  });
+
+  test("a per-process memory limit the whole model exceeds: refused at TP=1, served at TP=2", async () => {
+    // The least memory each layout starts with (one 2048-token request's KV
+    // blocks), from its own memory plan line; the limit goes between them.
+    const units = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30 };
+    const bytes = (v) => Number(v.split(" ")[0]) * units[v.split(" ")[1]];
+    const least = (log) => {
+      const m = /weights ([\d.]+ \w+), KV pool [\d.]+ \w+ \(\d+ blocks of ([\d.]+ \w+)[^)]*\), activations ([\d.]+ \w+), overhead ([\d.]+ \w+)/
+        .exec(log);
+      assert.ok(m, "no memory plan line");
+      return bytes(m[1]) + 128 * bytes(m[2]) + bytes(m[3]) + bytes(m[4]);
+    };
+    const whole = least(single.stderr()), perRank = least(tp.stderr());
+    assert.ok(perRank < whole - 2 ** 20, `rank 0 needs ${perRank} bytes, one process ${whole}`);
+    const limit = String(Math.round((whole + perRank) / 2));
+    const limited = ["--memory-limit", limit, "--memory-fraction", "1"];
+    const refused = spawnSync(binary, ["serve", "--port", "0", ...serveArgs, ...limited], { encoding: "utf8", timeout: 60000 });
+    assert.notEqual(refused.status, 0);
+    assert.match(refused.stderr, /the KV pool would hold \d+ blocks .* fewer than the 128 blocks/);
+    const fits = await mpiServe(2, ["--tensor-parallel", "2", ...limited]);
+    try {
+      await waitFor(async () => (await request(fits, "GET", "/ready")).status === 200, 60000);
+      const body = { model: "kvserve-tiny", prompt: "Once upon a time", max_tokens: 32, temperature: 0, ignore_eos: true };
+      const [a, b] = await Promise.all([request(fits, "POST", "/v1/completions", body),
+        request(single, "POST", "/v1/completions", body)]);
+      assert.equal(a.status, 200, a.text);
+      assert.equal(a.json.choices[0].text, b.json.choices[0].text);
+    } finally {
+      await fits.stop();
+    }
   });
 
   test("layouts that cannot run are refused naming the limit", () => {
