@@ -1,7 +1,9 @@
 #include "backend/mpi_collective.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <thread>
 
 #ifdef KVS_HAVE_MPI
 #include <mpi.h>
@@ -50,7 +52,26 @@ void MpiGroup::DoAllReduceSum(std::span<float> data) {
 
 void MpiGroup::Broadcast(std::vector<uint8_t>& bytes, int root) {
   uint64_t n = bytes.size();
-  MPI_Bcast(&n, 1, MPI_UINT64_T, root, MPI_COMM_WORLD);
+  // Non-blocking on every rank: MPI matches a nonblocking collective only
+  // with nonblocking ones.
+  if (rank_ == root) {
+    MPI_Request req;
+    MPI_Ibcast(&n, 1, MPI_UINT64_T, root, MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+  } else {
+    // A worker waits here between steps, for as long as the replica is
+    // idle: MPI's blocking wait spins a core, so poll with a growing sleep
+    // (at most 1 ms late after a pause; steps that follow each other find
+    // the next message at once).
+    MPI_Request req;
+    MPI_Ibcast(&n, 1, MPI_UINT64_T, root, MPI_COMM_WORLD, &req);
+    int done = 0;
+    for (int spins = 0;; ++spins) {
+      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      if (done) break;
+      if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 1000 : 50));
+    }
+  }
   bytes.resize(n);
   constexpr uint64_t kChunk = std::numeric_limits<int>::max();
   for (uint64_t off = 0; off < n; off += kChunk) {
