@@ -69,16 +69,29 @@ StatusOr<LoadedEngine> LoadEngine(const EngineSpec& spec) {
                     spec.model_path + " hashes to " + got + ", the expected SHA-256 is " + want);
     }
   }
-  const int tp = spec.group != nullptr ? spec.group->size() : 1;
-  if (tp > 1 && spec.device != "cpu") {
-    return InvalidArgument("tensor parallel runs on device cpu, not '{}'", spec.device);
+  const bool parallel = spec.group != nullptr && spec.group->size() > 1;
+  if (parallel && spec.device != "cpu") {
+    return InvalidArgument("tensor / pipeline parallel runs on device cpu, not '{}'", spec.device);
+  }
+  if (parallel && spec.tensor_parallel * spec.pipeline_parallel != spec.group->size()) {
+    return InvalidArgument("tensor_parallel {} x pipeline_parallel {} is not the {} processes started",
+                           spec.tensor_parallel, spec.pipeline_parallel, spec.group->size());
   }
   LoadedEngine out;
   out.threads = spec.threads > 0 ? spec.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  model::LoadOptions lo = model::LoadOptions::ForDtype(spec.model_dtype);
-  lo.shard_rank = 0;
-  lo.shard_count = tp;
-  KVS_ASSIGN_OR_RETURN(out.weights, model::LlamaModel::Load(spec.model_path, lo));
+  if (parallel) {
+    KVS_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(spec.model_path));
+    KVS_ASSIGN_OR_RETURN(const model::ModelConfig whole, model::ModelConfig::FromGguf(*file));
+    KVS_RETURN_IF_ERROR(whole.CheckPipeline(spec.pipeline_parallel));
+    const model::LoadOptions lo =
+        ShardLoadOptions(spec.model_dtype, spec.tensor_parallel, spec.pipeline_parallel, 0, whole.n_layers);
+    auto m = model::LlamaModel::FromFile(std::move(file), lo);
+    if (!m.ok()) return m.status().WithContext(spec.model_path);
+    out.weights = std::move(*m);
+  } else {
+    KVS_ASSIGN_OR_RETURN(out.weights,
+                         model::LlamaModel::Load(spec.model_path, model::LoadOptions::ForDtype(spec.model_dtype)));
+  }
   out.model = out.weights->config();
   out.weight_bytes = out.weights->weight_bytes();
   out.bf16_weight_bytes = out.weights->bf16_weight_bytes();
@@ -97,9 +110,12 @@ Status AssembleEngine(const EngineSpec& spec, LoadedEngine* loaded) {
   KVS_ASSIGN_OR_RETURN(const RunnerFactoryEntry* factory, FindRunnerFactory(spec.device));
   std::unique_ptr<model::LlamaModel> model = std::move(loaded->weights);
   KVS_ASSIGN_OR_RETURN(plan::ModelShape shape, plan::ShapeFromGgufFile(model->file(), spec.model_path));
-  const int tp = spec.group != nullptr ? spec.group->size() : 1;
-  // One rank's pool: its share of the KV heads (the weights are its shard's).
-  shape.kv_heads /= tp;
+  const bool parallel = spec.group != nullptr && spec.group->size() > 1;
+  if (parallel) {
+    // One rank's pool: its layers' share of the KV heads (the weights are its shard's).
+    shape.kv_heads /= spec.tensor_parallel;
+    shape.layers = model->config().n_layers;
+  }
   plan::ServingPlanOptions po;
   po.memory_limit_bytes = spec.memory_limit_bytes;
   po.memory_fraction = spec.memory_fraction;
@@ -125,13 +141,15 @@ Status AssembleEngine(const EngineSpec& spec, LoadedEngine* loaded) {
   ro.kv_dtype = spec.kv_dtype;
   ro.max_batch_tokens = std::max(spec.engine.max_num_batched_tokens, spec.engine.max_batch_size);
   std::unique_ptr<engine::ModelRunner> runner;
-  if (tp > 1) {
+  if (parallel) {
     TensorParallelSetup setup;
+    setup.tensor_parallel = spec.tensor_parallel;
+    setup.pipeline_parallel = spec.pipeline_parallel;
     KVS_ASSIGN_OR_RETURN(setup.model_sha256, Sha256File(spec.model_path));
     setup.model_dtype = spec.model_dtype;
     setup.context = loaded->plan.context;
     setup.runner = ro;
-    loaded->parallel_stats = std::make_shared<ParallelStatsBoard>(tp);
+    loaded->parallel_stats = std::make_shared<ParallelStatsBoard>(spec.group->size());
     KVS_ASSIGN_OR_RETURN(runner, MakeTensorParallelRunner(std::move(model), setup, *spec.group, loaded->parallel_stats));
   } else {
     KVS_ASSIGN_OR_RETURN(runner, factory->make(std::move(model), ro));

@@ -75,11 +75,14 @@ struct EngineSpec {
   // and a tokenizer, eos_token_ids to its end-of-generation ids.
   engine::EngineConfig engine;
   bool eos_from_tokenizer = true;
-  // Tensor parallel (backend/tensor_parallel.h): this process is rank 0 of
-  // `group` (size > 1): it loads shard 0 of the model, plans the KV pool of
-  // one rank (its share of the KV heads) and drives the other ranks. Needs
-  // device "cpu"; not owned.
+  // Tensor / pipeline parallel (backend/tensor_parallel.h): this process is
+  // rank 0 of `group` (tensor_parallel x pipeline_parallel ranks, more than
+  // one): it loads its shard of stage 0, plans the KV pool of one rank (its
+  // layers' share of the KV heads) and drives the other ranks. Needs device
+  // "cpu"; not owned.
   Collective* group = nullptr;
+  int tensor_parallel = 1;
+  int pipeline_parallel = 1;
 };
 
 struct LoadedEngine {

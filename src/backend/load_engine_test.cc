@@ -154,29 +154,40 @@ TEST(LoadEngineTest, UnknownDeviceIsRefusedNamingTheAcceptedOnes) {
   EXPECT_TRUE(FindRunnerFactory("cpu").ok());
 }
 
-// Tensor parallel (tensor_parallel.h) with the ranks as threads: rank 0's
-// engine over its shard drives rank 1's worker loop, and the pair
-// generates the recorded tokens; the engine can be assembled again (a
-// reload) before the workers are shut down.
-TEST(LoadEngineTest, TensorParallelRanksGenerateTheRecordedTokens) {
+// Tensor and pipeline parallel (tensor_parallel.h) with the ranks as
+// threads: rank 0's engine over its shard drives the workers' loops, and
+// every layout (2 tensor ranks; 2 pipeline stages; 2 x 2) generates the
+// recorded tokens; the engine can be assembled again (a reload) before the
+// workers are shut down.
+TEST(LoadEngineTest, TensorAndPipelineParallelRanksGenerateTheRecordedTokens) {
   KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
-  testing::ThreadGroup group(2);
-  Status worker_status;
-  std::thread worker([&] { worker_status = RunTensorParallelWorker(group.member(1), path, 1); });
-  for (int round = 0; round < 2; ++round) {
-    EngineSpec spec = Spec(path);
-    spec.threads = 1;
-    spec.group = &group.member(0);
-    auto loaded = LoadEngine(spec);
-    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-    EXPECT_EQ(loaded->model.n_kv_heads, 2) << "rank 0 holds half of the 4 KV heads";
-    ASSERT_TRUE(loaded->engine->Start().ok());
-    EXPECT_EQ(Greedy(*loaded->engine, kPromptTokens), kRecorded) << "round " << round;
-    loaded->engine->Stop();
+  for (const auto& [tp, pp] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "tensor " << tp << " x pipeline " << pp);
+    const int n = tp * pp;
+    testing::ThreadGroup group(n);
+    std::vector<Status> worker_status(static_cast<size_t>(n));
+    std::vector<std::thread> workers;
+    for (int r = 1; r < n; ++r) {
+      workers.emplace_back([&, r] { worker_status[static_cast<size_t>(r)] = RunTensorParallelWorker(group.member(r), path, 1); });
+    }
+    for (int round = 0; round < 2; ++round) {
+      EngineSpec spec = Spec(path);
+      spec.threads = 1;
+      spec.group = &group.member(0);
+      spec.tensor_parallel = tp;
+      spec.pipeline_parallel = pp;
+      auto loaded = LoadEngine(spec);
+      ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+      EXPECT_EQ(loaded->model.n_kv_heads, 4 / tp) << "rank 0 holds its share of the 4 KV heads";
+      EXPECT_EQ(loaded->model.n_layers, pp == 1 ? 5 : 3) << "stage 0 holds 3 of the 5 layers";
+      ASSERT_TRUE(loaded->engine->Start().ok());
+      EXPECT_EQ(Greedy(*loaded->engine, kPromptTokens), kRecorded) << "round " << round;
+      loaded->engine->Stop();
+    }
+    ShutdownTensorParallelWorkers(group.member(0));
+    for (std::thread& w : workers) w.join();
+    for (int r = 1; r < n; ++r) EXPECT_TRUE(worker_status[static_cast<size_t>(r)].ok()) << worker_status[static_cast<size_t>(r)].ToString();
   }
-  ShutdownTensorParallelWorkers(group.member(0));
-  worker.join();
-  EXPECT_TRUE(worker_status.ok()) << worker_status.ToString();
 }
 
 // A worker whose file is not rank 0's refuses to start, and rank 0's
@@ -198,6 +209,7 @@ TEST(LoadEngineTest, TensorParallelRefusesAWorkerWithAnotherFile) {
   EngineSpec spec = Spec(path);
   spec.threads = 1;
   spec.group = &group.member(0);
+  spec.tensor_parallel = 2;
   auto loaded = LoadEngine(spec);
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("1 of the 2 ranks could not load their shard"), std::string::npos)

@@ -1,5 +1,6 @@
 #include "backend/tensor_parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -80,6 +81,8 @@ void Send(Collective& group, Writer& w) { group.Broadcast(w.bytes(), 0); }
 
 std::vector<uint8_t> EncodeSetup(const TensorParallelSetup& s) {
   Writer w(Op::kSetup);
+  w.Put<int32_t>(s.tensor_parallel);
+  w.Put<int32_t>(s.pipeline_parallel);
   w.PutString(s.model_sha256);
   w.PutString(s.model_dtype);
   w.Put<int64_t>(s.context);
@@ -93,6 +96,8 @@ std::vector<uint8_t> EncodeSetup(const TensorParallelSetup& s) {
 
 TensorParallelSetup DecodeSetup(Reader& r) {
   TensorParallelSetup s;
+  s.tensor_parallel = r.Get<int32_t>();
+  s.pipeline_parallel = r.Get<int32_t>();
   s.model_sha256 = r.GetString();
   s.model_dtype = r.GetString();
   s.context = r.Get<int64_t>();
@@ -107,7 +112,13 @@ TensorParallelSetup DecodeSetup(Reader& r) {
 // What this rank did since its last report, as the board's deltas.
 class RankMeter {
  public:
-  explicit RankMeter(Collective& group) : group_(group) {}
+  // world: where reports go; stage: whose all-reduces are the model's.
+  RankMeter(Collective& world, Collective* stage) : group_(world), stage_(stage) {}
+  void SetStage(Collective* stage) {
+    stage_ = stage;
+    reported_ar_seconds_ = stage_ != nullptr ? stage_->allreduce_seconds() : 0;
+    reported_ar_bytes_ = stage_ != nullptr ? stage_->allreduce_bytes() : 0;
+  }
   void AddForward(double seconds) {
     forward_seconds_ += seconds;
     ++steps_;
@@ -117,20 +128,22 @@ class RankMeter {
     std::vector<float> v(4 * static_cast<size_t>(group_.size()), 0.0f);
     float* mine = v.data() + 4 * group_.rank();
     mine[0] = static_cast<float>(forward_seconds_);
-    mine[1] = static_cast<float>(group_.allreduce_seconds() - reported_ar_seconds_);
-    mine[2] = static_cast<float>(group_.allreduce_bytes() - reported_ar_bytes_);
+    const double ar_seconds = stage_ != nullptr ? stage_->allreduce_seconds() : 0;
+    const int64_t ar_bytes = stage_ != nullptr ? stage_->allreduce_bytes() : 0;
+    mine[1] = static_cast<float>(ar_seconds - reported_ar_seconds_);
+    mine[2] = static_cast<float>(ar_bytes - reported_ar_bytes_);
+    reported_ar_seconds_ = ar_seconds;
+    reported_ar_bytes_ = ar_bytes;
     mine[3] = static_cast<float>(steps_);
     forward_seconds_ = 0;
     steps_ = 0;
     group_.AllReduceSum(v);
-    // This report's own all-reduce is not the model's: left out of the next.
-    reported_ar_seconds_ = group_.allreduce_seconds();
-    reported_ar_bytes_ = group_.allreduce_bytes();
     if (board != nullptr) board->Add(v);
   }
 
  private:
   Collective& group_;
+  Collective* stage_;
   double forward_seconds_ = 0;
   int64_t steps_ = 0;
   double reported_ar_seconds_ = 0;
@@ -148,11 +161,46 @@ int CountNotReady(Collective& group, bool ready) {
   return static_cast<int>(flag + 0.5f);
 }
 
+// The sequence ranges [first, last) of a step's micro-batches: one without
+// pipeline stages, else up to one per stage, as even as they go. Every rank
+// splits a step the same way.
+std::vector<std::pair<size_t, size_t>> MicroBatches(size_t n_seqs, int stages) {
+  const size_t k = std::max<size_t>(1, std::min<size_t>(n_seqs, static_cast<size_t>(stages)));
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0, at = 0; i < k; ++i) {
+    const size_t n = n_seqs / k + (i < n_seqs % k ? 1 : 0);
+    out.emplace_back(at, at + n);
+    at += n;
+  }
+  return out;
+}
+
+int64_t LogitRows(const engine::ForwardBatch& b, size_t first, size_t last) {
+  int64_t rows = 0;
+  for (size_t i = first; i < last; ++i) rows += b.seqs[i].NumLogits();
+  return rows;
+}
+
+// Where this rank's model gets its input and sends its output (rank =
+// stage x T + t).
+model::LlamaModel::PipelineLinks Links(Collective& world, int tp, int pp) {
+  const int r = world.rank(), stage = r / tp, t = r % tp;
+  const bool last = stage == pp - 1;
+  if (pp == 1) return {};
+  return {&world, stage > 0 ? r - tp : -1, last ? -1 : r + tp, last && t == 0 && r != 0 ? 0 : -1};
+}
+
 // Rank 0's runner: the workers first, then its own shard.
 class LeaderRunner : public engine::ModelRunner {
  public:
-  LeaderRunner(std::unique_ptr<CpuRunner> local, Collective& group, std::shared_ptr<ParallelStatsBoard> stats)
-      : local_(std::move(local)), group_(group), meter_(group), stats_(std::move(stats)) {}
+  LeaderRunner(std::unique_ptr<CpuRunner> local, Collective& group, Collective* stage, int pp,
+               std::shared_ptr<ParallelStatsBoard> stats)
+      : local_(std::move(local)),
+        group_(group),
+        pp_(pp),
+        last_stage_rank_((pp - 1) * (group.size() / pp)),
+        meter_(group, stage),
+        stats_(std::move(stats)) {}
   ~LeaderRunner() override {
     Writer w(Op::kEnd);
     Send(group_, w);
@@ -181,7 +229,30 @@ class LeaderRunner : public engine::ModelRunner {
     w.Put<uint8_t>(report ? 1 : 0);
     Send(group_, w);
     const auto t0 = std::chrono::steady_clock::now();
-    const Status st = local_->Forward(batch, logits);
+    Status st;
+    if (pp_ == 1) {
+      st = local_->Forward(batch, logits);
+    } else {
+      // The last stage sends each micro-batch's logits here: every receive
+      // is posted before the first send of activations, so that neither
+      // side waits on the other.
+      const auto parts = MicroBatches(batch.seqs.size(), pp_);
+      const int64_t vocab = local_->vocab_size();
+      std::vector<std::span<float>> slices;
+      int64_t row = 0;
+      for (const auto& [first, last] : parts) {
+        const int64_t rows = LogitRows(batch, first, last);
+        slices.push_back(logits.subspan(static_cast<size_t>(row * vocab), static_cast<size_t>(rows * vocab)));
+        if (rows > 0) group_.PostRecv(slices.back(), last_stage_rank_, model::LlamaModel::kLogitsTag);
+        row += rows;
+      }
+      for (size_t i = 0; i < parts.size() && st.ok(); ++i) {
+        part_.seqs.assign(batch.seqs.begin() + static_cast<std::ptrdiff_t>(parts[i].first),
+                          batch.seqs.begin() + static_cast<std::ptrdiff_t>(parts[i].second));
+        st = local_->Forward(part_, slices[i]);
+      }
+      group_.WaitPosted();
+    }
     meter_.AddForward(SecondsSince(t0));
     if (report) meter_.Report(stats_.get());
     return st;
@@ -203,25 +274,31 @@ class LeaderRunner : public engine::ModelRunner {
 
   std::unique_ptr<CpuRunner> local_;
   Collective& group_;
+  int pp_;
+  int last_stage_rank_;     // the last stage's first rank: it sends the logits
+  engine::ForwardBatch part_;  // a micro-batch of the step
   RankMeter meter_;
   std::shared_ptr<ParallelStatsBoard> stats_;
   int64_t steps_ = 0;
 };
 
-// A worker's shard for one setup, or why it has none.
-StatusOr<std::unique_ptr<CpuRunner>> StartShard(Collective& group, const TensorParallelSetup& s,
+// A worker's shard for one setup, or why it has none. `stage` is its
+// stage's group (the model's all-reduces).
+StatusOr<std::unique_ptr<CpuRunner>> StartShard(Collective& group, Collective* stage, const TensorParallelSetup& s,
                                                 const std::string& model_path, int threads) {
   KVS_ASSIGN_OR_RETURN(const std::string sha, Sha256File(model_path));
   if (!s.model_sha256.empty() && sha != s.model_sha256) {
     return DataLoss("{} hashes to {}, rank 0's model file to {}: every rank must load the same file", model_path, sha,
                     s.model_sha256);
   }
-  model::LoadOptions lo = model::LoadOptions::ForDtype(s.model_dtype);
-  lo.shard_rank = group.rank();
-  lo.shard_count = group.size();
-  KVS_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model, model::LlamaModel::Load(model_path, lo));
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(model_path));
+  KVS_ASSIGN_OR_RETURN(const model::ModelConfig whole, model::ModelConfig::FromGguf(*file));
+  const model::LoadOptions lo =
+      ShardLoadOptions(s.model_dtype, s.tensor_parallel, s.pipeline_parallel, group.rank(), whole.n_layers);
+  KVS_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model, model::LlamaModel::FromFile(std::move(file), lo));
   model->SetContextLength(s.context);
-  model->SetCollective(&group);
+  if (s.tensor_parallel > 1) model->SetCollective(stage);
+  model->SetPipeline(Links(group, s.tensor_parallel, s.pipeline_parallel));
   RunnerOptions ro = s.runner;
   ro.threads = threads;
   return CpuRunner::Create(std::move(model), ro);
@@ -234,13 +311,15 @@ StatusOr<std::unique_ptr<engine::ModelRunner>> MakeTensorParallelRunner(std::uni
                                                                         Collective& group,
                                                                         std::shared_ptr<ParallelStatsBoard> stats) {
   if (group.rank() != 0) return FailedPrecondition("tensor parallel: only rank 0 runs the engine");
-  if (model->shard_count() != group.size()) {
-    return FailedPrecondition("tensor parallel: the model was loaded as {} shards for a group of {}",
-                              model->shard_count(), group.size());
+  if (model->shard_count() != setup.tensor_parallel || setup.tensor_parallel * setup.pipeline_parallel != group.size()) {
+    return FailedPrecondition("tensor parallel: the model was loaded as {} shards of {} stages for a group of {}",
+                              model->shard_count(), setup.pipeline_parallel, group.size());
   }
   std::vector<uint8_t> msg = EncodeSetup(setup);
   group.Broadcast(msg, 0);
-  model->SetCollective(&group);
+  Collective* stage = group.Split(0, 0);  // rank 0: stage 0, t 0
+  if (setup.tensor_parallel > 1) model->SetCollective(stage);
+  model->SetPipeline(Links(group, setup.tensor_parallel, setup.pipeline_parallel));
   auto local = CpuRunner::Create(std::move(model), setup.runner);
   const int not_ready = CountNotReady(group, local.ok());
   if (!local.ok()) return local.status().WithContext("tensor parallel rank 0");
@@ -250,7 +329,8 @@ StatusOr<std::unique_ptr<engine::ModelRunner>> MakeTensorParallelRunner(std::uni
     return FailedPrecondition("tensor parallel: {} of the {} ranks could not load their shard (their logs say why)",
                               not_ready, group.size());
   }
-  return std::unique_ptr<engine::ModelRunner>(new LeaderRunner(std::move(*local), group, std::move(stats)));
+  return std::unique_ptr<engine::ModelRunner>(
+      new LeaderRunner(std::move(*local), group, stage, setup.pipeline_parallel, std::move(stats)));
 }
 
 Status RunTensorParallelWorker(Collective& group, const std::string& model_path, int threads) {
@@ -258,16 +338,22 @@ Status RunTensorParallelWorker(Collective& group, const std::string& model_path,
   std::vector<uint8_t> msg;
   // Owned copies of a forward message's lists; the batch's spans point into them.
   std::vector<std::vector<int32_t>> lists;
-  engine::ForwardBatch batch;
-  const std::span<float> no_logits;
-  RankMeter meter(group);
+  engine::ForwardBatch batch, part;
+  std::vector<float> logits;  // the last stage's first rank: what it sends to rank 0
+  RankMeter meter(group, nullptr);
+  int tp = 1, pp = 1;
   for (;;) {
     group.Broadcast(msg, 0);
     Reader r(msg);
     switch (static_cast<Op>(r.Get<uint8_t>())) {
       case Op::kSetup: {
         const TensorParallelSetup s = DecodeSetup(r);
-        auto started = StartShard(group, s, model_path, threads);
+        tp = s.tensor_parallel;
+        pp = s.pipeline_parallel;
+        // Collective: a stage's ranks are contiguous (rank = stage x T + t).
+        Collective* stage = group.Split(group.rank() / tp, group.rank() % tp);
+        meter.SetStage(stage);
+        auto started = StartShard(group, stage, s, model_path, threads);
         if (!started.ok()) spdlog::error("tensor parallel rank {}: {}", group.rank(), started.status().ToString());
         shard = started.ok() ? std::move(*started) : nullptr;
         CountNotReady(group, shard != nullptr);
@@ -299,7 +385,13 @@ Status RunTensorParallelWorker(Collective& group, const std::string& model_path,
         // Rank 0 checked the same batch: a failure here is a bug, and the
         // group cannot go on without this rank's part.
         const auto t0 = std::chrono::steady_clock::now();
-        KVS_RETURN_IF_ERROR(shard->Forward(batch, no_logits));
+        const bool sends_logits = group.rank() / tp == pp - 1 && group.rank() % tp == 0;
+        for (const auto& [first, last] : MicroBatches(batch.seqs.size(), pp)) {
+          part.seqs.assign(batch.seqs.begin() + static_cast<std::ptrdiff_t>(first),
+                           batch.seqs.begin() + static_cast<std::ptrdiff_t>(last));
+          logits.resize(sends_logits ? static_cast<size_t>(LogitRows(batch, first, last) * shard->vocab_size()) : 0);
+          KVS_RETURN_IF_ERROR(shard->Forward(part, logits));
+        }
         meter.AddForward(SecondsSince(t0));
         if (report) meter.Report(nullptr);
         break;
@@ -331,6 +423,19 @@ void ParallelStatsBoard::Add(std::span<const float> deltas) {
     ranks_[r].allreduce_bytes += deltas[4 * r + 2];
     ranks_[r].steps += deltas[4 * r + 3];
   }
+}
+
+model::LoadOptions ShardLoadOptions(const std::string& dtype, int tensor_parallel, int pipeline_parallel, int rank,
+                                    int32_t n_layers) {
+  model::LoadOptions lo = model::LoadOptions::ForDtype(dtype);
+  lo.shard_rank = rank % tensor_parallel;
+  lo.shard_count = tensor_parallel;
+  if (pipeline_parallel > 1) {
+    const model::LayerRange layers = model::StageLayers(n_layers, pipeline_parallel, rank / tensor_parallel);
+    lo.first_layer = layers.first;
+    lo.num_layers = layers.count;
+  }
+  return lo;
 }
 
 void ShutdownTensorParallelWorkers(Collective& group) {

@@ -1,13 +1,20 @@
-// Tensor parallel across processes: one engine on rank 0, model shards on
-// every rank (model::LoadOptions::shard_count; the KV cache of each rank
-// holds its own KV heads only).
+// Tensor and pipeline parallel across processes: one engine on rank 0,
+// model shards on every rank. Ranks: rank = stage x T + t for T-way tensor
+// parallel inside each of P pipeline stages; a stage holds a contiguous range
+// of layers (model::StageLayers) and its T ranks split each of those layers'
+// heads and FFN (model::LoadOptions). Each rank's KV cache holds its layers'
+// share of the KV heads only.
 //
 // Rank 0's runner (LoadEngine's when EngineSpec::group has more than one
 // rank; the device is then "cpu") sends every step to the workers before computing its own
 // shard: the batch (token ids, positions, block tables) and the blocks the
 // engine frees. No rank but 0 schedules, samples or sees a request; the
 // workers run RunTensorParallelWorker, which only follows those messages.
-// The shards meet in two all-reduces per layer (model/llama.h).
+// A stage's shards meet in two all-reduces per layer over the stage's group;
+// stages pass the [tokens, hidden] residual stream on, and the last stage's
+// first rank sends the logits to rank 0 (model::LlamaModel::SetPipeline).
+// With P > 1 a step's sequences go through in up to P micro-batches, so
+// that stage s works on one while stage s + 1 works on the one before.
 //
 // Start-up: rank 0 sends the runner's geometry (KV blocks as its memory plan
 // sized them, dtype, context) and its model file's SHA-256; each worker
@@ -31,6 +38,8 @@
 namespace kvs::backend {
 
 struct TensorParallelSetup {
+  int tensor_parallel = 1;    // T; the group has T x pipeline_parallel ranks
+  int pipeline_parallel = 1;  // P
   std::string model_sha256;   // rank 0's file; every worker's must hash the same
   std::string model_dtype;    // model.dtype (model::LoadOptions::ForDtype)
   int64_t context = 0;        // the context served (LongRoPE's choice)
@@ -57,7 +66,11 @@ class ParallelStatsBoard {
   std::vector<ParallelRankStats> ranks_;
 };
 
-// Rank 0: wraps its shard (model loaded with shard 0 of group.size()) in a
+// What rank `rank` of a T x P layout loads of a model of `n_layers` layers.
+model::LoadOptions ShardLoadOptions(const std::string& dtype, int tensor_parallel, int pipeline_parallel, int rank,
+                                    int32_t n_layers);
+
+// Rank 0: wraps its shard (loaded with ShardLoadOptions for rank 0) in a
 // runner that drives the workers. Fails when any rank could not start.
 StatusOr<std::unique_ptr<engine::ModelRunner>> MakeTensorParallelRunner(std::unique_ptr<model::LlamaModel> model,
                                                                         const TensorParallelSetup& setup,

@@ -38,6 +38,21 @@ class Collective {
   // Root's bytes to every rank: on the others `bytes` is resized to root's
   // length and overwritten.
   virtual void Broadcast(std::vector<uint8_t>& bytes, int root) = 0;
+  // Point to point (pipeline parallel: activations stage to stage, logits
+  // back to rank 0), between ranks of this group; `tag` keeps the kinds of
+  // message apart (each kind arrives in the order it was sent). Send may
+  // return before the peer receives.
+  virtual void Send(std::span<const float> data, int peer, int tag) = 0;
+  virtual void Recv(std::span<float> data, int peer, int tag) = 0;
+  // A receive posted now and completed by WaitPosted: a peer's Send of it
+  // then never waits for this rank to be ready (what keeps a pipeline from
+  // deadlocking when the last stage returns logits while rank 0 still sends).
+  virtual void PostRecv(std::span<float> data, int peer, int tag) = 0;
+  virtual void WaitPosted() = 0;
+  // Collective: the ranks of this group that pass the same color, ordered
+  // by key, as a group of their own (a pipeline stage's tensor-parallel
+  // ranks). Owned by this group.
+  virtual Collective* Split(int color, int key) = 0;
   // AllReduceSum so far on this rank: its payload bytes, calls and seconds
   // (for metrics).
   int64_t allreduce_bytes() const { return allreduce_bytes_; }

@@ -106,22 +106,25 @@ const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatib
                    // end when rank 0, having drained, tells it to (RunServe handles the
                    // signals on rank 0).
                    std::optional<SignalBlock> mpi_signals;
-                   if (cfg.runtime.tensor_parallel > 1) {
+                   const int64_t ranks = cfg.runtime.tensor_parallel * cfg.runtime.pipeline_parallel;
+                   if (ranks > 1) {
                      mpi_signals.emplace(std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP});
                      auto g = backend::MpiGroup::Open();
                      if (!g.ok()) {
-                       std::fprintf(stderr, "kvserve serve: runtime.tensor_parallel %lld: %s\n",
-                                    static_cast<long long>(cfg.runtime.tensor_parallel), g.status().message().c_str());
+                       std::fprintf(stderr, "kvserve serve: runtime.tensor_parallel x pipeline_parallel = %lld: %s\n",
+                                    static_cast<long long>(ranks), g.status().message().c_str());
                        return 1;
                      }
                      group = std::move(*g);
-                     if (group->size() != cfg.runtime.tensor_parallel) {
+                     if (group->size() != ranks) {
                        if (group->rank() == 0) {
                          std::fprintf(stderr,
-                                      "kvserve serve: runtime.tensor_parallel is %lld but %d process(es) were started; "
-                                      "start them with mpirun -np %lld kvserve serve ...\n",
-                                      static_cast<long long>(cfg.runtime.tensor_parallel), group->size(),
-                                      static_cast<long long>(cfg.runtime.tensor_parallel));
+                                      "kvserve serve: runtime.tensor_parallel is %lld and pipeline_parallel %lld "
+                                      "(%lld processes) but %d process(es) were started; start them with "
+                                      "mpirun -np %lld kvserve serve ...\n",
+                                      static_cast<long long>(cfg.runtime.tensor_parallel),
+                                      static_cast<long long>(cfg.runtime.pipeline_parallel),
+                                      static_cast<long long>(ranks), group->size(), static_cast<long long>(ranks));
                        }
                        return 2;  // the group's destructor ends every rank
                      }
@@ -139,8 +142,12 @@ const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatib
                        group->MarkDone();
                        return 0;
                      }
-                     std::fprintf(stderr, "kvserve serve: tensor parallel: rank 0 of %d on %s serves; the others follow\n",
-                                  group->size(), group->host().c_str());
+                     std::fprintf(stderr,
+                                  "kvserve serve: tensor parallel %lld x pipeline parallel %lld: rank 0 of %d on %s "
+                                  "serves; the others follow\n",
+                                  static_cast<long long>(cfg.runtime.tensor_parallel),
+                                  static_cast<long long>(cfg.runtime.pipeline_parallel), group->size(),
+                                  group->host().c_str());
                    }
                    // SIGHUP: the same file and command line, read again.
                    opts->reload = [a, model = cfg.model.path]() -> StatusOr<server::ServeConfig> {

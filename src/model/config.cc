@@ -42,6 +42,23 @@ Status ModelConfig::Validate() const {
   return Status::Ok();
 }
 
+LayerRange StageLayers(int32_t n_layers, int stages, int stage) {
+  const int32_t base = n_layers / stages, extra = n_layers % stages;
+  return {stage * base + std::min<int32_t>(stage, extra), base + (stage < extra ? 1 : 0)};
+}
+
+Status ModelConfig::CheckPipeline(int stages) const {
+  if (stages < 1) return InvalidArgument("pipeline_parallel must be at least 1, got {}", stages);
+  if (stages == 1) return Status::Ok();
+  if (n_layers < stages) {
+    return InvalidArgument("pipeline_parallel {}: the model has {} layers, fewer than the stages", stages, n_layers);
+  }
+  if (sliding_window > 0) {
+    return InvalidArgument("pipeline_parallel {}: sliding-window models are not split into stages yet", stages);
+  }
+  return Status::Ok();
+}
+
 Status ModelConfig::CheckTensorParallel(int n) const {
   if (n < 1) return InvalidArgument("tensor_parallel must be at least 1, got {}", n);
   if (n == 1) return Status::Ok();

@@ -30,6 +30,15 @@ namespace kvs::model {
 
 enum class RopeType { kNormal, kNeox };  // pairs (2i, 2i+1) vs (i, i + dim/2)
 
+// The layers of pipeline stage `stage` of `stages` as [first, first + count):
+// contiguous, as even as they go, the earlier stages taking one more (80
+// over 3: 27, 27, 26), as `kvserve plan --pipeline-parallel` plans them.
+struct LayerRange {
+  int32_t first = 0;
+  int32_t count = 0;
+};
+LayerRange StageLayers(int32_t n_layers, int stages, int stage);
+
 struct ModelConfig {
   std::string arch;
   std::string name;
@@ -93,6 +102,10 @@ struct ModelConfig {
   // replicated) and the FFN width must divide evenly, and mixture-of-experts
   // layers are not sharded. InvalidArgument names the limit.
   Status CheckTensorParallel(int tensor_parallel) const;
+  // Whether the layers can be split into `stages` contiguous ranges
+  // (pipeline parallel): at least one layer a stage, and no sliding-window
+  // layers (their KV group is not split yet). InvalidArgument names the limit.
+  Status CheckPipeline(int stages) const;
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   bool IsSliding(int32_t layer) const {
     if (sliding_window <= 0) return false;

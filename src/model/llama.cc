@@ -30,7 +30,14 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::FromFile(std::unique_ptr<gguf:
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->file_ = std::move(file);
   KVS_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromGguf(*m->file_));
+  if ((options.first_layer > 0 || options.num_layers >= 0) && m->config_.sliding_window > 0) {
+    return InvalidArgument("pipeline parallel: sliding-window models are not split into stages yet");
+  }
   KVS_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*m->file_, m->config_, options));
+  if (options.first_layer > 0 || options.num_layers >= 0) {
+    // A pipeline stage computes its own layers only (weights and KV cache).
+    m->config_.n_layers = static_cast<int32_t>(m->weights_->layers.size());
+  }
   if (options.shard_count > 1) {
     // What this rank computes from here on (ModelWeights::Shard checked the division).
     m->shard_count_ = options.shard_count;
@@ -201,7 +208,7 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
   if (shard_count_ > 1 && (collective_ == nullptr || collective_->size() != shard_count_)) {
     return FailedPrecondition("a shard of {} needs a collective of {} ranks", shard_count_, shard_count_);
   }
-  const bool skip_logits = shard_count_ > 1 && collective_->rank() != 0 && logits.empty();
+  const bool skip_logits = (shard_count_ > 1 && collective_->rank() != 0 && logits.empty()) || pipeline_.next >= 0;
   if (!skip_logits && static_cast<int64_t>(logits.size()) != rows * c.vocab) {
     return InvalidArgument("logits buffer has {} floats, batch needs {}", logits.size(), rows * c.vocab);
   }
@@ -214,9 +221,11 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
     const int64_t emb_row = RowBytes(weights_->token_embd.type, H);
     for (const kvcache::ForwardSeq& s : batch.seqs) {
       for (size_t i = 0; i < s.tokens.size(); ++i, ++t) {
-        const uint8_t* row = static_cast<const uint8_t*>(weights_->token_embd.data) + s.tokens[i] * emb_row;
-        kernels::DequantizeRow(weights_->token_embd.type, row, x_.data() + t * H, H);
-        if (c.embed_scale) {
+        if (pipeline_.prev < 0) {
+          const uint8_t* row = static_cast<const uint8_t*>(weights_->token_embd.data) + s.tokens[i] * emb_row;
+          kernels::DequantizeRow(weights_->token_embd.type, row, x_.data() + t * H, H);
+        }
+        if (c.embed_scale && pipeline_.prev < 0) {
           const float e = std::sqrt(static_cast<float>(H));
           for (int64_t j = 0; j < H; ++j) x_[t * H + j] *= e;
         }
@@ -232,6 +241,8 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
       }
     }
   }
+  // A later pipeline stage starts from the previous one's residual stream.
+  if (pipeline_.prev >= 0) pipeline_.world->Recv({x_.data(), static_cast<size_t>(T * H)}, pipeline_.prev, kActivationTag);
   const float att_scale = c.AttentionScale();
   if (caches.window != nullptr) {
     window_batch_.seqs.assign(batch.seqs.begin(), batch.seqs.end());
@@ -312,6 +323,10 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
     kernels::Add(x_.data(), tmp_.data(), x_.data(), T * H);
   }
 
+  if (pipeline_.next >= 0) {
+    pipeline_.world->Send({x_.data(), static_cast<size_t>(T * H)}, pipeline_.next, kActivationTag);
+    return Status::Ok();
+  }
   if (skip_logits) return Status::Ok();
   // Final norm on the rows whose logits are wanted, gathered into xn_.
   int64_t r = 0;
@@ -333,6 +348,7 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
     const float cap = c.final_softcap;
     for (float& v : logits) v = cap * std::tanh(v / cap);
   }
+  if (pipeline_.logits_to >= 0 && !logits.empty()) pipeline_.world->Send(logits, pipeline_.logits_to, kLogitsTag);
   return Status::Ok();
 }
 

@@ -51,6 +51,22 @@ class LlamaModel {
   // layer). Required when the model was loaded as a shard; not owned.
   void SetCollective(Collective* collective) { collective_ = collective; }
   int shard_count() const { return shard_count_; }
+  // Pipeline parallel (the model loaded with a layer range): where this
+  // stage's input comes from and its output goes, as ranks of `world`.
+  // prev < 0: the first stage (it embeds the tokens); next < 0: the last
+  // (it computes the logits, and with logits_to >= 0 sends them there:
+  // rank 0 samples). Tags: kActivationTag for the [tokens, hidden]
+  // residual stream stage to stage, kLogitsTag for logits.
+  static constexpr int kActivationTag = 1;
+  static constexpr int kLogitsTag = 2;
+  struct PipelineLinks {
+    Collective* world = nullptr;
+    int prev = -1;
+    int next = -1;
+    int logits_to = -1;
+  };
+  void SetPipeline(const PipelineLinks& links) { pipeline_ = links; }
+  bool is_pipeline_stage() const { return pipeline_.world != nullptr; }
   const gguf::GgufFile& file() const { return *file_; }
   uint64_t weight_bytes() const { return weights_->total_bytes; }
   // Bytes of the BF16 copies of float matrices (LoadOptions), 0 without.
@@ -102,6 +118,7 @@ class LlamaModel {
   std::unique_ptr<ModelWeights> weights_;
   int shard_count_ = 1;
   Collective* collective_ = nullptr;
+  PipelineLinks pipeline_;
   // RoPE of one kind of layer: global (0) and sliding-window (1) layers may
   // rotate with different bases and scales (Gemma).
   struct RopeTable {

@@ -29,9 +29,21 @@ std::vector<int32_t> Tokens(int n, int vocab, uint32_t seed) {
   return t;
 }
 
+// What a rank does with logits: rank 0 keeps them (computed here, or
+// received from the last pipeline stage: recv_from >= 0); the last stage's
+// first tensor-parallel rank computes them (and its model sends them on);
+// the others have none.
+struct LogitsRole {
+  bool keep = true;
+  bool compute = true;
+  int recv_from = -1;
+  Collective* world = nullptr;
+};
+
 // Every token's logits of `tokens` fed in `chunks` (the last size repeats),
-// through one rank's model and KV cache; an empty result on ranks > 0.
-std::vector<float> RunChunks(LlamaModel& m, const std::vector<int32_t>& tokens, std::vector<int> chunks, int rank) {
+// through one rank's model and KV cache; empty unless role.keep.
+std::vector<float> RunChunks(LlamaModel& m, const std::vector<int32_t>& tokens, std::vector<int> chunks,
+                             LogitsRole role = {}) {
   const ModelConfig& c = m.config();
   const int nblocks = static_cast<int>(tokens.size()) / kBlock + 1;
   auto cache = kvcache::KvCache::Create({c.n_layers, c.n_kv_heads, c.head_dim, kBlock, nblocks, DType::kF32});
@@ -46,10 +58,12 @@ std::vector<float> RunChunks(LlamaModel& m, const std::vector<int32_t>& tokens, 
     const size_t n = std::min(tokens.size() - pos, static_cast<size_t>(chunks[std::min(k++, chunks.size() - 1)]));
     kvcache::ForwardBatch b;
     b.seqs.push_back({0, std::span<const int32_t>(tokens.data() + pos, n), static_cast<int32_t>(pos), table, true, true});
-    std::vector<float> logits(rank == 0 ? n * static_cast<size_t>(c.vocab) : 0);
+    std::vector<float> logits(role.keep || role.compute ? n * static_cast<size_t>(c.vocab) : 0);
+    if (role.recv_from >= 0) role.world->PostRecv(logits, role.recv_from, LlamaModel::kLogitsTag);
     const Status st = m.Forward(b, **cache, logits, pool);
     EXPECT_TRUE(st.ok()) << st.ToString();
-    all.insert(all.end(), logits.begin(), logits.end());
+    if (role.recv_from >= 0) role.world->WaitPosted();
+    if (role.keep) all.insert(all.end(), logits.begin(), logits.end());
     pos += n;
   }
   return all;
@@ -78,7 +92,8 @@ std::vector<float> ShardedLogits(const std::string& path, int count, const std::
   std::vector<std::thread> threads;
   for (int r = 0; r < count; ++r) {
     threads.emplace_back([&, r] {
-      std::vector<float> got = RunChunks(*models[static_cast<size_t>(r)], tokens, chunks, r);
+      std::vector<float> got =
+          RunChunks(*models[static_cast<size_t>(r)], tokens, chunks, LogitsRole{r == 0, r == 0, -1, nullptr});
       if (r == 0) out = std::move(got);
     });
   }
@@ -122,7 +137,7 @@ void ExpectShardsMatchWhole(const std::string& path, int count, const std::strin
   std::vector<int32_t> tokens = Tokens(45, vocab, 11);
   // A prefill in odd chunks, then one token at a time (decode).
   const std::vector<int> chunks = {17, 9, 1};
-  const std::vector<float> want = RunChunks(**whole, tokens, chunks, 0);
+  const std::vector<float> want = RunChunks(**whole, tokens, chunks);
   const std::vector<float> got = ShardedLogits(path, count, tokens, chunks);
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(ArgmaxDisagreements(got, want, vocab), 0) << path << " x" << count;
@@ -132,11 +147,68 @@ void ExpectShardsMatchWhole(const std::string& path, int count, const std::strin
   }
   auto exact_model = LlamaModel::Load(twin, LoadOptions::ForDtype("f32"));
   ASSERT_TRUE(exact_model.ok()) << exact_model.status().ToString();
-  const std::vector<float> exact = RunChunks(**exact_model, tokens, chunks, 0);
+  const std::vector<float> exact = RunChunks(**exact_model, tokens, chunks);
   const double whole_dev = WorstRowDeviation(want, exact, vocab), shard_dev = WorstRowDeviation(got, exact, vocab);
   EXPECT_LT(shard_dev, 1.5 * whole_dev + 1e-4) << path << " x" << count << ": whole " << whole_dev;
   std::printf("%s x%d: from the F32 twin: whole %.5f, shards %.5f; shards from whole %.5f\n", path.c_str(), count,
               whole_dev, shard_dev, WorstRowDeviation(got, want, vocab));
+}
+
+// Rank 0's logits of `tp` x `pp` ranks: pipeline stages of contiguous
+// layers (StageLayers), each split over `tp` ranks, activations passed
+// stage to stage and logits back to rank 0, as the server's ranks do.
+std::vector<float> PipelineLogits(const std::string& path, int tp, int pp, const std::vector<int32_t>& tokens,
+                                  const std::vector<int>& chunks) {
+  const int n = tp * pp;
+  testing::ThreadGroup world(n);
+  std::vector<float> out;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      const int stage = r / tp, t = r % tp;
+      Collective* stage_group = world.member(r).Split(stage, t);
+      auto probe = LlamaModel::Load(path, LoadOptions::ForDtype("f32"));
+      ASSERT_TRUE(probe.ok());
+      const LayerRange layers = StageLayers((*probe)->config().n_layers, pp, stage);
+      LoadOptions o = LoadOptions::ForDtype("f32");
+      o.shard_rank = t;
+      o.shard_count = tp;
+      o.first_layer = layers.first;
+      o.num_layers = layers.count;
+      auto m = LlamaModel::Load(path, o);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      if (tp > 1) (*m)->SetCollective(stage_group);
+      const bool last = stage == pp - 1;
+      LlamaModel::PipelineLinks links{&world.member(r), stage > 0 ? r - tp : -1, last ? -1 : r + tp,
+                                      last && t == 0 && r != 0 ? 0 : -1};
+      (*m)->SetPipeline(links);
+      LogitsRole role{r == 0, last && t == 0, r == 0 && pp > 1 ? (pp - 1) * tp : -1, &world.member(r)};
+      std::vector<float> got = RunChunks(**m, tokens, chunks, role);
+      if (r == 0) out = std::move(got);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  return out;
+}
+
+TEST(TensorParallelTest, PipelineStagesMatchWholeModel) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  auto whole = LlamaModel::Load(path, LoadOptions::ForDtype("f32"));
+  ASSERT_TRUE(whole.ok());
+  const int vocab = (*whole)->config().vocab;
+  std::vector<int32_t> tokens = Tokens(45, vocab, 5);
+  const std::vector<int> chunks = {17, 9, 1};
+  const std::vector<float> want = RunChunks(**whole, tokens, chunks);
+  // stories260K has 5 layers: 3 + 2 over two stages, 2 + 2 + 1 over three.
+  for (const auto& [tp, pp] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{1, 3}, std::pair{2, 3}}) {
+    const std::vector<float> got = PipelineLogits(path, tp, pp, tokens, chunks);
+    ASSERT_EQ(got.size(), want.size()) << "tp " << tp << " pp " << pp;
+    EXPECT_LT(WorstRowDeviation(got, want, vocab), 1e-4) << "tp " << tp << " pp " << pp;
+    EXPECT_EQ(ArgmaxDisagreements(got, want, vocab), 0) << "tp " << tp << " pp " << pp;
+  }
+  EXPECT_EQ(StageLayers(80, 3, 0).count, 27);
+  EXPECT_EQ(StageLayers(80, 3, 2).first, 54);
+  EXPECT_EQ(StageLayers(80, 3, 2).count, 26);
 }
 
 TEST(TensorParallelTest, Stories260KShardsMatchWholeModel) {

@@ -108,9 +108,14 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
   if (c.longrope && (w->rope_long == nullptr || w->rope_short == nullptr)) {
     return InvalidArgument("LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight");
   }
-  w->layers.resize(static_cast<size_t>(c.n_layers));
-  for (int32_t i = 0; i < c.n_layers; ++i) {
-    LayerWeights& L = w->layers[static_cast<size_t>(i)];
+  const int32_t first = options.first_layer;
+  const int32_t end = options.num_layers < 0 ? c.n_layers : first + options.num_layers;
+  if (first < 0 || end > c.n_layers || first >= end) {
+    return InvalidArgument("layers [{}, {}) are not a range of the model's {} layers", first, end, c.n_layers);
+  }
+  w->layers.resize(static_cast<size_t>(end - first));
+  for (int32_t i = first; i < end; ++i) {
+    LayerWeights& L = w->layers[static_cast<size_t>(i - first)];
     const std::string p = fmt::format("blk.{}.", i);
     KVS_ASSIGN_OR_RETURN(L.attn_norm, vec(p + "attn_norm.weight", c.hidden, true));
     if (c.fused_qkv) {
@@ -165,6 +170,16 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
       KVS_ASSIGN_OR_RETURN(L.w_down, matrix(p + "ffn_down.weight", c.hidden, c.ffn));
     }
   }
+  // A pipeline stage before the last never computes logits; one after the
+  // first never embeds (its lookups would read the file, not count).
+  const bool tied = w->output.data == w->token_embd.data;
+  if (end < c.n_layers) {
+    w->output_unused_ = true;
+    if (!tied) w->total_bytes -= static_cast<uint64_t>(RowBytes(w->output.type, w->output.cols) * w->output.rows);
+  }
+  if (first > 0 && !(tied && end == c.n_layers)) {
+    w->total_bytes -= static_cast<uint64_t>(RowBytes(w->token_embd.type, w->token_embd.cols) * w->token_embd.rows);
+  }
   if (options.shard_count > 1) KVS_RETURN_IF_ERROR(w->Shard(c, options.shard_rank, options.shard_count));
   w->PlaceFloatMatrices(f, options);
   w->PackMatrices(f);
@@ -218,7 +233,7 @@ Status ModelWeights::Shard(const ModelConfig& c, int rank, int count) {
     KVS_RETURN_IF_ERROR(columns(L.w_down, ff, "ffn_down", layer));
   }
   // The head stays in the file: rank 0 computes every logit.
-  if (rank > 0) {
+  if (rank > 0 && !output_unused_) {
     output_unused_ = true;
     if (output.data != token_embd.data) dropped += static_cast<uint64_t>(RowBytes(output.type, output.cols) * output.rows);
   }

@@ -58,6 +58,12 @@ struct LoadOptions {
   // takes.
   int shard_rank = 0;
   int shard_count = 1;
+  // Pipeline parallel: only layers [first_layer, first_layer + num_layers)
+  // are read (num_layers < 0: to the last); ModelWeights::layers then holds
+  // them from index 0. ModelConfig::CheckPipeline says which ranges a model
+  // takes.
+  int32_t first_layer = 0;
+  int32_t num_layers = -1;
 };
 
 // A layer's mixture-of-experts FFN (ModelConfig::is_moe()).

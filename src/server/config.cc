@@ -159,6 +159,11 @@ const Keys& Table() {
                           [](ServeConfig& c) -> int64_t& { return c.runtime.tensor_parallel; }, 1, 64,
                           "Processes that share the model's heads and FFN (Megatron-style), started together by "
                           "`mpirun -np N kvserve serve --tensor-parallel N`; rank 0 serves HTTP (docs/parallel.md)"));
+    t.push_back(Keys::Int("runtime.pipeline_parallel", "pipeline-parallel",
+                          [](ServeConfig& c) -> int64_t& { return c.runtime.pipeline_parallel; }, 1, 64,
+                          "Pipeline stages, each a contiguous range of layers on its own tensor_parallel processes "
+                          "(mpirun starts tensor_parallel x pipeline_parallel); a step's sequences go through in "
+                          "micro-batches so that the stages overlap (docs/parallel.md)"));
     t.push_back(Keys::Int("runtime.max_batch_size", "max-batch-size", [](ServeConfig& c) -> int64_t& { return c.runtime.max_batch_size; },
                           1, 4096, "Sequences running at once"));
     t.push_back(Keys::Int("runtime.max_num_batched_tokens", "max-num-batched-tokens",

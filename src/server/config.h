@@ -77,7 +77,8 @@ struct KvCacheSection {
 struct RuntimeSection {
   std::string device = "cpu";       // which runner computes (backend::RunnerFactories(): cpu in this build)
   int64_t threads = 0;              // compute threads; 0: all cores
-  int64_t tensor_parallel = 1;      // ranks sharing the model under mpirun (backend/tensor_parallel.h)
+  int64_t tensor_parallel = 1;      // ranks sharing each layer under mpirun (backend/tensor_parallel.h)
+  int64_t pipeline_parallel = 1;    // stages of contiguous layers; mpirun starts tensor x pipeline ranks
   int64_t max_batch_size = 32;      // sequences running at once
   int64_t max_num_batched_tokens = 2048;  // tokens per engine step (prefill chunking)
   int64_t max_prefill_tokens_while_decoding = 0;  // prefill tokens of a step in which others decode; 0: no cap

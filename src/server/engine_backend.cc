@@ -83,10 +83,11 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
   KVS_ASSIGN_OR_RETURN(backend::EngineSpec spec, EngineSpecFromConfig(config));
   if (group != nullptr && group->size() > 1) {
     spec.group = group;
+    spec.tensor_parallel = static_cast<int>(config.runtime.tensor_parallel);
+    spec.pipeline_parallel = static_cast<int>(config.runtime.pipeline_parallel);
     if (!spec.engine.kv_disk.path.empty()) {
       // A block's KV is spread over the ranks; the disk tier stores whole blocks.
-      spdlog::warn("kv_cache.disk: off with runtime.tensor_parallel {} (each rank holds part of every block)",
-                   group->size());
+      spdlog::warn("kv_cache.disk: off with {} ranks (each rank holds part of every block)", group->size());
       spec.engine.kv_disk = {};
     }
   }

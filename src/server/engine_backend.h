@@ -39,7 +39,8 @@ class EngineBackend : public InferenceBackend {
  public:
   // Loads the model of config.model.path (LoadEngine over
   // EngineSpecFromConfig) and starts the engine. With `group` (size
-  // runtime.tensor_parallel > 1), as rank 0 of it (backend/tensor_parallel.h).
+  // runtime.tensor_parallel x pipeline_parallel > 1), as rank 0 of it
+  // (backend/tensor_parallel.h).
   static StatusOr<std::unique_ptr<EngineBackend>> Load(const ServeConfig& config, Collective* group = nullptr);
   ~EngineBackend() override;
 

@@ -5,6 +5,8 @@
 //   * greedy answers (completions of 128 tokens, 48 under sanitizers; chat, streamed, and four at
 //     once so the ranks compute batches) equal the single process's;
 //   * rank 0's /metrics counts both ranks' steps and all-reduces;
+//   * pipeline parallel (2 stages, and 2 stages of 2 tensor ranks) answers
+//     as the single process does, with concurrent requests in micro-batches;
 //   * layouts that cannot run are refused with a message naming the limit:
 //     more ranks than KV heads, a process count that is not the setting;
 //   * a memory limit per process that the whole model does not fit (its
@@ -108,6 +110,30 @@ describe("tensor parallel through mpirun and kvserve serve", () => {
     assert.equal(streamed, y.choices[0].message.content);
   });
 
+  test("pipeline stages (2, and 2 x 2 tensor ranks) answer as the single process does", async () => {
+    const body = (prompt) => ({ model: "kvserve-tiny", prompt, max_tokens: TOKENS / 2, temperature: 0, ignore_eos: true });
+    const prompts = ["Once upon a time", "The little dog ran to the park and", "Tom and Mia found a big red box"];
+    const alone = await Promise.all(prompts.map((p) => request(single, "POST", "/v1/completions", body(p))));
+    for (const [tpn, ppn] of [[1, 2], [2, 2]]) {
+      const server = await mpiServe(tpn * ppn, ["--tensor-parallel", String(tpn), "--pipeline-parallel", String(ppn)]);
+      try {
+        await waitFor(async () => (await request(server, "GET", "/ready")).status === 200, 60000);
+        // Three at once: micro-batches through the stages.
+        const got = await Promise.all(prompts.map((p) => request(server, "POST", "/v1/completions", body(p))));
+        for (let i = 0; i < prompts.length; ++i) {
+          assert.equal(got[i].status, 200, got[i].text);
+          assert.equal(got[i].json.choices[0].text, alone[i].json.choices[0].text, `${tpn} x ${ppn}: ${prompts[i]}`);
+        }
+        const m = await metrics(server);
+        for (let r = 0; r < tpn * ppn; ++r) {
+          assert.ok(metric(m, `kvserve:tensor_parallel_steps_total{rank="${r}"}`) >= 16, `${tpn} x ${ppn}: rank ${r}`);
+        }
+      } finally {
+        await server.stop();
+      }
+    }
+  });
+
   test("rank 0's /metrics counts every rank's steps and all-reduces", async () => {
     const m = await metrics(tp);
     for (const rank of ["0", "1"]) {
@@ -160,12 +186,13 @@ describe("tensor parallel through mpirun and kvserve serve", () => {
     // The setting and the process count disagree.
     const two = run(["-np", "2", "--bind-to", "none", binary, "serve", "--port", "0", ...serveArgs, "--tensor-parallel", "3"]);
     assert.notEqual(two.status, 0);
-    assert.match(two.stderr + two.stdout, /runtime.tensor_parallel is 3 but 2 process\(es\) were started/);
+    assert.match(two.stderr + two.stdout,
+      /runtime.tensor_parallel is 3 and pipeline_parallel 1 \(3 processes\) but 2 process\(es\) were started/);
     // Without mpirun at all.
     const alone = spawnSync(binary, ["serve", "--port", "0", ...serveArgs, "--tensor-parallel", "2"],
       { encoding: "utf8", timeout: 60000, env: { ...process.env, ...mpiEnv } });
     assert.notEqual(alone.status, 0);
-    assert.match(alone.stderr, /runtime.tensor_parallel is 2 but 1 process\(es\) were started; start them with mpirun -np 2/);
+    assert.match(alone.stderr, /but 1 process\(es\) were started; start them with mpirun -np 2 /);
   });
 
   test("a worker killed ends the replica", async () => {

@@ -5,10 +5,16 @@
 // outlives them.
 #pragma once
 
+#include <algorithm>
 #include <barrier>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "base/collective.h"
@@ -28,6 +34,55 @@ class ThreadGroup {
     Member(ThreadGroup* g, int rank) : g_(g), rank_(rank) {}
     int rank() const override { return rank_; }
     int size() const override { return static_cast<int>(g_->slots_.size()); }
+    void Broadcast(std::vector<uint8_t>& bytes, int root) override {
+      if (rank_ == root) g_->shared_ = bytes;
+      g_->sync_.arrive_and_wait();
+      if (rank_ != root) bytes = g_->shared_;
+      g_->sync_.arrive_and_wait();
+    }
+    // Sends are buffered: a mailbox per (from, to, tag).
+    void Send(std::span<const float> data, int peer, int tag) override {
+      std::lock_guard<std::mutex> lock(g_->mu_);
+      g_->mail_[{rank_, peer, tag}].emplace_back(data.begin(), data.end());
+      g_->cv_.notify_all();
+    }
+    void Recv(std::span<float> data, int peer, int tag) override {
+      std::unique_lock<std::mutex> lock(g_->mu_);
+      auto& box = g_->mail_[{peer, rank_, tag}];
+      g_->cv_.wait(lock, [&] { return !box.empty(); });
+      std::copy_n(box.front().begin(), std::min(box.front().size(), data.size()), data.begin());
+      box.pop_front();
+    }
+    void PostRecv(std::span<float> data, int peer, int tag) override { posted_.push_back({data, peer, tag}); }
+    void WaitPosted() override {
+      for (const auto& [data, peer, tag] : posted_) Recv(data, peer, tag);
+      posted_.clear();
+    }
+    Collective* Split(int color, int key) override {
+      {
+        std::lock_guard<std::mutex> lock(g_->mu_);
+        g_->split_[rank_] = {color, key};
+      }
+      g_->sync_.arrive_and_wait();
+      Collective* mine = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(g_->mu_);
+        std::vector<std::pair<int, int>> same;  // (key, rank) of this color
+        for (const auto& [r, ck] : g_->split_) {
+          if (ck.first == color) same.emplace_back(ck.second, r);
+        }
+        std::sort(same.begin(), same.end());
+        auto& child = g_->children_[{generation_, color}];
+        if (child == nullptr) child = std::make_unique<ThreadGroup>(static_cast<int>(same.size()));
+        const auto at = std::find(same.begin(), same.end(), std::make_pair(key, rank_)) - same.begin();
+        mine = &child->member(static_cast<int>(at));
+      }
+      ++generation_;
+      g_->sync_.arrive_and_wait();
+      return mine;
+    }
+
+   protected:
     void DoAllReduceSum(std::span<float> data) override {
       std::vector<float>& mine = g_->slots_[static_cast<size_t>(rank_)];
       mine.assign(data.begin(), data.end());
@@ -39,21 +94,22 @@ class ThreadGroup {
       }
       g_->sync_.arrive_and_wait();  // every rank has read the slots
     }
-    void Broadcast(std::vector<uint8_t>& bytes, int root) override {
-      if (rank_ == root) g_->shared_ = bytes;
-      g_->sync_.arrive_and_wait();
-      if (rank_ != root) bytes = g_->shared_;
-      g_->sync_.arrive_and_wait();
-    }
 
    private:
     ThreadGroup* g_;
     int rank_;
+    int generation_ = 0;  // Splits so far (each a collective)
+    std::vector<std::tuple<std::span<float>, int, int>> posted_;
   };
 
   std::vector<std::vector<float>> slots_;  // [rank] the part each rank contributes
   std::vector<uint8_t> shared_;            // the broadcast in flight
   std::barrier<> sync_;
+  std::mutex mu_;                          // guards the below
+  std::condition_variable cv_;
+  std::map<std::tuple<int, int, int>, std::deque<std::vector<float>>> mail_;  // (from, to, tag)
+  std::map<int, std::pair<int, int>> split_;                                  // rank -> (color, key)
+  std::map<std::pair<int, int>, std::unique_ptr<ThreadGroup>> children_;      // (generation, color)
   std::vector<std::unique_ptr<Member>> members_;
 };
 
