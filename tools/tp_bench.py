@@ -4,7 +4,8 @@ prefill of a P-token prompt (time to first token of max_tokens 1) and decode
 of N tokens (streamed; tokens/s from the first token to the last) for
 
   * one process with T threads (`kvserve serve --threads T`), and
-  * `mpirun -np R kvserve serve --tensor-parallel R --threads T/R`,
+  * `mpirun -np TxP kvserve serve --tensor-parallel T --pipeline-parallel P
+    --threads threads/(TxP)` for each layout TxP of --layouts (default 2x1),
 
 on the same GGUF, alternating the two servers per repetition. Prompts are
 random token ids below 1,000 (distinct per request, so the prefix cache never helps).
@@ -13,7 +14,7 @@ forward time spent in all-reduces, and all-reduce bytes per token.
 
 Usage:
   tools/tp_bench.py --kvserve build/release/src/cli/kvserve \
-      --model ~/kvserve-ref/models/rand-llama-S-Q8_0.gguf [--ranks 2] [--threads 2] \
+      --model ~/kvserve-ref/models/rand-llama-S-Q8_0.gguf [--layouts 2x1,1x2] [--threads 2] \
       [--prompt 512] [--decode 128] [--reps 3] [--json FILE]
 Prints a Markdown table (medians over the repetitions).
 """
@@ -91,15 +92,31 @@ def measure(port, model, vocab, prompt, decode, rng):
     return prompt / prefill, tg
 
 
+def measure_concurrent(port, model, vocab, n, decode, rng):
+    """n streams of `decode` tokens at once: total generated tokens per second."""
+    import threading
+    prompts = [[rng.randrange(3, vocab) for _ in range(16)] for _ in range(n)]
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=post_stream, args=(port, {"model": model, "prompt": p, "max_tokens": decode,
+                                                                   "temperature": 0, "ignore_eos": True,
+                                                                   "stream": True})) for p in prompts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return n * decode / (time.perf_counter() - t0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kvserve", required=True)
     ap.add_argument("--model", required=True)
-    ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2, help="threads of the single process; each rank gets threads/ranks")
+    ap.add_argument("--layouts", default="2x1", help="tensor x pipeline layouts, comma-separated")
+    ap.add_argument("--threads", type=int, default=2, help="threads of the single process; each rank gets its share")
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--decode", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--concurrent", type=int, default=8, help="streams at once for the throughput column (0: off)")
     ap.add_argument("--json")
     a = ap.parse_args()
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -115,33 +132,44 @@ def main():
                                       stdout=subprocess.DEVNULL, stderr=open(f"{log}/single.log", "w")))
         servers[f"1 process x {a.threads} threads"] = p1
         wait_ready(p1, procs[-1])
-        p2 = free_port()
-        per = max(1, a.threads // a.ranks)
-        procs.append(subprocess.Popen(["mpirun", "-np", str(a.ranks), "--bind-to", "none", a.kvserve, *common,
-                                       "--port", str(p2), "--threads", str(per), "--tensor-parallel", str(a.ranks)],
-                                      stdout=subprocess.DEVNULL, stderr=open(f"{log}/tp.log", "w"), env=env))
-        tp_name = f"TP={a.ranks} x {per} thread(s)"
-        servers[tp_name] = p2
-        wait_ready(p2, procs[-1])
+        layouts = [tuple(int(x) for x in l.split("x")) for l in a.layouts.split(",")]
+        for tp, pp in layouts:
+            port = free_port()
+            per = max(1, a.threads // (tp * pp))
+            procs.append(subprocess.Popen(["mpirun", "-np", str(tp * pp), "--bind-to", "none", a.kvserve, *common,
+                                           "--port", str(port), "--threads", str(per), "--tensor-parallel", str(tp),
+                                           "--pipeline-parallel", str(pp)],
+                                          stdout=subprocess.DEVNULL, stderr=open(f"{log}/{tp}x{pp}.log", "w"),
+                                          env=env))
+            servers[f"TP={tp} x PP={pp}, {per} thread(s) a rank"] = port
+            wait_ready(port, procs[-1])
         model = json.loads(get(p1, "/v1/models"))["data"][0]["id"]
         vocab = 1000  # token ids below it: valid in any model this is run on (the bundled one has 1,285)
         rng = random.Random(2026)
         # Warm-up: pages in, thread pools spun.
         for port in servers.values():
             measure(port, model, vocab, 64, 8, rng)
-        m0 = metrics(p2)
-        res = {name: {"pp": [], "tg": []} for name in servers}
+        parallel = {n: p for n, p in servers.items() if p != p1}
+        m0 = {n: metrics(p) for n, p in parallel.items()}
+        res = {name: {"pp": [], "tg": [], "conc": []} for name in servers}
         for _ in range(a.reps):
             for name, port in servers.items():
                 pp, tg = measure(port, model, vocab, a.prompt, a.decode, rng)
                 res[name]["pp"].append(pp)
                 res[name]["tg"].append(tg)
-        m1 = metrics(p2)
+                if a.concurrent > 0:
+                    res[name]["conc"].append(measure_concurrent(port, model, vocab, a.concurrent, a.decode, rng))
         ranks = {}
-        for r in range(a.ranks):
-            d = lambda k: m1.get(f'kvserve:tensor_parallel_{k}{{rank="{r}"}}', 0) - m0.get(f'kvserve:tensor_parallel_{k}{{rank="{r}"}}', 0)
-            fwd, ar, nbytes = d("forward_seconds_total"), d("allreduce_seconds_total"), d("allreduce_bytes_total")
-            ranks[r] = {"allreduce_share": ar / fwd if fwd else 0.0, "allreduce_seconds": ar, "allreduce_bytes": nbytes}
+        for name, port in parallel.items():
+            m1 = metrics(port)
+            for r in range(64):
+                key = lambda k: f'kvserve:tensor_parallel_{k}{{rank="{r}"}}'
+                if key("steps_total") not in m1:
+                    break
+                d = lambda k: m1.get(key(k), 0) - m0[name].get(key(k), 0)
+                fwd, ar, nbytes = d("forward_seconds_total"), d("allreduce_seconds_total"), d("allreduce_bytes_total")
+                ranks[f"{name}, rank {r}"] = {"allreduce_share": ar / fwd if fwd else 0.0, "allreduce_seconds": ar,
+                                              "allreduce_bytes": nbytes, "forward_seconds": fwd}
     finally:
         for p in procs:
             p.terminate()
@@ -151,19 +179,21 @@ def main():
             except subprocess.TimeoutExpired:
                 p.kill()
     base = list(servers)[0]
-    med = {n: {k: statistics.median(v) for k, v in r.items()} for n, r in res.items()}
+    med = {n: {k: statistics.median(v) if v else 0.0 for k, v in r.items()} for n, r in res.items()}
     print(f"model {os.path.basename(a.model)}, pp{a.prompt} and tg{a.decode} through kvserve serve, "
           f"median of {a.reps}")
     print()
-    print(f"| server | pp{a.prompt} t/s | tg{a.decode} t/s | pp vs 1 process | tg vs 1 process |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"| server | pp{a.prompt} t/s | tg{a.decode} t/s | {a.concurrent} streams, total t/s | pp vs 1 process | "
+          f"tg vs 1 process | {a.concurrent} streams vs 1 process |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for n, m in med.items():
-        print(f"| {n} | {m['pp']:.1f} | {m['tg']:.2f} | {m['pp'] / med[base]['pp']:.2f}x | "
-              f"{m['tg'] / med[base]['tg']:.2f}x |")
+        conc = m['conc'] / med[base]['conc'] if med[base]['conc'] else 0.0
+        print(f"| {n} | {m['pp']:.1f} | {m['tg']:.2f} | {m['conc']:.1f} | {m['pp'] / med[base]['pp']:.2f}x | "
+              f"{m['tg'] / med[base]['tg']:.2f}x | {conc:.2f}x |")
     print()
     for r, v in ranks.items():
-        print(f"rank {r}: all-reduces {100 * v['allreduce_share']:.1f} % of its forward time, "
-              f"{v['allreduce_seconds']:.2f} s, {v['allreduce_bytes'] / 2**20:.1f} MiB")
+        print(f"{r}: forward {v['forward_seconds']:.2f} s, all-reduces {100 * v['allreduce_share']:.1f} % of it "
+              f"({v['allreduce_seconds']:.2f} s, {v['allreduce_bytes'] / 2**20:.1f} MiB)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model": a.model, "runs": res, "median": med, "ranks": ranks}, f, indent=1)

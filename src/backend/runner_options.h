@@ -18,6 +18,8 @@ struct ParallelRankStats {
   double allreduce_seconds = 0;
   double allreduce_bytes = 0;
   double steps = 0;
+  // Rank 0 only: micro-batches its pipeline steps were split into.
+  double micro_batches = 0;
 };
 
 // The geometry of a runner's KV storage and activation buffers, whatever

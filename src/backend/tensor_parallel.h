@@ -60,6 +60,10 @@ class ParallelStatsBoard {
   }
   // deltas: [ranks, 4] in ParallelRankStats's order.
   void Add(std::span<const float> deltas);
+  void AddMicroBatches(int64_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ranks_.empty()) ranks_[0].micro_batches += static_cast<double>(n);
+  }
 
  private:
   mutable std::mutex mu_;

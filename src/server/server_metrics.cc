@@ -171,6 +171,9 @@ ServerMetrics::ServerMetrics()
                                              "Tensor parallel: bytes each rank contributed to all-reduces.", {"rank"})),
       tp_steps(registry.AddCounter("kvserve:tensor_parallel_steps_total", "Tensor parallel: forward passes per rank.",
                                    {"rank"})),
+      pp_micro_batches(registry.Counter0("kvserve:pipeline_micro_batches_total",
+                                         "Pipeline parallel: micro-batches rank 0 split its steps into (a step "
+                                         "of at least 64 tokens a stage over several sequences is split).")),
       process(registry, "kvserve:") {
   for (int64_t c : kPromptClasses) ttft_by_length.With({std::to_string(c)});
   ttft_by_length.With({"+Inf"});
@@ -212,6 +215,7 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
     tp_allreduce_seconds.With({rank}).SetMax(p.allreduce_seconds);
     tp_allreduce_bytes.With({rank}).SetMax(p.allreduce_bytes);
     tp_steps.With({rank}).SetMax(p.steps);
+    if (r == 0) pp_micro_batches.SetMax(p.micro_batches);
   }
   prefix_queried_tokens.SetMax(static_cast<double>(s.prefix_query_tokens));
   prefix_hit_tokens.SetMax(static_cast<double>(s.prefix_hit_tokens));

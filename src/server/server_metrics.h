@@ -112,6 +112,7 @@ struct ServerMetrics {
   Family<Counter>& tp_allreduce_seconds;
   Family<Counter>& tp_allreduce_bytes;
   Family<Counter>& tp_steps;
+  Counter& pp_micro_batches;
   metrics::ProcessMetrics process; // process_* (standard names) and kvserve:build_info
 };
 

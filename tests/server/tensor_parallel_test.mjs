@@ -112,7 +112,10 @@ describe("tensor parallel through mpirun and kvserve serve", () => {
 
   test("pipeline stages (2, and 2 x 2 tensor ranks) answer as the single process does", async () => {
     const body = (prompt) => ({ model: "kvserve-tiny", prompt, max_tokens: TOKENS / 2, temperature: 0, ignore_eos: true });
-    const prompts = ["Once upon a time", "The little dog ran to the park and", "Tom and Mia found a big red box"];
+    // Prompts of ~100 tokens: sent at once, their prefills share a step that
+    // is split into micro-batches (each at least 64 tokens).
+    const story = "The little dog ran to the park and played with a red ball under the big tree. ";
+    const prompts = [story.repeat(5) + "Once upon a time", story.repeat(6) + "Then", story.repeat(5) + "Tom and Mia"];
     const alone = await Promise.all(prompts.map((p) => request(single, "POST", "/v1/completions", body(p))));
     for (const [tpn, ppn] of [[1, 2], [2, 2]]) {
       const server = await mpiServe(tpn * ppn, ["--tensor-parallel", String(tpn), "--pipeline-parallel", String(ppn)]);
@@ -125,6 +128,7 @@ describe("tensor parallel through mpirun and kvserve serve", () => {
           assert.equal(got[i].json.choices[0].text, alone[i].json.choices[0].text, `${tpn} x ${ppn}: ${prompts[i]}`);
         }
         const m = await metrics(server);
+        assert.ok(metric(m, "kvserve:pipeline_micro_batches_total") >= 2, `${tpn} x ${ppn}: no step was split`);
         for (let r = 0; r < tpn * ppn; ++r) {
           assert.ok(metric(m, `kvserve:tensor_parallel_steps_total{rank="${r}"}`) >= 16, `${tpn} x ${ppn}: rank ${r}`);
         }
