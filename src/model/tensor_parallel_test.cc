@@ -115,6 +115,19 @@ double WorstRowDeviation(const std::vector<float>& a, const std::vector<float>& 
   return worst;
 }
 
+// Perplexity of `tokens` under every-token logits: exp(mean NLL of token i + 1 given row i).
+double Perplexity(const std::vector<float>& logits, const std::vector<int32_t>& tokens, int vocab) {
+  double nll = 0;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    const float* row = logits.data() + i * static_cast<size_t>(vocab);
+    const double mx = *std::max_element(row, row + vocab);
+    double z = 0;
+    for (int v = 0; v < vocab; ++v) z += std::exp(row[v] - mx);
+    nll += -(row[tokens[i + 1]] - mx - std::log(z));
+  }
+  return std::exp(nll / static_cast<double>(tokens.size() - 1));
+}
+
 int ArgmaxDisagreements(const std::vector<float>& a, const std::vector<float>& b, int vocab) {
   int n = 0;
   for (size_t r = 0; r < b.size() / static_cast<size_t>(vocab); ++r) {
@@ -141,6 +154,8 @@ void ExpectShardsMatchWhole(const std::string& path, int count, const std::strin
   const std::vector<float> got = ShardedLogits(path, count, tokens, chunks);
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(ArgmaxDisagreements(got, want, vocab), 0) << path << " x" << count;
+  // The bound: perplexity within 0.1 % of the whole model's.
+  EXPECT_NEAR(Perplexity(got, tokens, vocab) / Perplexity(want, tokens, vocab), 1.0, 1e-3) << path << " x" << count;
   if (twin.empty()) {
     EXPECT_LT(WorstRowDeviation(got, want, vocab), 1e-4) << path << " x" << count;
     return;
@@ -205,6 +220,7 @@ TEST(TensorParallelTest, PipelineStagesMatchWholeModel) {
     ASSERT_EQ(got.size(), want.size()) << "tp " << tp << " pp " << pp;
     EXPECT_LT(WorstRowDeviation(got, want, vocab), 1e-4) << "tp " << tp << " pp " << pp;
     EXPECT_EQ(ArgmaxDisagreements(got, want, vocab), 0) << "tp " << tp << " pp " << pp;
+    EXPECT_NEAR(Perplexity(got, tokens, vocab) / Perplexity(want, tokens, vocab), 1.0, 1e-3) << "tp " << tp;
   }
   EXPECT_EQ(StageLayers(80, 3, 0).count, 27);
   EXPECT_EQ(StageLayers(80, 3, 2).first, 54);
