@@ -95,7 +95,7 @@ void MpiGroup::Send(std::span<const float> data, int peer, int tag) {
   MPI_Send(data.data(), static_cast<int>(data.size()), MPI_FLOAT, peer, tag, comm_->comm);
 }
 
-void MpiGroup::Recv(std::span<float> data, int peer, int tag) {
+void MpiGroup::DoRecv(std::span<float> data, int peer, int tag) {
   MPI_Recv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, peer, tag, comm_->comm, MPI_STATUS_IGNORE);
 }
 
@@ -104,7 +104,7 @@ void MpiGroup::PostRecv(std::span<float> data, int peer, int tag) {
   MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, peer, tag, comm_->comm, &req);
 }
 
-void MpiGroup::WaitPosted() {
+void MpiGroup::DoWaitPosted() {
   MPI_Waitall(static_cast<int>(comm_->posted.size()), comm_->posted.data(), MPI_STATUSES_IGNORE);
   comm_->posted.clear();
 }
@@ -127,9 +127,9 @@ MpiGroup::~MpiGroup() = default;
 void MpiGroup::DoAllReduceSum(std::span<float>) {}
 void MpiGroup::Broadcast(std::vector<uint8_t>&, int) {}
 void MpiGroup::Send(std::span<const float>, int, int) {}
-void MpiGroup::Recv(std::span<float>, int, int) {}
+void MpiGroup::DoRecv(std::span<float>, int, int) {}
 void MpiGroup::PostRecv(std::span<float>, int, int) {}
-void MpiGroup::WaitPosted() {}
+void MpiGroup::DoWaitPosted() {}
 Collective* MpiGroup::Split(int, int) { return this; }
 
 #endif

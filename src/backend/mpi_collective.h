@@ -30,9 +30,7 @@ class MpiGroup : public Collective {
   int size() const override { return size_; }
   void Broadcast(std::vector<uint8_t>& bytes, int root) override;
   void Send(std::span<const float> data, int peer, int tag) override;
-  void Recv(std::span<float> data, int peer, int tag) override;
   void PostRecv(std::span<float> data, int peer, int tag) override;
-  void WaitPosted() override;
   Collective* Split(int color, int key) override;
   // Every rank has finished its part (the leader sent the stop, or a worker
   // received it): the destructor may finalize instead of aborting.
@@ -42,6 +40,8 @@ class MpiGroup : public Collective {
 
  protected:
   void DoAllReduceSum(std::span<float> data) override;
+  void DoRecv(std::span<float> data, int peer, int tag) override;
+  void DoWaitPosted() override;
 
  private:
   struct Comm;  // the communicator and pending requests (mpi.h stays in the .cc)

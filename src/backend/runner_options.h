@@ -12,12 +12,14 @@ namespace kvs::backend {
 
 // One rank's share of a tensor-parallel group's work so far
 // (backend/tensor_parallel.h): seconds in its forward passes (all-reduces
-// included), seconds and payload bytes of its all-reduces, steps.
+// included), seconds and payload bytes of its all-reduces, steps, seconds a
+// pipeline stage waited for its input (rank 0: for the logits).
 struct ParallelRankStats {
   double forward_seconds = 0;
   double allreduce_seconds = 0;
   double allreduce_bytes = 0;
   double steps = 0;
+  double pipeline_wait_seconds = 0;
   // Rank 0 only: micro-batches its pipeline steps were split into.
   double micro_batches = 0;
 };

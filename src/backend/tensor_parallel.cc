@@ -125,8 +125,9 @@ class RankMeter {
   }
   // Every rank calls it at the same step: one all-reduce of [ranks, 4].
   void Report(ParallelStatsBoard* board) {
-    std::vector<float> v(4 * static_cast<size_t>(group_.size()), 0.0f);
-    float* mine = v.data() + 4 * group_.rank();
+    constexpr int kF = ParallelStatsBoard::kFields;
+    std::vector<float> v(kF * static_cast<size_t>(group_.size()), 0.0f);
+    float* mine = v.data() + kF * group_.rank();
     mine[0] = static_cast<float>(forward_seconds_);
     const double ar_seconds = stage_ != nullptr ? stage_->allreduce_seconds() : 0;
     const int64_t ar_bytes = stage_ != nullptr ? stage_->allreduce_bytes() : 0;
@@ -135,6 +136,8 @@ class RankMeter {
     reported_ar_seconds_ = ar_seconds;
     reported_ar_bytes_ = ar_bytes;
     mine[3] = static_cast<float>(steps_);
+    mine[4] = static_cast<float>(group_.wait_seconds() - reported_wait_seconds_);
+    reported_wait_seconds_ = group_.wait_seconds();
     forward_seconds_ = 0;
     steps_ = 0;
     group_.AllReduceSum(v);
@@ -148,6 +151,7 @@ class RankMeter {
   int64_t steps_ = 0;
   double reported_ar_seconds_ = 0;
   int64_t reported_ar_bytes_ = 0;
+  double reported_wait_seconds_ = 0;
 };
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
@@ -434,11 +438,13 @@ Status RunTensorParallelWorker(Collective& group, const std::string& model_path,
 
 void ParallelStatsBoard::Add(std::span<const float> deltas) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (size_t r = 0; r < ranks_.size() && 4 * r + 3 < deltas.size(); ++r) {
-    ranks_[r].forward_seconds += deltas[4 * r];
-    ranks_[r].allreduce_seconds += deltas[4 * r + 1];
-    ranks_[r].allreduce_bytes += deltas[4 * r + 2];
-    ranks_[r].steps += deltas[4 * r + 3];
+  constexpr size_t kF = kFields;
+  for (size_t r = 0; r < ranks_.size() && kF * r + kF - 1 < deltas.size(); ++r) {
+    ranks_[r].forward_seconds += deltas[kF * r];
+    ranks_[r].allreduce_seconds += deltas[kF * r + 1];
+    ranks_[r].allreduce_bytes += deltas[kF * r + 2];
+    ranks_[r].steps += deltas[kF * r + 3];
+    ranks_[r].pipeline_wait_seconds += deltas[kF * r + 4];
   }
 }
 

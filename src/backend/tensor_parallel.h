@@ -48,7 +48,7 @@ struct TensorParallelSetup {
 
 // Every rank's ParallelRankStats as rank 0 last heard them: the ranks add
 // what they did since the last report every kReportEvery steps (one
-// all-reduce of 4 floats per rank).
+// all-reduce of kFields floats per rank).
 // Thread-safety: thread-safe (the engine thread adds, /metrics reads).
 class ParallelStatsBoard {
  public:
@@ -58,7 +58,8 @@ class ParallelStatsBoard {
     std::lock_guard<std::mutex> lock(mu_);
     return ranks_;
   }
-  // deltas: [ranks, 4] in ParallelRankStats's order.
+  // deltas: [ranks, kFields] in ParallelRankStats's order.
+  static constexpr int kFields = 5;
   void Add(std::span<const float> deltas);
   void AddMicroBatches(int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -43,12 +43,20 @@ class Collective {
   // message apart (each kind arrives in the order it was sent). Send may
   // return before the peer receives.
   virtual void Send(std::span<const float> data, int peer, int tag) = 0;
-  virtual void Recv(std::span<float> data, int peer, int tag) = 0;
+  void Recv(std::span<float> data, int peer, int tag) {
+    const auto t0 = std::chrono::steady_clock::now();
+    DoRecv(data, peer, tag);
+    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   // A receive posted now and completed by WaitPosted: a peer's Send of it
   // then never waits for this rank to be ready (what keeps a pipeline from
   // deadlocking when the last stage returns logits while rank 0 still sends).
   virtual void PostRecv(std::span<float> data, int peer, int tag) = 0;
-  virtual void WaitPosted() = 0;
+  void WaitPosted() {
+    const auto t0 = std::chrono::steady_clock::now();
+    DoWaitPosted();
+    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   // Collective: the ranks of this group that pass the same color, ordered
   // by key, as a group of their own (a pipeline stage's tensor-parallel
   // ranks). Owned by this group.
@@ -58,14 +66,20 @@ class Collective {
   int64_t allreduce_bytes() const { return allreduce_bytes_; }
   int64_t allreduce_calls() const { return allreduce_calls_; }
   double allreduce_seconds() const { return allreduce_seconds_; }
+  // Seconds in Recv and WaitPosted so far: a pipeline stage waiting for its
+  // input (or rank 0 for the logits), the pipeline's bubbles.
+  double wait_seconds() const { return wait_seconds_; }
 
  protected:
   virtual void DoAllReduceSum(std::span<float> data) = 0;
+  virtual void DoRecv(std::span<float> data, int peer, int tag) = 0;
+  virtual void DoWaitPosted() = 0;
 
  private:
   int64_t allreduce_bytes_ = 0;
   int64_t allreduce_calls_ = 0;
   double allreduce_seconds_ = 0;
+  double wait_seconds_ = 0;
 };
 
 }  // namespace kvs

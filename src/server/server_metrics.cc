@@ -174,6 +174,10 @@ ServerMetrics::ServerMetrics()
       pp_micro_batches(registry.Counter0("kvserve:pipeline_micro_batches_total",
                                          "Pipeline parallel: micro-batches rank 0 split its steps into (a step "
                                          "of at least 64 tokens a stage over several sequences is split).")),
+      pp_wait_seconds(registry.AddCounter("kvserve:pipeline_wait_seconds_total",
+                                          "Pipeline parallel: seconds each rank waited for its stage's input "
+                                          "(rank 0: for the last stage's logits), the pipeline's bubbles.",
+                                          {"rank"})),
       process(registry, "kvserve:") {
   for (int64_t c : kPromptClasses) ttft_by_length.With({std::to_string(c)});
   ttft_by_length.With({"+Inf"});
@@ -216,6 +220,7 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
     tp_allreduce_bytes.With({rank}).SetMax(p.allreduce_bytes);
     tp_steps.With({rank}).SetMax(p.steps);
     if (r == 0) pp_micro_batches.SetMax(p.micro_batches);
+    pp_wait_seconds.With({rank}).SetMax(p.pipeline_wait_seconds);
   }
   prefix_queried_tokens.SetMax(static_cast<double>(s.prefix_query_tokens));
   prefix_hit_tokens.SetMax(static_cast<double>(s.prefix_hit_tokens));

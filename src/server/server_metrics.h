@@ -113,6 +113,7 @@ struct ServerMetrics {
   Family<Counter>& tp_allreduce_bytes;
   Family<Counter>& tp_steps;
   Counter& pp_micro_batches;
+  Family<Counter>& pp_wait_seconds;
   metrics::ProcessMetrics process; // process_* (standard names) and kvserve:build_info
 };
 

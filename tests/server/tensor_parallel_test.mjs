@@ -122,14 +122,17 @@ describe("tensor parallel through mpirun and kvserve serve", () => {
       const server = await mpiServe(tpn * ppn, ["--tensor-parallel", String(tpn), "--pipeline-parallel", String(ppn)]);
       try {
         await waitFor(async () => (await request(server, "GET", "/ready")).status === 200, 60000);
-        // Three at once: micro-batches through the stages.
-        const got = await Promise.all(prompts.map((p) => request(server, "POST", "/v1/completions", body(p))));
+        // Three at once through the openai client: micro-batches through the stages.
+        const client = new OpenAI({ baseURL: `${server.baseURL}/v1`, apiKey: "none", maxRetries: 0 });
+        const got = await Promise.all(prompts.map((p) => client.completions.create(body(p))));
         for (let i = 0; i < prompts.length; ++i) {
-          assert.equal(got[i].status, 200, got[i].text);
-          assert.equal(got[i].json.choices[0].text, alone[i].json.choices[0].text, `${tpn} x ${ppn}: ${prompts[i]}`);
+          assert.equal(got[i].choices[0].text, alone[i].json.choices[0].text, `${tpn} x ${ppn}: ${prompts[i]}`);
         }
         const m = await metrics(server);
         assert.ok(metric(m, "kvserve:pipeline_micro_batches_total") >= 2, `${tpn} x ${ppn}: no step was split`);
+        // The later stage waits for its input, rank 0 for the logits: the bubbles.
+        assert.ok(metric(m, `kvserve:pipeline_wait_seconds_total{rank="${tpn}"}`) > 0, `${tpn} x ${ppn}: stage 1 waits`);
+        assert.ok(metric(m, 'kvserve:pipeline_wait_seconds_total{rank="0"}') > 0, `${tpn} x ${ppn}: rank 0 waits`);
         for (let r = 0; r < tpn * ppn; ++r) {
           assert.ok(metric(m, `kvserve:tensor_parallel_steps_total{rank="${r}"}`) >= 16, `${tpn} x ${ppn}: rank ${r}`);
         }

@@ -46,7 +46,7 @@ class ThreadGroup {
       g_->mail_[{rank_, peer, tag}].emplace_back(data.begin(), data.end());
       g_->cv_.notify_all();
     }
-    void Recv(std::span<float> data, int peer, int tag) override {
+    void DoRecv(std::span<float> data, int peer, int tag) override {
       std::unique_lock<std::mutex> lock(g_->mu_);
       auto& box = g_->mail_[{peer, rank_, tag}];
       g_->cv_.wait(lock, [&] { return !box.empty(); });
@@ -54,8 +54,8 @@ class ThreadGroup {
       box.pop_front();
     }
     void PostRecv(std::span<float> data, int peer, int tag) override { posted_.push_back({data, peer, tag}); }
-    void WaitPosted() override {
-      for (const auto& [data, peer, tag] : posted_) Recv(data, peer, tag);
+    void DoWaitPosted() override {
+      for (const auto& [data, peer, tag] : posted_) DoRecv(data, peer, tag);
       posted_.clear();
     }
     Collective* Split(int color, int key) override {
