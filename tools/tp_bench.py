@@ -120,7 +120,7 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
+               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl_vader_single_copy_mechanism="none")
     common = ["serve", "--host", "127.0.0.1", "--model", a.model, "--access-log", "off", "--max-context-length",
               str(a.prompt + a.decode + 64), "--max-num-batched-tokens", str(max(2048, a.prompt))]
     log = tempfile.mkdtemp(prefix="tp-bench-")

@@ -29,7 +29,10 @@ const model = path.join(sourceDir, "models/kvserve-tiny.gguf");
 const mpirun = spawnSync("sh", ["-c", "command -v mpirun"], { encoding: "utf8" }).stdout.trim();
 if (!mpirun) failFile("mpirun is not on PATH (scripts/setup.sh installs openmpi-bin)");
 // Root in CI containers; oversubscribed: 2 ranks on however many cores.
+// Containers often forbid the cross-process memory reads (CMA) Open MPI's
+// shared-memory transport copies large messages with: plain copies instead.
 const mpiEnv = { OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", OMPI_MCA_rmaps_base_oversubscribe: "1",
+  OMPI_MCA_btl_vader_single_copy_mechanism: "none",
   // Open MPI's own allocations at exit are not kvserve's (the thread-group
   // tests check the tensor-parallel code for leaks).
   ASAN_OPTIONS: "detect_leaks=0" };
