@@ -6,15 +6,17 @@
 // share of the KV heads only.
 //
 // Rank 0's runner (LoadEngine's when EngineSpec::group has more than one
-// rank; the device is then "cpu") sends every step to the workers before computing its own
-// shard: the batch (token ids, positions, block tables) and the blocks the
-// engine frees. No rank but 0 schedules, samples or sees a request; the
+// rank; the device is then "cpu") sends every step to the workers before
+// computing its own shard: the batch (token ids, positions, block tables)
+// and the blocks the engine frees. No rank but 0 schedules, samples or sees a request; the
 // workers run RunTensorParallelWorker, which only follows those messages.
 // A stage's shards meet in two all-reduces per layer over the stage's group;
 // stages pass the [tokens, hidden] residual stream on, and the last stage's
 // first rank sends the logits to rank 0 (model::LlamaModel::SetPipeline).
-// With P > 1 a step's sequences go through in up to P micro-batches, so
-// that stage s works on one while stage s + 1 works on the one before.
+// With P > 1 a step's sequences go through in up to P micro-batches of at
+// least 64 tokens each (prefill; decode steps stay whole, tensor_parallel.cc
+// says why), so that stage s works on one while stage s + 1 works on the
+// one before.
 //
 // Start-up: rank 0 sends the runner's geometry (KV blocks as its memory plan
 // sized them, dtype, context) and its model file's SHA-256; each worker
