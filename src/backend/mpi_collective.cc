@@ -12,10 +12,6 @@
 
 namespace kvs::backend {
 
-bool LaunchedByMpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
-}
-
 #ifdef KVS_HAVE_MPI
 
 struct MpiGroup::Comm {

@@ -55,8 +55,4 @@ class MpiGroup : public Collective {
   std::vector<std::unique_ptr<MpiGroup>> children_;  // Split's groups
 };
 
-// Whether this process was started by mpirun (Open MPI's or MPICH's
-// environment), without initializing MPI.
-bool LaunchedByMpirun();
-
 }  // namespace kvs::backend

@@ -258,7 +258,8 @@ class LeaderRunner : public engine::ModelRunner {
       // side waits on the other.
       const auto parts = MicroBatches(batch, pp_);
       const int64_t vocab = local_->vocab_size();
-      std::vector<std::span<float>> slices;
+      std::vector<std::span<float>>& slices = slices_;  // kept between steps: no allocation per step
+      slices.clear();
       int64_t row = 0;
       for (const auto& [first, last] : parts) {
         const int64_t rows = LogitRows(batch, first, last);
@@ -298,6 +299,7 @@ class LeaderRunner : public engine::ModelRunner {
   int pp_;
   int last_stage_rank_;     // the last stage's first rank: it sends the logits
   engine::ForwardBatch part_;  // a micro-batch of the step
+  std::vector<std::span<float>> slices_;  // [micro-batches] their rows of the step's logits
   RankMeter meter_;
   std::shared_ptr<ParallelStatsBoard> stats_;
   int64_t steps_ = 0;
