@@ -113,7 +113,7 @@ Status AssembleEngine(const EngineSpec& spec, LoadedEngine* loaded) {
   const bool parallel = spec.group != nullptr && spec.group->size() > 1;
   if (parallel) {
     // One rank's pool: its layers' share of the KV heads (the weights are its shard's).
-    shape.kv_heads /= spec.tensor_parallel;
+    shape.kv_heads = model->config().n_kv_heads;  // a share, or one replicated head
     shape.layers = model->config().n_layers;
   }
   plan::ServingPlanOptions po;

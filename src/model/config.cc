@@ -63,9 +63,13 @@ Status ModelConfig::CheckTensorParallel(int n) const {
   if (n < 1) return InvalidArgument("tensor_parallel must be at least 1, got {}", n);
   if (n == 1) return Status::Ok();
   if (is_moe()) return InvalidArgument("tensor_parallel {}: mixture-of-experts models are not sharded yet", n);
-  if (n_kv_heads % n != 0) {
+  // More ranks than KV heads: each KV head is replicated on the n / n_kv_heads
+  // ranks whose query heads read it (vLLM's rule); the ranks must then split
+  // the KV heads' groups evenly, which a multiple of n_kv_heads does.
+  if (n_kv_heads >= n ? n_kv_heads % n != 0 : n % n_kv_heads != 0) {
     return InvalidArgument("tensor_parallel {}: the model has {} KV heads, which {} ranks cannot share evenly "
-                           "(each rank holds whole KV heads; use a divisor of {})",
+                           "(each rank holds whole KV heads: use a divisor of {}, or a multiple of it to "
+                           "replicate each KV head)",
                            n, n_kv_heads, n, n_kv_heads);
   }
   if (n_heads % n != 0) {
@@ -76,6 +80,12 @@ Status ModelConfig::CheckTensorParallel(int n) const {
     return InvalidArgument("tensor_parallel {}: the FFN width {} does not divide by {}", n, ffn, n);
   }
   return Status::Ok();
+}
+
+int32_t ModelConfig::ShardKvHeads(int n) const { return n_kv_heads >= n ? n_kv_heads / n : 1; }
+
+int32_t ModelConfig::ShardKvHead(int rank, int n) const {
+  return n_kv_heads >= n ? rank * (n_kv_heads / n) : rank / (n / n_kv_heads);
 }
 
 int32_t ModelConfig::NumSlidingLayers() const {

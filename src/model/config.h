@@ -98,10 +98,16 @@ struct ModelConfig {
 
   int32_t q_dim() const { return n_heads * head_dim; }
   // Whether `tensor_parallel` ranks can share this model's heads and FFN
-  // (model::LoadOptions::shard_count): query heads, KV heads (not
-  // replicated) and the FFN width must divide evenly, and mixture-of-experts
-  // layers are not sharded. InvalidArgument names the limit.
+  // (model::LoadOptions::shard_count): query heads and the FFN width must
+  // divide evenly; the KV heads must divide evenly or, with more ranks than
+  // KV heads, the ranks must be a multiple of them (each KV head is then
+  // replicated on the ranks of its query group); mixture-of-experts layers
+  // are not sharded. InvalidArgument names the limit.
   Status CheckTensorParallel(int tensor_parallel) const;
+  // With `n` ranks (CheckTensorParallel passed): how many KV heads each rank
+  // holds (1 when replicated), and the first of them on `rank`.
+  int32_t ShardKvHeads(int n) const;
+  int32_t ShardKvHead(int rank, int n) const;
   // Whether the layers can be split into `stages` contiguous ranges
   // (pipeline parallel): at least one layer a stage, and no sliding-window
   // layers (their KV group is not split yet). InvalidArgument names the limit.

@@ -42,7 +42,7 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::FromFile(std::unique_ptr<gguf:
     // What this rank computes from here on (ModelWeights::Shard checked the division).
     m->shard_count_ = options.shard_count;
     m->config_.n_heads /= options.shard_count;
-    m->config_.n_kv_heads /= options.shard_count;
+    m->config_.n_kv_heads = m->config_.ShardKvHeads(options.shard_count);
     m->config_.ffn /= options.shard_count;
   }
   m->SetContextLength(m->config_.context_length);

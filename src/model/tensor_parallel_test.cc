@@ -244,7 +244,10 @@ TEST(TensorParallelTest, RandomModelsShardsMatchWholeModel) {
   // rank whole blocks of wo's and down's columns.
   for (const Case& k : {Case{"llama", DType::kQ8_0, 2}, Case{"llama", DType::kQ4_K, 2}, Case{"llama", DType::kF16, 2},
                         Case{"qwen2", DType::kF32, 2}, Case{"qwen3", DType::kQ8_0, 2}, Case{"gemma2", DType::kF32, 2},
-                        Case{"phi3", DType::kF32, 2}}) {
+                        Case{"phi3", DType::kF32, 2},
+                        // 2 KV heads on 4 ranks (replicated): the biases (qwen2)
+                        // and the per-head norms (qwen3) follow the KV head.
+                        Case{"qwen2", DType::kF32, 4}, Case{"qwen3", DType::kQ8_0, 4}}) {
     RandomModelSpec s = SmallTestSpec(k.arch);
     s.weight_type = k.type;
     if (k.type == DType::kQ4_K) {
@@ -253,7 +256,7 @@ TEST(TensorParallelTest, RandomModelsShardsMatchWholeModel) {
       s.n_kv_heads = 4;
       s.ffn = 1024;
     }
-    const std::string path = (dir / (k.arch + "-" + DTypeName(k.type) + ".gguf")).string();
+    const std::string path = (dir / (k.arch + "-" + DTypeName(k.type) + "-" + std::to_string(k.count) + ".gguf")).string();
     const bool quantized = k.type != DType::kF32 && k.type != DType::kF16;
     const std::string twin = quantized ? path + ".f32" : "";
     ASSERT_TRUE(WriteRandomModel(s, path, twin).ok());

@@ -189,11 +189,15 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
 Status ModelWeights::Shard(const ModelConfig& c, int rank, int count) {
   KVS_RETURN_IF_ERROR(c.CheckTensorParallel(count));
   if (rank < 0 || rank >= count) return InvalidArgument("shard {} of {} does not exist", rank, count);
-  const int64_t qd = c.q_dim() / count, kd = c.kv_dim() / count, ff = c.ffn / count;
+  const int64_t qd = c.q_dim() / count, ff = c.ffn / count;
+  // This rank's KV heads: a share, or one replicated head (rows start at
+  // kv0, not rank * kd, when more ranks than KV heads).
+  const int64_t kd = int64_t{c.ShardKvHeads(count)} * c.head_dim;
+  const int64_t kv0 = int64_t{c.ShardKvHead(rank, count)} * c.head_dim;
   uint64_t dropped = 0;  // bytes of the other shards' parts
-  auto rows = [&](kernels::MatView& m, int64_t n) {
+  auto rows = [&](kernels::MatView& m, int64_t n, int64_t first) {
     dropped += static_cast<uint64_t>(RowBytes(m.type, m.cols) * (m.rows - n));
-    m = RowRange(m, rank * n, n);
+    m = RowRange(m, first, n);
   };
   // Columns [rank * n, (rank + 1) * n) of every row, copied: quantized
   // blocks are never split, so n must be a whole number of them.
@@ -219,17 +223,17 @@ Status ModelWeights::Shard(const ModelConfig& c, int rank, int count) {
   for (size_t i = 0; i < layers.size(); ++i) {
     LayerWeights& L = layers[i];
     const auto layer = static_cast<int32_t>(i);
-    rows(L.wq, qd);
-    rows(L.wk, kd);
-    rows(L.wv, kd);
+    rows(L.wq, qd, rank * qd);
+    rows(L.wk, kd, kv0);
+    rows(L.wv, kd, kv0);
     KVS_RETURN_IF_ERROR(columns(L.wo, qd, "attn_output", layer));
     if (L.bq != nullptr) {
       L.bq += rank * qd;
-      L.bk += rank * kd;
-      L.bv += rank * kd;
+      L.bk += kv0;
+      L.bv += kv0;
     }
-    rows(L.w_gate, ff);
-    rows(L.w_up, ff);
+    rows(L.w_gate, ff, rank * ff);
+    rows(L.w_up, ff, rank * ff);
     KVS_RETURN_IF_ERROR(columns(L.w_down, ff, "ffn_down", layer));
   }
   // The head stays in the file: rank 0 computes every logit.

@@ -8,7 +8,10 @@
 //   * pipeline parallel (2 stages, and 2 stages of 2 tensor ranks) answers
 //     as the single process does, with concurrent requests in micro-batches;
 //   * layouts that cannot run are refused with a message naming the limit:
-//     more ranks than KV heads, a process count that is not the setting;
+//     ranks that neither divide the KV heads nor are a multiple of them, a
+//     process count that is not the setting;
+//   * 4 ranks on the 2 KV heads (each replicated on 2 ranks) answer as the
+//     single process does;
 //   * a memory limit per process that the whole model does not fit (its
 //     start-up is refused) serves the model at TP=2, with the same answers;
 //   * a worker killed with SIGKILL ends the whole replica (mpirun exits,
@@ -195,12 +198,35 @@ describe("tensor parallel through mpirun and kvserve serve", () => {
     }
   });
 
+  test("4 tensor ranks on 2 KV heads replicate each KV head and answer as the single process does",
+    { skip: RELEASE_ONLY }, async () => {
+    const server = await mpiServe(4, ["--tensor-parallel", "4"]);
+    try {
+      await waitFor(async () => (await request(server, "GET", "/ready")).status === 200, 60000);
+      const prompts = ["Once upon a time", "The cat sat", "Lily and Ben went to the park. They"];
+      const body = (prompt) => ({ model: "kvserve-tiny", prompt, max_tokens: TOKENS, temperature: 0, ignore_eos: true });
+      const [got, want] = await Promise.all([
+        Promise.all(prompts.map((p) => request(server, "POST", "/v1/completions", body(p)))),
+        Promise.all(prompts.map((p) => request(single, "POST", "/v1/completions", body(p))))]);
+      for (let i = 0; i < prompts.length; ++i) {
+        assert.equal(got[i].status, 200, got[i].text);
+        assert.equal(got[i].json.choices[0].text, want[i].json.choices[0].text, prompts[i]);
+      }
+      const m = await metrics(server);
+      for (let r = 0; r < 4; ++r) {
+        assert.ok(metric(m, `kvserve:tensor_parallel_steps_total{rank="${r}"}`) >= 16, `rank ${r}`);
+      }
+    } finally {
+      await server.stop();
+    }
+  });
+
   test("layouts that cannot run are refused naming the limit", { skip: RELEASE_ONLY }, () => {
     const run = (argv) => spawnSync(mpirun, argv, { encoding: "utf8", timeout: 60000, env: { ...process.env, ...mpiEnv } });
-    // 4 ranks for a model with 2 KV heads.
-    const four = run(["-np", "4", "--bind-to", "none", binary, "serve", "--port", "0", ...serveArgs, "--tensor-parallel", "4"]);
-    assert.notEqual(four.status, 0);
-    assert.match(four.stderr + four.stdout, /the model has 2 KV heads/);
+    // 3 ranks for a model with 2 KV heads: neither a divisor nor a multiple.
+    const three = run(["-np", "3", "--bind-to", "none", binary, "serve", "--port", "0", ...serveArgs, "--tensor-parallel", "3"]);
+    assert.notEqual(three.status, 0);
+    assert.match(three.stderr + three.stdout, /the model has 2 KV heads/);
     // The setting and the process count disagree.
     const two = run(["-np", "2", "--bind-to", "none", binary, "serve", "--port", "0", ...serveArgs, "--tensor-parallel", "3"]);
     assert.notEqual(two.status, 0);
