@@ -79,6 +79,7 @@ Status ModelConfig::CheckTensorParallel(int n) const {
   if (ffn % n != 0) {
     return InvalidArgument("tensor_parallel {}: the FFN width {} does not divide by {}", n, ffn, n);
   }
+  if (vocab < n) return InvalidArgument("tensor_parallel {}: the vocabulary has only {} tokens", n, vocab);
   return Status::Ok();
 }
 
@@ -86,6 +87,12 @@ int32_t ModelConfig::ShardKvHeads(int n) const { return n_kv_heads >= n ? n_kv_h
 
 int32_t ModelConfig::ShardKvHead(int rank, int n) const {
   return n_kv_heads >= n ? rank * (n_kv_heads / n) : rank / (n / n_kv_heads);
+}
+
+ModelConfig::Rows ModelConfig::ShardVocab(int rank, int n) const {
+  const int64_t per = (int64_t{vocab} + n - 1) / n;
+  const int64_t first = std::min<int64_t>(vocab, per * rank);
+  return {first, std::min<int64_t>(per, vocab - first)};
 }
 
 int32_t ModelConfig::NumSlidingLayers() const {

@@ -108,6 +108,12 @@ struct ModelConfig {
   // holds (1 when replicated), and the first of them on `rank`.
   int32_t ShardKvHeads(int n) const;
   int32_t ShardKvHead(int rank, int n) const;
+  // The output head's rows [first, first + count) that `rank` of `n`
+  // computes (vocab-parallel): ceil(vocab / n) each, the last rank the rest.
+  struct Rows {
+    int64_t first = 0, count = 0;
+  };
+  Rows ShardVocab(int rank, int n) const;
   // Whether the layers can be split into `stages` contiguous ranges
   // (pipeline parallel): at least one layer a stage, and no sliding-window
   // layers (their KV group is not split yet). InvalidArgument names the limit.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace kvs::model {
 namespace {
@@ -208,8 +209,11 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
   if (shard_count_ > 1 && (collective_ == nullptr || collective_->size() != shard_count_)) {
     return FailedPrecondition("a shard of {} needs a collective of {} ranks", shard_count_, shard_count_);
   }
-  const bool skip_logits = (shard_count_ > 1 && collective_->rank() != 0 && logits.empty()) || pipeline_.next >= 0;
-  if (!skip_logits && static_cast<int64_t>(logits.size()) != rows * c.vocab) {
+  // Every rank of the last stage computes its rows of the vocabulary; the
+  // stage's rank 0 gathers them into `logits` [rows, vocab].
+  const bool skip_logits = pipeline_.next >= 0;
+  const bool gathers = shard_count_ == 1 || collective_->rank() == 0;
+  if (!skip_logits && gathers && static_cast<int64_t>(logits.size()) != rows * c.vocab) {
     return InvalidArgument("logits buffer has {} floats, batch needs {}", logits.size(), rows * c.vocab);
   }
   ReserveTokens(T);
@@ -343,13 +347,43 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
       t += n;
     }
   }
-  if (r > 0) kernels::MatMul(weights_->output, xn_.data(), r, logits.data(), pool);
+  if (shard_count_ > 1) {
+    GatherVocabLogits(r, logits, pool);
+    if (!gathers) return Status::Ok();
+  } else if (r > 0) {
+    kernels::MatMul(weights_->output, xn_.data(), r, logits.data(), pool);
+  }
   if (c.final_softcap > 0.0f) {
     const float cap = c.final_softcap;
     for (float& v : logits) v = cap * std::tanh(v / cap);
   }
   if (pipeline_.logits_to >= 0 && !logits.empty()) pipeline_.world->Send(logits, pipeline_.logits_to, kLogitsTag);
   return Status::Ok();
+}
+
+void LlamaModel::GatherVocabLogits(int64_t rows, std::span<float> logits, ThreadPool& pool) {
+  const int64_t V = config_.vocab;
+  const ModelConfig::Rows mine = config_.ShardVocab(collective_->rank(), shard_count_);
+  vocab_part_.resize(static_cast<size_t>(rows * mine.count));  // [rows, mine.count]
+  if (rows > 0) kernels::MatMul(weights_->output, xn_.data(), rows, vocab_part_.data(), pool);
+  if (collective_->rank() != 0) {
+    collective_->Send(vocab_part_, 0, kVocabTag);
+    return;
+  }
+  // Rank 0: its own columns, then each rank's in rank order (each peer's
+  // sends arrive in order, so micro-batches never mix).
+  auto place = [&](const float* part, ModelConfig::Rows cols) {
+    for (int64_t i = 0; i < rows; ++i) {
+      std::memcpy(logits.data() + i * V + cols.first, part + i * cols.count, static_cast<size_t>(cols.count) * sizeof(float));
+    }
+  };
+  place(vocab_part_.data(), mine);
+  for (int k = 1; k < shard_count_; ++k) {
+    const ModelConfig::Rows theirs = config_.ShardVocab(k, shard_count_);
+    vocab_recv_.resize(static_cast<size_t>(rows * theirs.count));
+    collective_->Recv(vocab_recv_, k, kVocabTag);
+    place(vocab_recv_.data(), theirs);
+  }
 }
 
 }  // namespace kvs::model

@@ -59,6 +59,9 @@ class LlamaModel {
   // residual stream stage to stage, kLogitsTag for logits.
   static constexpr int kActivationTag = 1;
   static constexpr int kLogitsTag = 2;
+  // Within a tensor-parallel group: each rank's rows of the vocabulary's
+  // logits, to the group's rank 0 (GatherVocabLogits).
+  static constexpr int kVocabTag = 3;
   struct PipelineLinks {
     Collective* world = nullptr;
     int prev = -1;
@@ -99,8 +102,9 @@ class LlamaModel {
   };
 
   // logits: [batch.NumLogits(), vocab] (forward_batch.h says which rows).
-  // A shard of rank > 0 may pass an empty span: it then stops before the
-  // output head (rank 0 samples).
+  // A shard of rank > 0 passes an empty span: it computes its rows of the
+  // vocabulary and sends them to its group's rank 0, which gathers every
+  // rank's (every rank of the group calls Forward with the same batch).
   Status Forward(const kvcache::ForwardBatch& batch, kvcache::KvCache& cache, std::span<float> logits,
                  ThreadPool& pool) {
     return Forward(batch, KvCaches{&cache, nullptr}, logits, pool);
@@ -112,6 +116,10 @@ class LlamaModel {
   void Rope(float* x, int32_t n_heads, const float* cos, const float* sin) const;
   // Checks the caches' shapes and the batch's block tables against them.
   Status ValidateBatch(const kvcache::ForwardBatch& batch, const KvCaches& caches) const;
+  // Tensor parallel: this rank's logits of the `rows` normed rows in xn_ for
+  // its rows of the vocabulary; rank 0 of the group gathers every rank's
+  // into logits [rows, vocab], the others send theirs.
+  void GatherVocabLogits(int64_t rows, std::span<float> logits, ThreadPool& pool);
 
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;
@@ -129,6 +137,8 @@ class LlamaModel {
   kvcache::PagedAttention attention_;  // keeps its plan and scratch between calls
   kvcache::ForwardBatch window_batch_;  // the batch with window_block_table as block_table
   MoeFfn moe_;                         // the expert FFN's routing and scratch (MoE models)
+  std::vector<float> vocab_part_;      // [rows, this rank's vocabulary rows] (tensor parallel)
+  std::vector<float> vocab_recv_;      // [rows, a peer's vocabulary rows], on the group's rank 0
 
   // Activations, [max_tokens_, ...] each.
   int64_t max_tokens_ = 0;

@@ -173,6 +173,7 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const gguf::GgufFile&
   // A pipeline stage before the last never computes logits; one after the
   // first never embeds (its lookups would read the file, not count).
   const bool tied = w->output.data == w->token_embd.data;
+  w->output_tied_ = tied;
   if (end < c.n_layers) {
     w->output_unused_ = true;
     if (!tied) w->total_bytes -= static_cast<uint64_t>(RowBytes(w->output.type, w->output.cols) * w->output.rows);
@@ -236,10 +237,14 @@ Status ModelWeights::Shard(const ModelConfig& c, int rank, int count) {
     rows(L.w_up, ff, rank * ff);
     KVS_RETURN_IF_ERROR(columns(L.w_down, ff, "ffn_down", layer));
   }
-  // The head stays in the file: rank 0 computes every logit.
-  if (rank > 0 && !output_unused_) {
-    output_unused_ = true;
-    if (output.data != token_embd.data) dropped += static_cast<uint64_t>(RowBytes(output.type, output.cols) * output.rows);
+  // Vocab-parallel head: each rank computes the logits of its rows of the
+  // vocabulary (its share of the head's bytes and FLOPs); the stage's rank 0
+  // gathers them (LlamaModel::Forward). Tied: the rows are a view into the
+  // embeddings, which every rank keeps whole for its lookups.
+  if (!output_unused_) {
+    const ModelConfig::Rows v = c.ShardVocab(rank, count);
+    if (!output_tied_) dropped += static_cast<uint64_t>(RowBytes(output.type, output.cols) * (output.rows - v.count));
+    output = RowRange(output, v.first, v.count);
   }
   total_bytes -= dropped;
   return Status::Ok();
@@ -292,7 +297,7 @@ std::vector<std::pair<kernels::MatView*, bool>> ModelWeights::Matrices() {
       for (kernels::MatView& m : *v) todo.emplace_back(&m, true);
     }
   }
-  if (!output_unused_) todo.emplace_back(&output, output.data != token_embd.data);
+  if (!output_unused_) todo.emplace_back(&output, !output_tied_);
   return todo;
 }
 

@@ -54,9 +54,9 @@ struct LoadOptions {
   // wv and their biases; columns of wo; with more ranks than KV heads, the
   // one KV head its query heads read, replicated on their group's ranks) and of the FFN (rows of gate and up,
   // columns of down). Embeddings and norms are whole on every rank; the
-  // output head is packed and counted on rank 0 only, which computes every
-  // logit. ModelConfig::CheckTensorParallel says which counts a model
-  // takes.
+  // output head is split by vocabulary rows (ModelConfig::ShardVocab), each
+  // rank computing its rows' logits for the stage's rank 0 to gather.
+  // ModelConfig::CheckTensorParallel says which counts a model takes.
   int shard_rank = 0;
   int shard_count = 1;
   // Pipeline parallel: only layers [first_layer, first_layer + num_layers)
@@ -100,7 +100,7 @@ struct ModelWeights {
   kernels::MatView token_embd;        // [vocab, hidden]
   std::vector<LayerWeights> layers;
   const float* output_norm = nullptr; // [hidden]
-  kernels::MatView output;            // [vocab, hidden]; token_embd when tied
+  kernels::MatView output;            // [vocab, hidden] (a shard's rows of it); token_embd('s rows) when tied
   const float* rope_freqs = nullptr;  // [rope_dim / 2] frequency divisors (Llama 3), or null
   const float* rope_long = nullptr;   // [rope_dim / 2] LongRoPE divisors past the original context, or null
   const float* rope_short = nullptr;  // [rope_dim / 2] LongRoPE divisors within it, or null
@@ -125,9 +125,11 @@ struct ModelWeights {
   Status Shard(const ModelConfig& config, int rank, int count);
 
   std::vector<std::vector<float>> owned_;  // f32 copies of non-f32 vectors
-  // Shards of rank > 0 never compute logits (rank 0 samples): their output
-  // head is neither packed nor counted.
+  // Pipeline stages before the last never compute logits: their output head
+  // is neither packed nor counted.
   bool output_unused_ = false;
+  // The output head is token_embd (tied): its pages stay, for the lookups.
+  bool output_tied_ = false;
   // Column slices of wo and w_down (Shard): a row's share is not contiguous
   // in the file, so it is copied.
   std::vector<std::unique_ptr<uint8_t[]>> slices_;
