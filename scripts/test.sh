@@ -6,7 +6,9 @@
 #      sanitizers in kernels_test and paged_attention_test); the same tree
 #      has the libFuzzer targets (-DKVSERVE_FUZZ=ON), so CI builds three
 #      trees, not four;
-#   3. TSan build (g++), the tests labelled "engine": those where threads
+#   3. TSan build (clang: ~15 % less compile than g++'s TSan, and this
+#      stage's build is on CI's critical path), the tests labelled
+#      "engine": those where threads
 #      run (the engine thread, the server's and gateway's I/O and prep
 #      threads, HTTP, work queues, the real server in ops_warm_start_test);
 #      single-threaded unit tests (scheduler, sampler, block manager, API
@@ -66,7 +68,8 @@ asan_build() {
   cmake --build build/asan -j "$JOBS"
 }
 tsan_build() {
-  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_SANITIZE=thread -DKVSERVE_BENCH=OFF >/dev/null
+  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+    -DKVSERVE_SANITIZE=thread -DKVSERVE_BENCH=OFF >/dev/null
   # Build only the binaries of tests labelled "engine" (test name == target
   # name for GoogleTest binaries).
   local tsan_tests all_targets tsan_targets=()
