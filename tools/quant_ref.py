@@ -9,7 +9,7 @@ vectorised over all blocks of an input at once. Every float operation is done
 in float32 in the reference algorithm's order (sums are sequential over the
 elements of a block, never pairwise), so the bytes can be compared exactly
 with kvserve's C++ quantizers (src/kernels/quant_ref*.cc), which the
-`quant_test` ctest does.
+`quant_test.cc` ctest does.
 
 Usage:
   quant_ref.py batch MANIFEST

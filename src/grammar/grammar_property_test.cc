@@ -14,7 +14,7 @@
 #include "base/utf8.h"
 
 namespace kvs::grammar {
-namespace {
+namespace grammar_property_test {
 
 // All single bytes, the alphabet's characters and their partial encodings,
 // pairs, and some longer strings.
@@ -211,5 +211,5 @@ TEST(GrammarProperty, DepthLimitIsEnforcedConsistently) {
   ASSERT_TRUE(m.AcceptToken(c).ok());
 }
 
-}  // namespace
+}  // namespace grammar_property_test
 }  // namespace kvs::grammar

@@ -10,7 +10,7 @@
 #include "base/utf8.h"
 
 namespace kvs::grammar {
-namespace {
+namespace grammar_test {
 
 using testing::CompileError;
 using testing::Matches;
@@ -217,11 +217,11 @@ TEST(Matcher, MasksRollbackAndTermination) {
   EXPECT_EQ(fork.MinCompletionBytes(), 0);
 }
 
-}  // namespace
+}  // namespace grammar_test
 }  // namespace kvs::grammar
 
 namespace kvs::grammar {
-namespace {
+namespace grammar_test {
 
 TEST(Matcher, AmbiguityAndWorkAreBounded) {
   // Each "a" opens more pending parses; the stack sets grow until the limit.
@@ -252,5 +252,5 @@ TEST(Matcher, AmbiguityAndWorkAreBounded) {
   EXPECT_EQ(st2.code(), StatusCode::kResourceExhausted) << st2.ToString();
 }
 
-}  // namespace
+}  // namespace grammar_test
 }  // namespace kvs::grammar

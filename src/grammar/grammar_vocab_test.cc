@@ -13,7 +13,7 @@
 #include "grammar/testdata_json_gbnf.h"
 
 namespace kvs::grammar {
-namespace {
+namespace grammar_vocab_test {
 
 class VocabTest : public ::testing::TestWithParam<std::string> {};
 
@@ -114,5 +114,5 @@ TEST(QwenSizedVocabulary, HasTheRightShape) {
   EXPECT_EQ(text, "{\"name\": \"Ada\", \"age\": 36}");
 }
 
-}  // namespace
+}  // namespace grammar_vocab_test
 }  // namespace kvs::grammar

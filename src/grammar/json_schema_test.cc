@@ -21,7 +21,7 @@
 #include "grammar/test_util.h"
 
 namespace kvs::grammar {
-namespace {
+namespace json_schema_test {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
@@ -256,5 +256,5 @@ TEST(JsonSchema, GbnfIsReadableAndPrefixed) {
   EXPECT_EQ(text->find("\nroot ::="), std::string::npos);
 }
 
-}  // namespace
+}  // namespace json_schema_test
 }  // namespace kvs::grammar

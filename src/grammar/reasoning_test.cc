@@ -18,7 +18,7 @@
 #include "template/chat_template.h"
 
 namespace kvs::grammar {
-namespace {
+namespace reasoning_test {
 
 using Json = nlohmann::ordered_json;
 using testing::Matches;
@@ -394,5 +394,5 @@ TEST(ReasoningGrammarTest, AForcedToolCallAfterTheReasoning) {
   }
 }
 
-}  // namespace
+}  // namespace reasoning_test
 }  // namespace kvs::grammar

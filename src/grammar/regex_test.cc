@@ -13,7 +13,7 @@
 #include "grammar/test_util.h"
 
 namespace kvs::grammar {
-namespace {
+namespace regex_test {
 
 bool GrammarMatches(const Grammar& g, const std::string& text) {
   auto cg = CompiledGrammar::Compile(g, testing::ByteVocabulary());
@@ -143,5 +143,5 @@ TEST(Choice, ExactlyOneChoice) {
   EXPECT_FALSE(ChoiceToGrammar({}).ok());
 }
 
-}  // namespace
+}  // namespace regex_test
 }  // namespace kvs::grammar

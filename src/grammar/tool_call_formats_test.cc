@@ -10,7 +10,7 @@
 #include "grammar/tool_calls.h"
 
 namespace kvs::grammar {
-namespace {
+namespace tool_call_formats_test {
 
 using Json = nlohmann::json;  // unordered: key order is the writer's
 using F = ToolCallFormat;
@@ -339,5 +339,5 @@ TEST(ToolCallValues, MiniMaxNestedValues) {
             Json::parse(R"({"l": [1]})"));
 }
 
-}  // namespace
+}  // namespace tool_call_formats_test
 }  // namespace kvs::grammar

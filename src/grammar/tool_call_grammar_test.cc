@@ -11,7 +11,7 @@
 #include "grammar/tool_calls.h"
 
 namespace kvs::grammar {
-namespace {
+namespace tool_call_grammar_test {
 
 using Json = nlohmann::ordered_json;
 
@@ -121,5 +121,5 @@ TEST(ToolChoiceGrammar, Errors) {
   EXPECT_NE(g2.status().message().find("multipleOf"), std::string::npos) << g2.status().message();
 }
 
-}  // namespace
+}  // namespace tool_call_grammar_test
 }  // namespace kvs::grammar

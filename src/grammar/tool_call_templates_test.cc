@@ -28,7 +28,7 @@
 #include "template/chat_template.h"
 
 namespace kvs::grammar {
-namespace {
+namespace tool_call_templates_test {
 
 using Json = nlohmann::ordered_json;
 using F = ToolCallFormat;
@@ -534,5 +534,5 @@ TEST(ToolCallDetection, EveryTemplateGetsItsFormat) {
   EXPECT_EQ(files, on_disk);
 }
 
-}  // namespace
+}  // namespace tool_call_templates_test
 }  // namespace kvs::grammar

@@ -18,7 +18,7 @@
 #include "template/chat_template.h"
 
 namespace kvs::grammar {
-namespace {
+namespace tool_calls_test {
 
 using Json = nlohmann::ordered_json;
 
@@ -327,7 +327,7 @@ INSTANTIATE_TEST_SUITE_P(Shared, TemplateRoundTrip, ::testing::ValuesIn(Cases())
 
 TEST(ToolCalls, DetectsNoFormatForTemplatesWithoutTools) {
   EXPECT_EQ(DetectToolCallFormat("{{ messages[0].content }}"), ToolCallFormat::kNone);
-  // GLM's <tool_call> is no Hermes JSON (tool_call_templates_test has all the templates).
+  // GLM's <tool_call> is no Hermes JSON (tool_call_templates_test.cc has all the templates).
   EXPECT_EQ(DetectToolCallFormat("<tool_call>{{ name }}<arg_key>"), ToolCallFormat::kGlm45);
 }
 
@@ -423,5 +423,5 @@ TEST(ToolCalls, MistralIdsAreNineAlphanumerics) {
   EXPECT_EQ(other.size(), 29u);
 }
 
-}  // namespace
+}  // namespace tool_calls_test
 }  // namespace kvs::grammar

@@ -1,4 +1,4 @@
-// Helpers of the HTTP module's tests (http_server_test, http_client_test).
+// Helpers of the HTTP module's tests (http_server_test.cc, http_client_test.cc).
 #pragma once
 
 #include <cstdlib>

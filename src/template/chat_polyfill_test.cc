@@ -19,7 +19,7 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::tmpl {
-namespace {
+namespace chat_polyfill_test {
 
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
@@ -371,5 +371,5 @@ const std::map<std::string, std::string>& ExpectedPolyfills() {
   return m;
 }
 
-}  // namespace
+}  // namespace chat_polyfill_test
 }  // namespace kvs::tmpl

@@ -14,7 +14,7 @@
 #include "template/template.h"
 
 namespace kvs::tmpl {
-namespace {
+namespace chat_render_test {
 
 using nlohmann::ordered_json;
 
@@ -169,5 +169,5 @@ TEST(RenderChatTest, TrustedRolesStayTemplateText) {
   EXPECT_EQ(out->content, (Spans{{8, 9}, {11, 17}, {19, 20}}));
 }
 
-}  // namespace
+}  // namespace chat_render_test
 }  // namespace kvs::tmpl

@@ -26,7 +26,7 @@
 #include "template/chat_template.h"
 
 namespace kvs::tmpl {
-namespace {
+namespace chat_template_oracle_test {
 
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
@@ -211,5 +211,5 @@ TEST(ChatTemplateOracleTest, MatchesHuggingFaceJinjaOnRealTemplates) {
   fs::remove_all(tmp);
 }
 
-}  // namespace
+}  // namespace chat_template_oracle_test
 }  // namespace kvs::tmpl

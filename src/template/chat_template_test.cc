@@ -11,7 +11,7 @@
 #include "gguf/gguf.h"
 
 namespace kvs::tmpl {
-namespace {
+namespace chat_template_test {
 
 using nlohmann::ordered_json;
 
@@ -192,5 +192,5 @@ TEST(ChatTemplateTest, FromGguf) {
   EXPECT_EQ(ChatTemplate::FromGguf(**no_template).status().code(), StatusCode::kNotFound);
 }
 
-}  // namespace
+}  // namespace chat_template_test
 }  // namespace kvs::tmpl

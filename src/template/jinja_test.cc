@@ -16,7 +16,7 @@
 #include "template/template.h"
 
 namespace kvs::tmpl {
-namespace {
+namespace jinja_test {
 
 using nlohmann::ordered_json;
 
@@ -445,5 +445,5 @@ TEST(JinjaThreadTest, OneTemplateRendersOnManyThreads) {
   EXPECT_EQ(good.load(), 8 * 200);
 }
 
-}  // namespace
+}  // namespace jinja_test
 }  // namespace kvs::tmpl

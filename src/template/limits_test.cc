@@ -13,7 +13,7 @@
 #include "template/template.h"
 
 namespace kvs::tmpl {
-namespace {
+namespace limits_test {
 
 using nlohmann::ordered_json;
 
@@ -214,5 +214,5 @@ TEST(TemplateBudgetTest, LargeDictsAreIndexed) {
                  "20000 0 19999");
 }
 
-}  // namespace
+}  // namespace limits_test
 }  // namespace kvs::tmpl

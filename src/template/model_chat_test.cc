@@ -13,7 +13,7 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::tmpl {
-namespace {
+namespace model_chat_test {
 
 using tok::Tokenizer;
 
@@ -50,11 +50,11 @@ TEST(ModelChat, OwnTemplateOrChatml) {
   EXPECT_EQ(sr.eos_token, "</s>");
 }
 
-}  // namespace
+}  // namespace model_chat_test
 }  // namespace kvs::tmpl
 
 namespace kvs::tmpl {
-namespace {
+namespace model_chat_test {
 
 // The bundled tiny model's tokenizer with another chat template.
 std::unique_ptr<tok::Tokenizer> TinyWithTemplate(const std::string& source) {
@@ -208,5 +208,5 @@ TEST(ModelChatProbe, RealTemplatesPass) {
   EXPECT_LE(warned, 1);
 }
 
-}  // namespace
+}  // namespace model_chat_test
 }  // namespace kvs::tmpl

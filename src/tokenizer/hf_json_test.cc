@@ -9,7 +9,7 @@
 #include "tokenizer/unicode.h"
 
 namespace kvs::tok {
-namespace {
+namespace hf_json_test {
 
 using json = nlohmann::json;
 using Ids = std::vector<int32_t>;
@@ -264,5 +264,5 @@ TEST(Regex, OnigurumaSemantics) {
   EXPECT_FALSE(Regex::Compile("(?<").ok());
 }
 
-}  // namespace
+}  // namespace hf_json_test
 }  // namespace kvs::tok

@@ -22,7 +22,7 @@
 #include "tokenizer/unicode.h"
 
 namespace kvs::tok {
-namespace {
+namespace oracle_test {
 
 std::string Cp(uint32_t cp) {
   std::string s;
@@ -355,5 +355,5 @@ TEST_P(OracleVariant, MatchesHuggingFaceTokenizersJs) {
 INSTANTIATE_TEST_SUITE_P(Shared, OracleVariant, ::testing::ValuesIn(kVariants),
                          [](const auto& info) { return std::string(info.param.name); });
 
-}  // namespace
+}  // namespace oracle_test
 }  // namespace kvs::tok

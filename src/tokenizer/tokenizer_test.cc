@@ -13,7 +13,7 @@
 #include "tokenizer/unicode.h"
 
 namespace kvs::tok {
-namespace {
+namespace tokenizer_test {
 
 using Ids = std::vector<int32_t>;
 const std::string kM(kSpaceMarker);  // "▁"
@@ -396,5 +396,5 @@ TEST(Stories260K, EncodesAndDecodes) {
   EXPECT_EQ(streamed, story);
 }
 
-}  // namespace
+}  // namespace tokenizer_test
 }  // namespace kvs::tok

@@ -14,7 +14,7 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvs::tok {
-namespace {
+namespace vectors_test {
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -151,5 +151,5 @@ TEST(VocabVectors, ListCoversSharedFiles) {
   }
 }
 
-}  // namespace
+}  // namespace vectors_test
 }  // namespace kvs::tok

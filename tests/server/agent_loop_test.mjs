@@ -79,7 +79,7 @@ const FAMILIES = [
   "Apriel-1.6-15b-Thinker-fixed",        // apriel
   "GigaChat3.1-10B-A1.8B:bundled",       // gigachat3_1 (its tool prompt needs > 2,048 stories260K tokens)
   // command_r7b is not here: Command R7B's tool preamble alone is > 4,096 tokens
-  // of either model; tool_call_templates_test covers the syntax.
+  // of either model; tool_call_templates_test.cc covers the syntax.
   "upstage-Solar-Open-100B",             // solar_open
   "muse-glimmer:bundled",                // atem
   "openbmb-MiniCPM5-1B",                 // minicpm5

@@ -243,7 +243,7 @@ function assertValidArgs(args, schema, text) {
 // A sweep of ~60 forced calls: Release only. Under the sanitizers (CI's
 // KVSERVE_SANITIZED, where it took 140 s) the same steering runs in
 // engine_test (AFreeDrawNeverPutsTheEndOutOfReach) and the cut-call parsing in
-// tool_call_templates_test / tool_call_formats_test.
+// tool_call_templates_test.cc / tool_call_formats_test.
 describe("forced calls within max_tokens (stories260K)", { skip: !stories || !existsSync(templates) || !!process.env.KVSERVE_SANITIZED }, () => {
   for (const [file, { shortest, shortestRequired }] of Object.entries(BUDGET_CASES)) {
     test(file, async () => {
