@@ -207,6 +207,29 @@ TEST(SignalBlockTest, HoldsSignalsPendingUntilReleased) {
   EXPECT_FALSE(Blocked(SIGUSR2));
 }
 
+// KeepBlocked: a signal pending when the block goes away stays pending (a
+// process that exits then keeps its own exit status).
+TEST(SignalBlockTest, KeepBlockedOutlivesTheBlock) {
+  ASSERT_FALSE(Blocked(SIGUSR2));
+  {
+    SignalBlock block({SIGUSR2});
+    block.KeepBlocked();
+    ASSERT_EQ(raise(SIGUSR2), 0);
+    block.Release();
+  }
+  EXPECT_TRUE(Blocked(SIGUSR2));
+  sigset_t pending;
+  sigpending(&pending);
+  EXPECT_EQ(sigismember(&pending, SIGUSR2), 1);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, SIGUSR2);
+  const timespec zero{0, 0};
+  EXPECT_EQ(sigtimedwait(&one, nullptr, &zero), SIGUSR2);
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  EXPECT_FALSE(Blocked(SIGUSR2));
+}
+
 }  // namespace
 }  // namespace kvs
 

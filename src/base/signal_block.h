@@ -23,6 +23,12 @@ class SignalBlock {
   SignalBlock(const SignalBlock&) = delete;
   SignalBlock& operator=(const SignalBlock&) = delete;
 
+  // Leaves the signals blocked in the calling thread for good: neither
+  // Release() nor the destructor unblocks them. For a process that ignores
+  // them until it exits: a signal still pending when it unblocked them would
+  // end it by the signal's default action instead of its own exit status.
+  void KeepBlocked() { held_ = false; }
+
   // Unblocks the signals in the calling thread (once); pending ones are
   // delivered now.
   void Release() {

@@ -104,11 +104,14 @@ const Registrar kRegister_serve({"serve", "Serve a model over an OpenAI-compatib
                    // Blocked before MPI starts its threads, which inherit the mask: mpirun
                    // forwards SIGTERM to every rank, and a worker must not die of it but
                    // end when rank 0, having drained, tells it to (RunServe handles the
-                   // signals on rank 0).
-                   std::optional<SignalBlock> mpi_signals;
+                   // signals on rank 0). Blocked until the process exits: the forwarded
+                   // SIGTERM stays pending in a worker, and unblocking it on the way out
+                   // would end a worker that exits 0 by that signal, which makes mpirun
+                   // abort the job (SIGKILL to the ranks still ending) and, with Open MPI
+                   // 4.1.4, sometimes hang (docs/parallel.md).
                    const int64_t ranks = cfg.runtime.tensor_parallel * cfg.runtime.pipeline_parallel;
                    if (ranks > 1) {
-                     mpi_signals.emplace(std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP});
+                     SignalBlock({SIGTERM, SIGINT, SIGHUP}).KeepBlocked();
                      auto g = backend::MpiGroup::Open();
                      if (!g.ok()) {
                        std::fprintf(stderr, "kvserve serve: runtime.tensor_parallel x pipeline_parallel = %lld: %s\n",

@@ -24,7 +24,8 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
-  binary, failFile, loadOpenAI, metrics, metric, request, requireBinary, sourceDir, spawnListening, startServer, waitFor,
+  binary, failFile, loadOpenAI, metrics, metric, request, requireBinary, sourceDir, spawnListening, startServer, stopMpirun,
+  waitFor,
 } from "./common.mjs";
 
 requireBinary();
@@ -51,10 +52,13 @@ const RELEASE_ONLY = SANITIZED && "more servers: run in the Release tree";
 const serveArgs = ["--model", model, "--threads", "1", "--max-context-length", "2048", "--log-level", "info",
   "--drain-timeout", "2"];
 
-function mpiServe(np, extra = []) {
+// stop(): SIGTERM to mpirun, and mpirun killed if it does not reap ranks that
+// have exited (stopMpirun: an Open MPI 4.1.4 race, docs/parallel.md).
+async function mpiServe(np, extra = []) {
   const argv = ["-np", String(np), "--bind-to", "none", binary, "serve", "--host", "127.0.0.1", "--port", "0",
     "--access-log", "off", ...serveArgs, ...extra];
-  return spawnListening(mpirun, argv, { env: mpiEnv, what: `mpirun -np ${np} kvserve serve` });
+  const job = await spawnListening(mpirun, argv, { env: mpiEnv, what: `mpirun -np ${np} kvserve serve` });
+  return { ...job, stop: () => stopMpirun(job) };
 }
 
 // A rank's process id among the children of mpirun (its environment names it).
