@@ -258,19 +258,18 @@ class LeaderRunner : public engine::ModelRunner {
       // side waits on the other.
       const auto parts = MicroBatches(batch, pp_);
       const int64_t vocab = local_->vocab_size();
-      std::vector<std::span<float>>& slices = slices_;  // kept between steps: no allocation per step
-      slices.clear();
+      slices_.clear();  // a member: no allocation per step
       int64_t row = 0;
       for (const auto& [first, last] : parts) {
         const int64_t rows = LogitRows(batch, first, last);
-        slices.push_back(logits.subspan(static_cast<size_t>(row * vocab), static_cast<size_t>(rows * vocab)));
-        if (rows > 0) group_.PostRecv(slices.back(), last_stage_rank_, model::LlamaModel::kLogitsTag);
+        slices_.push_back(logits.subspan(static_cast<size_t>(row * vocab), static_cast<size_t>(rows * vocab)));
+        if (rows > 0) group_.PostRecv(slices_.back(), last_stage_rank_, model::LlamaModel::kLogitsTag);
         row += rows;
       }
       for (size_t i = 0; i < parts.size() && st.ok(); ++i) {
         part_.seqs.assign(batch.seqs.begin() + static_cast<std::ptrdiff_t>(parts[i].first),
                           batch.seqs.begin() + static_cast<std::ptrdiff_t>(parts[i].second));
-        st = local_->Forward(part_, slices[i]);
+        st = local_->Forward(part_, slices_[i]);
       }
       group_.WaitPosted();
       if (stats_ != nullptr) stats_->AddMicroBatches(static_cast<int64_t>(parts.size()));

@@ -59,14 +59,17 @@ Status ModelConfig::CheckPipeline(int stages) const {
   return Status::Ok();
 }
 
+bool KvHeadsShareable(int64_t kv_heads, int64_t ranks) {
+  return kv_heads >= ranks ? kv_heads % ranks == 0 : ranks % kv_heads == 0;
+}
+
+int64_t KvHeadsPerRank(int64_t kv_heads, int64_t ranks) { return kv_heads >= ranks ? kv_heads / ranks : 1; }
+
 Status ModelConfig::CheckTensorParallel(int n) const {
   if (n < 1) return InvalidArgument("tensor_parallel must be at least 1, got {}", n);
   if (n == 1) return Status::Ok();
   if (is_moe()) return InvalidArgument("tensor_parallel {}: mixture-of-experts models are not sharded yet", n);
-  // More ranks than KV heads: each KV head is replicated on the n / n_kv_heads
-  // ranks whose query heads read it (vLLM's rule); the ranks must then split
-  // the KV heads' groups evenly, which a multiple of n_kv_heads does.
-  if (n_kv_heads >= n ? n_kv_heads % n != 0 : n % n_kv_heads != 0) {
+  if (!KvHeadsShareable(n_kv_heads, n)) {
     return InvalidArgument("tensor_parallel {}: the model has {} KV heads, which {} ranks cannot share evenly "
                            "(each rank holds whole KV heads: use a divisor of {}, or a multiple of it to "
                            "replicate each KV head)",
@@ -83,10 +86,10 @@ Status ModelConfig::CheckTensorParallel(int n) const {
   return Status::Ok();
 }
 
-int32_t ModelConfig::ShardKvHeads(int n) const { return n_kv_heads >= n ? n_kv_heads / n : 1; }
+int32_t ModelConfig::ShardKvHeads(int n) const { return static_cast<int32_t>(KvHeadsPerRank(n_kv_heads, n)); }
 
 int32_t ModelConfig::ShardKvHead(int rank, int n) const {
-  return n_kv_heads >= n ? rank * (n_kv_heads / n) : rank / (n / n_kv_heads);
+  return n_kv_heads >= n ? rank * ShardKvHeads(n) : rank / (n / n_kv_heads);
 }
 
 ModelConfig::Rows ModelConfig::ShardVocab(int rank, int n) const {

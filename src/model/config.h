@@ -39,6 +39,16 @@ struct LayerRange {
 };
 LayerRange StageLayers(int32_t n_layers, int stages, int stage);
 
+// How `ranks` tensor-parallel ranks share `kv_heads` KV heads: evenly when
+// `ranks` divides them, or, with more ranks than KV heads, each head
+// replicated on the ranks / kv_heads ranks of its query group (vLLM's rule)
+// when `ranks` is a multiple of them. The model's shards
+// (ModelConfig::CheckTensorParallel) and the plan (plan::ValidateLayout)
+// both follow this rule.
+bool KvHeadsShareable(int64_t kv_heads, int64_t ranks);
+// KV heads each rank holds (1 when replicated); KvHeadsShareable holds.
+int64_t KvHeadsPerRank(int64_t kv_heads, int64_t ranks);
+
 struct ModelConfig {
   std::string arch;
   std::string name;

@@ -348,7 +348,7 @@ Status LlamaModel::Forward(const kvcache::ForwardBatch& batch, KvCaches caches, 
     }
   }
   if (shard_count_ > 1) {
-    GatherVocabLogits(r, logits, pool);
+    if (r > 0) GatherVocabLogits(r, logits, pool);  // r is the same on every rank: no messages when 0
     if (!gathers) return Status::Ok();
   } else if (r > 0) {
     kernels::MatMul(weights_->output, xn_.data(), r, logits.data(), pool);
@@ -365,7 +365,7 @@ void LlamaModel::GatherVocabLogits(int64_t rows, std::span<float> logits, Thread
   const int64_t V = config_.vocab;
   const ModelConfig::Rows mine = config_.ShardVocab(collective_->rank(), shard_count_);
   vocab_part_.resize(static_cast<size_t>(rows * mine.count));  // [rows, mine.count]
-  if (rows > 0) kernels::MatMul(weights_->output, xn_.data(), rows, vocab_part_.data(), pool);
+  kernels::MatMul(weights_->output, xn_.data(), rows, vocab_part_.data(), pool);
   if (collective_->rank() != 0) {
     collective_->Send(vocab_part_, 0, kVocabTag);
     return;

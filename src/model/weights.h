@@ -52,8 +52,8 @@ struct LoadOptions {
   // Tensor parallel (Megatron-style): this process holds shard `shard_rank`
   // of `shard_count`: its share of the query and KV heads (rows of wq, wk,
   // wv and their biases; columns of wo; with more ranks than KV heads, the
-  // one KV head its query heads read, replicated on their group's ranks) and of the FFN (rows of gate and up,
-  // columns of down). Embeddings and norms are whole on every rank; the
+  // one KV head its query heads read, replicated on their group's ranks)
+  // and of the FFN (rows of gate and up, columns of down). Embeddings and norms are whole on every rank; the
   // output head is split by vocabulary rows (ModelConfig::ShardVocab), each
   // rank computing its rows' logits for the stage's rank 0 to gather.
   // ModelConfig::CheckTensorParallel says which counts a model takes.

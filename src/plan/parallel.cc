@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "model/config.h"
+
 namespace kvs::plan {
 namespace {
 
@@ -115,7 +117,7 @@ ParallelPlan Compute(const ModelShape& shape, const PlanOptions& o, const Parall
       s.layers = n;
       s.sliding_layers = SlidingIn(shape, first, n);
       s.heads = shape.heads / tp;
-      s.kv_heads = shape.kv_heads >= tp ? shape.kv_heads / tp : 1;
+      s.kv_heads = model::KvHeadsPerRank(shape.kv_heads, tp);
       s.ffn = CeilDivI(shape.ffn, tp);
       s.expert_ffn = CeilDivI(shape.expert_ffn, tp);
       s.shared_expert_ffn = CeilDivI(shape.shared_expert_ffn, tp);
@@ -177,7 +179,7 @@ Status ValidateLayout(const ModelShape& shape, const ParallelLayout& layout) {
   if (shape.heads % tp != 0) {
     return InvalidArgument("tensor parallel size {} does not divide the model's {} attention heads", tp, shape.heads);
   }
-  if (shape.kv_heads >= tp ? shape.kv_heads % tp != 0 : tp % shape.kv_heads != 0) {
+  if (!model::KvHeadsShareable(shape.kv_heads, tp)) {
     return InvalidArgument(
         "tensor parallel size {} and the model's {} KV heads: the size must divide the KV heads, or be a multiple "
         "of them (each KV head then replicated)",

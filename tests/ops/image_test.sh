@@ -83,11 +83,16 @@ for lib in "${linked[@]}"; do
 done
 # shellcheck disable=SC2046  # word splitting intended: every name is a path without spaces
 dpkg -S $(printf '%s\n' "${names[@]}" | tr ' ' '\n' | sort -u) >"$tmp/owners.txt" 2>/dev/null || true
+# Lines "pkg[:arch][, pkg2...]: /path": the first package owns the path.
+declare -A owner=()
+while read -r pkgs path; do
+  owner[$path]=${pkgs%%[:,]*}
+done <"$tmp/owners.txt"
 libs=0
 for lib in "${linked[@]}"; do
   pkg=""
   for f in ${names[$lib]}; do
-    pkg=$(awk -v f="$f" '{p=$1; sub(/:$/, "", p); if ($2 == f) {split(p, a, ":"); print a[1]; exit}}' "$tmp/owners.txt")
+    pkg=${owner[$f]:-}
     [ -n "$pkg" ] && break
   done
   [ -n "$pkg" ] || fail "$lib belongs to no Debian package"
