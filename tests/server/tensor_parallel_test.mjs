@@ -58,7 +58,14 @@ async function mpiServe(np, extra = []) {
   const argv = ["-np", String(np), "--bind-to", "none", binary, "serve", "--host", "127.0.0.1", "--port", "0",
     "--access-log", "off", ...serveArgs, ...extra];
   const job = await spawnListening(mpirun, argv, { env: mpiEnv, what: `mpirun -np ${np} kvserve serve` });
-  return { ...job, stop: () => stopMpirun(job) };
+  const stop = async () => {
+    const end = await stopMpirun(job);
+    // Every rank ends cleanly on SIGTERM, even when mpirun then hangs: a rank
+    // ended by a signal is what made mpirun abort the job (docs/parallel.md).
+    if (end.ranks) assert.deepEqual(end.ranks, end.ranks.map(() => "exit 0"), `mpirun -np ${np}: the ranks' ends`);
+    return end;
+  };
+  return { ...job, stop };
 }
 
 // A rank's process id among the children of mpirun (its environment names it).
