@@ -17,6 +17,7 @@
 #include "base/test_util.h"
 #include "base/testing/thread_collective.h"
 #include "engine/engine.h"
+#include "model/random_model.h"
 
 namespace kvs::backend {
 namespace {
@@ -188,6 +189,81 @@ TEST(LoadEngineTest, TensorAndPipelineParallelRanksGenerateTheRecordedTokens) {
     for (std::thread& w : workers) w.join();
     for (int r = 1; r < n; ++r) EXPECT_TRUE(worker_status[static_cast<size_t>(r)].ok()) << worker_status[static_cast<size_t>(r)].ToString();
   }
+}
+
+// A model with sliding-window layers in pipeline stages, through the
+// engine: every stage keeps the window group (rank 0's block ids, released
+// as the window moves), and greedy tokens well past the 16-token window
+// equal one process's. (These random weights' greedy tokens do not show a
+// stage that miscounts which of its layers slide; tensor_parallel_test's
+// logits do.) A layout that would leave a stage layers of one kind only is
+// refused, naming it.
+TEST(LoadEngineTest, PipelineStagesOfASlidingWindowModelGenerateOneProcessTokens) {
+  auto dir = kvs::testing::TempDir("pp_swa");
+  const std::string path = (dir / "gemma2.gguf").string();
+  model::RandomModelSpec m = model::SmallTestSpec("gemma2");
+  m.n_layers = 6;
+  m.sliding_window = 16;
+  m.tied = true;
+  ASSERT_TRUE(model::WriteRandomModel(m, path, "").ok());
+  auto spec_for = [&](const std::string& file, int tp, int pp, Collective* group) {
+    EngineSpec spec = Spec(file);
+    spec.load_tokenizer = false;  // a random model: ids only, no EOS
+    spec.threads = 1;
+    spec.group = group;
+    spec.tensor_parallel = tp;
+    spec.pipeline_parallel = pp;
+    return spec;
+  };
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 250);
+  std::vector<int32_t> want;
+  {
+    auto one = LoadEngine(spec_for(path, 1, 1, nullptr));
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    ASSERT_EQ(one->plan.window, 16);
+    ASSERT_TRUE(one->engine->Start().ok());
+    want = Greedy(*one->engine, prompt);
+    one->engine->Stop();
+  }
+  ASSERT_EQ(want.size(), kRecorded.size());
+  for (const auto& [tp, pp] : {std::pair{1, 2}, std::pair{2, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "tensor " << tp << " x pipeline " << pp);
+    const int n = tp * pp;
+    testing::ThreadGroup group(n);
+    std::vector<Status> worker_status(static_cast<size_t>(n));
+    std::vector<std::thread> workers;
+    for (int r = 1; r < n; ++r) {
+      workers.emplace_back([&, r] { worker_status[static_cast<size_t>(r)] = RunTensorParallelWorker(group.member(r), path, 1); });
+    }
+    {
+      auto loaded = LoadEngine(spec_for(path, tp, pp, &group.member(0)));
+      ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+      EXPECT_EQ(loaded->model.n_layers, 3) << "stage 0 holds 3 of the 6 layers";
+      EXPECT_EQ(loaded->engine->GetStats().window, 16) << "rank 0's stage keeps the window group";
+      ASSERT_TRUE(loaded->engine->Start().ok());
+      EXPECT_EQ(Greedy(*loaded->engine, prompt), want);
+      loaded->engine->Stop();
+    }
+    ShutdownTensorParallelWorkers(group.member(0));
+    for (std::thread& w : workers) w.join();
+    for (int r = 1; r < n; ++r) EXPECT_TRUE(worker_status[static_cast<size_t>(r)].ok()) << worker_status[static_cast<size_t>(r)].ToString();
+  }
+  // gemma3 with a period of 3 (2 sliding, then 1 global) over 5 layers: the
+  // second of two stages (layers 3-4) would hold sliding layers only.
+  model::RandomModelSpec g3 = model::SmallTestSpec("gemma3");
+  g3.n_layers = 5;
+  g3.sliding_window = 16;
+  g3.swa_pattern = 3;
+  g3.tied = true;
+  const std::string g3_path = (dir / "gemma3.gguf").string();
+  ASSERT_TRUE(model::WriteRandomModel(g3, g3_path, "").ok());
+  testing::ThreadGroup two(2);
+  auto refused = LoadEngine(spec_for(g3_path, 1, 2, &two.member(0)));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stage 1 (layers 3-4) would hold only sliding-window layers"),
+            std::string::npos)
+      << refused.status().ToString();
 }
 
 // A worker whose file is not rank 0's refuses to start, and rank 0's

@@ -53,8 +53,22 @@ Status ModelConfig::CheckPipeline(int stages) const {
   if (n_layers < stages) {
     return InvalidArgument("pipeline_parallel {}: the model has {} layers, fewer than the stages", stages, n_layers);
   }
-  if (sliding_window > 0) {
-    return InvalidArgument("pipeline_parallel {}: sliding-window models are not split into stages yet", stages);
+  // Every stage keeps the engine's KV groups: the global layers' blocks and,
+  // with sliding layers, the window's (their ids are rank 0's). A stage
+  // therefore needs layers of each kind the whole model has.
+  const int32_t sliding = NumSlidingLayers();
+  if (sliding > 0 && sliding < n_layers) {
+    for (int s = 0; s < stages; ++s) {
+      const LayerRange r = StageLayers(n_layers, stages, s);
+      int32_t n = 0;
+      for (int32_t l = r.first; l < r.first + r.count; ++l) n += IsSliding(l) ? 1 : 0;  // the whole model's config: first_layer 0
+      if (n == 0 || n == r.count) {
+        return InvalidArgument(
+            "pipeline_parallel {}: stage {} (layers {}-{}) would hold only {} layers, but every stage needs both "
+            "kinds of the model's layers (sliding-window and global): use fewer stages",
+            stages, s, r.first, r.first + r.count - 1, n == 0 ? "global" : "sliding-window");
+      }
+    }
   }
   return Status::Ok();
 }

@@ -91,7 +91,10 @@ struct ModelConfig {
   // slide. Sliding layers rotate with their own base and scale.
   int32_t sliding_window = 0;   // attention.sliding_window; 0 = none
   int32_t swa_pattern = 0;      // attention.sliding_window_pattern (a number)
-  std::vector<uint8_t> swa_layers;  // the same key as an array of bools: [n_layers] 1 = sliding
+  std::vector<uint8_t> swa_layers;  // the same key as an array of bools: [the whole model's layers] 1 = sliding
+  // A pipeline stage's model: the whole-model index of its layer 0, which
+  // the pattern (and swa_layers) count in; 0 for a whole model.
+  int32_t first_layer = 0;
   float rope_base_swa = 10000.0f;  // rope.freq_base_swa
   float rope_scale_swa = 1.0f;  // positions divided by this in sliding layers
 
@@ -129,10 +132,12 @@ struct ModelConfig {
   // layers (their KV group is not split yet). InvalidArgument names the limit.
   Status CheckPipeline(int stages) const;
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
+  // Whether this model's layer `layer` (of a stage: first_layer + layer in the whole model) slides.
   bool IsSliding(int32_t layer) const {
     if (sliding_window <= 0) return false;
-    if (!swa_layers.empty()) return swa_layers[static_cast<size_t>(layer)] != 0;
-    return swa_pattern == 0 || layer % swa_pattern < swa_pattern - 1;
+    const int32_t whole = first_layer + layer;
+    if (!swa_layers.empty()) return swa_layers[static_cast<size_t>(whole)] != 0;
+    return swa_pattern == 0 || whole % swa_pattern < swa_pattern - 1;
   }
   int32_t NumSlidingLayers() const;
   float AttentionScale() const;

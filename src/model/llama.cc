@@ -31,13 +31,12 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::FromFile(std::unique_ptr<gguf:
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->file_ = std::move(file);
   KVS_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromGguf(*m->file_));
-  if ((options.first_layer > 0 || options.num_layers >= 0) && m->config_.sliding_window > 0) {
-    return InvalidArgument("pipeline parallel: sliding-window models are not split into stages yet");
-  }
   KVS_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*m->file_, m->config_, options));
   if (options.first_layer > 0 || options.num_layers >= 0) {
-    // A pipeline stage computes its own layers only (weights and KV cache).
+    // A pipeline stage computes its own layers only (weights and KV cache);
+    // which of them slide is counted from its first layer in the whole model.
     m->config_.n_layers = static_cast<int32_t>(m->weights_->layers.size());
+    m->config_.first_layer = options.first_layer;
   }
   if (options.shard_count > 1) {
     // What this rank computes from here on (ModelWeights::Shard checked the division).

@@ -227,6 +227,31 @@ TEST(TensorParallelTest, PipelineStagesMatchWholeModel) {
   EXPECT_EQ(StageLayers(80, 3, 2).count, 26);
 }
 
+// Sliding-window layers in stages: gemma2 (even layers slide, a window of 8
+// in a 45-token sequence) over 6 layers; with two stages the second starts
+// at a global layer (3), so its pattern must count from there.
+TEST(TensorParallelTest, PipelineStagesOfASlidingWindowModelMatchWholeModel) {
+  auto dir = kvs::testing::TempDir("pp_swa");
+  RandomModelSpec s = SmallTestSpec("gemma2");
+  s.n_layers = 6;
+  s.sliding_window = 8;
+  s.tied = true;
+  const std::string path = (dir / "gemma2.gguf").string();
+  ASSERT_TRUE(WriteRandomModel(s, path, "").ok());
+  auto whole = LlamaModel::Load(path, LoadOptions::ForDtype("f32"));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  const int vocab = (*whole)->config().vocab;
+  const std::vector<int32_t> tokens = Tokens(45, vocab, 9);
+  const std::vector<int> chunks = {17, 9, 1};
+  const std::vector<float> want = RunChunks(**whole, tokens, chunks);
+  for (const auto& [tp, pp] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{1, 3}}) {
+    const std::vector<float> got = PipelineLogits(path, tp, pp, tokens, chunks);
+    ASSERT_EQ(got.size(), want.size()) << "tp " << tp << " pp " << pp;
+    EXPECT_LT(WorstRowDeviation(got, want, vocab), 1e-4) << "tp " << tp << " pp " << pp;
+    EXPECT_EQ(ArgmaxDisagreements(got, want, vocab), 0) << "tp " << tp << " pp " << pp;
+  }
+}
+
 TEST(TensorParallelTest, Stories260KShardsMatchWholeModel) {
   KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
   ExpectShardsMatchWhole(path, 2);
