@@ -155,6 +155,32 @@ TEST(LoadEngineTest, UnknownDeviceIsRefusedNamingTheAcceptedOnes) {
   EXPECT_TRUE(FindRunnerFactory("cpu").ok());
 }
 
+// Ranks 1..n-1 of a thread group running the worker loop on `path`, as
+// the other processes of `mpirun` would; Finish() (or the destructor) has
+// rank 0 end them and checks that each ended cleanly.
+class WorkerRanks {
+ public:
+  WorkerRanks(testing::ThreadGroup& group, int n, const std::string& path)
+      : group_(group), status_(static_cast<size_t>(n)) {
+    for (int r = 1; r < n; ++r) {
+      threads_.emplace_back([this, r, path] { status_[static_cast<size_t>(r)] = RunTensorParallelWorker(group_.member(r), path, 1); });
+    }
+  }
+  ~WorkerRanks() { Finish(); }
+  void Finish() {
+    if (threads_.empty()) return;
+    ShutdownTensorParallelWorkers(group_.member(0));
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+    for (size_t r = 1; r < status_.size(); ++r) EXPECT_TRUE(status_[r].ok()) << "rank " << r << ": " << status_[r].ToString();
+  }
+
+ private:
+  testing::ThreadGroup& group_;
+  std::vector<Status> status_;
+  std::vector<std::thread> threads_;
+};
+
 // Tensor and pipeline parallel (tensor_parallel.h) with the ranks as
 // threads: rank 0's engine over its shard drives the workers' loops, and
 // every layout (2 tensor ranks; 2 pipeline stages; 2 x 2) generates the
@@ -166,11 +192,7 @@ TEST(LoadEngineTest, TensorAndPipelineParallelRanksGenerateTheRecordedTokens) {
     SCOPED_TRACE(::testing::Message() << "tensor " << tp << " x pipeline " << pp);
     const int n = tp * pp;
     testing::ThreadGroup group(n);
-    std::vector<Status> worker_status(static_cast<size_t>(n));
-    std::vector<std::thread> workers;
-    for (int r = 1; r < n; ++r) {
-      workers.emplace_back([&, r] { worker_status[static_cast<size_t>(r)] = RunTensorParallelWorker(group.member(r), path, 1); });
-    }
+    WorkerRanks workers(group, n, path);
     for (int round = 0; round < 2; ++round) {
       EngineSpec spec = Spec(path);
       spec.threads = 1;
@@ -185,9 +207,7 @@ TEST(LoadEngineTest, TensorAndPipelineParallelRanksGenerateTheRecordedTokens) {
       EXPECT_EQ(Greedy(*loaded->engine, kPromptTokens), kRecorded) << "round " << round;
       loaded->engine->Stop();
     }
-    ShutdownTensorParallelWorkers(group.member(0));
-    for (std::thread& w : workers) w.join();
-    for (int r = 1; r < n; ++r) EXPECT_TRUE(worker_status[static_cast<size_t>(r)].ok()) << worker_status[static_cast<size_t>(r)].ToString();
+    workers.Finish();
   }
 }
 
@@ -231,11 +251,7 @@ TEST(LoadEngineTest, PipelineStagesOfASlidingWindowModelGenerateOneProcessTokens
     SCOPED_TRACE(::testing::Message() << "tensor " << tp << " x pipeline " << pp);
     const int n = tp * pp;
     testing::ThreadGroup group(n);
-    std::vector<Status> worker_status(static_cast<size_t>(n));
-    std::vector<std::thread> workers;
-    for (int r = 1; r < n; ++r) {
-      workers.emplace_back([&, r] { worker_status[static_cast<size_t>(r)] = RunTensorParallelWorker(group.member(r), path, 1); });
-    }
+    WorkerRanks workers(group, n, path);
     {
       auto loaded = LoadEngine(spec_for(path, tp, pp, &group.member(0)));
       ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -245,9 +261,7 @@ TEST(LoadEngineTest, PipelineStagesOfASlidingWindowModelGenerateOneProcessTokens
       EXPECT_EQ(Greedy(*loaded->engine, prompt), want);
       loaded->engine->Stop();
     }
-    ShutdownTensorParallelWorkers(group.member(0));
-    for (std::thread& w : workers) w.join();
-    for (int r = 1; r < n; ++r) EXPECT_TRUE(worker_status[static_cast<size_t>(r)].ok()) << worker_status[static_cast<size_t>(r)].ToString();
+    workers.Finish();
   }
   // gemma3 with a period of 3 (2 sliding, then 1 global) over 5 layers: the
   // second of two stages (layers 3-4) would hold sliding layers only.
