@@ -178,6 +178,18 @@ bool Blocked(int sig) {
 
 // A signal raised while blocked stays pending (the default action would
 // end this process); Release and destruction unblock, once.
+// Whether `sig` was pending for this thread; takes it (it must be blocked).
+bool TakePending(int sig) {
+  sigset_t pending;
+  sigpending(&pending);
+  if (sigismember(&pending, sig) != 1) return false;
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  const timespec zero{0, 0};
+  return sigtimedwait(&one, nullptr, &zero) == sig;
+}
+
 TEST(SignalBlockTest, HoldsSignalsPendingUntilReleased) {
   ASSERT_FALSE(Blocked(SIGUSR1));
   {
@@ -185,15 +197,8 @@ TEST(SignalBlockTest, HoldsSignalsPendingUntilReleased) {
     EXPECT_TRUE(Blocked(SIGUSR1));
     EXPECT_TRUE(Blocked(SIGUSR2));
     ASSERT_EQ(raise(SIGUSR1), 0);
-    sigset_t pending;
-    sigpending(&pending);
-    EXPECT_EQ(sigismember(&pending, SIGUSR1), 1);
     // Take it while still blocked, so releasing delivers nothing.
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, SIGUSR1);
-    const timespec zero{0, 0};
-    EXPECT_EQ(sigtimedwait(&one, nullptr, &zero), SIGUSR1);
+    EXPECT_TRUE(TakePending(SIGUSR1));
     block.Release();
     EXPECT_FALSE(Blocked(SIGUSR1));
     EXPECT_FALSE(Blocked(SIGUSR2));
@@ -218,14 +223,10 @@ TEST(SignalBlockTest, KeepBlockedOutlivesTheBlock) {
     block.Release();
   }
   EXPECT_TRUE(Blocked(SIGUSR2));
-  sigset_t pending;
-  sigpending(&pending);
-  EXPECT_EQ(sigismember(&pending, SIGUSR2), 1);
+  EXPECT_TRUE(TakePending(SIGUSR2));
   sigset_t one;
   sigemptyset(&one);
   sigaddset(&one, SIGUSR2);
-  const timespec zero{0, 0};
-  EXPECT_EQ(sigtimedwait(&one, nullptr, &zero), SIGUSR2);
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
   EXPECT_FALSE(Blocked(SIGUSR2));
 }

@@ -128,8 +128,9 @@ struct ModelConfig {
   };
   Rows ShardVocab(int rank, int n) const;
   // Whether the layers can be split into `stages` contiguous ranges
-  // (pipeline parallel): at least one layer a stage, and no sliding-window
-  // layers (their KV group is not split yet). InvalidArgument names the limit.
+  // (pipeline parallel): at least one layer a stage, and, in a model with
+  // both sliding-window and global layers, both kinds in every stage (each
+  // stage keeps both KV groups). InvalidArgument names the limit.
   Status CheckPipeline(int stages) const;
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   // Whether this model's layer `layer` (of a stage: first_layer + layer in the whole model) slides.

@@ -112,42 +112,40 @@ export async function spawnListening(file, argv, { env = {}, what = "server" } =
 }
 
 // Stops a job started by mpirun (spawnListening's result) with SIGTERM, as a
-// supervisor would. Open MPI 4.1.4's mpirun sometimes never notices that its
-// ranks have exited (every rank a zombie, mpirun waiting for ever; ~1 stop in
-// 35 under load, docs/parallel.md): once every rank has been a zombie for
-// `graceMs`, their exit statuses are read from /proc and mpirun is killed, as
-// a supervisor's stop timeout would. Resolves like stop(): { code, signal },
-// when mpirun had to be killed, code 0 when every rank exited 0 and `ranks`
-// says how each ended.
+// supervisor would. Open MPI 4.1.4's mpirun can hang after its ranks have
+// ended (every rank a zombie; docs/parallel.md says when): once every rank
+// has been a zombie for `graceMs`, their ends are read from /proc and mpirun
+// is killed, as a supervisor's stop timeout would. Resolves like stop():
+// { code, signal }; when mpirun had to be killed, code 0 when every rank
+// exited 0, and `ranks` says how each ended.
 export async function stopMpirun(job, { graceMs = 5000 } = {}) {
   const { child } = job;
-  if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-  let timer;
   const done = () => child.exitCode !== null || child.signalCode !== null;
+  if (!done()) child.kill("SIGTERM");
   let zombieSince = 0;
   while (!done()) {
-    await new Promise((r) => (timer = setTimeout(r, 200)));
-    const ranks = childStats(child.pid);
+    await new Promise((r) => setTimeout(r, 200));
+    const ranks = childProcesses(child.pid);
     if (ranks.length === 0 || ranks.some((r) => r.state !== "Z")) {
       zombieSince = 0;
-      continue;
+    } else if (!zombieSince) {
+      zombieSince = Date.now();
+    } else if (Date.now() - zombieSince >= graceMs) {
+      // waitpid's status: the exit code in bits 8-15, or a signal in bits 0-6.
+      const ends = ranks.map((r) => ((r.status & 0x7f) === 0 ? `exit ${(r.status >> 8) & 0xff}` : `signal ${r.status & 0x7f}`));
+      process.stderr.write(`# mpirun had not reaped its ${ranks.length} ranks (${ends.join(", ")}) ` +
+        `${graceMs} ms after they ended: killed (Open MPI 4.1.4, docs/parallel.md)\n`);
+      child.kill("SIGKILL");
+      await job.exited;
+      return { code: ends.every((e) => e === "exit 0") ? 0 : 1, signal: null, ranks: ends };
     }
-    zombieSince ||= Date.now();
-    if (Date.now() - zombieSince < graceMs || done()) continue;
-    // waitpid's status: the exit code in bits 8-15, or a signal in bits 0-6.
-    const ends = ranks.map((r) => ((r.status & 0x7f) === 0 ? `exit ${(r.status >> 8) & 0xff}` : `signal ${r.status & 0x7f}`));
-    process.stderr.write(`# mpirun had not reaped its ${ranks.length} ranks (${ends.join(", ")}) ` +
-      `${graceMs} ms after they ended: killed (Open MPI 4.1.4, docs/parallel.md)\n`);
-    child.kill("SIGKILL");
-    await job.exited;
-    return { code: ends.every((e) => e === "exit 0") ? 0 : 1, signal: null, ranks: ends };
   }
-  clearTimeout(timer);
   return job.exited;
 }
 
-// The state and waitpid status (/proc/PID/stat fields 3 and 52) of each child of `ppid`.
-function childStats(ppid) {
+// The children of `ppid`: pid, state and waitpid status (/proc/PID/stat
+// fields 3 and 52: a zombie's exit status).
+export function childProcesses(ppid) {
   const out = [];
   for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
     try {

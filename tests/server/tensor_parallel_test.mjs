@@ -19,13 +19,13 @@
 //   * SIGTERM to mpirun drains rank 0, which then ends the worker.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync, readdirSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
-  binary, failFile, loadOpenAI, metrics, metric, request, requireBinary, sourceDir, spawnListening, startServer, stopMpirun,
-  waitFor,
+  binary, childProcesses, failFile, loadOpenAI, metrics, metric, request, requireBinary, sourceDir, spawnListening,
+  startServer, stopMpirun, waitFor,
 } from "./common.mjs";
 
 requireBinary();
@@ -70,13 +70,10 @@ async function mpiServe(np, extra = []) {
 
 // A rank's process id among the children of mpirun (its environment names it).
 function rankPid(mpirunPid, rank) {
-  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+  for (const { pid } of childProcesses(mpirunPid)) {
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid !== mpirunPid) continue;
       const env = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
-      if (env.includes(`OMPI_COMM_WORLD_RANK=${rank}`)) return Number(pid);
+      if (env.includes(`OMPI_COMM_WORLD_RANK=${rank}`)) return pid;
     } catch {
       // gone, or not ours to read
     }
