@@ -54,6 +54,42 @@ Status LoadChat(const EngineSpec& spec, LoadedEngine* out) {
   return Status::Ok();
 }
 
+// The draft model of spec (speculative.method draft): loaded, its vocabulary
+// checked against the model's tokenizer token by token.
+StatusOr<std::unique_ptr<model::LlamaModel>> LoadDraftModel(const EngineSpec& spec, const LoadedEngine& loaded) {
+  if (spec.draft_model_path.empty()) {
+    return InvalidArgument("speculative.method draft needs speculative.draft_model: a GGUF file of a smaller model "
+                           "with the same vocabulary");
+  }
+  if (spec.group != nullptr && spec.group->size() > 1) {
+    return InvalidArgument("speculative.method draft does not run with tensor / pipeline parallel yet");
+  }
+  const std::string where = "speculative.draft_model " + spec.draft_model_path;
+  auto draft = model::LlamaModel::Load(spec.draft_model_path, model::LoadOptions::ForDtype(spec.model_dtype));
+  if (!draft.ok()) return draft.status().WithContext(where);
+  const model::ModelConfig& d = (*draft)->config();
+  if (d.vocab != loaded.model.vocab) {
+    return InvalidArgument("{}: its vocabulary has {} tokens, the model's {}; a draft model must share the model's "
+                           "vocabulary", where, d.vocab, loaded.model.vocab);
+  }
+  if (loaded.tokenizer != nullptr) {
+    auto tok = tok::Tokenizer::FromGguf((*draft)->file());
+    if (!tok.ok()) return tok.status().WithContext(where + ": tokenizer");
+    const tok::Tokenizer& mine = *loaded.tokenizer;
+    if ((*tok)->vocab_size() != mine.vocab_size()) {
+      return InvalidArgument("{}: its tokenizer has {} tokens, the model's {}", where, (*tok)->vocab_size(),
+                             mine.vocab_size());
+    }
+    for (int32_t id = 0; id < mine.vocab_size(); ++id) {
+      if ((*tok)->TokenText(id) != mine.TokenText(id)) {
+        return InvalidArgument("{}: token {} is \"{}\" there and \"{}\" in the model; a draft model must share the "
+                               "model's vocabulary", where, id, (*tok)->TokenText(id), mine.TokenText(id));
+      }
+    }
+  }
+  return std::move(*draft);
+}
+
 }  // namespace
 
 StatusOr<LoadedEngine> LoadEngine(const EngineSpec& spec) {
@@ -129,9 +165,19 @@ Status AssembleEngine(const EngineSpec& spec, LoadedEngine* loaded) {
   po.max_num_batched_tokens = spec.engine.max_num_batched_tokens;
   po.max_batch_size = spec.engine.max_batch_size;
   po.threads = loaded->threads;
+  std::unique_ptr<model::LlamaModel> draft;
+  plan::ModelShape draft_shape;
+  if (spec.engine.speculative.method == engine::SpeculativeConfig::Method::kDraft) {
+    KVS_ASSIGN_OR_RETURN(draft, LoadDraftModel(spec, *loaded));
+    KVS_ASSIGN_OR_RETURN(draft_shape, plan::ShapeFromGgufFile(draft->file(), spec.draft_model_path));
+    po.draft = &draft_shape;
+    po.draft_weights_bytes = draft->weight_bytes();
+    loaded->draft_model = draft->config();
+  }
   KVS_ASSIGN_OR_RETURN(loaded->plan, plan::PlanServing(shape, model->weight_bytes(), po));
   // LongRoPE picks its factors by the context served (as llama.cpp does).
   model->SetContextLength(loaded->plan.context);
+  if (draft) draft->SetContextLength(loaded->plan.context);
 
   RunnerOptions ro;
   ro.threads = loaded->threads;
@@ -154,10 +200,17 @@ Status AssembleEngine(const EngineSpec& spec, LoadedEngine* loaded) {
   } else {
     KVS_ASSIGN_OR_RETURN(runner, factory->make(std::move(model), ro));
   }
+  std::unique_ptr<engine::ModelRunner> draft_runner;
+  if (draft) {
+    // The same block ids (engine/draft_model.h), its own storage; no window group.
+    RunnerOptions dro = ro;
+    dro.num_window_blocks = 0;
+    KVS_ASSIGN_OR_RETURN(draft_runner, factory->make(std::move(draft), dro));
+  }
   engine::EngineConfig ec = spec.engine;
   ec.max_context_length = static_cast<int32_t>(loaded->plan.context);
   if (spec.eos_from_tokenizer && loaded->tokenizer) ec.eos_token_ids = loaded->tokenizer->end_of_generation_ids();
-  KVS_ASSIGN_OR_RETURN(loaded->engine, engine::Engine::Create(std::move(ec), std::move(runner)));
+  KVS_ASSIGN_OR_RETURN(loaded->engine, engine::Engine::Create(std::move(ec), std::move(runner), std::move(draft_runner)));
   return Status::Ok();
 }
 

@@ -75,6 +75,11 @@ struct EngineSpec {
   // and a tokenizer, eos_token_ids to its end-of-generation ids.
   engine::EngineConfig engine;
   bool eos_from_tokenizer = true;
+  // The draft model of engine.speculative.method draft (engine/draft_model.h):
+  // a GGUF file of a smaller model with the same vocabulary, loaded with the
+  // same dtype and KV settings; AssembleEngine loads it, checks its
+  // vocabulary against the model's and counts it in the memory plan.
+  std::string draft_model_path;
   // Tensor / pipeline parallel (backend/tensor_parallel.h): this process is
   // rank 0 of `group` (tensor_parallel x pipeline_parallel ranks, more than
   // one): it loads its shard of stage 0, plans the KV pool of one rank (its
@@ -110,6 +115,7 @@ struct LoadedEngine {
   // With assemble_engine (or after AssembleEngine): not started.
   std::unique_ptr<engine::Engine> engine;
   plan::ServingPlan plan;
+  model::ModelConfig draft_model;  // with a draft model: its description
   // Tensor parallel (EngineSpec::group): every rank's work so far, for metrics.
   std::shared_ptr<ParallelStatsBoard> parallel_stats;
   // After MakeRunner: a runner driven directly, without an engine.

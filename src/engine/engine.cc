@@ -10,9 +10,27 @@
 namespace kvs::engine {
 namespace {
 
-EngineConfig Checked(EngineConfig config, const ModelRunner* runner) {
+// The config against the runner, and the draft model's runner against both.
+Status ValidateWithDraft(const EngineConfig& config, const ModelRunner& runner, const ModelRunner* draft) {
+  KVS_RETURN_IF_ERROR(config.Validate(runner));
+  const bool wants_draft = config.speculative.method == SpeculativeConfig::Method::kDraft;
+  if (wants_draft && draft == nullptr) {
+    return InvalidArgument("speculative.method draft needs a draft model (speculative.draft_model)");
+  }
+  if (!wants_draft && draft != nullptr) {
+    return InvalidArgument("a draft model was given but speculative.method is not draft");
+  }
+  if (draft == nullptr) return Status::Ok();
+  if (!config.kv_disk.path.empty()) {
+    return InvalidArgument("speculative.method draft does not work with kv_cache.disk yet (blocks restored from "
+                           "disk would lack the draft model's KV); use one of them");
+  }
+  return DraftModel::Check(runner, *draft);
+}
+
+EngineConfig Checked(EngineConfig config, const ModelRunner* runner, const ModelRunner* draft) {
   KVS_CHECK(runner != nullptr);
-  const Status st = config.Validate(*runner);
+  const Status st = ValidateWithDraft(config, *runner, draft);
   KVS_CHECK_MSG(st.ok(), "invalid engine config: {}", st.ToString());
   return config;
 }
@@ -94,9 +112,10 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineConfig config, std::unique_ptr<ModelRunner> runner) {
+StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineConfig config, std::unique_ptr<ModelRunner> runner,
+                                                 std::unique_ptr<ModelRunner> draft_runner) {
   if (runner == nullptr) return InvalidArgument("no model runner");
-  KVS_RETURN_IF_ERROR(config.Validate(*runner));
+  KVS_RETURN_IF_ERROR(ValidateWithDraft(config, *runner, draft_runner.get()));
   std::unique_ptr<kvcache::DiskKvStore> store;
   if (!config.kv_disk.path.empty()) {
     // The bytes of a block mean something only for this model (the
@@ -107,7 +126,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineConfig config, std::uniqu
     dc.fingerprint = XXH3_64bits(layout, sizeof layout);
     KVS_ASSIGN_OR_RETURN(store, kvcache::DiskKvStore::Open(dc));
   }
-  auto engine = std::make_unique<Engine>(std::move(config), std::move(runner));
+  auto engine = std::make_unique<Engine>(std::move(config), std::move(runner), std::move(draft_runner));
   if (store) {
     engine->disk_store_ = std::move(store);
     engine->disk_tier_ = std::make_unique<DiskTier>(engine->runner_.get(), engine->disk_store_.get());
@@ -126,9 +145,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineConfig config, std::uniqu
   return engine;
 }
 
-Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner)
-    : config_(Checked(std::move(config), runner.get())),
+Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::unique_ptr<ModelRunner> draft_runner)
+    : config_(Checked(std::move(config), runner.get(), draft_runner.get())),
       runner_(std::move(runner)),
+      draft_(draft_runner ? std::make_unique<DraftModel>(std::move(draft_runner)) : nullptr),
       vocab_size_(runner_->vocab_size()),
       block_size_(runner_->block_size()),
       num_blocks_(runner_->num_blocks()),
@@ -182,7 +202,9 @@ bool Engine::StepOnce() {
     PublishStats();
     return false;
   }
-  if (const Status st = Forward(plan); !st.ok()) {      // the runner writes KV and logits
+  Status st = draft_ ? draft_->Run(plan) : Status::Ok();  // a draft model: mirror the step, fill the drafts
+  if (st.ok()) st = Forward(plan);                      // the runner writes KV and logits
+  if (!st.ok()) {
     FailBatch(plan, st);
   } else {
     SampleTokens(plan);                                 // a token for each sequence whose chunk ends it
@@ -211,6 +233,7 @@ void Engine::ReleaseIdleKv() {
   const Clock::time_point cutoff = now - idle + Clock::duration(1);
   const std::vector<int32_t> ids = block_manager_.TakeIdleFree(cutoff);
   if (!ids.empty()) runner_->ReleaseBlocks(ids);
+  if (!ids.empty() && draft_) draft_->runner().ReleaseBlocks(ids);  // the same ids hold its KV
   counters_.num_blocks_released += static_cast<int64_t>(ids.size());
   if (!block_manager_.has_window()) return;
   const std::vector<int32_t> window_ids = block_manager_.TakeIdleFree(cutoff, KvGroup::kWindow);
@@ -304,7 +327,10 @@ void Engine::ProposeDrafts() {
     const int32_t budget = std::min(seq->spec.Budget(sc.num_tokens), room);
     if (budget <= 0) continue;
     seq->spec_tokens.push_back(seq->token_ids.back());
-    if (ProposeNgram(seq->token_ids, sc.ngram_min, sc.ngram_max, budget, &seq->spec_tokens) == 0) {
+    if (draft_) {
+      // Placeholders: the draft model fills those the scheduler keeps.
+      seq->spec_tokens.resize(static_cast<size_t>(budget) + 1, seq->token_ids.back());
+    } else if (ProposeNgram(seq->token_ids, sc.ngram_min, sc.ngram_max, budget, &seq->spec_tokens) == 0) {
       seq->spec_tokens.clear();
     }
   }
@@ -518,6 +544,11 @@ void Engine::PublishStats() {
   s.num_blocks_free = block_manager_.num_free();
   s.kv_slots_allocated = static_cast<int64_t>(s.num_blocks_used) * block_size_;
   s.kv_committed_bytes = runner_->kv_committed_bytes();
+  if (draft_) {
+    s.kv_committed_bytes += draft_->runner().kv_committed_bytes();
+    s.draft_forward_seconds = draft_->forward_seconds();
+    s.num_draft_model_tokens = draft_->num_tokens_computed();
+  }
   if (disk_tier_) {
     s.kv_disk_enabled = true;
     s.prefix_disk_hit_tokens = block_manager_.num_tier_hit_tokens();

@@ -42,6 +42,7 @@
 #include "base/status.h"
 #include "engine/block_manager.h"
 #include "engine/disk_tier.h"
+#include "engine/draft_model.h"
 #include "kvcache/disk_store.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
@@ -79,7 +80,8 @@ struct EngineConfig {
   // runner that exports blocks (no sliding-window group).
   kvcache::DiskStoreConfig kv_disk;
   // Speculative decoding (engine/speculative.h); needs a runner without a
-  // sliding-window KV group.
+  // sliding-window KV group. Method kDraft needs the draft model's runner
+  // (Engine::Create) and no disk tier (restored blocks would lack its KV).
   SpeculativeConfig speculative;
 
   // InvalidArgument naming the field, given the runner it will drive.
@@ -150,14 +152,20 @@ struct EngineStats {
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_draft_tokens = 0;
   int64_t num_spec_verifications = 0;
+  // The draft model (speculative.method draft): its forward passes' wall
+  // time and the tokens it ran (it mirrors every token of the model's).
+  double draft_forward_seconds = 0;
+  int64_t num_draft_model_tokens = 0;
 };
 
 class Engine {
  public:
-  // Validates the config against the runner.
-  static StatusOr<std::unique_ptr<Engine>> Create(EngineConfig config, std::unique_ptr<ModelRunner> runner);
-  // REQUIRES: config.Validate(*runner) is OK (CHECKed).
-  Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner);
+  // Validates the config against the runner (and the draft model's runner,
+  // which speculative.method draft needs and every other method refuses).
+  static StatusOr<std::unique_ptr<Engine>> Create(EngineConfig config, std::unique_ptr<ModelRunner> runner,
+                                                  std::unique_ptr<ModelRunner> draft_runner = nullptr);
+  // REQUIRES: what Create validates holds (CHECKed).
+  Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::unique_ptr<ModelRunner> draft_runner = nullptr);
   ~Engine();  // Stop()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -215,7 +223,8 @@ class Engine {
   void ProcessInbox();
   void AddRequest(PendingRequest p);
   void CancelRequest(int64_t seq_id);
-  // Fills spec_tokens of the running decode sequences with n-gram drafts.
+  // Fills spec_tokens of the running decode sequences with n-gram drafts
+  // (a draft model: with placeholders for as many as it may propose).
   void ProposeDrafts();
   Status Forward(const SchedulerOutput& plan);
   // The tokens of each plan entry (emitted_): one sampled token, or with
@@ -239,6 +248,7 @@ class Engine {
 
   const EngineConfig config_;
   const std::unique_ptr<ModelRunner> runner_;
+  const std::unique_ptr<DraftModel> draft_;  // speculative.method draft; nullptr otherwise
   const int32_t vocab_size_;
   const int32_t block_size_;
   const int32_t num_blocks_;

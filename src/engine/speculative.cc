@@ -19,7 +19,8 @@ Status SpeculativeConfig::Validate() const {
 StatusOr<SpeculativeConfig::Method> ParseSpeculativeMethod(const std::string& name) {
   if (name == "off") return SpeculativeConfig::Method::kOff;
   if (name == "ngram") return SpeculativeConfig::Method::kNgram;
-  return InvalidArgument("speculative method \"{}\" is not one of off, ngram", name);
+  if (name == "draft") return SpeculativeConfig::Method::kDraft;
+  return InvalidArgument("speculative method \"{}\" is not one of off, ngram, draft", name);
 }
 
 int32_t ProposeNgram(std::span<const int32_t> tokens, int32_t ngram_min, int32_t ngram_max, int32_t max_tokens,

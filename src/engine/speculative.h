@@ -1,11 +1,12 @@
-// Speculative decoding by n-gram prompt lookup: draft tokens come from the
+// Speculative decoding. Drafts come either from n-gram prompt lookup: the
 // sequence itself (prompt and output), as the tokens that followed the most
-// recent earlier occurrence of its current suffix. No draft model: the case
-// it serves is long-context work that copies (quoting, summarising, editing
-// code and documents, RAG answers).
+// recent earlier occurrence of its current suffix (no second model; it
+// serves long-context work that copies: quoting, summarising, editing code
+// and documents, RAG answers); or from a draft model of the same vocabulary
+// (engine/draft_model.h), whose greedy continuation they are.
 //
 // The engine (engine.h) proposes drafts for running decode sequences before
-// each schedule, the scheduler runs [last token, drafts...] as one chunk
+// each schedule (a draft model: how many; it fills them after the schedule), the scheduler runs [last token, drafts...] as one chunk
 // with every position's logits, and the engine verifies them in order with
 // Sampler::AcceptDraft: greedy sequences accept a draft iff it is the
 // argmax (output identical to decoding without speculation); sampled ones
@@ -34,7 +35,7 @@
 namespace kvs::engine {
 
 struct SpeculativeConfig {
-  enum class Method { kOff, kNgram };
+  enum class Method { kOff, kNgram, kDraft };
   Method method = Method::kOff;
   int32_t num_tokens = 5;  // most draft tokens per sequence and step
   int32_t ngram_min = 2;   // shortest suffix looked up
@@ -45,7 +46,7 @@ struct SpeculativeConfig {
   Status Validate() const;
 };
 
-// "off", "ngram"; nullopt-like InvalidArgument for anything else.
+// "off", "ngram", "draft"; InvalidArgument naming the choices for anything else.
 StatusOr<SpeculativeConfig::Method> ParseSpeculativeMethod(const std::string& name);
 
 // Appends to *out at most max_tokens tokens that followed the most recent

@@ -651,6 +651,34 @@ TEST(Serving, SlidingLayersGetAWindowGroupSizedForTheBatch) {
   EXPECT_EQ(PlanServing(s, weights, o)->window, 0);
 }
 
+// A draft model (speculative decoding): its weights and activations come
+// off the pool, and every block also holds its KV (the same block ids).
+TEST(Serving, ADraftModelSharesEveryBlock) {
+  const ModelShape s = P("test-125m");
+  ModelShape d = s;
+  d.layers = 2;
+  d.kv_heads = s.kv_heads / 2 > 0 ? s.kv_heads / 2 : 1;
+  ServingPlanOptions o = HalfOf4GiBOptions();
+  const uint64_t weights = 250'000'000, draft_weights = 40'000'000;
+  o.draft = &d;
+  o.draft_weights_bytes = draft_weights;
+  StatusOr<ServingPlan> p = PlanServing(s, weights, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const uint64_t act = ActivationPeakBytes(s, 256, 8, 1000, 2) + ActivationPeakBytes(d, 256, 8, 1000, 2);
+  const uint64_t pool = KvPoolBytes(o.memory_limit_bytes, 0.5, weights + draft_weights, act, RuntimeOverheadBytes(2));
+  const uint64_t per_block = KvBytesPerBlock(s, DType::kF16, 16) + KvBytesPerBlock(d, DType::kF16, 16);
+  EXPECT_EQ(p->weights_bytes, weights + draft_weights);
+  EXPECT_EQ(p->draft_weights_bytes, draft_weights);
+  EXPECT_EQ(p->activation_bytes, act);
+  EXPECT_EQ(p->draft_kv_bytes_per_block, KvBytesPerBlock(d, DType::kF16, 16));
+  EXPECT_EQ(p->kv_bytes_per_block, per_block);
+  EXPECT_EQ(p->kv_blocks_fit, static_cast<int64_t>(pool / per_block));
+  o.draft = nullptr;
+  o.draft_weights_bytes = 0;
+  EXPECT_GT(PlanServing(s, weights, o)->kv_blocks_fit, p->kv_blocks_fit);
+  EXPECT_NE(p->Describe(DType::kF16).find("draft model"), std::string::npos) << p->Describe(DType::kF16);
+}
+
 TEST(Gguf, Stories260KWeightsAreTheTensorSizes) {
   KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
   StatusOr<ModelShape> s = ShapeFromGguf(path);

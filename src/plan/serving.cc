@@ -20,8 +20,15 @@ StatusOr<ServingPlan> PlanServing(const ModelShape& shape, uint64_t weights_byte
   if (p.memory_limit_bytes == 0) {
     KVS_ASSIGN_OR_RETURN(p.memory_limit_bytes, SystemMemoryBytes());
   }
-  p.weights_bytes = weights_bytes;
+  p.weights_bytes = weights_bytes + o.draft_weights_bytes;
+  p.draft_weights_bytes = o.draft_weights_bytes;
   p.activation_bytes = ActivationPeakBytes(shape, o.max_num_batched_tokens, o.max_batch_size, p.context, o.threads);
+  if (o.draft != nullptr) {
+    if (o.draft->sliding_layers > 0) return InvalidArgument("serving plan: a draft model with sliding-window layers");
+    // Each runner has its own activation buffers.
+    p.activation_bytes += ActivationPeakBytes(*o.draft, o.max_num_batched_tokens, o.max_batch_size, p.context, o.threads);
+    p.draft_kv_bytes_per_block = KvBytesPerBlock(*o.draft, o.kv_dtype, o.block_size);
+  }
   p.overhead_bytes = RuntimeOverheadBytes(o.threads);
   const uint64_t pool = KvPoolBytes(p.memory_limit_bytes, o.memory_fraction, p.weights_bytes, p.activation_bytes,
                                     p.overhead_bytes);
@@ -41,6 +48,7 @@ StatusOr<ServingPlan> PlanServing(const ModelShape& shape, uint64_t weights_byte
   } else {
     p.kv_bytes_per_block = KvBytesPerBlock(shape, o.kv_dtype, o.block_size);
   }
+  p.kv_bytes_per_block += p.draft_kv_bytes_per_block;
   if (p.kv_bytes_per_block == 0) {
     // Every layer slides: the global group is bookkeeping without bytes.
     p.kv_blocks_fit = std::min<int64_t>(p.kv_blocks_per_sequence * std::max(o.sequences, o.max_batch_size), 1 << 24);
@@ -69,12 +77,16 @@ std::string ServingPlan::Describe(DType kv_dtype) const {
       window > 0 ? fmt::format(" + {} sliding-window blocks of {} (window {})", num_window_blocks,
                                FormatBinary(kv_bytes_per_window_block), window)
                  : std::string();
+  const std::string draft =
+      draft_weights_bytes > 0 ? fmt::format(" (draft model {}, {} of KV per block)", FormatBinary(draft_weights_bytes),
+                                            FormatBinary(draft_kv_bytes_per_block))
+                              : std::string();
   return fmt::format(
-      "memory plan: limit {} x memory_fraction {} = {}; weights {}, KV pool {} ({} blocks of {}{}, {}), activations {}, "
+      "memory plan: limit {} x memory_fraction {} = {}; weights {}{}, KV pool {} ({} blocks of {}{}, {}), activations {}, "
       "overhead {}; {} request(s) of {} tokens fit at once",
       FormatBinary(memory_limit_bytes), memory_fraction,
       FormatBinary(static_cast<uint64_t>(static_cast<double>(memory_limit_bytes) * memory_fraction)),
-      FormatBinary(weights_bytes), FormatBinary(kv_pool_bytes), num_kv_blocks, FormatBinary(kv_bytes_per_block),
+      FormatBinary(weights_bytes), draft, FormatBinary(kv_pool_bytes), num_kv_blocks, FormatBinary(kv_bytes_per_block),
       window_group, DTypeName(kv_dtype), FormatBinary(activation_bytes), FormatBinary(overhead_bytes), SequencesAtContext(), context);
 }
 

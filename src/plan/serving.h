@@ -43,17 +43,24 @@ struct ServingPlanOptions {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_batch_size = 1;
   int64_t threads = 1;              // compute threads (resolved, > 0)
+  // A draft model for speculative decoding (engine/draft_model.h), or
+  // nullptr: its weights and activations are counted with the model's, and
+  // its KV in every block, since it keeps KV under the same block ids.
+  const ModelShape* draft = nullptr;
+  uint64_t draft_weights_bytes = 0;
 };
 
 struct ServingPlan {
   int64_t context = 0;               // resolved
   uint64_t memory_limit_bytes = 0;   // resolved
   double memory_fraction = 1.0;
-  uint64_t weights_bytes = 0;
+  uint64_t weights_bytes = 0;        // the model's and the draft model's
+  uint64_t draft_weights_bytes = 0;  // of which the draft model's
   uint64_t activation_bytes = 0;
   uint64_t overhead_bytes = 0;
   uint64_t kv_pool_bytes = 0;        // num_kv_blocks * kv_bytes_per_block (+ the window group's bytes)
-  uint64_t kv_bytes_per_block = 0;   // of the global layers when there is a window group
+  uint64_t kv_bytes_per_block = 0;   // of the global layers when there is a window group; with the draft's
+  uint64_t draft_kv_bytes_per_block = 0;  // of which the draft model's
   int64_t window = 0;                // > 0: sliding layers have a window group
   int64_t num_window_blocks = 0;
   uint64_t kv_bytes_per_window_block = 0;

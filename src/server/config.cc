@@ -189,10 +189,16 @@ const Keys& Table() {
                              "growth by preemption; 1: the whole predicted peak, never preempted)"));
     // speculative
     t.push_back(Keys::Enum("speculative.method", "speculative",
-                           [](ServeConfig& c) -> std::string& { return c.speculative.method; }, {"off", "ngram"},
-                           "Speculative decoding: off, or ngram (prompt lookup: draft tokens are what followed the "
-                           "latest earlier occurrence of the text's last words, verified in one forward pass; greedy "
-                           "output is unchanged, sampled output keeps its distribution)"));
+                           [](ServeConfig& c) -> std::string& { return c.speculative.method; }, {"off", "ngram", "draft"},
+                           "Speculative decoding: off; ngram (prompt lookup: draft tokens are what followed the "
+                           "latest earlier occurrence of the text's last words); or draft (a smaller model of the same "
+                           "vocabulary, speculative.draft_model, proposes them). Drafts are verified in one forward "
+                           "pass; greedy output is unchanged, sampled output keeps its distribution"));
+    t.push_back(Keys::String("speculative.draft_model", "model-draft",
+                             [](ServeConfig& c) -> std::string& { return c.speculative.draft_model; },
+                             "a GGUF file or \"\"",
+                             "speculative.method draft: the draft model, a smaller model with the same vocabulary "
+                             "(its KV takes a share of the pool)"));
     t.push_back(Keys::Int("speculative.num_tokens", "speculative-tokens",
                           [](ServeConfig& c) -> int64_t& { return c.speculative.num_tokens; }, 1, 64,
                           "Most draft tokens per sequence and step (each sequence adapts below it)"));
@@ -319,6 +325,19 @@ Status ValidateConfig(const ServeConfig& cfg) {
   if (cfg.speculative.ngram_min > cfg.speculative.ngram_max) {
     return InvalidArgument("speculative.ngram_min ({}) must not exceed speculative.ngram_max ({})",
                            cfg.speculative.ngram_min, cfg.speculative.ngram_max);
+  }
+  if (cfg.speculative.method == "draft" && cfg.speculative.draft_model.empty()) {
+    return InvalidArgument("speculative.method draft needs speculative.draft_model (--model-draft FILE)");
+  }
+  if (cfg.speculative.method != "draft" && !cfg.speculative.draft_model.empty()) {
+    return InvalidArgument("speculative.draft_model is set but speculative.method is {}; set it to draft",
+                           cfg.speculative.method);
+  }
+  if (!cfg.speculative.draft_model.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(cfg.speculative.draft_model, ec)) {
+      return InvalidArgument("speculative.draft_model: {} is not a file", cfg.speculative.draft_model);
+    }
   }
   if (!cfg.kv_cache.warm_prompts_file.empty() && !cfg.kv_cache.prefix_caching) {
     return InvalidArgument("kv_cache.warm_prompts_file needs kv_cache.prefix_caching: true (warming fills the prefix cache)");

@@ -73,6 +73,7 @@ StatusOr<backend::EngineSpec> EngineSpecFromConfig(const ServeConfig& config) {
   ec.speculative.num_tokens = static_cast<int32_t>(config.speculative.num_tokens);
   ec.speculative.ngram_min = static_cast<int32_t>(config.speculative.ngram_min);
   ec.speculative.ngram_max = static_cast<int32_t>(config.speculative.ngram_max);
+  spec.draft_model_path = config.speculative.draft_model;
   ec.policy = config.runtime.scheduling_policy == "priority" ? engine::SchedulingPolicy::kPriority
                                                               : engine::SchedulingPolicy::kFcfs;
   return spec;  // eos_token_ids: the tokenizer's (LoadEngine)

@@ -65,6 +65,9 @@ ServerMetrics::ServerMetrics()
       spec_verifications(registry.Counter0("kvserve:spec_decode_num_drafts_total",
                                            "Speculative decoding: drafts verified (one per sequence and step that "
                                            "had draft tokens).")),
+      spec_draft_model_seconds(registry.Counter0("kvserve:spec_decode_draft_model_seconds_total",
+                                                 "Speculative decoding with a draft model: wall time of its forward "
+                                                 "passes (part of each step, beside engine_forward_seconds).")),
       forward_seconds(registry.Counter0("kvserve:engine_forward_seconds_total",
                                         "Wall time the engine spent in forward passes; its rate is the compute "
                                         "utilisation (share of wall time busy).")),
@@ -245,6 +248,7 @@ void ServerMetrics::Refresh(const BackendStats* stats) {
   spec_draft_tokens.SetMax(static_cast<double>(s.num_draft_tokens));
   spec_accepted_tokens.SetMax(static_cast<double>(s.num_accepted_draft_tokens));
   spec_verifications.SetMax(static_cast<double>(s.num_spec_verifications));
+  spec_draft_model_seconds.SetMax(s.draft_forward_seconds);
   forward_seconds.SetMax(s.forward_seconds);
   engine_steps.SetMax(static_cast<double>(s.num_steps));
   iteration_tokens.RaiseTo(std::vector<uint64_t>(s.step_tokens.begin(), s.step_tokens.end()),

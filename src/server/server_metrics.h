@@ -64,6 +64,7 @@ struct ServerMetrics {
   Counter& spec_draft_tokens;     // speculative decoding: drafts verified
   Counter& spec_accepted_tokens;  // drafts accepted
   Counter& spec_verifications;    // verification passes of a sequence
+  Counter& spec_draft_model_seconds;  // the draft model's forward passes (method draft)
   Counter& forward_seconds;        // engine busy time; its rate is the compute utilisation
   Counter& engine_steps;
   Gauge& kv_blocks_used_peak;
