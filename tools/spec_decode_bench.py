@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Speculative decoding side by side: decode speed of kvserve serve with and
-without `--speculative ngram`, and of llama-server with and without its
-n-gram speculation (`--spec-type ngram-simple`), on the same GGUF, the same
-prompts, temperature 0, streamed over HTTP.
+without `--speculative ngram` (and, with --draft-model, `--speculative draft
+--model-draft FILE`), and of llama-server with and without its n-gram
+speculation (`--spec-type ngram-simple`) and its draft model (`-md FILE`), on
+the same GGUF files, the same prompts, temperature 0, over HTTP.
 
 Prompts (the same text for every server):
   copy:    a document (the model's own greedy continuation of an opening,
@@ -148,6 +149,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--spec-tokens", type=int, default=5)
+    ap.add_argument("--draft-model", default="", help="a GGUF of the same vocabulary: adds both servers' draft rows")
+    ap.add_argument("--methods", default="ngram,draft", help="speculative rows to run: ngram, draft (with --draft-model)")
     ap.add_argument("--opening", default="Once upon a time, there was a little girl named Lily. She loved to play "
                                          "outside in the park with her friends.")
     ap.add_argument("--stream", action="store_true",
@@ -159,13 +162,27 @@ def main():
 
     kv = [a.kvserve, "serve", "--model", a.model, "--port", "{PORT}", "--threads", str(a.threads),
           "--max-context-length", str(a.ctx), "--log-level", "warn", "--access-log", "off"]
-    configs = [("kvserve", kv, None), ("kvserve ngram", kv + ["--speculative", "ngram", "--speculative-tokens",
-                                                              str(a.spec_tokens)], None)]
+    methods = set(a.methods.split(","))
+    drafting = bool(a.draft_model) and "draft" in methods
+    configs = [("kvserve", kv, None)]
+    if "ngram" in methods:
+        configs.append(("kvserve ngram", kv + ["--speculative", "ngram", "--speculative-tokens", str(a.spec_tokens)], None))
+    if drafting:
+        configs.append(("kvserve draft", kv + ["--speculative", "draft", "--model-draft", a.draft_model,
+                                               "--speculative-tokens", str(a.spec_tokens)], None))
     if a.llama_server:
         env = {"LD_LIBRARY_PATH": os.path.dirname(os.path.abspath(a.llama_server))}
         ls = [a.llama_server, "-m", a.model, "--port", "{PORT}", "-t", str(a.threads), "-c", str(a.ctx), "-np", "1",
               "--log-disable"]
-        configs += [("llama-server", ls, env), ("llama-server ngram-simple", ls + ["--spec-type", "ngram-simple"], env)]
+        configs.append(("llama-server", ls, env))
+        if "ngram" in methods:
+            configs.append(("llama-server ngram-simple", ls + ["--spec-type", "ngram-simple"], env))
+        if drafting:
+            # Its draft length cap as ours; its other draft defaults (minimum length, probability cut-off) as
+            # shipped. (The llama.cpp of 3f545be names these --spec-*; older ones --draft-max.)
+            configs.append(("llama-server draft", ls + ["--spec-type", "draft-simple", "-md", a.draft_model,
+                                                        "--spec-draft-n-max", str(a.spec_tokens), "-td",
+                                                        str(a.threads)], env))
 
     # The document: the plain kvserve's greedy continuation of the opening.
     s = Server("doc", kv)

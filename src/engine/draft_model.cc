@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace kvs::engine {
 
@@ -25,8 +26,37 @@ Status DraftModel::Check(const ModelRunner& target, const ModelRunner& draft) {
   return Status::Ok();
 }
 
-DraftModel::DraftModel(std::unique_ptr<ModelRunner> runner) : runner_(std::move(runner)) {
-  KVS_CHECK(runner_ != nullptr);
+DraftModel::DraftModel(std::unique_ptr<ModelRunner> runner, int32_t max_step_tokens)
+    : runner_(std::move(runner)), max_step_tokens_(max_step_tokens) {
+  KVS_CHECK(runner_ != nullptr && max_step_tokens_ >= 1);
+}
+
+void DraftModel::BeginStep() { budget_left_ = max_step_tokens_; }
+
+int32_t DraftModel::Plan(Sequence& seq, int32_t k) {
+  KVS_CHECK(k >= 1 && seq.num_uncomputed_tokens() == 1);
+  seq.draft_catch_up = 0;
+  if (seq.draft_admission != seq.num_admissions) {
+    // Admitted again (or first seen): nothing of the draft's store is this
+    // admission's own writing.
+    seq.draft_admission = seq.num_admissions;
+    seq.draft_num_computed = 0;
+  }
+  const int32_t behind = seq.num_tokens() - 1 - seq.draft_num_computed;  // final tokens the draft lacks
+  KVS_CHECK(behind >= 0);
+  if (behind + 1 <= budget_left_) {
+    budget_left_ -= behind + 1;
+    seq.spec_tokens.assign(static_cast<size_t>(k) + 1, seq.token_ids.back());  // placeholders after the last token
+    return k;
+  }
+  seq.draft_catch_up = std::min(behind, budget_left_);
+  budget_left_ -= seq.draft_catch_up;
+  return 0;
+}
+
+void DraftModel::Verified(Sequence& seq, int32_t drafted, int32_t accepted) {
+  // Run wrote drafts 1..drafted-1 after the last token; those accepted hold.
+  seq.draft_num_computed += std::min(accepted, drafted - 1);
 }
 
 Status DraftModel::Pass() {
@@ -47,46 +77,57 @@ Status DraftModel::Pass() {
 }
 
 Status DraftModel::Run(const SchedulerOutput& plan) {
-  // Pass 1: the step's tokens at the main model's positions.
+  // Pass 1: catch-ups, each drafting sequence's with its last token.
   batch_.seqs.clear();
   int32_t most_drafts = 0;
   for (const ScheduledSeq& s : plan.seqs) {
-    const Sequence& seq = *s.seq;
+    Sequence& seq = *s.seq;
+    const int32_t catch_up = std::exchange(seq.draft_catch_up, 0);
+    // Planned this step for this admission, as a decode (a sequence
+    // admitted since its plan has nothing of its own in the draft's store).
+    const bool planned = seq.draft_admission == seq.num_admissions && seq.num_uncomputed_tokens() == 1;
     ForwardSeq f;
     f.seq_id = seq.seq_id;
-    f.start_pos = seq.num_computed_tokens;
+    f.start_pos = seq.draft_num_computed;
     f.block_table = seq.block_table;
+    const auto tokens = std::span<const int32_t>(seq.token_ids);
     if (s.num_draft_tokens > 0) {
-      KVS_CHECK(seq.spec_tokens.size() == static_cast<size_t>(s.num_new_tokens));
-      f.tokens = std::span<const int32_t>(seq.spec_tokens).first(1);
+      KVS_CHECK(planned && seq.spec_tokens.size() == static_cast<size_t>(s.num_new_tokens));
+      f.tokens = tokens.subspan(static_cast<size_t>(seq.draft_num_computed));  // through the last token
       f.want_logits = true;
       most_drafts = std::max(most_drafts, s.num_draft_tokens);
+    } else if (catch_up > 0 && planned) {
+      // Final tokens only: the last one is this step's decode.
+      f.tokens = tokens.subspan(static_cast<size_t>(seq.draft_num_computed),
+                                static_cast<size_t>(std::min(catch_up, seq.num_computed_tokens - seq.draft_num_computed)));
+      seq.draft_num_computed += static_cast<int32_t>(f.tokens.size());
     } else {
-      f.tokens = std::span<const int32_t>(seq.token_ids)
-                     .subspan(static_cast<size_t>(seq.num_computed_tokens), static_cast<size_t>(s.num_new_tokens));
+      continue;
     }
-    batch_.seqs.push_back(f);
+    if (!f.tokens.empty()) batch_.seqs.push_back(f);
   }
+  if (batch_.seqs.empty()) return Status::Ok();
   KVS_RETURN_IF_ERROR(Pass());
   {
     size_t row = 0;
     for (const ScheduledSeq& s : plan.seqs) {
-      if (s.num_draft_tokens > 0) s.seq->spec_tokens[1] = argmax_[row++];
+      if (s.num_draft_tokens == 0) continue;
+      s.seq->spec_tokens[1] = argmax_[row++];
+      s.seq->draft_num_computed = s.seq->num_tokens();  // through the last token
     }
   }
-  // Pass j: draft j - 1 in, draft j out (while j <= k); pass k + 1 only
-  // writes draft k's KV, so the draft mirrors the whole verification chunk.
-  for (int32_t j = 2; j <= most_drafts + 1; ++j) {
+  // Pass j: draft j - 1 in at its position, draft j out.
+  for (int32_t j = 2; j <= most_drafts; ++j) {
     batch_.seqs.clear();
     for (const ScheduledSeq& s : plan.seqs) {
-      if (s.num_draft_tokens < j - 1) continue;
+      if (s.num_draft_tokens < j) continue;
       const Sequence& seq = *s.seq;
       ForwardSeq f;
       f.seq_id = seq.seq_id;
       f.start_pos = seq.num_computed_tokens + j - 1;
       f.block_table = seq.block_table;
       f.tokens = std::span<const int32_t>(seq.spec_tokens).subspan(static_cast<size_t>(j - 1), 1);
-      f.want_logits = j <= s.num_draft_tokens;
+      f.want_logits = true;
       batch_.seqs.push_back(f);
     }
     KVS_RETURN_IF_ERROR(Pass());

@@ -5,24 +5,34 @@
 //
 // Its KV lives in its own runner's storage under the SAME block ids as the
 // main model's: the block manager's allocation, prefix cache, preemption and
-// release serve both models at once (one owner, two stores per id). To keep
-// that sound the draft MIRRORS the main model: every step it writes its KV
-// at exactly the positions the main model writes (prefill chunks, decode
-// tokens, and every token of a verification chunk), so
-//   invariant: for every block id, the draft's slots hold KV of the same
-//   tokens at the same positions as the main model's slots,
-// and a prefix-cache hit or a recompute after preemption needs nothing of
-// its own. Rejected drafts' KV lies beyond num_computed_tokens in both
-// stores and is overwritten by the next step.
+// release serve both stores at once (one owner, two stores per id). The
+// draft computes lazily: a sequence's draft KV is written only when it
+// drafts, so a sequence that does not draft (speculation paused after
+// misses, turned off for the request, or a prompt still in prefill) costs
+// the draft nothing. Per sequence, Sequence::draft_num_computed says how far
+// the draft's KV is written since the sequence's current admission; it
+// restarts at 0 on every admission, so the draft never trusts KV it did not
+// write itself for this sequence (prefix-cache hits, blocks restored from
+// the disk tier, a recompute after preemption), and catching up rewrites
+// those positions with the same tokens. Every position it writes is a
+// position whose token is final or one of this step's drafts, in blocks the
+// scheduler allocated; drafts past the accepted ones lie beyond
+// draft_num_computed and are rewritten later.
 //
-// Run(plan), after the scheduler sized each verification chunk (1 + k
-// tokens, the drafts still placeholders) and allocated its blocks:
-//   pass 1:    every entry's tokens as the main model will run them; for a
-//              verification chunk only its first (the last sampled) token,
-//              with logits -> draft 1 = argmax;
-//   pass j>1:  each verification chunk with k >= j - 1 runs draft j - 1 at
-//              its position, with logits while j <= k -> draft j.
-// So k drafts cost k + 1 draft passes, the last one only writing KV.
+// A step:
+//   BeginStep, then Plan per running decode sequence that may draft k
+//   tokens: with its catch-up (the tokens the draft lacks before the last
+//   one) and the last token within the step's draft-token budget, k
+//   placeholders follow the last token in spec_tokens; otherwise it catches
+//   up as far as the budget allows this step and drafts nothing.
+//   Run(plan), after the scheduler sized each verification chunk and
+//   allocated its blocks:
+//     pass 1:   catch-ups, and for each drafting sequence its catch-up plus
+//               the last token, with logits -> draft 1 = argmax;
+//     pass j>1: each drafting sequence with k >= j runs draft j - 1 at its
+//               position, with logits -> draft j.
+//   Verified: the accepted drafts' KV counts as written.
+// So k drafts cost k draft passes (the first one also catching up).
 // Greedy drafts are point masses, which keeps sampled output distributed
 // exactly as without speculation (Sampler::AcceptDraft).
 // Thread-safety: engine thread only, like the runner it owns.
@@ -45,11 +55,21 @@ class DraftModel {
   // InvalidArgument naming the mismatch.
   static Status Check(const ModelRunner& target, const ModelRunner& draft);
 
-  explicit DraftModel(std::unique_ptr<ModelRunner> runner);
+  // REQUIRES: max_step_tokens <= the tokens one forward of `runner` takes.
+  DraftModel(std::unique_ptr<ModelRunner> runner, int32_t max_step_tokens);
 
-  // Mirrors the plan's tokens into the draft's KV and fills every
-  // verification chunk's drafts (seq->spec_tokens[1, 1 + num_draft_tokens)).
+  // Starts a step's planning: the first pass's token budget is full again.
+  void BeginStep();
+  // For a running sequence whose last token is its only uncomputed one and
+  // that may draft up to `k` (>= 1) tokens: sets spec_tokens to the last
+  // token and k placeholders and returns k, or plans a catch-up
+  // (draft_catch_up) and returns 0 when the budget cannot take its catch-up.
+  int32_t Plan(Sequence& seq, int32_t k);
+  // Runs the step's catch-ups and fills every verification chunk's drafts
+  // (seq->spec_tokens[1, 1 + num_draft_tokens)).
   Status Run(const SchedulerOutput& plan);
+  // After verifying `drafted` drafts of seq of which `accepted` held.
+  static void Verified(Sequence& seq, int32_t drafted, int32_t accepted);
 
   ModelRunner& runner() { return *runner_; }
   double forward_seconds() const { return forward_seconds_; }
@@ -60,6 +80,8 @@ class DraftModel {
   Status Pass();
 
   std::unique_ptr<ModelRunner> runner_;
+  const int32_t max_step_tokens_;  // first pass's tokens per step
+  int32_t budget_left_ = 0;        // of this step's first pass
   ForwardBatch batch_;
   std::vector<float> logits_;     // [rows, vocab_size]
   std::vector<int32_t> argmax_;   // [rows]

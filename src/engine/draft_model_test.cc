@@ -1,8 +1,10 @@
 // Speculative decoding with a draft model: the engine's greedy output equals
 // decoding without it (drafts accepted, drafts rejected, preemption, prefix
-// hits); the draft's KV mirrors the model's (its fake runner checks every
-// position it reads was written with the same history, so a missed or
-// misplaced mirror write fails the step); the refusals name the mismatch.
+// hits); the draft reads only KV written for the same history (its fake
+// runner checks every position it reads, so a catch-up that skips or
+// misplaces a position, or trusts KV of an earlier admission, fails the
+// step); a draft that never agrees costs little; the refusals name the
+// mismatch.
 #include "engine/draft_model.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +69,8 @@ struct Outcome {
   EngineStats stats;
   int64_t draft_tokens_computed = 0;  // by the draft's runner
   int64_t model_tokens_computed = 0;  // by the model's runner
+  int64_t draft_forward_calls = 0;
+  int64_t model_forward_calls = 0;
 };
 
 // Runs `work` to completion; with `draft` options, through a draft model.
@@ -90,7 +94,11 @@ Outcome RunWork(const FakeModelRunnerOptions& model, const FakeModelRunnerOption
   for (auto& s : streams) o.outputs.push_back(Drain(*s));
   o.stats = (*engine)->GetStats();
   o.model_tokens_computed = model_runner->num_tokens_computed();
-  if (draft_fake) o.draft_tokens_computed = draft_fake->num_tokens_computed();
+  o.model_forward_calls = model_runner->num_forward_calls();
+  if (draft_fake) {
+    o.draft_tokens_computed = draft_fake->num_tokens_computed();
+    o.draft_forward_calls = draft_fake->num_forward_calls();
+  }
   return o;
 }
 
@@ -126,8 +134,7 @@ TEST(DraftModelTest, GreedyOutputIsIdenticalWhetherDraftsHoldOrNot) {
     ExpectSameOutputs(on, off, work, model);
     EXPECT_GT(on.stats.num_draft_tokens, 0);
     EXPECT_EQ(on.stats.num_generated_tokens, off.stats.num_generated_tokens);
-    // The draft ran every token the model ran, and its own drafts besides.
-    EXPECT_GE(on.draft_tokens_computed, on.model_tokens_computed - on.stats.num_draft_tokens);
+    EXPECT_GT(on.draft_tokens_computed, 0);
     EXPECT_EQ(on.stats.num_draft_model_tokens, on.draft_tokens_computed);
     EXPECT_GT(on.stats.draft_forward_seconds, 0.0);
     if (c.draft.follow_bias == 0.0f) {
@@ -143,7 +150,33 @@ TEST(DraftModelTest, GreedyOutputIsIdenticalWhetherDraftsHoldOrNot) {
   }
 }
 
-TEST(DraftModelTest, PreemptionAndPrefixHitsKeepTheMirrorAndTheOutput) {
+TEST(DraftModelTest, ADraftThatNeverAgreesRunsInFewPasses) {
+  // Long replies: drafting pauses after misses (for longer each time), and
+  // a sequence that does not draft costs the draft nothing until it drafts
+  // again, when one pass catches up every token since.
+  const FakeModelRunnerOptions model = Model(512, 0.0f);
+  const FakeModelRunnerOptions draft = Model(512, 20.0f);  // counts; the model does not
+  std::vector<Request> work;
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.prompt_token_ids = MakePrompt(8, static_cast<uint64_t>(i), 64);
+    r.sampling.temperature = 0.0f;
+    r.sampling.max_tokens = 300;
+    r.sampling.ignore_eos = true;
+    work.push_back(std::move(r));
+  }
+  const Outcome off = RunWork(model, nullptr, Config(SpeculativeConfig::Method::kOff), work);
+  const Outcome on = RunWork(model, &draft, Config(SpeculativeConfig::Method::kDraft), work);
+  ExpectSameOutputs(on, off, work, model);
+  EXPECT_LT(on.stats.num_accepted_draft_tokens * 4, on.stats.num_draft_tokens + 4);
+  EXPECT_LT(on.draft_forward_calls * 4, on.model_forward_calls)
+      << on.draft_forward_calls << " draft passes beside " << on.model_forward_calls << " of the model";
+  // Every position it read was written (the fake checks), so the catch-ups
+  // covered the replies: more tokens than passes.
+  EXPECT_GT(on.draft_tokens_computed, 3 * on.draft_forward_calls);
+}
+
+TEST(DraftModelTest, PreemptionAndPrefixHitsKeepTheOutput) {
   // 40 blocks of 4 for 12 requests of ~80 tokens: preemptions and
   // recomputes; the repeated prompts hit blocks both models wrote.
   const FakeModelRunnerOptions model = Model(40, 6.0f);
@@ -214,17 +247,6 @@ TEST(DraftModelTest, RefusalsNameTheMismatch) {
   other = model;
   other.num_blocks = 63;
   refuse(Config(SpeculativeConfig::Method::kDraft), std::make_unique<FakeModelRunner>(other), "63 blocks");
-  // A runner that exports blocks, as a disk tier needs.
-  struct Exporting : FakeModelRunner {
-    using FakeModelRunner::FakeModelRunner;
-    std::span<const uint8_t> BlockBytes(int32_t) const override { return bytes; }
-    std::vector<uint8_t> bytes = std::vector<uint8_t>(16);
-  };
-  EngineConfig disk = Config(SpeculativeConfig::Method::kDraft);
-  disk.kv_disk.path = ::testing::TempDir() + "/draft-kv";
-  auto e = Engine::Create(std::move(disk), std::make_unique<Exporting>(model), std::make_unique<FakeModelRunner>(model));
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("kv_cache.disk"), std::string::npos) << e.status().ToString();
 }
 
 }  // namespace draft_model_test

@@ -21,10 +21,6 @@ Status ValidateWithDraft(const EngineConfig& config, const ModelRunner& runner, 
     return InvalidArgument("a draft model was given but speculative.method is not draft");
   }
   if (draft == nullptr) return Status::Ok();
-  if (!config.kv_disk.path.empty()) {
-    return InvalidArgument("speculative.method draft does not work with kv_cache.disk yet (blocks restored from "
-                           "disk would lack the draft model's KV); use one of them");
-  }
   return DraftModel::Check(runner, *draft);
 }
 
@@ -148,7 +144,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineConfig config, std::uniqu
 Engine::Engine(EngineConfig config, std::unique_ptr<ModelRunner> runner, std::unique_ptr<ModelRunner> draft_runner)
     : config_(Checked(std::move(config), runner.get(), draft_runner.get())),
       runner_(std::move(runner)),
-      draft_(draft_runner ? std::make_unique<DraftModel>(std::move(draft_runner)) : nullptr),
+      draft_(draft_runner ? std::make_unique<DraftModel>(std::move(draft_runner), config_.max_num_batched_tokens)
+                          : nullptr),
       vocab_size_(runner_->vocab_size()),
       block_size_(runner_->block_size()),
       num_blocks_(runner_->num_blocks()),
@@ -202,7 +199,7 @@ bool Engine::StepOnce() {
     PublishStats();
     return false;
   }
-  Status st = draft_ ? draft_->Run(plan) : Status::Ok();  // a draft model: mirror the step, fill the drafts
+  Status st = draft_ ? draft_->Run(plan) : Status::Ok();  // a draft model: catch up, fill the drafts
   if (st.ok()) st = Forward(plan);                      // the runner writes KV and logits
   if (!st.ok()) {
     FailBatch(plan, st);
@@ -318,6 +315,7 @@ void Engine::CancelRequest(int64_t seq_id) {
 void Engine::ProposeDrafts() {
   const SpeculativeConfig& sc = config_.speculative;
   if (!sc.enabled()) return;
+  if (draft_) draft_->BeginStep();
   for (Sequence* seq : scheduler_.running()) {
     seq->spec_tokens.clear();
     if (seq->num_uncomputed_tokens() != 1 || !seq->params.speculative || !Sampler::CanVerifyDrafts(*seq)) continue;
@@ -326,11 +324,12 @@ void Engine::ProposeDrafts() {
                                   config_.max_context_length - seq->num_tokens()) - 1;
     const int32_t budget = std::min(seq->spec.Budget(sc.num_tokens), room);
     if (budget <= 0) continue;
-    seq->spec_tokens.push_back(seq->token_ids.back());
     if (draft_) {
-      // Placeholders: the draft model fills those the scheduler keeps.
-      seq->spec_tokens.resize(static_cast<size_t>(budget) + 1, seq->token_ids.back());
-    } else if (ProposeNgram(seq->token_ids, sc.ngram_min, sc.ngram_max, budget, &seq->spec_tokens) == 0) {
+      draft_->Plan(*seq, budget);  // placeholders the draft model fills after the schedule, or a catch-up
+      continue;
+    }
+    seq->spec_tokens.push_back(seq->token_ids.back());
+    if (ProposeNgram(seq->token_ids, sc.ngram_min, sc.ngram_max, budget, &seq->spec_tokens) == 0) {
       seq->spec_tokens.clear();
     }
   }
@@ -417,6 +416,7 @@ void Engine::VerifyDrafts(const ScheduledSeq& s, size_t first_row, std::vector<i
   // All drafts held: the bonus token from the last row.
   if (accepted == s.num_draft_tokens) out.push_back(sampler_.Sample(row(static_cast<size_t>(accepted)), seq).token_id);
   seq.spec.Update(s.num_draft_tokens, accepted, config_.speculative.num_tokens);
+  if (draft_) DraftModel::Verified(seq, s.num_draft_tokens, accepted);
   counters_.num_draft_tokens += s.num_draft_tokens;
   counters_.num_accepted_draft_tokens += accepted;
   ++counters_.num_spec_verifications;

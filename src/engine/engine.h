@@ -81,7 +81,7 @@ struct EngineConfig {
   kvcache::DiskStoreConfig kv_disk;
   // Speculative decoding (engine/speculative.h); needs a runner without a
   // sliding-window KV group. Method kDraft needs the draft model's runner
-  // (Engine::Create) and no disk tier (restored blocks would lack its KV).
+  // (Engine::Create).
   SpeculativeConfig speculative;
 
   // InvalidArgument naming the field, given the runner it will drive.
@@ -153,7 +153,7 @@ struct EngineStats {
   int64_t num_accepted_draft_tokens = 0;
   int64_t num_spec_verifications = 0;
   // The draft model (speculative.method draft): its forward passes' wall
-  // time and the tokens it ran (it mirrors every token of the model's).
+  // time and the tokens it ran (catching up and drafting).
   double draft_forward_seconds = 0;
   int64_t num_draft_model_tokens = 0;
 };

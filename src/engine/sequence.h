@@ -86,6 +86,13 @@ struct Sequence {
   // scheduler may shorten it), and the adaptive draft length.
   std::vector<int32_t> spec_tokens;
   SpecControl spec;
+  // A draft model (engine/draft_model.h): positions [0, draft_num_computed)
+  // hold this sequence's KV in the draft's store, written since admission
+  // number draft_admission (another admission starts again from 0);
+  // draft_catch_up: positions the draft writes this step without drafting.
+  int32_t draft_num_computed = 0;
+  int32_t draft_admission = -1;
+  int32_t draft_catch_up = 0;
 
   // Outcome and accounting.
   std::optional<FinishReason> finish_reason;

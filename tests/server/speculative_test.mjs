@@ -6,8 +6,10 @@
 // temperature 0 the replies are identical (completions, chat, streaming,
 // stop strings, logprobs), the speculative ones' metrics show accepted
 // drafts and fewer engine steps than tokens; sampled replies keep their
-// seed and max_tokens; bad settings (a missing, unreadable or foreign draft
-// model among them) stop the start-up with a message naming the problem.
+// seed and max_tokens; a draft model beside the disk KV tier answers the
+// same after a restart from restored blocks; bad settings (a missing,
+// unreadable or foreign draft model among them) stop the start-up with a
+// message naming the problem.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import path from "node:path";
@@ -125,6 +127,31 @@ for (const method of ["ngram", "draft"]) describe(`speculative decoding (${metho
       assert.equal(r.json.choices[0].text, rs[0].json.choices[0].text);
     }
   });
+});
+
+test("a draft model with the disk KV tier: after a restart the restored prompt answers the same, with drafts accepted", async () => {
+  const disk = fs.mkdtempSync(path.join(os.tmpdir(), "kvs-draft-disk-"));
+  const args = ["--model", model, "--threads", "1", "--speculative", "draft", "--model-draft", draftModel,
+                "--kv-disk-path", disk];
+  const want = (await completion(plain)).json.choices[0].text;
+  const first = await startServer({ fake: false, args });
+  const a = await completion(first);
+  assert.equal(a.status, 200, a.text);
+  assert.equal(a.json.choices[0].text, want);
+  assert.equal((await first.stop()).code, 0);  // SIGTERM: the writer's queue reaches the disk first
+  const second = await startServer({ fake: false, args });
+  try {
+    const b = await completion(second);
+    assert.equal(b.status, 200, b.text);
+    assert.equal(b.json.choices[0].text, want);
+    const m = await metrics(second);
+    const fromDisk = metric(m, 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="disk"}');
+    assert.ok(fromDisk >= 160, `${fromDisk} prompt tokens from disk`);  // of ~240
+    // The draft catches up over the restored blocks (its KV is not on disk).
+    assert.ok(metric(m, "kvserve:spec_decode_num_accepted_tokens_total") > 20);
+  } finally {
+    assert.equal((await second.stop()).code, 0);
+  }
 });
 
 test("bad speculative settings stop the start-up with the key named", () => {
