@@ -4,6 +4,8 @@
 #include <cctype>
 #include <thread>
 
+#include <xxhash.h>
+
 #include "backend/tensor_parallel.h"
 #include "base/sha256.h"
 #include "grammar/template_tool_format.h"
@@ -209,6 +211,13 @@ Status AssembleEngine(const EngineSpec& spec, LoadedEngine* loaded) {
   }
   engine::EngineConfig ec = spec.engine;
   ec.max_context_length = static_cast<int32_t>(loaded->plan.context);
+  if (parallel && !ec.kv_disk.path.empty()) {
+    // The disk tier's blocks are every rank's part in rank order: they mean
+    // something only for this layout.
+    const uint64_t layout[3] = {ec.kv_disk.fingerprint, static_cast<uint64_t>(spec.tensor_parallel),
+                                static_cast<uint64_t>(spec.pipeline_parallel)};
+    ec.kv_disk.fingerprint = XXH3_64bits(layout, sizeof layout);
+  }
   if (spec.eos_from_tokenizer && loaded->tokenizer) ec.eos_token_ids = loaded->tokenizer->end_of_generation_ids();
   KVS_ASSIGN_OR_RETURN(loaded->engine, engine::Engine::Create(std::move(ec), std::move(runner), std::move(draft_runner)));
   return Status::Ok();

@@ -211,6 +211,53 @@ TEST(LoadEngineTest, TensorAndPipelineParallelRanksGenerateTheRecordedTokens) {
   }
 }
 
+// The disk KV tier under tensor and pipeline parallel: rank 0's store
+// keeps whole blocks (every rank's part, gathered in rank order), and an
+// engine assembled again over the same directory restores them into every
+// rank (each takes its part) and generates what one process generates;
+// layouts sharing the directory never restore each other's blocks.
+TEST(LoadEngineTest, TheDiskTierKeepsWholeBlocksAcrossRanks) {
+  KVS_REQUIRE_SHARED(path, "models/stories260K.gguf");
+  std::vector<int32_t> prompt;  // 50 tokens: 3 full blocks of 16
+  while (prompt.size() < 50) prompt.insert(prompt.end(), kPromptTokens.begin(), kPromptTokens.end());
+  prompt.resize(50);
+  std::vector<int32_t> want;
+  {
+    auto one = LoadEngine(Spec(path));
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    ASSERT_TRUE(one->engine->Start().ok());
+    want = Greedy(*one->engine, prompt);
+  }
+  // One directory for every layout: each layout's blocks are its own
+  // (another layout splits a block otherwise), so none restores another's.
+  const auto dir = kvs::testing::TempDir("tp_disk");
+  for (const auto& [tp, pp] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "tensor " << tp << " x pipeline " << pp);
+    const int n = tp * pp;
+    testing::ThreadGroup group(n);
+    WorkerRanks workers(group, n, path);
+    for (int round = 0; round < 2; ++round) {
+      EngineSpec spec = Spec(path);
+      spec.threads = 1;
+      spec.group = &group.member(0);
+      spec.tensor_parallel = tp;
+      spec.pipeline_parallel = pp;
+      spec.engine.kv_disk.path = dir.string();
+      spec.engine.kv_disk.max_bytes = 64 << 20;
+      auto loaded = LoadEngine(spec);
+      ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+      ASSERT_TRUE(loaded->engine->Start().ok());
+      EXPECT_EQ(Greedy(*loaded->engine, prompt), want) << "round " << round;
+      const engine::EngineStats st = loaded->engine->GetStats();
+      EXPECT_TRUE(st.kv_disk_enabled);
+      EXPECT_EQ(st.kv_disk_restored_blocks, round == 1 ? 3 : 0) << "the prompt's full blocks, from disk";
+      EXPECT_EQ(st.prefix_disk_hit_tokens, round == 1 ? 48 : 0);
+      loaded->engine->Stop();
+    }
+    workers.Finish();
+  }
+}
+
 // A model with sliding-window layers in pipeline stages, through the
 // engine: every stage keeps the window group (rank 0's block ids, released
 // as the window moves), and greedy tokens well past the 16-token window

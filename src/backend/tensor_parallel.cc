@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 
 #include <spdlog/spdlog.h>
 
@@ -11,7 +12,10 @@
 namespace kvs::backend {
 namespace {
 
-enum class Op : uint8_t { kSetup = 1, kForward, kRelease, kReleaseWindow, kEnd, kShutdown };
+enum class Op : uint8_t { kSetup = 1, kForward, kRelease, kReleaseWindow, kEnd, kShutdown, kBlockBytes, kLoadBlock };
+
+// Point-to-point tag of a block's KV bytes sent to rank 0 (the model's tags are small).
+constexpr int kBlockTag = 16;
 
 // Little-endian as the hosts are: every rank runs the same build on x86-64.
 class Writer {
@@ -32,6 +36,10 @@ class Writer {
   void PutString(const std::string& s) {
     Put<uint32_t>(static_cast<uint32_t>(s.size()));
     b_.insert(b_.end(), s.begin(), s.end());
+  }
+  void PutBytes(std::span<const uint8_t> v) {
+    Put<uint64_t>(v.size());
+    b_.insert(b_.end(), v.begin(), v.end());
   }
   std::vector<uint8_t>& bytes() { return b_; }
 
@@ -57,6 +65,14 @@ class Reader {
     out.resize(n);
     if (n > 0) std::memcpy(out.data(), b_.data() + at_, n * sizeof(int32_t));
     at_ += n * sizeof(int32_t);
+  }
+  // A view into the message (valid while it lives).
+  std::span<const uint8_t> GetBytes() {
+    const auto n = static_cast<size_t>(Get<uint64_t>());
+    Need(n);
+    const std::span<const uint8_t> v(b_.data() + at_, n);
+    at_ += n;
+    return v;
   }
   std::string GetString() {
     const uint32_t n = Get<uint32_t>();
@@ -165,6 +181,32 @@ int CountNotReady(Collective& group, bool ready) {
   return static_cast<int>(flag + 0.5f);
 }
 
+// Collective, after every rank has its shard: each rank's bytes of one KV
+// block (CpuRunner::BlockBytes; 0: it cannot export blocks), by rank. A
+// block of the disk tier is every rank's bytes in rank order. Sent as two
+// floats each (exact below 2^44 bytes).
+std::vector<int64_t> ShareBlockBytes(Collective& group, int64_t mine) {
+  const auto n = static_cast<size_t>(group.size()), me = static_cast<size_t>(group.rank());
+  std::vector<float> v(2 * n, 0.0f);
+  v[2 * me] = static_cast<float>(mine >> 20);
+  v[2 * me + 1] = static_cast<float>(mine & ((1 << 20) - 1));
+  group.AllReduceSum(v);
+  std::vector<int64_t> out(n);
+  for (size_t r = 0; r < n; ++r) {
+    out[r] = (static_cast<int64_t>(v[2 * r] + 0.5f) << 20) + static_cast<int64_t>(v[2 * r + 1] + 0.5f);
+  }
+  return out;
+}
+
+// Where rank r's part of a whole block starts.
+size_t BlockOffset(const std::vector<int64_t>& sizes, int r) {
+  int64_t at = 0;
+  for (int i = 0; i < r; ++i) at += sizes[static_cast<size_t>(i)];
+  return static_cast<size_t>(at);
+}
+
+size_t FloatsFor(int64_t bytes) { return static_cast<size_t>((bytes + 3) / 4); }
+
 // The sequence ranges [first, last) of a step's micro-batches: one without
 // pipeline stages; else up to one per stage, with about the same number of
 // tokens each and at least kMinMicroBatchTokens. Why the floor: a decode
@@ -231,8 +273,40 @@ class LeaderRunner : public engine::ModelRunner {
   int32_t window() const override { return local_->window(); }
   int32_t num_window_blocks() const override { return local_->num_window_blocks(); }
   int64_t kv_committed_bytes() const override { return local_->kv_committed_bytes(); }
-  // BlockBytes / LoadBlock: not offered: a block's KV is spread over the
-  // ranks, so the disk tier does not hold it.
+
+  // A block's KV is spread over the ranks: BlockBytes gathers every rank's
+  // part to rank 0 (in rank order), LoadBlock hands each rank its part, so
+  // the disk tier keeps whole blocks. Offered when every rank can export.
+  void SetBlockBytes(std::vector<int64_t> sizes) {
+    block_sizes_ = std::move(sizes);
+    const bool all = std::find(block_sizes_.begin(), block_sizes_.end(), 0) == block_sizes_.end();
+    whole_block_bytes_ = all ? std::accumulate(block_sizes_.begin(), block_sizes_.end(), int64_t{0}) : 0;
+  }
+  int64_t block_bytes() const override { return whole_block_bytes_; }
+  std::span<const uint8_t> BlockBytes(int32_t block_id) const override {
+    if (whole_block_bytes_ == 0) return {};
+    Writer w(Op::kBlockBytes);
+    w.Put<int32_t>(block_id);
+    Send(group_, w);
+    gathered_.resize(static_cast<size_t>(whole_block_bytes_));
+    const std::span<const uint8_t> mine = local_->BlockBytes(block_id);
+    std::copy(mine.begin(), mine.end(), gathered_.begin());
+    for (int r = 1; r < group_.size(); ++r) {
+      const int64_t n = block_sizes_[static_cast<size_t>(r)];
+      recv_.resize(FloatsFor(n));
+      group_.Recv(recv_, r, kBlockTag);
+      std::memcpy(gathered_.data() + BlockOffset(block_sizes_, r), recv_.data(), static_cast<size_t>(n));
+    }
+    return gathered_;
+  }
+  bool LoadBlock(int32_t block_id, std::span<const uint8_t> bytes) override {
+    if (whole_block_bytes_ == 0 || static_cast<int64_t>(bytes.size()) != whole_block_bytes_) return false;
+    Writer w(Op::kLoadBlock);
+    w.Put<int32_t>(block_id);
+    w.PutBytes(bytes);
+    Send(group_, w);
+    return local_->LoadBlock(block_id, bytes.first(static_cast<size_t>(block_sizes_[0])));
+  }
 
   Status Forward(const engine::ForwardBatch& batch, std::span<float> logits) override {
     Writer w(Op::kForward);
@@ -302,6 +376,10 @@ class LeaderRunner : public engine::ModelRunner {
   RankMeter meter_;
   std::shared_ptr<ParallelStatsBoard> stats_;
   int64_t steps_ = 0;
+  std::vector<int64_t> block_sizes_;  // [ranks] each rank's bytes of one block
+  int64_t whole_block_bytes_ = 0;     // their sum; 0 when a rank cannot export
+  mutable std::vector<uint8_t> gathered_;  // [whole_block_bytes_] BlockBytes' answer (engine thread)
+  mutable std::vector<float> recv_;        // one rank's part as received
 };
 
 // A worker's shard for one setup, or why it has none. `stage` is its
@@ -351,8 +429,10 @@ StatusOr<std::unique_ptr<engine::ModelRunner>> MakeTensorParallelRunner(std::uni
     return FailedPrecondition("tensor parallel: {} of the {} ranks could not load their shard (their logs say why)",
                               not_ready, group.size());
   }
-  return std::unique_ptr<engine::ModelRunner>(
-      new LeaderRunner(std::move(*local), group, stage, setup.pipeline_parallel, std::move(stats)));
+  const int64_t mine = (*local)->block_bytes();
+  auto leader = std::make_unique<LeaderRunner>(std::move(*local), group, stage, setup.pipeline_parallel, std::move(stats));
+  leader->SetBlockBytes(ShareBlockBytes(group, mine));
+  return std::unique_ptr<engine::ModelRunner>(std::move(leader));
 }
 
 Status RunTensorParallelWorker(Collective& group, const std::string& model_path, int threads) {
@@ -363,6 +443,8 @@ Status RunTensorParallelWorker(Collective& group, const std::string& model_path,
   engine::ForwardBatch batch, part;
   std::vector<float> logits;  // the last stage's first rank: what it sends to rank 0
   RankMeter meter(group, nullptr);
+  std::vector<int64_t> block_sizes;  // [ranks] bytes of one KV block each (ShareBlockBytes)
+  std::vector<float> send_buf;       // this rank's part of a block, as sent to rank 0
   int tp = 1, pp = 1;
   for (;;) {
     group.Broadcast(msg, 0);
@@ -378,7 +460,9 @@ Status RunTensorParallelWorker(Collective& group, const std::string& model_path,
         auto started = StartShard(group, stage, s, model_path, threads);
         if (!started.ok()) spdlog::error("tensor parallel rank {}: {}", group.rank(), started.status().ToString());
         shard = started.ok() ? std::move(*started) : nullptr;
-        CountNotReady(group, shard != nullptr);
+        if (CountNotReady(group, shard != nullptr) == 0) {
+          block_sizes = ShareBlockBytes(group, shard->block_bytes());  // as rank 0 does once all are ready
+        }
         if (shard != nullptr) {
           spdlog::info("tensor parallel rank {} of {}: shard loaded ({} KV blocks)", group.rank(), group.size(),
                        s.runner.num_blocks);
@@ -424,6 +508,28 @@ Status RunTensorParallelWorker(Collective& group, const std::string& model_path,
         std::vector<int32_t> ids;
         r.GetInts(ids);
         if (shard != nullptr) window ? shard->ReleaseWindowBlocks(ids) : shard->ReleaseBlocks(ids);
+        break;
+      }
+      case Op::kBlockBytes: {
+        // Rank 0 offers the disk tier only when every rank exports blocks.
+        const int32_t id = r.Get<int32_t>();
+        if (shard == nullptr) return FailedPrecondition("tensor parallel: a block was asked for before a shard was loaded");
+        const std::span<const uint8_t> bytes = shard->BlockBytes(id);
+        send_buf.assign(FloatsFor(static_cast<int64_t>(bytes.size())), 0.0f);
+        if (!bytes.empty()) std::memcpy(send_buf.data(), bytes.data(), bytes.size());
+        group.Send(send_buf, 0, kBlockTag);
+        break;
+      }
+      case Op::kLoadBlock: {
+        const int32_t id = r.Get<int32_t>();
+        const std::span<const uint8_t> whole = r.GetBytes();
+        if (shard == nullptr) return FailedPrecondition("tensor parallel: a block was sent before a shard was loaded");
+        const size_t at = BlockOffset(block_sizes, group.rank());
+        const auto n = static_cast<size_t>(block_sizes[static_cast<size_t>(group.rank())]);
+        if (at + n > whole.size() || !shard->LoadBlock(id, whole.subspan(at, n))) {
+          return Internal("tensor parallel rank {}: block {} from rank 0 does not match this shard's layout",
+                          group.rank(), id);
+        }
         break;
       }
       case Op::kEnd:

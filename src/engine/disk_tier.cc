@@ -7,7 +7,7 @@ namespace kvs::engine {
 
 bool DiskTier::Restore(const kvcache::DiskBlockMeta& meta, int32_t block_id) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto expected = static_cast<int64_t>(runner_->BlockBytes(block_id).size());
+  const int64_t expected = runner_->block_bytes();
   auto bytes = store_->Get(meta, expected);
   const bool ok = bytes.ok() && runner_->LoadBlock(block_id, *bytes);
   restore_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -17,7 +17,7 @@ bool DiskTier::Restore(const kvcache::DiskBlockMeta& meta, int32_t block_id) {
 
 void DiskTier::Prefetch(std::vector<kvcache::DiskBlockMeta> metas) {
   if (metas.empty()) return;
-  store_->Prefetch(std::move(metas), static_cast<int64_t>(runner_->BlockBytes(0).size()));
+  store_->Prefetch(std::move(metas), runner_->block_bytes());
 }
 
 void DiskTier::Published(const kvcache::DiskBlockMeta& meta, int32_t block_id) {

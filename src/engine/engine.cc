@@ -85,7 +85,7 @@ Status EngineConfig::Validate(const ModelRunner& runner) const {
     if (!enable_prefix_caching) {
       return InvalidArgument("kv_cache.disk needs prefix caching: the disk tier keeps the prefix cache's blocks");
     }
-    if (runner.BlockBytes(0).empty()) {
+    if (runner.block_bytes() == 0) {
       return InvalidArgument("kv_cache.disk: this model's runner cannot copy its KV blocks (a model with sliding-window "
                              "layers keeps them in two groups); leave kv_cache.disk.path empty");
     }
@@ -118,7 +118,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(EngineConfig config, std::uniqu
     // caller's fingerprint), this block size and this storage layout.
     kvcache::DiskStoreConfig dc = config.kv_disk;
     const uint64_t layout[3] = {dc.fingerprint, static_cast<uint64_t>(runner->block_size()),
-                                static_cast<uint64_t>(runner->BlockBytes(0).size())};
+                                static_cast<uint64_t>(runner->block_bytes())};
     dc.fingerprint = XXH3_64bits(layout, sizeof layout);
     KVS_ASSIGN_OR_RETURN(store, kvcache::DiskKvStore::Open(dc));
   }

@@ -51,6 +51,10 @@ class ModelRunner {
     (void)block_id;
     return {};
   }
+  // Bytes of one block as BlockBytes gives them; 0: the runner cannot
+  // export blocks. (A runner whose blocks live in other processes answers
+  // without fetching one.)
+  virtual int64_t block_bytes() const { return static_cast<int64_t>(BlockBytes(0).size()); }
   // Overwrites a block with bytes BlockBytes gave for this runner's layout.
   // false: the size does not match (nothing written).
   virtual bool LoadBlock(int32_t block_id, std::span<const uint8_t> bytes) {

@@ -86,11 +86,6 @@ StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Load(const ServeConfig& 
     spec.group = group;
     spec.tensor_parallel = static_cast<int>(config.runtime.tensor_parallel);
     spec.pipeline_parallel = static_cast<int>(config.runtime.pipeline_parallel);
-    if (!spec.engine.kv_disk.path.empty()) {
-      // A block's KV is spread over the ranks; the disk tier stores whole blocks.
-      spdlog::warn("kv_cache.disk: off with {} ranks (each rank holds part of every block)", group->size());
-      spec.engine.kv_disk = {};
-    }
   }
   KVS_ASSIGN_OR_RETURN(backend::LoadedEngine loaded, backend::LoadEngine(spec));
   if (loaded.bf16_weight_bytes > 0) {

@@ -19,7 +19,8 @@
 //   * SIGTERM to mpirun drains rank 0, which then ends the worker.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
@@ -158,6 +159,31 @@ describe("tensor parallel through mpirun and kvserve serve", () => {
         }
       } finally {
         await server.stop();
+      }
+    }
+  });
+
+  test("the disk KV tier under 2 tensor ranks: after a restart the prompt comes from disk, same answer",
+    { skip: RELEASE_ONLY }, async () => {
+    const disk = mkdtempSync(path.join(os.tmpdir(), "kvs-tp-disk-"));
+    const story = "The little dog ran to the park and played with a red ball under the big tree. ";
+    const body = { model: "kvserve-tiny", prompt: story.repeat(6) + "Then", max_tokens: TOKENS / 2, temperature: 0,
+      ignore_eos: true };
+    const want = (await request(single, "POST", "/v1/completions", body)).json.choices[0].text;
+    const extra = ["--tensor-parallel", "2", "--kv-disk-path", disk];
+    for (const round of [0, 1]) {
+      const server = await mpiServe(2, extra);
+      try {
+        await waitFor(async () => (await request(server, "GET", "/ready")).status === 200, 60000);
+        const r = await request(server, "POST", "/v1/completions", body);
+        assert.equal(r.status, 200, r.text);
+        assert.equal(r.json.choices[0].text, want, `round ${round}`);
+        const m = await metrics(server);
+        const fromDisk = metric(m, 'kvserve:prefix_cache_hit_tokens_by_tier_total{tier="disk"}');
+        if (round === 0) assert.equal(fromDisk, 0);
+        else assert.ok(fromDisk >= 96, `round 1: ${fromDisk} prompt tokens from disk`);
+      } finally {
+        await server.stop();  // SIGTERM: rank 0's writer reaches the disk first
       }
     }
   });
