@@ -181,6 +181,16 @@ class WorkerRanks {
   std::vector<std::thread> threads_;
 };
 
+// Rank 0's spec of a tp x pp layout over `group` (one thread a rank).
+EngineSpec RankZeroSpec(const std::string& path, testing::ThreadGroup& group, int tp, int pp) {
+  EngineSpec spec = Spec(path);
+  spec.threads = 1;
+  spec.group = &group.member(0);
+  spec.tensor_parallel = tp;
+  spec.pipeline_parallel = pp;
+  return spec;
+}
+
 // Tensor and pipeline parallel (tensor_parallel.h) with the ranks as
 // threads: rank 0's engine over its shard drives the workers' loops, and
 // every layout (2 tensor ranks; 2 pipeline stages; 2 x 2) generates the
@@ -194,11 +204,7 @@ TEST(LoadEngineTest, TensorAndPipelineParallelRanksGenerateTheRecordedTokens) {
     testing::ThreadGroup group(n);
     WorkerRanks workers(group, n, path);
     for (int round = 0; round < 2; ++round) {
-      EngineSpec spec = Spec(path);
-      spec.threads = 1;
-      spec.group = &group.member(0);
-      spec.tensor_parallel = tp;
-      spec.pipeline_parallel = pp;
+      EngineSpec spec = RankZeroSpec(path, group, tp, pp);
       auto loaded = LoadEngine(spec);
       ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
       EXPECT_EQ(loaded->model.n_kv_heads, 4 / tp) << "rank 0 holds its share of the 4 KV heads";
@@ -237,11 +243,7 @@ TEST(LoadEngineTest, TheDiskTierKeepsWholeBlocksAcrossRanks) {
     testing::ThreadGroup group(n);
     WorkerRanks workers(group, n, path);
     for (int round = 0; round < 2; ++round) {
-      EngineSpec spec = Spec(path);
-      spec.threads = 1;
-      spec.group = &group.member(0);
-      spec.tensor_parallel = tp;
-      spec.pipeline_parallel = pp;
+      EngineSpec spec = RankZeroSpec(path, group, tp, pp);
       spec.engine.kv_disk.path = dir.string();
       spec.engine.kv_disk.max_bytes = 64 << 20;
       auto loaded = LoadEngine(spec);
@@ -343,11 +345,7 @@ TEST(LoadEngineTest, TensorParallelRefusesAWorkerWithAnotherFile) {
   testing::ThreadGroup group(2);
   Status worker_status;
   std::thread worker([&] { worker_status = RunTensorParallelWorker(group.member(1), copy, 1); });
-  EngineSpec spec = Spec(path);
-  spec.threads = 1;
-  spec.group = &group.member(0);
-  spec.tensor_parallel = 2;
-  auto loaded = LoadEngine(spec);
+  auto loaded = LoadEngine(RankZeroSpec(path, group, 2, 1));
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("1 of the 2 ranks could not load their shard"), std::string::npos)
       << loaded.status().ToString();
