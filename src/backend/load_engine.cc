@@ -56,6 +56,17 @@ Status LoadChat(const EngineSpec& spec, LoadedEngine* out) {
   return Status::Ok();
 }
 
+// DataLoss naming both hashes when `path` does not hash to `expected`
+// (64 hex digits, any case); "" checks nothing.
+Status CheckSha256(const std::string& path, const std::string& expected) {
+  if (expected.empty()) return Status::Ok();
+  KVS_ASSIGN_OR_RETURN(const std::string got, Sha256File(path));
+  std::string want = expected;
+  std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (got != want) return Status(StatusCode::kDataLoss, path + " hashes to " + got + ", the expected SHA-256 is " + want);
+  return Status::Ok();
+}
+
 // The draft model of spec (speculative.method draft): loaded, its vocabulary
 // checked against the model's tokenizer token by token.
 StatusOr<std::unique_ptr<model::LlamaModel>> LoadDraftModel(const EngineSpec& spec, const LoadedEngine& loaded) {
@@ -67,6 +78,7 @@ StatusOr<std::unique_ptr<model::LlamaModel>> LoadDraftModel(const EngineSpec& sp
     return InvalidArgument("speculative.method draft does not run with tensor / pipeline parallel yet");
   }
   const std::string where = "speculative.draft_model " + spec.draft_model_path;
+  KVS_RETURN_IF_ERROR(CheckSha256(spec.draft_model_path, spec.draft_sha256).WithContext(where));
   auto draft = model::LlamaModel::Load(spec.draft_model_path, model::LoadOptions::ForDtype(spec.model_dtype));
   if (!draft.ok()) return draft.status().WithContext(where);
   const model::ModelConfig& d = (*draft)->config();
@@ -98,15 +110,7 @@ StatusOr<LoadedEngine> LoadEngine(const EngineSpec& spec) {
   // The device first: an unknown one fails before a large file is read.
   KVS_RETURN_IF_ERROR(FindRunnerFactory(spec.device).status().WithContext("device"));
   if (spec.load_chat && !spec.load_tokenizer) return InvalidArgument("LoadEngine: load_chat needs load_tokenizer");
-  if (!spec.sha256.empty()) {
-    KVS_ASSIGN_OR_RETURN(const std::string got, Sha256File(spec.model_path));
-    std::string want = spec.sha256;
-    std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (got != want) {
-      return Status(StatusCode::kDataLoss,
-                    spec.model_path + " hashes to " + got + ", the expected SHA-256 is " + want);
-    }
-  }
+  KVS_RETURN_IF_ERROR(CheckSha256(spec.model_path, spec.sha256));
   const bool parallel = spec.group != nullptr && spec.group->size() > 1;
   if (parallel && spec.device != "cpu") {
     return InvalidArgument("tensor / pipeline parallel runs on device cpu, not '{}'", spec.device);

@@ -80,6 +80,7 @@ struct EngineSpec {
   // same dtype and KV settings; AssembleEngine loads it, checks its
   // vocabulary against the model's and counts it in the memory plan.
   std::string draft_model_path;
+  std::string draft_sha256;  // its expected SHA-256 as `sha256` above; "": not checked
   // Tensor / pipeline parallel (backend/tensor_parallel.h): this process is
   // rank 0 of `group` (tensor_parallel x pipeline_parallel ranks, more than
   // one): it loads its shard of stage 0, plans the KV pool of one rank (its

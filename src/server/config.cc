@@ -199,6 +199,10 @@ const Keys& Table() {
                              "a GGUF file or \"\"",
                              "speculative.method draft: the draft model, a smaller model with the same vocabulary "
                              "(its KV takes a share of the pool)"));
+    t.push_back(Keys::String("speculative.draft_model_sha256", "model-draft-sha256",
+                             [](ServeConfig& c) -> std::string& { return c.speculative.draft_model_sha256; },
+                             "\"\" or 64 hex digits",
+                             "Expected SHA-256 of the draft model's file; start-up fails on a mismatch", Sha256Check));
     t.push_back(Keys::Int("speculative.num_tokens", "speculative-tokens",
                           [](ServeConfig& c) -> int64_t& { return c.speculative.num_tokens; }, 1, 64,
                           "Most draft tokens per sequence and step (each sequence adapts below it)"));
@@ -332,6 +336,9 @@ Status ValidateConfig(const ServeConfig& cfg) {
   if (cfg.speculative.method != "draft" && !cfg.speculative.draft_model.empty()) {
     return InvalidArgument("speculative.draft_model is set but speculative.method is {}; set it to draft",
                            cfg.speculative.method);
+  }
+  if (!cfg.speculative.draft_model_sha256.empty() && cfg.speculative.draft_model.empty()) {
+    return InvalidArgument("speculative.draft_model_sha256 is set but speculative.draft_model is not");
   }
   if (!cfg.speculative.draft_model.empty()) {
     std::error_code ec;

@@ -92,6 +92,7 @@ struct RuntimeSection {
 struct SpeculativeSection {
   std::string method = "off";   // off, ngram (prompt lookup: drafts from the sequence's own text), draft (a draft model)
   std::string draft_model;      // method draft: GGUF file of a smaller model with the same vocabulary
+  std::string draft_model_sha256;  // its expected SHA-256 ("": not checked)
   int64_t num_tokens = 5;       // most draft tokens per sequence and step
   int64_t ngram_min = 2;        // shortest suffix looked up
   int64_t ngram_max = 4;        // longest suffix looked up (tried first)

@@ -74,6 +74,7 @@ StatusOr<backend::EngineSpec> EngineSpecFromConfig(const ServeConfig& config) {
   ec.speculative.ngram_min = static_cast<int32_t>(config.speculative.ngram_min);
   ec.speculative.ngram_max = static_cast<int32_t>(config.speculative.ngram_max);
   spec.draft_model_path = config.speculative.draft_model;
+  spec.draft_sha256 = config.speculative.draft_model_sha256;
   ec.policy = config.runtime.scheduling_policy == "priority" ? engine::SchedulingPolicy::kPriority
                                                               : engine::SchedulingPolicy::kFcfs;
   return spec;  // eos_token_ids: the tokenizer's (LoadEngine)

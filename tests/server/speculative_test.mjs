@@ -15,6 +15,7 @@ import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
+import { createHash } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 
@@ -23,6 +24,7 @@ import { binary, metrics, metric, parseSse, request, requireBinary, sharedDir, s
 requireBinary();
 const model = path.join(sourceDir, "models/kvserve-tiny.gguf");
 const draftModel = path.join(sourceDir, "models/kvserve-tiny-16k.gguf");
+const draftSha256 = createHash("sha256").update(fs.readFileSync(draftModel)).digest("hex");
 
 let plain, ngram, draft, prompt;
 
@@ -34,7 +36,8 @@ before(async () => {
   [plain, ngram, draft] = await Promise.all([
     startServer({ fake: false, args }),
     startServer({ fake: false, args: [...args, "--speculative", "ngram", "--speculative-tokens", "6"] }),
-    startServer({ fake: false, args: [...args, "--speculative", "draft", "--model-draft", draftModel, "--speculative-tokens", "4"] }),
+    startServer({ fake: false, args: [...args, "--speculative", "draft", "--model-draft", draftModel,
+      "--model-draft-sha256", draftSha256.toUpperCase(), "--speculative-tokens", "4"] }),
   ]);
   // A document the reply will copy: the model's own continuation of an
   // opening, followed by the opening again.
@@ -165,6 +168,9 @@ test("bad speculative settings stop the start-up with the key named", () => {
     [["--model-draft", draftModel], /speculative\.draft_model is set but speculative\.method is off/],
     [["--speculative", "draft", "--model-draft", "/nonexistent/draft.gguf"], /speculative\.draft_model: \/nonexistent\/draft\.gguf is not a file/],
     [["--speculative", "draft", "--model-draft", notGguf], /speculative\.draft_model .*draft\.gguf/],
+    [["--speculative", "draft", "--model-draft", draftModel, "--model-draft-sha256", "0".repeat(64)],
+      new RegExp(`speculative\\.draft_model .*hashes to ${draftSha256}, the expected SHA-256 is 0{64}`)],
+    [["--model-draft-sha256", draftSha256], /speculative\.draft_model_sha256 is set but speculative\.draft_model is not/],
   ];
   // A model with another vocabulary (stories260K's 512 tokens).
   const stories = path.join(sharedDir, "models/stories260K.gguf");
