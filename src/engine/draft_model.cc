@@ -17,8 +17,9 @@ Status DraftModel::Check(const ModelRunner& target, const ModelRunner& draft) {
                            target.block_size());
   }
   if (draft.num_blocks() < target.num_blocks()) {
-    return InvalidArgument("the draft model's KV pool has {} blocks, fewer than the model's {} (it mirrors them)",
-                           draft.num_blocks(), target.num_blocks());
+    return InvalidArgument(
+        "the draft model's KV pool has {} blocks, fewer than the model's {} (its KV uses the same block ids)",
+        draft.num_blocks(), target.num_blocks());
   }
   if (draft.window() > 0 || target.window() > 0) {
     return InvalidArgument("speculative decoding is not available for models with sliding-window layers yet");
