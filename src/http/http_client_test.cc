@@ -313,13 +313,19 @@ TEST(HttpClientTest, StalePooledConnectionIsReplaced) {
 TEST(HttpClientTest, ServerClosingMidBodyIsADisconnect) {
   HttpServer server(ServerOptions{});
   HttpServer* sp = &server;
+  // The closing thread drops its Exchange before the server goes (its
+  // connection's strand must not outlive the server's io_context).
+  std::promise<void> released;
+  std::future<void> released_future = released.get_future();
   ASSERT_TRUE(server
-                  .Start([sp](std::shared_ptr<Exchange> ex) {
+                  .Start([sp, &released](std::shared_ptr<Exchange> ex) {
                     ex->StartStream(HttpResponse{});
                     ex->Write("partial");
-                    std::thread([sp, ex] {
+                    std::thread([sp, ex, &released]() mutable {
                       std::this_thread::sleep_for(50ms);
                       sp->CloseAll();
+                      ex.reset();
+                      released.set_value();
                     }).detach();
                   })
                   .ok());
@@ -332,6 +338,7 @@ TEST(HttpClientTest, ServerClosingMidBodyIsADisconnect) {
   EXPECT_EQ(r.error, ClientErrorKind::kDisconnected) << r.message;
   EXPECT_TRUE(r.head_received);
   EXPECT_EQ(body, "partial");
+  released_future.wait();
   server.Stop();
 }
 
